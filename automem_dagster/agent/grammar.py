@@ -1,0 +1,125 @@
+"""GBNF grammars for LOG and PLAN turns, built from the scaffold and the game.
+
+A small model left free mostly echoes its prompt; constrained to this grammar it can only
+emit operations the scaffold enables, on files that exist, and actions the game accepts.
+Every free-text rule has a length bound, because an unbounded rule lets a small model loop
+until ``max_tokens``. The grammar also encodes the turn protocol:
+
+* LOG: any number of writes (up to the remaining budget), then either ``<|DONE|>`` (the
+  phase ends) or one read, whose result is fed back before the next turn.
+* PLAN: one read-only consultation (result fed back), or the game action. On the last
+  iteration only the action is allowed. In two-model mode the memory model ends
+  consultations with ``<|DONE|>`` and the game model's grammar is the action alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from automem_dagster.memory.ops import OpName
+
+READ_OPS = (OpName.READ, OpName.TAIL, OpName.SEARCH, OpName.COUNT, OpName.SUMMARIZE)
+WRITE_OPS = (OpName.CREATE, OpName.APPEND, OpName.WRITE, OpName.UPSERT, OpName.DELETE)
+
+
+def _literal(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _alternatives(options: Iterable[str]) -> str:
+    return " | ".join(_literal(o) for o in options)
+
+
+class TurnGrammar:
+    """Builds the rules shared by every turn of one scaffold; per-turn roots are cheap to add."""
+
+    def __init__(self, operations: Iterable[OpName], text_max: int, key_max: int, keyword_max: int):
+        self.operations = list(operations)
+        self.text_max = text_max
+        self.key_max = key_max
+        self.keyword_max = keyword_max
+
+    def _op_rule(self, op: OpName, all_files: str, writable: str) -> str | None:
+        tok = _literal(f"<|{op.value}|>")
+        rules = {
+            OpName.READ: f"{tok} {all_files}",
+            OpName.SUMMARIZE: f"{tok} {all_files}",
+            OpName.TAIL: f'{tok} {all_files} "|" count',
+            OpName.SEARCH: f'{tok} {all_files} "|" keyword',
+            OpName.COUNT: f'{tok} {all_files} "|" keyword',
+            OpName.CREATE: f"{tok} newfile",
+            OpName.APPEND: f'{tok} {writable} "|" text',
+            OpName.WRITE: f'{tok} {writable} "|" text',
+            OpName.UPSERT: f'{tok} {writable} "|" key "|" text',
+            OpName.DELETE: f"{tok} {writable}",
+        }
+        if writable == "" and op in WRITE_OPS and op is not OpName.CREATE:
+            return None
+        return rules[op]
+
+    def _common(self, files: list[str], writable: list[str]) -> list[str]:
+        lines = [
+            f"file ::= {_alternatives(files)}",
+            "count ::= [1-9] [0-9]?",
+            f"text ::= [^|<\\n]{{1,{self.text_max}}}",
+            f"key ::= [^|<\\n:]{{1,{self.key_max}}}",
+            f"keyword ::= [^|<\\n]{{1,{self.keyword_max}}}",
+            'newfile ::= [a-z0-9_] [a-z0-9_-]{0,30} ".txt"',
+        ]
+        if writable:
+            lines.append(f"wfile ::= {_alternatives(writable)}")
+        return lines
+
+    def _ops(self, kinds: tuple[OpName, ...], has_writable: bool) -> list[str]:
+        rules = []
+        for op in self.operations:
+            if op in kinds:
+                rule = self._op_rule(op, "file", "wfile" if has_writable else "")
+                if rule:
+                    rules.append(rule)
+        return rules
+
+    def log_turn(self, files: list[str], writable: list[str], remaining: int) -> str:
+        """Writes then DONE, or writes then one read. ``remaining`` >= 1 operations are left."""
+        writes = self._ops(WRITE_OPS, bool(writable))
+        reads = self._ops(READ_OPS, bool(writable))
+        lines = self._common(files, writable)
+        alts = []
+        if writes:
+            lines.append("write ::= " + " | ".join(f"({w})" for w in writes))
+            alts.append(f'(write "\\n"){{0,{remaining}}} "<|DONE|>"')
+            if reads and remaining > 1:
+                alts.append(f'(write "\\n"){{0,{remaining - 1}}} read')
+        else:
+            alts.append('"<|DONE|>"')
+        if reads:
+            lines.append("read ::= " + " | ".join(f"({r})" for r in reads))
+            if not writes:
+                alts.append("read")
+        return "\n".join([f"root ::= {' | '.join(alts)}", *lines]) + "\n"
+
+    def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False) -> str:
+        """One consultation or the end of the phase.
+
+        The end is the action (one-model) or ``<|DONE|>`` (``end_with_done``: the memory
+        model in two-model mode hands over to the game model).
+        """
+        ending = '"<|DONE|>"' if end_with_done else "action"
+        reads = self._ops(READ_OPS, False) if consult else []
+        lines = [f"root ::= {' | '.join(['read', ending] if reads else [ending])}"]
+        if reads:
+            lines += self._common(files, [])
+            lines.append("read ::= " + " | ".join(f"({r})" for r in reads))
+        if not end_with_done:
+            lines.append(action_rule(actions))
+        return "\n".join(lines) + "\n"
+
+
+def action_rule(actions: list[str]) -> str:
+    return f'action ::= "<|ACTION|>" ({_alternatives(actions)}) "<|END|>"'
+
+
+def action_grammar(actions: list[str]) -> str:
+    """The game model's turn in two-model mode: exactly one action."""
+    return f"root ::= action\n{action_rule(actions)}\n"

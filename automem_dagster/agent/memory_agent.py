@@ -1,0 +1,245 @@
+"""The memory agent: LOG then PLAN every step, in one-model or two-model mode.
+
+LOG lets the memory model record the outcome of the previous step with memory operations
+until ``<|DONE|>`` or the scaffold's cap. PLAN lets it consult memory read-only, then picks
+the game action (one-model), or hands over to the game model which only chooses the action
+(two-model, the proficiency loop's specialist setup). Nothing the model says can crash an
+episode: unparseable output is recorded on the turn, counted, and the fallback applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from automem_dagster.agent import prompts
+from automem_dagster.agent.grammar import READ_OPS, TurnGrammar, action_grammar
+from automem_dagster.agent.signals import count_reversals, stuck_for
+from automem_dagster.games.base import GameState, ParsedAction
+from automem_dagster.llm.client import Completion, LLMClient
+from automem_dagster.memory import MemoryStore, Op, OpName, format_op, parse_ops
+from automem_dagster.scaffold.model import Scaffold
+
+
+@dataclass
+class OpRecord:
+    op: str
+    ok: bool
+    result: str
+    redundant: bool = False
+    empty: bool = False
+    changed: bool = False
+
+
+@dataclass
+class TurnRecord:
+    """One model call: what it said, what its operations did, and what it cost."""
+
+    phase: str
+    endpoint: str
+    text: str
+    ops: list[OpRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 1
+
+    @classmethod
+    def from_completion(cls, phase: str, endpoint: str, comp: Completion) -> TurnRecord:
+        return cls(phase, endpoint, comp.text, input_tokens=comp.input_tokens,
+                   output_tokens=comp.output_tokens, latency_s=comp.latency_s, attempts=comp.attempts)
+
+
+@dataclass
+class Decision:
+    """The outcome of one agent step: the action to take and the full record of how."""
+
+    action: str
+    valid: bool
+    note: str
+    turns: list[TurnRecord]
+    warnings: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class MemoryAgent:
+    """Plays one episode: holds the episode's memory store and recent history.
+
+    ``memory_client`` is None in one-model mode. ``parse_action`` resolves model text to a
+    game action (tolerant, with the game's default on failure).
+    """
+
+    def __init__(
+        self,
+        scaffold: Scaffold,
+        store: MemoryStore,
+        actions: dict[str, str],
+        parse_action,
+        game_client: LLMClient,
+        memory_client: LLMClient | None = None,
+    ):
+        self.scaffold = scaffold
+        self.store = store
+        self.actions = actions
+        self.parse_action = parse_action
+        self.game_client = game_client
+        self.memory_client = memory_client
+        self.grammar = TurnGrammar(
+            scaffold.operations, scaffold.limits.text_max_chars,
+            scaffold.limits.key_max_chars, scaffold.limits.keyword_max_chars,
+        )
+        self.history: list[tuple[str, float]] = []
+        self.observations: list[str] = []
+        self._log_system = prompts.log_system(scaffold)
+        self._plan_system = prompts.plan_system(scaffold, actions, consult_only=memory_client is not None)
+        self._action_system = prompts.action_system(scaffold, actions)
+        for f in scaffold.files:
+            store.init_file(f.name, f.initial, f.policy)
+
+    # -- the step ---------------------------------------------------------------------------
+
+    def sync_state(self, state: GameState) -> None:
+        """Rewrite every synced file from the game state (the harness's job, not the model's)."""
+        for f in self.scaffold.files:
+            if f.policy.mode == "synced":
+                self.store.sync(f.name, state.render(f.policy.sync_source))
+
+    async def step(self, step: int, observation: str) -> Decision:
+        self.observations.append(observation)
+        warnings = self.warnings()
+        turns: list[TurnRecord] = []
+        if self.history:
+            turns += await self._log_phase(step, observation, warnings)
+        plan_turns, parsed = await self._plan_phase(step, observation, warnings)
+        turns += plan_turns
+        return Decision(parsed.action, parsed.valid, parsed.note, turns, warnings)
+
+    def record_outcome(self, action: str, reward: float) -> None:
+        self.history.append((action, reward))
+
+    def warnings(self) -> list[str]:
+        signals, out = self.scaffold.signals, []
+        if signals.stuck.enabled:
+            run = stuck_for(self.observations)
+            if run >= signals.stuck.repeats:
+                out.append(f"stuck: the observation has not changed for {run} steps; try something different")
+        if signals.oscillation.enabled:
+            recent = [a for a, _ in self.history[-signals.oscillation.window:]]
+            n = count_reversals(recent)
+            if n >= signals.oscillation.reversals:
+                out.append(f"oscillating: {n} direction reversals in the last {len(recent)} moves; commit to one direction")
+        return out
+
+    # -- phases -----------------------------------------------------------------------------
+
+    def _user(self, step: int, observation: str, warnings: list[str], with_previous: bool) -> dict:
+        n = self.scaffold.limits.history_length
+        history = self.history[-n:] if n else []
+        previous = self.history[-1] if with_previous and self.history else (None, None)
+        text = prompts.step_message(
+            step, observation, prompts.file_index(self.scaffold, self.store.index()),
+            history, warnings, previous[0], previous[1],
+        )
+        return {"role": "user", "content": text}
+
+    async def _log_phase(self, step: int, observation: str, warnings: list[str]) -> list[TurnRecord]:
+        client = self.memory_client or self.game_client
+        endpoint = "memory" if self.memory_client else "game"
+        messages = [{"role": "system", "content": self._log_system},
+                    self._user(step, observation, warnings, with_previous=True)]
+        budget, turns = self.scaffold.limits.log_max_ops, []
+        while budget > 0:
+            grammar = self.grammar.log_turn(self.store.files(), self._writable(), budget)
+            comp = await client.complete(messages, grammar)
+            turn = TurnRecord.from_completion("log", endpoint, comp)
+            turns.append(turn)
+            parsed = parse_ops(comp.text)
+            turn.errors += parsed.errors
+            if parsed.action is not None:
+                turn.errors.append("an ACTION in the LOG phase is ignored: LOG only records the previous step")
+            finished, ended_on_read = False, False
+            for op in parsed.ops:
+                if op.name is OpName.DONE:
+                    finished = True
+                    break
+                if budget == 0:
+                    turn.errors.append(f"operation cap of {self.scaffold.limits.log_max_ops} reached; the rest was ignored")
+                    break
+                turn.ops.append(self._execute(op, "log"))
+                budget -= 1
+                ended_on_read = op.name in READ_OPS
+            if not parsed.ops:
+                turn.errors.append("no memory operation found in the LOG turn")
+            if finished or not ended_on_read:
+                break
+            messages += [{"role": "assistant", "content": comp.text},
+                         {"role": "user", "content": prompts.results_message(_result_lines(turn))}]
+        return turns
+
+    async def _plan_phase(
+        self, step: int, observation: str, warnings: list[str]
+    ) -> tuple[list[TurnRecord], ParsedAction]:
+        two_model = self.memory_client is not None
+        client = self.memory_client or self.game_client
+        endpoint = "memory" if two_model else "game"
+        messages = [{"role": "system", "content": self._plan_system},
+                    self._user(step, observation, warnings, with_previous=False)]
+        budget, turns, consulted = self.scaffold.limits.plan_max_ops, [], []
+        actions = list(self.actions)
+        while True:
+            grammar = self.grammar.plan_turn(self.store.files(), actions, consult=budget > 0, end_with_done=two_model)
+            comp = await client.complete(messages, grammar)
+            turn = TurnRecord.from_completion("plan", endpoint, comp)
+            turns.append(turn)
+            parsed = parse_ops(comp.text)
+            turn.errors += parsed.errors
+            if parsed.action is not None and not two_model:
+                return turns, self.parse_action(parsed.action)
+            reads = [op for op in parsed.ops if op.name is not OpName.DONE][:budget]
+            for op in reads:
+                turn.ops.append(self._execute(op, "plan"))
+            budget -= len(reads)
+            consulted += _result_lines(turn)
+            if not reads or any(op.name is OpName.DONE for op in parsed.ops):
+                break
+            messages += [{"role": "assistant", "content": comp.text},
+                         {"role": "user", "content": prompts.results_message(_result_lines(turn))}]
+        if two_model:
+            action_turn = await self._game_action(step, observation, warnings, consulted)
+            return [*turns, action_turn], self._resolve(action_turn)
+        turn.errors.append("the PLAN phase ended without an ACTION; the action is read from the text or defaulted")
+        return turns, self.parse_action(comp.text)
+
+    async def _game_action(self, step: int, observation: str, warnings: list[str], consulted: list[str]) -> TurnRecord:
+        user = self._user(step, observation, warnings, with_previous=False)
+        if consulted:
+            user["content"] = "Memory consulted:\n" + "\n".join(consulted) + "\n\n" + user["content"]
+        messages = [{"role": "system", "content": self._action_system}, user]
+        comp = await self.game_client.complete(messages, action_grammar(list(self.actions)))
+        turn = TurnRecord.from_completion("action", "game", comp)
+        turn.errors += parse_ops(comp.text).errors
+        return turn
+
+    def _resolve(self, turn: TurnRecord) -> ParsedAction:
+        action = parse_ops(turn.text).action
+        if action is None:
+            turn.errors.append("no <|ACTION|>...<|END|> in the game model's reply; the action is read from the text")
+        return self.parse_action(action if action is not None else turn.text)
+
+    # -- memory -----------------------------------------------------------------------------
+
+    def _writable(self) -> list[str]:
+        fixed = {f.name for f in self.scaffold.files if f.policy.mode in ("reference", "synced")}
+        return [name for name in self.store.files() if name not in fixed]
+
+    def _execute(self, op: Op, phase: str) -> OpRecord:
+        if op.name not in self.scaffold.operations:
+            return OpRecord(format_op(op), False, f"{op.name.value} is not enabled in this scaffold")
+        res = self.store.execute(op, phase=phase)
+        return OpRecord(format_op(op), res.ok, res.text, res.redundant, res.empty, res.changed)
+
+
+def _result_lines(turn: TurnRecord) -> list[str]:
+    return [f"{r.op} -> {r.result}" for r in turn.ops]

@@ -1,0 +1,199 @@
+"""Crafter as a text game, with BALROG's settings (64x64 world, 9x9 view) and progression.
+
+The observation names the nearest cell of each kind in the player's local view with the steps
+to reach it, what the player faces, the four vitals out of 9 and the inventory. Grass, sand and
+path are left out (they are everywhere and walkable), which keeps an observation near 300
+characters: short prompts matter for small models and for prompt caching.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from automem_dagster.games.actions import ActionVocabulary, compass_aliases, describe_offset
+from automem_dagster.games.base import GameState, ParsedAction, StepResult
+from automem_dagster.games.progression import crafter_progression
+
+# Crafter's own action order (the env takes the index); names use compass words for moves.
+CRAFTER_ACTIONS: dict[str, str] = {
+    "noop": "do nothing this step",
+    "move_west": "move one cell west (or turn to face west if blocked)",
+    "move_east": "move one cell east (or turn to face east if blocked)",
+    "move_north": "move one cell north (or turn to face north if blocked)",
+    "move_south": "move one cell south (or turn to face south if blocked)",
+    "do": "interact with the faced cell: collect material, drink water, eat, attack",
+    "sleep": "sleep to restore energy (wakes when energy is full or when hurt)",
+    "place_stone": "place a stone on the faced cell (needs 1 stone)",
+    "place_table": "place a crafting table on the faced cell (needs 1 wood)",
+    "place_furnace": "place a furnace on the faced cell (needs 1 stone, a table nearby)",
+    "place_plant": "plant a sapling on the faced grass (needs 1 sapling)",
+    "make_wood_pickaxe": "craft a wood pickaxe (needs 1 wood, a table nearby)",
+    "make_stone_pickaxe": "craft a stone pickaxe (needs 1 wood, 1 stone, a table nearby)",
+    "make_iron_pickaxe": "craft an iron pickaxe (needs 1 wood, 1 coal, 1 iron, table and furnace nearby)",
+    "make_wood_sword": "craft a wood sword (needs 1 wood, a table nearby)",
+    "make_stone_sword": "craft a stone sword (needs 1 wood, 1 stone, a table nearby)",
+    "make_iron_sword": "craft an iron sword (needs 1 wood, 1 coal, 1 iron, table and furnace nearby)",
+}
+
+_MOVES = {d: f"move_{d}" for d in ("north", "east", "south", "west")}
+
+CRAFTER_ALIASES: dict[str, tuple[str, ...]] = {
+    **compass_aliases(_MOVES),
+    # Crafter's own names for the moves.
+    "move_left": ("move_west",),
+    "move_right": ("move_east",),
+    "move_up": ("move_north",),
+    "move_down": ("move_south",),
+    **{word: ("do",) for word in ("interact", "attack", "collect", "mine", "chop", "hit", "use", "gather",
+                                  "eat", "drink", "fight", "do_action", "interact_with", "harvest")},
+    **{word: ("noop",) for word in ("wait", "no_op", "nothing", "idle", "stay", "none", "pass", "do_nothing")},
+    "rest": ("sleep",),
+    **{f"{verb}_{item}": (f"place_{item}",) for verb in ("put", "build") for item in ("stone", "table", "furnace", "plant")},
+    "place_crafting_table": ("place_table",),
+    "plant": ("place_plant",),
+    "plant_sapling": ("place_plant",),
+    **{
+        f"{verb}_{material}_{tool}": (f"make_{canonical}_{tool}",)
+        for verb in ("make", "craft", "build")
+        for material, canonical in (("wood", "wood"), ("wooden", "wood"), ("stone", "stone"), ("iron", "iron"))
+        for tool in ("pickaxe", "sword")
+    },
+}
+
+VITALS = ("health", "food", "drink", "energy")
+_HIDDEN_CELLS = {"grass", "sand", "path"}
+_VIEW_HALF_WIDTH, _VIEW_HALF_HEIGHT = 4, 3  # the 9x7 map part of Crafter's 9x9 local view
+
+
+class CrafterGame:
+    """One Crafter episode at a time; ``reset(seed)`` builds a fresh world so seeds reproduce exactly.
+
+    Crafter derives each world from (env seed, episode counter), so reusing one env across
+    resets would make the world depend on how many episodes ran before; a new env per reset
+    makes the seed alone decide the world.
+    """
+
+    name = "crafter"
+    default_action = "noop"
+
+    def __init__(self, max_steps: int = 2000) -> None:
+        import crafter  # imported here so that importing the games package stays cheap
+
+        self._crafter = crafter
+        self.max_steps = max_steps
+        self._vocabulary = ActionVocabulary(CRAFTER_ACTIONS, self.default_action, CRAFTER_ALIASES)
+        self._action_index = {name: index for index, name in enumerate(CRAFTER_ACTIONS)}
+        self._env: Any = None
+        self._steps = 0
+        self._done = True
+
+    def actions(self) -> dict[str, str]:
+        return dict(CRAFTER_ACTIONS)
+
+    def parse_action(self, text: str) -> ParsedAction:
+        return self._vocabulary.parse(text)
+
+    def reset(self, seed: int) -> StepResult:
+        self.close()
+        self._env = self._crafter.Env(area=(64, 64), view=(9, 9), length=self.max_steps, seed=seed)
+        self._env.reset()
+        self._steps = 0
+        self._done = False
+        return self._result(reward=0.0, done=False)
+
+    def step(self, action: str) -> StepResult:
+        if self._env is None or self._done:
+            raise RuntimeError("the episode is over (or never started): call reset(seed) first")
+        if action not in self._action_index:
+            raise ValueError(f"unknown Crafter action {action!r}; use parse_action() to resolve model text")
+        _, reward, done, _ = self._env.step(self._action_index[action])
+        self._steps += 1
+        self._done = bool(done) or self._steps >= self.max_steps
+        return self._result(reward=float(reward), done=self._done)
+
+    def close(self) -> None:
+        """Drop the world; Crafter holds no OS resources, so releasing the reference frees it."""
+        self._env = None
+        self._done = True
+
+    def __enter__(self) -> CrafterGame:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _result(self, reward: float, done: bool) -> StepResult:
+        player = self._env._player
+        achievements = {name: int(count) for name, count in player.achievements.items()}
+        info: dict[str, Any] = {
+            "step": self._steps,
+            "achievements": achievements,
+            "unlocked": sorted(name for name, count in achievements.items() if count > 0),
+        }
+        if done:
+            info["end_reason"] = "death" if player.health <= 0 else "step_budget"
+        return StepResult(
+            observation=self._describe(),
+            reward=reward,
+            done=done,
+            progression=crafter_progression(achievements),
+            state=self._state(len(info["unlocked"])),
+            info=info,
+        )
+
+    def _state(self, unlocked: int) -> GameState:
+        player = self._env._player
+        inventory = {k: int(v) for k, v in player.inventory.items() if k not in VITALS and v > 0}
+        vitals = {k: float(player.inventory[k]) for k in VITALS}
+        x, y = (int(c) for c in player.pos)
+        return GameState(position=(x, y), inventory=inventory, vitals=vitals, level={"achievements": unlocked})
+
+    def _describe(self) -> str:
+        player = self._env._player
+        lines = []
+        if player.health <= 0:
+            lines.append("You died.")
+        elif player.sleeping:
+            lines.append("You are sleeping and cannot act until your energy is restored.")
+        seen = self._nearest_cells()
+        if seen:
+            lines.append("You see:")
+            lines.extend(f"- {kind} {describe_offset(dx, dy, diagonal=False)}" for kind, (dx, dy) in seen.items())
+        else:
+            lines.append("You see only grass, sand and paths.")
+        lines.append(self._facing())
+        inventory = player.inventory
+        lines.append("Status: " + ", ".join(f"{k} {inventory[k]}/9" for k in VITALS))
+        items = [f"{k} {v}" for k, v in inventory.items() if k not in VITALS and v > 0]
+        lines.append("Inventory: " + (", ".join(items) if items else "empty"))
+        return "\n".join(lines)
+
+    def _nearest_cells(self) -> dict[str, tuple[int, int]]:
+        """Offset of the nearest cell of each kind in view, nearest kinds first (ties: north, then west)."""
+        world, (px, py) = self._env._world, self._env._player.pos
+        nearest: dict[str, tuple[int, int]] = {}
+        offsets = sorted(
+            ((dx, dy) for dx in range(-_VIEW_HALF_WIDTH, _VIEW_HALF_WIDTH + 1)
+             for dy in range(-_VIEW_HALF_HEIGHT, _VIEW_HALF_HEIGHT + 1) if (dx, dy) != (0, 0)),
+            key=lambda d: (abs(d[0]) + abs(d[1]), d[1], d[0]),
+        )
+        for dx, dy in offsets:
+            kind = _cell_kind(world, (px + dx, py + dy))
+            if kind is not None and kind not in _HIDDEN_CELLS and kind not in nearest:
+                nearest[kind] = (dx, dy)
+        return nearest
+
+    def _facing(self) -> str:
+        player = self._env._player
+        fx, fy = (int(c) for c in player.facing)
+        direction = {(0, -1): "north", (1, 0): "east", (0, 1): "south", (-1, 0): "west"}[(fx, fy)]
+        kind = _cell_kind(self._env._world, (player.pos[0] + fx, player.pos[1] + fy))
+        return f"You face {direction}: {kind or 'the edge of the world'} in front of you."
+
+
+def _cell_kind(world: Any, pos: tuple[int, int]) -> str | None:
+    """What a cell shows: its creature or object if any, else its material; None outside the world."""
+    material, obj = world[pos]
+    if obj is not None:
+        return type(obj).__name__.lower()
+    return material

@@ -1,0 +1,106 @@
+"""Calls to one endpoint through the ``openai`` client, with retries and accounting.
+
+Each call returns its text together with the tokens and latency it cost, because
+trajectories record cost per call and the behaviour metrics are computed from them. Failures
+that retrying cannot fix (bad key, unknown model) surface at once as ``EndpointError``
+naming the endpoint; transient ones (connection refused, timeouts, 5xx, 429) are retried
+with exponential backoff a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import openai
+
+from automem_dagster.llm.config import EndpointConfig
+
+_TRANSIENT = (
+    openai.APIConnectionError,
+    openai.APITimeoutError,
+    openai.RateLimitError,
+    openai.InternalServerError,
+)
+
+
+class EndpointError(RuntimeError):
+    """An endpoint could not produce a completion; the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    input_tokens: int
+    output_tokens: int
+    latency_s: float
+    attempts: int
+    finish_reason: str | None
+
+
+class LLMClient:
+    """An async client for one configured endpoint. ``base_url`` must be resolved (not ``embedded``)."""
+
+    def __init__(self, config: EndpointConfig, base_url: str):
+        self.config = config
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s, max_retries=0
+        )
+
+    async def complete(self, messages: list[dict], grammar: str | None = None) -> Completion:
+        """One chat completion, constrained by ``grammar`` when the endpoint's dialect allows it."""
+        cfg = self.config
+        extra: dict = {}
+        if grammar is not None and cfg.constrained == "gbnf":
+            extra["grammar"] = grammar
+        elif grammar is not None and cfg.constrained == "vllm":
+            extra["structured_outputs"] = {"grammar": grammar}
+        if cfg.lora_id is not None:
+            extra["lora"] = [{"id": cfg.lora_id, "scale": 1.0}]
+        kwargs = dict(
+            model=cfg.model,
+            messages=messages,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            max_tokens=cfg.max_tokens,
+            extra_body=extra or None,
+        )
+        if cfg.seed is not None:
+            kwargs["seed"] = cfg.seed
+        start = time.perf_counter()
+        for attempt in range(1, cfg.max_retries + 2):
+            try:
+                resp = await self._client.chat.completions.create(**kwargs)
+                break
+            except _TRANSIENT as exc:
+                if attempt > cfg.max_retries:
+                    raise EndpointError(
+                        f"endpoint {cfg.name!r} failed {attempt} times ({type(exc).__name__}: {exc}); "
+                        "check that the server is running and reachable, or raise timeout_s/max_retries"
+                    ) from exc
+                await asyncio.sleep(cfg.backoff_s * 2 ** (attempt - 1))
+            except openai.APIStatusError as exc:
+                raise EndpointError(
+                    f"endpoint {cfg.name!r} refused the request with HTTP {exc.status_code}: "
+                    f"{_short(str(exc))}; check model name, API key variable and request options"
+                ) from exc
+        latency = time.perf_counter() - start
+        choice = resp.choices[0] if resp.choices else None
+        text = (choice.message.content if choice and choice.message else None) or ""
+        usage = resp.usage
+        return Completion(
+            text=text,
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+            latency_s=latency,
+            attempts=attempt,
+            finish_reason=choice.finish_reason if choice else None,
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

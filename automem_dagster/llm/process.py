@@ -1,0 +1,89 @@
+"""A local model server as a child process on 127.0.0.1, started and stopped by PID.
+
+Running servers in their own process group means a crashed server never takes the caller
+down, and ``stop`` can prove it is gone (tests check the PID afterwards).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``command`` is the argv to run; it must serve ``GET /health`` on ``port``."""
+
+    def __init__(self, command: list[str], port: int, log_path: Path, label: str):
+        self.command = command
+        self.port = port
+        self.log_path = Path(log_path)
+        self.label = label
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self, wait_s: float = 120.0) -> ServerProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                self.process = None
+                raise RuntimeError(f"{self.label} exited with code {code}; see {self.log_path}:\n{_tail(self.log_path)}")
+            if _healthy(self.port):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{self.label} did not become healthy in {wait_s:.0f}s; see {self.log_path}")
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the process group, SIGKILL it if it has not exited after ``grace_s``."""
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

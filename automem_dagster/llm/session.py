@@ -1,0 +1,61 @@
+"""Turn an endpoints config into live clients, starting the embedded server when asked for.
+
+Used as ``async with connect(config, log_dir) as clients:`` by the rollout runner, the CLI
+and (later) Dagster resources, so the embedded server is started once per run and always
+stopped, even when the run fails.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.config import EMBEDDED, EndpointConfig, EndpointsConfig
+from automem_dagster.llm.embedded_server import embedded_server
+
+
+@dataclass
+class Clients:
+    game: LLMClient
+    memory: LLMClient | None
+    meta: LLMClient | None
+    embedded_url: str | None
+
+    def describe(self) -> dict:
+        """Endpoint facts for trajectory headers and tracking: never the API key."""
+        out = {}
+        for role in ("game", "memory", "meta"):
+            client = getattr(self, role)
+            if client is not None:
+                cfg = client.config
+                out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model,
+                             "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id}
+        return out
+
+
+@asynccontextmanager
+async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | None = None):
+    server = None
+    if config.uses_embedded():
+        server = embedded_server(
+            Path(log_dir) / "embedded_server.log", parallel=config.embedded_parallel,
+            ctx_per_slot=config.embedded_ctx_per_slot, lora=lora,
+        ).start()
+
+    def client(cfg: EndpointConfig | None) -> LLMClient | None:
+        if cfg is None:
+            return None
+        return LLMClient(cfg, server.base_url if cfg.base_url == EMBEDDED else cfg.base_url)
+
+    clients = Clients(client(config.game), client(config.memory) if config.two_model else None,
+                      client(config.meta), server.base_url if server else None)
+    try:
+        yield clients
+    finally:
+        for c in (clients.game, clients.memory, clients.meta):
+            if c is not None:
+                await c.close()
+        if server is not None:
+            server.stop()

@@ -1,0 +1,74 @@
+"""The op journal: every memory operation of an episode with its outcome, in order.
+
+The behaviour metrics (redundant writes, empty searches) and the proficiency loop's mining
+read it, so each entry keeps the flags the store computed rather than re-deriving them from
+result text. Entries are kept in memory and, when a path is given, appended to a JSONL file
+as they happen so a crashed episode still leaves its journal behind.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .ops import OpResult
+
+JournalPhase = Literal["log", "plan", "harness"]
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """One operation. ``op`` is its token text (or ``init_file f`` / ``sync f`` for the harness)."""
+
+    seq: int
+    phase: JournalPhase
+    op: str
+    ok: bool
+    result: str
+    redundant: bool
+    empty: bool
+    changed: bool
+    lines_after: int | None
+
+
+class Journal:
+    """Collects entries in ``entries`` and appends each to ``path`` (JSONL) when one is given.
+
+    The caller picks ``path``; ``MemoryStore`` refuses one inside its sandbox so the model
+    can never read or rewrite its own journal. ``seq`` counts from 0.
+    """
+
+    def __init__(self, path: Path | None = None, max_result_chars: int = 1_000) -> None:
+        self.path = path
+        self.max_result_chars = max_result_chars
+        self.entries: list[JournalEntry] = []
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def record(self, phase: JournalPhase, op: str, result: OpResult, lines_after: int | None) -> JournalEntry:
+        """Append one entry, truncating the result text so a long READ cannot bloat the journal."""
+        text = result.text
+        if len(text) > self.max_result_chars:
+            text = text[: self.max_result_chars] + f"…({len(result.text) - self.max_result_chars} more chars)"
+        entry = JournalEntry(
+            seq=len(self.entries),
+            phase=phase,
+            op=op,
+            ok=result.ok,
+            result=text,
+            redundant=result.redundant,
+            empty=result.empty,
+            changed=result.changed,
+            lines_after=lines_after,
+        )
+        self.entries.append(entry)
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(asdict(entry)) + "\n")
+        return entry
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """The entries as plain dicts, e.g. for a trajectory file or a DataFrame."""
+        return [asdict(entry) for entry in self.entries]

@@ -1,0 +1,171 @@
+"""Run a batch of episodes, several at once, resumably.
+
+Episodes are independent tasks on one event loop: while one waits for the model another
+can step its game, so a server with parallel slots stays busy. Game calls run on a single
+worker thread (the game libraries keep global state and their steps are cheap next to a
+model call). A batch directory holds ``batch.json`` (what the batch is), ``trajectories/``
+(finished episodes), ``memory/`` (each episode's sandboxed store and journal) and
+``summary.json``. Rerunning the same batch skips finished episodes and replays unfinished
+ones from their start, so a killed batch resumes to the same set of trajectories.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from automem_dagster.agent import MemoryAgent
+from automem_dagster.games import make_game
+from automem_dagster.llm.client import EndpointError
+from automem_dagster.llm.session import Clients
+from automem_dagster.memory import Journal, MemoryStore
+from automem_dagster.rollout.summary import BatchSummary, summarize_batch
+from automem_dagster.rollout.trajectory import PARTIAL_SUFFIX, TrajectoryWriter, episode_id
+from automem_dagster.scaffold import Scaffold, content_hash
+
+
+class RolloutError(RuntimeError):
+    """A batch that could not finish; finished episodes are kept and a rerun resumes."""
+
+
+@dataclass
+class RolloutSpec:
+    game: str
+    scaffold: Scaffold
+    seeds: list[int]
+    max_steps: int
+    out_dir: Path
+    concurrency: int = 2
+    extra: dict = field(default_factory=dict)
+
+    def manifest(self, clients: Clients) -> dict:
+        return {
+            "game": self.game,
+            "scaffold_game": self.scaffold.game,
+            "scaffold_version": self.scaffold.version,
+            "scaffold_hash": content_hash(self.scaffold),
+            "seeds": list(self.seeds),
+            "max_steps": self.max_steps,
+            "two_model": clients.memory is not None,
+            **self.extra,
+        }
+
+
+Progress = Callable[[str, int, bool], None]
+"""Called as ``progress(episode_id, steps_done, finished)`` after every step."""
+
+
+def _check_manifest(path: Path, manifest: dict) -> None:
+    if path.exists():
+        previous = json.loads(path.read_text())
+        keys = ("game", "scaffold_hash", "max_steps", "two_model")
+        differing = [k for k in keys if previous.get(k) != manifest.get(k)]
+        if differing:
+            raise RolloutError(
+                f"{path.parent} already holds a batch with different {', '.join(differing)}; "
+                "use another --out directory for a different batch"
+            )
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2))
+    os.replace(tmp, path)
+
+
+async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | None = None) -> BatchSummary:
+    """Play every seed not finished yet and return the summary of the whole batch."""
+    out = Path(spec.out_dir)
+    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    _check_manifest(out / "batch.json", spec.manifest(clients))
+    todo = [s for s in spec.seeds if not (out / "trajectories" / f"{episode_id(spec.game, s)}.jsonl").exists()]
+    for seed in spec.seeds:
+        if seed not in todo and progress:
+            progress(episode_id(spec.game, seed), spec.max_steps, True)
+    limit = asyncio.Semaphore(max(1, spec.concurrency))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="game") as pool:
+
+        async def guarded(seed: int) -> None:
+            async with limit:
+                await run_episode(spec, seed, clients, pool, progress)
+
+        results = await asyncio.gather(*(guarded(s) for s in todo), return_exceptions=True)
+    failures = [(seed, r) for seed, r in zip(todo, results, strict=True) if isinstance(r, BaseException)]
+    summary = summarize_batch(out)
+    if failures:
+        details = "; ".join(f"seed {seed}: {type(e).__name__}: {e}" for seed, e in failures)
+        hint = "fix the endpoint and" if any(isinstance(e, EndpointError) for _, e in failures) else "then"
+        raise RolloutError(
+            f"{len(failures)} of {len(spec.seeds)} episodes failed ({details}); {len(summary.episodes)} finished "
+            f"episodes are kept in {out / 'trajectories'}: {hint} rerun the same command to resume"
+        ) from failures[0][1]
+    return summary
+
+
+async def run_episode(
+    spec: RolloutSpec, seed: int, clients: Clients, pool: ThreadPoolExecutor, progress: Progress | None
+) -> Path:
+    """Play one episode to its end or ``max_steps`` and publish its trajectory."""
+    loop = asyncio.get_running_loop()
+    eid = episode_id(spec.game, seed)
+    out = Path(spec.out_dir)
+    mem_root = out / "memory" / eid
+    shutil.rmtree(mem_root, ignore_errors=True)
+    (out / "trajectories" / f"{eid}.jsonl{PARTIAL_SUFFIX}").unlink(missing_ok=True)
+    mem_root.mkdir(parents=True)
+    game = await loop.run_in_executor(pool, make_game, spec.game, spec.max_steps)
+    try:
+        store = MemoryStore(mem_root / "files", journal=Journal(mem_root / "journal.jsonl"))
+        agent = MemoryAgent(spec.scaffold, store, game.actions(), game.parse_action, clients.game, clients.memory)
+        result = await loop.run_in_executor(pool, game.reset, seed)
+        writer = TrajectoryWriter(out / "trajectories" / f"{eid}.jsonl", {
+            "episode": eid, "game": spec.game, "seed": seed, "max_steps": spec.max_steps,
+            "scaffold": {"game": spec.scaffold.game, "version": spec.scaffold.version,
+                         "hash": content_hash(spec.scaffold)},
+            "endpoints": clients.describe(),
+            "started_at": datetime.now(UTC).isoformat(),
+        })
+        note, step, total_reward = "", 0, 0.0
+        try:
+            while step < spec.max_steps and not result.done:
+                started = time.perf_counter()
+                shown = f"{note}\n{result.observation}" if note else result.observation
+                agent.sync_state(result.state)
+                decision = await agent.step(step, shown)
+                game_started = time.perf_counter()
+                result = await loop.run_in_executor(pool, game.step, decision.action)
+                game_s = time.perf_counter() - game_started
+                agent.record_outcome(decision.action, result.reward)
+                total_reward += result.reward
+                writer.step({
+                    "step": step, "observation": shown, "action": decision.action,
+                    "action_valid": decision.valid, "action_note": decision.note,
+                    "reward": result.reward, "progression": result.progression, "done": result.done,
+                    "warnings": decision.warnings, "turns": decision.to_dict()["turns"],
+                    "state": _state_dict(result.state), "info": result.info,
+                    "game_s": game_s, "wall_s": time.perf_counter() - started,
+                })
+                note = decision.note if not decision.valid else ""
+                step += 1
+                if progress:
+                    progress(eid, step, False)
+        except BaseException:
+            writer.abandon()
+            raise
+        path = writer.finish({"steps": step, "progression": result.progression, "total_reward": total_reward,
+                              "done": result.done, "finished_at": datetime.now(UTC).isoformat()})
+        if progress:
+            progress(eid, step, True)
+        return path
+    finally:
+        await loop.run_in_executor(pool, game.close)
+
+
+def _state_dict(state) -> dict:
+    return {"position": list(state.position) if state.position else None, "inventory": state.inventory,
+            "vitals": state.vitals, "level": state.level}

@@ -1,0 +1,60 @@
+"""The summary of a batch, rebuilt from its trajectory files (the ground truth)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from automem_dagster.metrics import BehaviourMetrics, ProgressionSummary, behaviour_metrics, summarize_progression
+from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    episode: str
+    seed: int
+    steps: int
+    progression: float
+    total_reward: float
+    valid_action_rate: float
+    model_calls: int
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    out_dir: str
+    game: str
+    episodes: list[EpisodeSummary]
+    progression: ProgressionSummary | None
+    behaviour: BehaviourMetrics | None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize_batch(out_dir: Path) -> BatchSummary:
+    """Read every finished trajectory of a batch, write ``summary.json`` and return it."""
+    out = Path(out_dir)
+    manifest = json.loads((out / "batch.json").read_text())
+    episodes, step_lists = [], []
+    for path in finished_episodes(out / "trajectories"):
+        header, steps, end = read_trajectory(path)
+        step_lists.append(steps)
+        valid = sum(s["action_valid"] for s in steps)
+        episodes.append(EpisodeSummary(
+            episode=header["episode"], seed=header["seed"], steps=len(steps),
+            progression=end["progression"], total_reward=end["total_reward"],
+            valid_action_rate=valid / len(steps) if steps else 0.0,
+            model_calls=sum(len(s["turns"]) for s in steps),
+        ))
+    summary = BatchSummary(
+        out_dir=str(out), game=manifest["game"], episodes=episodes,
+        progression=summarize_progression([e.progression for e in episodes]) if episodes else None,
+        behaviour=behaviour_metrics(step_lists) if episodes else None,
+    )
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary.as_dict(), indent=2))
+    os.replace(tmp, out / "summary.json")
+    return summary

@@ -1,0 +1,138 @@
+"""Scaffold files on disk: load with errors that name the field, save atomically, hash, diff.
+
+Versions live at ``assets/scaffolds/<game>/v<N>.yaml``. The content hash ignores lineage
+metadata (version, parent, description) so two versions with the same behaviour hash alike,
+which is how the structure loop notices a revision that changed nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from automem_dagster.scaffold.model import Scaffold
+
+DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "assets" / "scaffolds"
+_LINEAGE_FIELDS = {"version", "parent", "description"}
+
+
+class ScaffoldError(ValueError):
+    """A scaffold file that cannot be used; the message names the file and the field."""
+
+
+def scaffold_path(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> Path:
+    """``version`` is an int or a string like ``"v0"`` or ``"0"``."""
+    text = str(version)
+    number = text[1:] if text.startswith("v") else text
+    if not number.isdigit():
+        raise ScaffoldError(f"scaffold version {version!r} is not a version: use v0, v1, ...")
+    return Path(root) / game / f"v{int(number)}.yaml"
+
+
+def list_versions(game: str, root: Path = DEFAULT_ROOT) -> list[int]:
+    folder = Path(root) / game
+    return sorted(int(p.stem[1:]) for p in folder.glob("v*.yaml") if p.stem[1:].isdigit())
+
+
+def parse_scaffold(data: object, source: str) -> Scaffold:
+    try:
+        return Scaffold.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
+        raise ScaffoldError(f"scaffold {source} is invalid: {problems}") from exc
+
+
+def load_scaffold(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> Scaffold:
+    return load_scaffold_file(scaffold_path(game, version, root))
+
+
+def load_scaffold_file(path: Path) -> Scaffold:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise ScaffoldError(f"scaffold file {path} does not exist: check --game and --scaffold") from exc
+    except yaml.YAMLError as exc:
+        raise ScaffoldError(f"scaffold file {path} is not valid YAML: {exc}") from exc
+    return parse_scaffold(data, str(path))
+
+
+def scaffold_yaml(scaffold: Scaffold) -> str:
+    data = scaffold.model_dump(mode="json")
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def save_scaffold(scaffold: Scaffold, root: Path = DEFAULT_ROOT) -> Path:
+    """Write ``<root>/<game>/v<version>.yaml`` atomically; refuses to overwrite another content."""
+    path = scaffold_path(scaffold.game, scaffold.version, root)
+    if path.exists() and content_hash(load_scaffold_file(path)) != content_hash(scaffold):
+        raise ScaffoldError(f"{path} already holds a different scaffold: versions are immutable, use a new number")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(scaffold_yaml(scaffold))
+    os.replace(tmp, path)
+    return path
+
+
+def content_hash(scaffold: Scaffold) -> str:
+    data = scaffold.model_dump(mode="json", exclude=_LINEAGE_FIELDS)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def diff_scaffolds(old: Scaffold, new: Scaffold) -> str:
+    """Markdown: a list of structural changes, then the unified YAML diff."""
+    lines = [f"### {old.game} v{old.version} -> v{new.version}", ""]
+    changes = structural_changes(old, new)
+    lines += [f"- {c}" for c in changes] or ["- no structural change (wording only)"]
+    udiff = difflib.unified_diff(
+        scaffold_yaml(old).splitlines(), scaffold_yaml(new).splitlines(),
+        f"v{old.version}.yaml", f"v{new.version}.yaml", lineterm="",
+    )
+    lines += ["", "```diff", *udiff, "```"]
+    return "\n".join(lines)
+
+
+def structural_changes(old: Scaffold, new: Scaffold) -> list[str]:
+    """Changes beyond wording: files, policies, operations, limits and signals."""
+    changes: list[str] = []
+    old_files = {f.name: f for f in old.files}
+    new_files = {f.name: f for f in new.files}
+    changes += [f"file added: {n}" for n in new_files.keys() - old_files.keys()]
+    changes += [f"file removed: {n}" for n in old_files.keys() - new_files.keys()]
+    for name in sorted(old_files.keys() & new_files.keys()):
+        if old_files[name].policy != new_files[name].policy:
+            changes.append(
+                f"policy of {name}: {old_files[name].policy.model_dump(exclude_none=True)} -> "
+                f"{new_files[name].policy.model_dump(exclude_none=True)}"
+            )
+    added = [o.value for o in new.operations if o not in old.operations]
+    removed = [o.value for o in old.operations if o not in new.operations]
+    if added:
+        changes.append(f"operations enabled: {added}")
+    if removed:
+        changes.append(f"operations disabled: {removed}")
+    for section in ("limits", "signals"):
+        before, after = getattr(old, section).model_dump(), getattr(new, section).model_dump()
+        if before != after:
+            changes.append(f"{section}: {_changed_keys(before, after)}")
+    return sorted(changes)
+
+
+def _changed_keys(before: dict, after: dict, prefix: str = "") -> str:
+    parts = []
+    for key in before:
+        if isinstance(before[key], dict):
+            inner = _changed_keys(before[key], after[key], f"{prefix}{key}.")
+            if inner:
+                parts.append(inner)
+        elif before[key] != after[key]:
+            parts.append(f"{prefix}{key} {before[key]} -> {after[key]}")
+    return ", ".join(parts)
