@@ -14,12 +14,10 @@ from rich.table import Table
 from automem_dagster.games import game_family
 from automem_dagster.llm.config import EndpointConfigError, load_endpoints
 from automem_dagster.llm.session import connect
+from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.rollout import BatchSummary, RolloutError, RolloutSpec, run_batch
 from automem_dagster.scaffold import ScaffoldError, load_scaffold
-from automem_dagster.scaffold.io import DEFAULT_ROOT as SCAFFOLD_ROOT
 
-PROJECT_ROOT = SCAFFOLD_ROOT.parents[1]
-DEFAULT_ENDPOINTS = PROJECT_ROOT / "assets" / "endpoints" / "embedded.yaml"
 DEMO_GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
 
 console = Console(stderr=True)
@@ -41,7 +39,7 @@ def parse_seeds(text: str) -> list[int]:
 def default_out(game: str, version: int, seeds: list[int], max_steps: int) -> Path:
     """A path determined by the batch's settings, so rerunning the same command resumes it."""
     name = f"steps{max_steps}-seeds{seeds[0]}-{seeds[-1]}-n{len(seeds)}"
-    return PROJECT_ROOT / "runs" / "rollouts" / game.replace(":", "-") / f"v{version}" / name
+    return RUNS / "rollouts" / game.replace(":", "-") / f"v{version}" / name
 
 
 def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpec]:
@@ -60,7 +58,7 @@ def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpe
 
 async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
     config = load_endpoints(endpoints_path)
-    log_dir = PROJECT_ROOT / "runs" / "logs"
+    log_dir = RUNS / "logs"
     summaries = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:

@@ -197,9 +197,7 @@ def _take_action(result: ParseResult, action: str, fragment: str) -> None:
     if not action:
         result.errors.append(f"{quote(fragment)}: empty action; expected {ACTION_SYNTAX}")
     elif result.action is not None:
-        result.errors.append(
-            f"{quote(fragment)}: only one action per turn; kept {quote(result.action)}, ignored this one"
-        )
+        result.errors.append(f"{quote(fragment)}: only one action per turn; kept {quote(result.action)}, ignored this one")
     else:
         result.action = action
 

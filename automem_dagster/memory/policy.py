@@ -71,9 +71,7 @@ class FilePolicy(BaseModel):
         elif self.max_lines is not None:
             self.prune_to = self.max_lines // 2
         if self.mode == "synced" and self.sync_source is None:
-            raise ValueError(
-                "sync_source is required when mode is 'synced': position, inventory, vitals, level or status"
-            )
+            raise ValueError("sync_source is required when mode is 'synced': position, inventory, vitals, level or status")
         if self.mode != "synced" and self.sync_source is not None:
             raise ValueError(f"sync_source is only for mode 'synced', but mode is {self.mode!r}")
         return self

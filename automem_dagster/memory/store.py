@@ -153,9 +153,7 @@ class MemoryStore:
             self._path(name)
             lines = self._content_lines(name, content)
             if chosen.max_lines is not None and len(lines) > chosen.max_lines:
-                raise MemoryStoreError(
-                    f"initial content of {name} has {len(lines)} lines, over its max_lines {chosen.max_lines}"
-                )
+                raise MemoryStoreError(f"initial content of {name} has {len(lines)} lines, over its max_lines {chosen.max_lines}")
             if not self._exists(name):
                 self._check_room(name)
             self._write_lines(name, lines)
@@ -185,6 +183,8 @@ class MemoryStore:
 
     def files(self) -> list[str]:
         """The memory files, sorted: valid names of regular, single-link files in the root."""
+        if os.path.realpath(self.root) != str(self.root):
+            raise MemoryStoreError(f"the memory folder {self.root} was moved or replaced by a link; not listing it")
         names = []
         with os.scandir(self.root) as entries:
             for entry in entries:
@@ -252,9 +252,7 @@ class MemoryStore:
                     " write plain text on one line"
                 )
         if op.name is OpName.UPSERT and ":" in op.args[0]:
-            raise MemoryStoreError(
-                f"UPSERT refused: the key {quote(op.args[0])} contains ':'; use a key like 12,5 or stairs"
-            )
+            raise MemoryStoreError(f"UPSERT refused: the key {quote(op.args[0])} contains ':'; use a key like 12,5 or stairs")
 
     def _content_lines(self, name: str, content: str) -> list[str]:
         bad = _BAD_IN_CONTENT.search(content)
@@ -303,6 +301,9 @@ class MemoryStore:
         return MemoryStoreError(f"no memory file named {name} (files: {existing}); create it with <|CREATE|>{name}")
 
     def _read_lines(self, name: str) -> list[str]:
+        """Read ``name``; the lstat check gives clear refusals, ``O_NOFOLLOW`` and fstat close the race."""
+        if not self._exists(name):
+            raise self._missing(name)
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
             fd = os.open(self._path(name), flags)
@@ -310,8 +311,12 @@ class MemoryStore:
             raise self._missing(name) from None
         except OSError as exc:
             raise MemoryStoreError(f"{name} cannot be read ({exc.strerror}); use another name") from None
+        try:
+            self._check_stat(name, os.fstat(fd))
+        except MemoryStoreError:
+            os.close(fd)
+            raise
         with os.fdopen(fd, "rb") as handle:
-            self._check_stat(name, os.fstat(handle.fileno()))
             data = handle.read(self.limits.max_file_bytes + 1)
         if len(data) > self.limits.max_file_bytes:
             raise MemoryStoreError(f"{name} is larger than {self.limits.max_file_bytes} bytes and cannot be read")
@@ -334,7 +339,7 @@ class MemoryStore:
                 f" nothing was written; {hint}"
             )
         path = self._path(name)
-        self._exists(name)
+        self._exists(name)  # refuses a link, directory or special file at the target
         fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=self.root)
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -392,11 +397,11 @@ class MemoryStore:
 
     def _write(self, name: str, args: tuple[str, ...]) -> OpResult:
         lines = self._read_lines(name)
-        redundant = _present(lines, args[0])
-        note = f"; this exact line was already in {name} (redundant write)" if redundant else ""
         if lines == [args[0]]:
-            return OpResult(True, f"{name} already holds exactly this line; nothing changed{note}", redundant=True)
+            return OpResult(True, f"{name} already holds exactly this line; nothing changed", redundant=True)
+        redundant = _present(lines, args[0])
         self._write_lines(name, [args[0]])
+        note = f"; this exact line was already in {name} (redundant write)" if redundant else ""
         return OpResult(True, f"{name} now holds 1 line{note}", redundant=redundant, changed=True)
 
     def _upsert(self, name: str, args: tuple[str, ...]) -> OpResult:
@@ -444,9 +449,7 @@ class MemoryStore:
         self._write_lines(name, kept)
         notes = [f"{done} (now {len(kept)} lines)"]
         if pruned:
-            notes.append(
-                f"pruned the {pruned} oldest lines to keep the newest {policy.prune_to} (max_lines {policy.max_lines})"
-            )
+            notes.append(f"pruned the {pruned} oldest lines to keep the newest {policy.prune_to} (max_lines {policy.max_lines})")
         if redundant:
             notes.append(f"this exact line was already in {name} (redundant write)")
         return OpResult(True, "; ".join(notes), redundant=redundant, changed=True)

@@ -17,9 +17,10 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.scaffold.model import Scaffold
 
-DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "assets" / "scaffolds"
+DEFAULT_ROOT = SCAFFOLDS
 _LINEAGE_FIELDS = {"version", "parent", "description"}
 
 

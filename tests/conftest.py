@@ -1,0 +1,36 @@
+"""Shared fixtures: real servers on 127.0.0.1, started here and stopped by PID."""
+
+import json
+import os
+
+import pytest
+
+from automem_dagster.llm import embedded_server, scripted_server
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory):
+    """The real embedded model server (SmolLM2-135M via llama.cpp), shared by the integration tests."""
+    server = embedded_server(tmp_path_factory.mktemp("embedded") / "server.log", parallel=2).start()
+    yield server
+    pid = server.pid
+    server.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    """Factory: ``scripted(rules)`` starts a scripted OpenAI-compatible server; all are stopped at teardown."""
+    servers = []
+
+    def start(rules: list[dict]):
+        path = tmp_path / f"rules{len(servers)}.json"
+        path.write_text(json.dumps(rules))
+        server = scripted_server(path, tmp_path / f"scripted{len(servers)}.log").start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

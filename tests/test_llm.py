@@ -1,0 +1,84 @@
+"""Endpoints: config validation, retries and clear errors against real local servers, no key leaks."""
+
+import asyncio
+
+import pytest
+
+from automem_dagster.llm import (
+    EndpointConfig,
+    EndpointConfigError,
+    EndpointError,
+    LLMClient,
+    load_endpoints,
+)
+from automem_dagster.llm.process import free_port
+from automem_dagster.paths import DEFAULT_ENDPOINTS
+
+
+def _complete(client, messages=None, grammar=None):
+    async def go():
+        try:
+            return await client.complete(messages or [{"role": "user", "content": "hi"}], grammar)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def test_shipped_endpoints_config_loads():
+    config = load_endpoints(DEFAULT_ENDPOINTS)
+    assert config.uses_embedded() and not config.two_model and config.game.constrained == "gbnf"
+
+
+def test_bad_config_names_file_and_field(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text("game: {name: g, temperature: 9}\n")
+    with pytest.raises(EndpointConfigError, match=r"e\.yaml.*game\.temperature"):
+        load_endpoints(path)
+    with pytest.raises(EndpointConfigError, match="does not exist"):
+        load_endpoints(tmp_path / "missing.yaml")
+
+
+def test_missing_key_variable_is_named(monkeypatch):
+    monkeypatch.delenv("AUTOMEM_TEST_KEY", raising=False)
+    cfg = EndpointConfig(name="meta", base_url="http://127.0.0.1:1/v1", api_key_env="AUTOMEM_TEST_KEY")
+    with pytest.raises(EndpointConfigError, match=r"\$AUTOMEM_TEST_KEY"):
+        cfg.api_key()
+
+
+def test_scripted_reply_accounting_and_lora_body(scripted):
+    server = scripted([{"match": "hi", "reply": "<|DONE|>"}])
+    cfg = EndpointConfig(name="memory", base_url="unused", constrained="none", lora_id=0)
+    comp = _complete(LLMClient(cfg, server.base_url))
+    assert comp.text == "<|DONE|>" and comp.attempts == 1
+    assert comp.input_tokens >= 0 and comp.output_tokens == len("<|DONE|>") // 4 and comp.latency_s > 0
+
+
+def test_transient_errors_are_retried_then_reported(scripted, monkeypatch):
+    monkeypatch.setenv("AUTOMEM_SECRET", "sk-very-secret-value")
+    server = scripted([{"match": "", "status": 503}])
+    cfg = EndpointConfig(name="game", base_url="unused", max_retries=2, backoff_s=0.01, api_key_env="AUTOMEM_SECRET")
+    with pytest.raises(EndpointError, match="'game' failed 3 times") as err:
+        _complete(LLMClient(cfg, server.base_url))
+    assert "sk-very-secret-value" not in str(err.value)
+
+
+def test_connection_refused_is_a_clear_error():
+    cfg = EndpointConfig(name="game", base_url="unused", max_retries=1, backoff_s=0.01, timeout_s=2)
+    with pytest.raises(EndpointError, match="check that the server is running"):
+        _complete(LLMClient(cfg, f"http://127.0.0.1:{free_port()}/v1"))
+
+
+def test_client_errors_are_not_retried(scripted):
+    server = scripted([{"match": "", "status": 400}])
+    cfg = EndpointConfig(name="game", base_url="unused", max_retries=3, backoff_s=0.01)
+    with pytest.raises(EndpointError, match="HTTP 400"):
+        _complete(LLMClient(cfg, server.base_url))
+
+
+@pytest.mark.integration
+def test_embedded_server_honours_grammar(embedded):
+    cfg = EndpointConfig(name="game", base_url="unused", max_tokens=20)
+    comp = _complete(LLMClient(cfg, embedded.base_url), grammar='root ::= "<|ACTION|>" ("noop" | "do") "<|END|>"')
+    assert comp.text in ("<|ACTION|>noop<|END|>", "<|ACTION|>do<|END|>")
+    assert comp.input_tokens > 0 and comp.output_tokens > 0
