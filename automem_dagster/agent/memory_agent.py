@@ -92,9 +92,9 @@ class MemoryAgent:
         )
         self.history: list[tuple[str, float]] = []
         self.observations: list[str] = []
-        self._log_system = prompts.log_system(scaffold)
-        self._plan_system = prompts.plan_system(scaffold, actions, consult_only=memory_client is not None)
-        self._action_system = prompts.action_system(scaffold, actions)
+        self._role: prompts.Role = "memory" if memory_client is not None else "agent"
+        self._system = prompts.system_prompt(scaffold, actions, self._role)
+        self._game_system = prompts.system_prompt(scaffold, actions, "game")
         for f in scaffold.files:
             store.init_file(f.name, f.initial, f.policy)
 
@@ -134,21 +134,19 @@ class MemoryAgent:
 
     # -- phases -----------------------------------------------------------------------------
 
-    def _user(self, step: int, observation: str, warnings: list[str], with_previous: bool) -> dict:
+    def _messages(self, system: str, step: int, observation: str, warnings: list[str], phase: str) -> list[dict]:
         n = self.scaffold.limits.history_length
         history = self.history[-n:] if n else []
-        previous = self.history[-1] if with_previous and self.history else (None, None)
+        previous = self.history[-1] if phase == prompts.LOG_PHASE else None
         text = prompts.step_message(
-            step, observation, prompts.file_index(self.scaffold, self.store.index()),
-            history, warnings, previous[0], previous[1],
+            step, observation, prompts.file_index(self.scaffold, self.store.index()), history, warnings, phase, previous,
         )
-        return {"role": "user", "content": text}
+        return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
     async def _log_phase(self, step: int, observation: str, warnings: list[str]) -> list[TurnRecord]:
         client = self.memory_client or self.game_client
         endpoint = "memory" if self.memory_client else "game"
-        messages = [{"role": "system", "content": self._log_system},
-                    self._user(step, observation, warnings, with_previous=True)]
+        messages = self._messages(self._system, step, observation, warnings, prompts.LOG_PHASE)
         budget, turns = self.scaffold.limits.log_max_ops, []
         while budget > 0:
             grammar = self.grammar.log_turn(self.store.files(), self._writable(), budget)
@@ -184,8 +182,7 @@ class MemoryAgent:
         two_model = self.memory_client is not None
         client = self.memory_client or self.game_client
         endpoint = "memory" if two_model else "game"
-        messages = [{"role": "system", "content": self._plan_system},
-                    self._user(step, observation, warnings, with_previous=False)]
+        messages = self._messages(self._system, step, observation, warnings, prompts.plan_phase(self._role))
         budget, turns, consulted = self.scaffold.limits.plan_max_ops, [], []
         actions = list(self.actions)
         while True:
@@ -213,10 +210,9 @@ class MemoryAgent:
         return turns, self.parse_action(comp.text)
 
     async def _game_action(self, step: int, observation: str, warnings: list[str], consulted: list[str]) -> TurnRecord:
-        user = self._user(step, observation, warnings, with_previous=False)
+        messages = self._messages(self._game_system, step, observation, warnings, prompts.plan_phase("game"))
         if consulted:
-            user["content"] = "Memory consulted:\n" + "\n".join(consulted) + "\n\n" + user["content"]
-        messages = [{"role": "system", "content": self._action_system}, user]
+            messages[1]["content"] = "Memory consulted:\n" + "\n".join(consulted) + "\n\n" + messages[1]["content"]
         comp = await self.game_client.complete(messages, action_grammar(list(self.actions)))
         turn = TurnRecord.from_completion("action", "game", comp)
         turn.errors += parse_ops(comp.text).errors

@@ -1,12 +1,16 @@
 """Prompt text for LOG and PLAN turns.
 
-Static parts (the scaffold's prompt, the operation syntax, the action list) come first so a
-server with prompt-prefix caching reuses them across steps; the parts that change every
-step (file index, warnings, observation, recent history) come last. Everything here is
-bounded (history length, index size), so input tokens per step stay flat as an episode grows.
+Every call of one role shares one system prompt (the scaffold's LOG and PLAN instructions,
+the operation syntax, the action list), and the phase is named at the end of the user
+message. A server with prompt-prefix caching (llama.cpp, vLLM) therefore reuses the whole
+system prompt across phases, steps and concurrent episodes, and only the per-step part is
+processed again. Everything per step is bounded (history length, index, read results), so
+input tokens per step stay flat as an episode grows.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from automem_dagster.agent.grammar import READ_OPS
 from automem_dagster.memory.ops import OP_SYNTAX, OpName
@@ -16,17 +20,35 @@ ACTION_DESCRIPTION_LIMIT = 30
 """Above this many actions, list names only: NetHack's full set with descriptions would
 cost about a thousand tokens per call."""
 
-OP_SYNTAX_ACTION = "<|ACTION|>action<|END|>  choose the next game action"
+ACTION_SYNTAX = "<|ACTION|>action<|END|>  the next game action"
 
+Role = Literal["agent", "memory", "game"]
+"""``agent`` does everything (one-model mode); in two-model mode ``memory`` does the memory
+operations and ``game`` only chooses the action."""
 
-def _op_lines(ops: list[OpName]) -> str:
-    return "\n".join(OP_SYNTAX[op] for op in ops)
+LOG_PHASE = (
+    "Phase: LOG. Record what your previous action led to: write operations, then <|DONE|>. "
+    "A read ends your turn and you get its result."
+)
+PLAN_PHASE = "Phase: PLAN. Read memory if useful (one read per turn, read-only), then answer {ending}."
 
 
 def _action_lines(actions: dict[str, str]) -> str:
     if len(actions) <= ACTION_DESCRIPTION_LIMIT:
         return "\n".join(f"{name}: {desc}" for name, desc in actions.items())
     return ", ".join(actions)
+
+
+def system_prompt(scaffold: Scaffold, actions: dict[str, str], role: Role) -> str:
+    parts = [scaffold.log_prompt, scaffold.plan_prompt] if role != "game" else [scaffold.plan_prompt]
+    if role != "game":
+        ops = [*scaffold.operations, OpName.DONE]
+        parts.append("Memory operations (one per line; PLAN allows only "
+                     + ", ".join(op.value for op in READ_OPS if op in scaffold.operations) + "):\n"
+                     + "\n".join(OP_SYNTAX[op] for op in ops))
+    if role != "memory":
+        parts.append(f"Answer with:\n{ACTION_SYNTAX}\nActions:\n{_action_lines(actions)}")
+    return "\n\n".join(parts)
 
 
 def file_index(scaffold: Scaffold, index: str) -> str:
@@ -39,54 +61,33 @@ def file_index(scaffold: Scaffold, index: str) -> str:
     return "\n".join(line + notes.get(line.split(" (")[0], "") for line in index.splitlines())
 
 
-def log_system(scaffold: Scaffold) -> str:
-    ops = [*scaffold.operations, OpName.DONE]
-    return (
-        f"{scaffold.log_prompt}\n\nMemory operations (one per line):\n{_op_lines(ops)}\n"
-        "A read ends your turn; you get its result and may continue."
-    )
-
-
-def plan_system(scaffold: Scaffold, actions: dict[str, str], consult_only: bool = False) -> str:
-    reads = [op for op in scaffold.operations if op in READ_OPS]
-    ending = (
-        "End with <|DONE|> when you have read enough; another model chooses the action."
-        if consult_only
-        else f"Then answer with the action:\n{OP_SYNTAX_ACTION}\nActions:\n{_action_lines(actions)}"
-    )
-    return (
-        f"{scaffold.plan_prompt}\n\nRead-only memory operations (one per turn; you get the result):\n"
-        f"{_op_lines(reads)}\n{ending}"
-    )
-
-
-
-def action_system(scaffold: Scaffold, actions: dict[str, str]) -> str:
-    """The game model's prompt in two-model mode: no memory operations, only the action."""
-    return f"{scaffold.plan_prompt}\n\nAnswer with the action:\n{OP_SYNTAX_ACTION}\nActions:\n{_action_lines(actions)}"
-
-
 def step_message(
     step: int,
     observation: str,
     index: str,
     history: list[tuple[str, float]],
     warnings: list[str],
-    previous_action: str | None = None,
-    previous_reward: float | None = None,
+    phase: str,
+    previous: tuple[str, float] | None = None,
 ) -> str:
-    """The per-step user message: memory index, warnings, recent actions, the observation."""
+    """The per-step user message: memory index, warnings, recent actions, the observation, the phase."""
     parts = [f"Memory files:\n{index}"]
     if warnings:
         parts.append("Warnings:\n" + "\n".join(f"- {w}" for w in warnings))
     if history:
         parts.append("Recent actions: " + ", ".join(f"{a} ({r:+g})" if r else a for a, r in history))
-    if previous_action is not None:
-        parts.append(f"Step {step}. Your previous action was {previous_action} (reward {previous_reward:+g}). Now:")
+    if previous is not None:
+        parts.append(f"Step {step}. Your previous action was {previous[0]} (reward {previous[1]:+g}). Now:")
     else:
         parts.append(f"Step {step}. Now:")
-    parts.append(observation)
+    parts += [observation, phase]
     return "\n\n".join(parts)
+
+
+def plan_phase(role: Role) -> str:
+    if role == "game":
+        return "Phase: PLAN. Answer with the action."
+    return PLAN_PHASE.format(ending="<|DONE|> (another model picks the action)" if role == "memory" else "with the action")
 
 
 def results_message(lines: list[str]) -> str:

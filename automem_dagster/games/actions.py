@@ -21,14 +21,7 @@ from automem_dagster.games.base import ParsedAction
 
 COMPASS = ("north", "east", "south", "west", "northeast", "southeast", "southwest", "northwest")
 
-_STEP_VECTORS = {
-    "north": (0, -1),
-    "east": (1, 0),
-    "south": (0, 1),
-    "west": (-1, 0),
-}
-
-_ENUM_COMPASS = dict(zip(("N", "E", "S", "W", "NE", "SE", "SW", "NW"), COMPASS))
+_ENUM_COMPASS = dict(zip(("N", "E", "S", "W", "NE", "SE", "SW", "NW"), COMPASS, strict=True))
 
 # Words a model uses for a direction, mapped to the compass name; game vocabularies turn these
 # into their own action names ("north" -> "move_north" in Crafter, "north" in NetHack).
@@ -89,11 +82,6 @@ def describe_offset(dx: int, dy: int, *, diagonal: bool) -> str:
 
 def _steps(count: int) -> str:
     return f"{count} step" if count == 1 else f"{count} steps"
-
-
-def step_vector(direction: str) -> tuple[int, int]:
-    """(dx, dy) of one cardinal move; used to name the cell a Crafter player faces."""
-    return _STEP_VECTORS[direction]
 
 
 @dataclass(frozen=True)
@@ -166,7 +154,7 @@ def compass_aliases(target: dict[str, str]) -> dict[str, tuple[str, ...]]:
 # ---------------------------------------------------------------------------------------------
 
 NLE_DESCRIPTIONS: dict[str, str] = {
-    **{d: f"move one step {d} (attacks a monster standing there)" for d in COMPASS},
+    **{d: f"move one step {d}; attacks a monster standing there" for d in COMPASS},
     **{f"far_{d}": f"run {d} until something interesting is seen" for d in COMPASS},
     "up": "climb up a staircase (only while standing on <)",
     "down": "go down a staircase (only while standing on >)",
@@ -321,7 +309,7 @@ def nle_action_name(action: Any) -> str:
 def nle_vocabulary(env_actions: tuple[Any, ...], default: str) -> tuple[ActionVocabulary, dict[str, int]]:
     """Vocabulary for an NLE env's action tuple plus the name -> action-index map to step it.
 
-    Descriptions carry the typed key where it is printable ("eat something (key e)") because
+    Descriptions carry the typed key where it is printable ("eat something [key e]") because
     NetHack prompts ask for keys ("What do you want to eat? [d or ?*]") and a single typed
     character parses to the action bound to that key.
     """
@@ -335,7 +323,7 @@ def nle_vocabulary(env_actions: tuple[Any, ...], default: str) -> tuple[ActionVo
         char = chr(int(action))
         text = NLE_DESCRIPTIONS.get(name, f"press the key for {action.name.lower()}")
         if char.isprintable():
-            text = f"{text} (key {char})"
+            text = f"{text} [key {char}]"
             keys.setdefault(char, name)
         descriptions[name] = text
         indices[name] = index

@@ -2,7 +2,7 @@
 
 The observation names the nearest cell of each kind in the player's local view with the steps
 to reach it, what the player faces, the four vitals out of 9 and the inventory. Grass, sand and
-path are left out (they are everywhere and walkable), which keeps an observation near 300
+path are left out (they are everywhere and walkable), which keeps an observation at 200-450
 characters: short prompts matter for small models and for prompt caching.
 """
 
@@ -15,24 +15,18 @@ from automem_dagster.games.base import GameState, ParsedAction, StepResult
 from automem_dagster.games.progression import crafter_progression
 
 # Crafter's own action order (the env takes the index); names use compass words for moves.
-CRAFTER_ACTIONS: dict[str, str] = {
+# Costs of placing and crafting are filled in from Crafter's own rules when a game is built.
+CRAFTER_ACTION_NAMES = (
+    "noop", "move_west", "move_east", "move_north", "move_south", "do", "sleep",
+    "place_stone", "place_table", "place_furnace", "place_plant",
+    "make_wood_pickaxe", "make_stone_pickaxe", "make_iron_pickaxe", "make_wood_sword", "make_stone_sword", "make_iron_sword",
+)
+
+_BASIC_DESCRIPTIONS = {
     "noop": "do nothing this step",
-    "move_west": "move one cell west (or turn to face west if blocked)",
-    "move_east": "move one cell east (or turn to face east if blocked)",
-    "move_north": "move one cell north (or turn to face north if blocked)",
-    "move_south": "move one cell south (or turn to face south if blocked)",
+    **{f"move_{d}": f"move one cell {d} (or turn to face {d} if blocked)" for d in ("west", "east", "north", "south")},
     "do": "interact with the faced cell: collect material, drink water, eat, attack",
     "sleep": "sleep to restore energy (wakes when energy is full or when hurt)",
-    "place_stone": "place a stone on the faced cell (needs 1 stone)",
-    "place_table": "place a crafting table on the faced cell (needs 1 wood)",
-    "place_furnace": "place a furnace on the faced cell (needs 1 stone, a table nearby)",
-    "place_plant": "plant a sapling on the faced grass (needs 1 sapling)",
-    "make_wood_pickaxe": "craft a wood pickaxe (needs 1 wood, a table nearby)",
-    "make_stone_pickaxe": "craft a stone pickaxe (needs 1 wood, 1 stone, a table nearby)",
-    "make_iron_pickaxe": "craft an iron pickaxe (needs 1 wood, 1 coal, 1 iron, table and furnace nearby)",
-    "make_wood_sword": "craft a wood sword (needs 1 wood, a table nearby)",
-    "make_stone_sword": "craft a stone sword (needs 1 wood, 1 stone, a table nearby)",
-    "make_iron_sword": "craft an iron sword (needs 1 wood, 1 coal, 1 iron, table and furnace nearby)",
 }
 
 _MOVES = {d: f"move_{d}" for d in ("north", "east", "south", "west")}
@@ -81,14 +75,14 @@ class CrafterGame:
 
         self._crafter = crafter
         self.max_steps = max_steps
-        self._vocabulary = ActionVocabulary(CRAFTER_ACTIONS, self.default_action, CRAFTER_ALIASES)
-        self._action_index = {name: index for index, name in enumerate(CRAFTER_ACTIONS)}
+        self._vocabulary = ActionVocabulary(_describe_actions(crafter.constants), self.default_action, CRAFTER_ALIASES)
+        self._action_index = {name: index for index, name in enumerate(CRAFTER_ACTION_NAMES)}
         self._env: Any = None
         self._steps = 0
         self._done = True
 
     def actions(self) -> dict[str, str]:
-        return dict(CRAFTER_ACTIONS)
+        return dict(self._vocabulary.descriptions)
 
     def parse_action(self, text: str) -> ParsedAction:
         return self._vocabulary.parse(text)
@@ -189,6 +183,29 @@ class CrafterGame:
         direction = {(0, -1): "north", (1, 0): "east", (0, 1): "south", (-1, 0): "west"}[(fx, fy)]
         kind = _cell_kind(self._env._world, (player.pos[0] + fx, player.pos[1] + fy))
         return f"You face {direction}: {kind or 'the edge of the world'} in front of you."
+
+
+def _describe_actions(constants: Any) -> dict[str, str]:
+    """One line per action; placing and crafting costs are read from Crafter's rules so they cannot drift."""
+    descriptions = {}
+    for name in CRAFTER_ACTION_NAMES:
+        verb, _, item = name.partition("_")
+        if verb == "place":
+            rule = constants.place[item]
+            descriptions[name] = f"place a {item} on the faced cell (uses {_amounts(rule['uses'])})"
+        elif verb == "make":
+            rule = constants.make[item]
+            near = " and ".join(rule["nearby"])
+            article = "an" if item[0] in "aeiou" else "a"
+            uses = _amounts(rule["uses"])
+            descriptions[name] = f"craft {article} {item.replace('_', ' ')} (uses {uses}; needs a {near} nearby)"
+        else:
+            descriptions[name] = _BASIC_DESCRIPTIONS[name]
+    return descriptions
+
+
+def _amounts(uses: dict[str, int]) -> str:
+    return ", ".join(f"{count} {item}" for item, count in uses.items())
 
 
 def _cell_kind(world: Any, pos: tuple[int, int]) -> str | None:
