@@ -24,7 +24,7 @@ def test_direction_helpers():
     assert is_reversal("north", "south") and is_reversal("move_east", "move_west")
     assert not is_reversal("north", "east") and not is_reversal("noop", "noop")
     assert count_reversals(["north", "south", "north", "east", "west"]) == 3
-    assert stuck_for(["a", "b", "b", "b"]) == 3 and stuck_for([]) == 0
+    assert stuck_for([1, 2, 2, 2]) == 3 and stuck_for([]) == 0
 
 
 def _turn(ops, errors=(), tin=100, tout=10, latency=0.5):
@@ -37,13 +37,13 @@ def _op(token, ok=True, redundant=False, empty=False):
 
 def test_behaviour_metrics_on_constructed_episode():
     steps = [
-        {"observation": "A", "action": "north", "action_valid": True, "wall_s": 1.0,
+        {"state": {"position": [0, 0]}, "action": "north", "action_valid": True, "wall_s": 1.0,
          "turns": [_turn([_op("<|APPEND|>a.txt|x"), _op("<|APPEND|>a.txt|x", redundant=True)]), _turn([])]},
-        {"observation": "B", "action": "south", "action_valid": True, "wall_s": 1.0,   # oscillating
+        {"state": {"position": [0, 1]}, "action": "south", "action_valid": True, "wall_s": 1.0,   # oscillating
          "turns": [_turn([_op("<|SEARCH|>a.txt|tree", empty=True), _op("<|COUNT|>a.txt|x")])]},
-        {"observation": "B", "action": "noop", "action_valid": False, "wall_s": 2.0,   # stuck, invalid
+        {"state": {"position": [0, 1]}, "action": "noop", "action_valid": False, "wall_s": 2.0,   # stuck, invalid
          "turns": [_turn([_op("<|WRITE|>../x|y", ok=False)], errors=["bad"])]},
-        {"observation": "C", "action": "east", "action_valid": True, "wall_s": 2.0,
+        {"state": {"position": [1, 1]}, "action": "east", "action_valid": True, "wall_s": 2.0,
          "turns": [_turn([_op("<|UPSERT|>m.txt|1,2|tree")])]},
     ]
     m = behaviour_metrics([steps])

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.grammar import READ_OPS, TurnGrammar, action_grammar
-from automem_dagster.agent.signals import count_reversals, stuck_for
-from automem_dagster.games.base import GameState, ParsedAction
+from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
+from automem_dagster.games.base import GameState, ParsedAction, state_record
 from automem_dagster.llm.client import Completion, LLMClient
 from automem_dagster.memory import MemoryStore, Op, OpName, format_op, parse_ops
 from automem_dagster.scaffold.model import Scaffold
@@ -91,7 +91,7 @@ class MemoryAgent:
             scaffold.limits.key_max_chars, scaffold.limits.keyword_max_chars,
         )
         self.history: list[tuple[str, float]] = []
-        self.observations: list[str] = []
+        self.fingerprints: list[tuple] = []
         self._role: prompts.Role = "memory" if memory_client is not None else "agent"
         self._system = prompts.system_prompt(scaffold, actions, self._role)
         self._game_system = prompts.system_prompt(scaffold, actions, "game")
@@ -100,14 +100,16 @@ class MemoryAgent:
 
     # -- the step ---------------------------------------------------------------------------
 
-    def sync_state(self, state: GameState) -> None:
-        """Rewrite every synced file from the game state (the harness's job, not the model's)."""
+    def observe_state(self, state: GameState) -> None:
+        """Take the state before a step: rewrite synced files (the harness's job, not the
+        model's) and remember what the stuck signal compares."""
+        self.fingerprints.append(progress_fingerprint(state_record(state)))
         for f in self.scaffold.files:
             if f.policy.mode == "synced":
                 self.store.sync(f.name, state.render(f.policy.sync_source))
 
     async def step(self, step: int, observation: str) -> Decision:
-        self.observations.append(observation)
+        """Decide one action; call ``observe_state`` with the current state first."""
         warnings = self.warnings()
         turns: list[TurnRecord] = []
         if self.history:
@@ -122,9 +124,9 @@ class MemoryAgent:
     def warnings(self) -> list[str]:
         signals, out = self.scaffold.signals, []
         if signals.stuck.enabled:
-            run = stuck_for(self.observations)
+            run = stuck_for(self.fingerprints)
             if run >= signals.stuck.repeats:
-                out.append(f"stuck: the observation has not changed for {run} steps; try something different")
+                out.append(f"stuck: position, inventory and level unchanged for {run} steps; try something different")
         if signals.oscillation.enabled:
             recent = [a for a, _ in self.history[-signals.oscillation.window:]]
             n = count_reversals(recent)

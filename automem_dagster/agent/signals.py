@@ -34,12 +34,27 @@ def count_reversals(actions: list[str]) -> int:
     return sum(is_reversal(a, b) for a, b in zip(actions, actions[1:], strict=False))
 
 
-def stuck_for(observations: list[str]) -> int:
-    """How many of the latest observations are identical to the newest one (1 = just itself)."""
-    if not observations:
+def progress_fingerprint(state: dict) -> tuple:
+    """What must change for a step to count as progress: position, inventory and level.
+
+    The observation text itself is no good for this: NetHack's status line carries the
+    turn counter, so the text changes even when the agent walks into a wall forever.
+    ``state`` is a trajectory's state record (``position``, ``inventory``, ``level``).
+    """
+    position = state.get("position")
+    return (
+        tuple(position) if position is not None else None,
+        tuple(sorted(state.get("inventory", {}).items())),
+        tuple(sorted(state.get("level", {}).items())),
+    )
+
+
+def stuck_for(fingerprints: list[tuple]) -> int:
+    """How many of the latest fingerprints equal the newest one (1 = just itself)."""
+    if not fingerprints:
         return 0
-    newest, run = observations[-1], 0
-    for obs in reversed(observations):
+    newest, run = fingerprints[-1], 0
+    for obs in reversed(fingerprints):
         if obs != newest:
             break
         run += 1

@@ -44,6 +44,12 @@ class GameState:
 SYNC_SOURCES = ("position", "inventory", "vitals", "level", "status")
 
 
+def state_record(state: GameState) -> dict:
+    """The JSON form of a state, as trajectories store it."""
+    return {"position": list(state.position) if state.position else None, "inventory": dict(state.inventory),
+            "vitals": dict(state.vitals), "level": dict(state.level)}
+
+
 @dataclass(frozen=True)
 class ParsedAction:
     """A model's action text resolved against the vocabulary.

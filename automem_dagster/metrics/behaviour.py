@@ -4,8 +4,9 @@ These are the quantities AutoMem reports moving when memory improves: unproducti
 actions (stuck or oscillating), redundant writes, empty searches, invalid actions, and the
 cost of each step in tokens, calls and time. Definitions:
 
-* a step is *stuck* when its observation equals the previous step's, and *oscillating*
-  when its move reverses the previous move (the same rules as the derived warnings);
+* a step is *stuck* when it leaves position, inventory and level as the previous step
+  left them, and *oscillating* when its move reverses the previous move (the same rules
+  as the derived warnings);
 * a write (APPEND, WRITE, UPSERT) is *redundant* when it adds a line already present;
 * a search (SEARCH, COUNT) is *empty* when it matches nothing.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from automem_dagster.agent.signals import is_reversal
+from automem_dagster.agent.signals import is_reversal, progress_fingerprint
 
 WRITE_TOKENS = ("<|APPEND|>", "<|WRITE|>", "<|UPSERT|>")
 SEARCH_TOKENS = ("<|SEARCH|>", "<|COUNT|>")
@@ -52,7 +53,7 @@ def behaviour_metrics(episodes: list[list[dict]]) -> BehaviourMetrics:
         for rec in records:
             steps += 1
             if previous is not None:
-                stuck = rec["observation"] == previous["observation"]
+                stuck = progress_fingerprint(rec["state"]) == progress_fingerprint(previous["state"])
                 unproductive += stuck or is_reversal(previous["action"], rec["action"])
             invalid += not rec["action_valid"]
             wall += rec["wall_s"]

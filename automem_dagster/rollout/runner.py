@@ -24,6 +24,7 @@ from pathlib import Path
 
 from automem_dagster.agent import MemoryAgent
 from automem_dagster.games import make_game
+from automem_dagster.games.base import state_record
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
@@ -135,7 +136,7 @@ async def run_episode(
             while step < spec.max_steps and not result.done:
                 started = time.perf_counter()
                 shown = f"{note}\n{result.observation}" if note else result.observation
-                agent.sync_state(result.state)
+                agent.observe_state(result.state)
                 decision = await agent.step(step, shown)
                 game_started = time.perf_counter()
                 result = await loop.run_in_executor(pool, game.step, decision.action)
@@ -147,7 +148,7 @@ async def run_episode(
                     "action_valid": decision.valid, "action_note": decision.note,
                     "reward": result.reward, "progression": result.progression, "done": result.done,
                     "warnings": decision.warnings, "turns": decision.to_dict()["turns"],
-                    "state": _state_dict(result.state), "info": result.info,
+                    "state": state_record(result.state), "info": result.info,
                     "game_s": game_s, "wall_s": time.perf_counter() - started,
                 })
                 note = decision.note if not decision.valid else ""
@@ -165,7 +166,3 @@ async def run_episode(
     finally:
         await loop.run_in_executor(pool, game.close)
 
-
-def _state_dict(state) -> dict:
-    return {"position": list(state.position) if state.position else None, "inventory": state.inventory,
-            "vitals": state.vitals, "level": state.level}

@@ -1,0 +1,174 @@
+"""The LOG + PLAN agent against scripted OpenAI-compatible servers and real games.
+
+Scripted replies make every branch reachable on purpose: well-formed turns, reads that
+feed results back, malformed output, disabled operations, hostile file names, and the
+two-model split between a memory endpoint and a game endpoint.
+"""
+
+import asyncio
+
+import pytest
+
+from automem_dagster.agent import MemoryAgent
+from automem_dagster.games import game_family, make_game
+from automem_dagster.llm import EndpointConfig, LLMClient
+from automem_dagster.memory import FilePolicy, Journal, MemoryStore
+from automem_dagster.scaffold import load_scaffold
+
+
+def _client(server, name="game"):
+    return LLMClient(EndpointConfig(name=name, base_url="unused", constrained="none"), server.base_url)
+
+
+def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None):
+    """Play ``steps`` steps and return (agent, decisions)."""
+
+    async def go():
+        game = make_game(game_name, max_steps=steps + 5)
+        store = MemoryStore(tmp_path / "ep" / "files", journal=Journal(tmp_path / "ep" / "journal.jsonl"))
+        memory = _client(memory_server, "memory") if memory_server else None
+        agent = MemoryAgent(scaffold, store, game.actions(), game.parse_action, _client(game_server), memory)
+        result, decisions = game.reset(7), []
+        for t in range(steps):
+            agent.observe_state(result.state)
+            decision = await agent.step(t, result.observation)
+            result = game.step(decision.action)
+            agent.record_outcome(decision.action, result.reward)
+            decisions.append(decision)
+        game.close()
+        return agent, decisions
+
+    return asyncio.run(go())
+
+
+def test_one_model_step_writes_memory_and_acts(tmp_path, scripted):
+    server = scripted([
+        {"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|went west\n<|DONE|>"},
+        {"match": "Phase: PLAN", "reply": "<|ACTION|>move_west<|END|>"},
+    ])
+    agent, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=3)
+    assert [d.action for d in decisions] == ["move_west"] * 3 and all(d.valid for d in decisions)
+    assert [t.phase for t in decisions[0].turns] == ["plan"]          # nothing to log before the first action
+    assert [t.phase for t in decisions[1].turns] == ["log", "plan"]
+    assert agent.store.read_text("actions_log.txt").splitlines() == ["went west", "went west"]
+    second = decisions[2].turns[0].ops[0]
+    assert second.ok and second.redundant                              # the same line again is flagged
+    assert all(t.input_tokens > 0 and t.latency_s > 0 and not t.errors for d in decisions for t in d.turns)
+    assert (tmp_path / "ep" / "journal.jsonl").read_text().count("went west") == 2
+
+
+def test_plan_reads_are_fed_back_before_the_action(tmp_path, scripted):
+    server = scripted([
+        {"match": "Results:", "reply": "<|ACTION|>do<|END|>"},
+        {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt"},
+    ])
+    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
+    first, second = decisions[0].turns
+    assert first.ops[0].op == "<|READ|>strategy.txt" and "Collect wood" in first.ops[0].result
+    assert second.text == "<|ACTION|>do<|END|>" and decisions[0].action == "do"
+
+
+def test_malformed_output_is_recorded_and_falls_back(tmp_path, scripted):
+    server = scripted([
+        {"match": "Phase: LOG", "reply": "I moved. <|FLY|>sky <|APPEND|>"},
+        {"match": "Phase: PLAN", "replies": ["Action: Move North.", "zzz nothing"]},
+    ])
+    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=2)
+    assert decisions[0].action == "move_north" and decisions[0].valid     # tolerant parse of free text
+    assert decisions[1].action == "noop" and not decisions[1].valid       # BALROG default + feedback note
+    assert "noop" in decisions[1].note
+    log = decisions[1].turns[0]
+    assert log.phase == "log" and log.errors and not log.ops
+
+
+def test_disabled_operations_and_hostile_names_are_refused(tmp_path, scripted):
+    server = scripted([
+        {"match": "Phase: LOG", "reply": "<|UPSERT|>map_notes.txt|1,2|tree\n<|APPEND|>../../escape.txt|x\n"
+                                         "<|WRITE|>/tmp/abs.txt|x\n<|DONE|>"},
+        {"match": "Phase: PLAN", "reply": "<|APPEND|>strategy.txt|plan phase write\n<|ACTION|>noop<|END|>"},
+    ])
+    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=2)
+    upsert, escape, absolute = decisions[1].turns[0].ops
+    assert not upsert.ok and "not enabled" in upsert.result
+    assert not escape.ok and not absolute.ok
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path.parent / "escape.txt").exists()
+    assert sorted(p.name for p in (tmp_path / "ep").iterdir()) == ["files", "journal.jsonl"]
+
+
+def test_plan_phase_cannot_write(tmp_path, scripted):
+    server = scripted([
+        {"match": "Results:", "reply": "<|ACTION|>noop<|END|>"},
+        {"match": "Phase: PLAN", "reply": "<|APPEND|>strategy.txt|sneaky"},
+    ])
+    agent, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
+    assert not decisions[0].turns[0].ops[0].ok
+    assert "sneaky" not in agent.store.read_text("strategy.txt")
+
+
+def test_two_model_mode_splits_memory_and_action(tmp_path, scripted):
+    memory = scripted([
+        {"match": "Phase: LOG", "reply": "<|APPEND|>dungeon_map.txt|corridor east\n<|DONE|>"},
+        {"match": "Results:", "reply": "<|DONE|>"},
+        {"match": "Phase: PLAN", "reply": "<|READ|>dungeon_map.txt"},
+    ])
+    game = scripted([{"match": "Memory consulted", "reply": "<|ACTION|>east<|END|>"},
+                     {"match": "", "reply": "<|ACTION|>west<|END|>"}])
+    agent, decisions = play(tmp_path, "minihack:Corridor-R3", load_scaffold("minihack", 0), game, 2, memory)
+    turns = decisions[1].turns
+    assert [(t.phase, t.endpoint) for t in turns] == [("log", "memory"), ("plan", "memory"), ("plan", "memory"),
+                                                      ("action", "game")]
+    assert decisions[1].action == "east"                                 # the game model saw the consultation
+    assert "corridor east" in agent.store.read_text("dungeon_map.txt")
+
+
+def test_signals_warn_when_stuck_and_oscillating(tmp_path, scripted):
+    scaffold = load_scaffold("minihack", 0)
+    scaffold = scaffold.model_copy(update={"signals": scaffold.signals.model_copy(update={
+        "stuck": scaffold.signals.stuck.model_copy(update={"enabled": True, "repeats": 3}),
+        "oscillation": scaffold.signals.oscillation.model_copy(update={"enabled": True, "reversals": 2}),
+    })})
+    server = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"},
+                       {"match": "Phase: PLAN", "replies": ["<|ACTION|>east<|END|>", "<|ACTION|>west<|END|>"]}])
+    _, decisions = play(tmp_path, "minihack:Corridor-R3", scaffold, server, steps=6)
+    assert any(w.startswith("oscillating") for d in decisions for w in d.warnings)
+    blocked = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"},
+                        {"match": "Phase: PLAN", "reply": "<|ACTION|>search<|END|>"}])
+    _, decisions = play(tmp_path / "b", "minihack:Corridor-R3", scaffold, blocked, steps=4)
+    assert not decisions[1].warnings and decisions[3].warnings[0].startswith("stuck")
+
+
+def test_synced_files_follow_game_state(tmp_path, scripted):
+    scaffold = load_scaffold("crafter", 0)
+    files = [*scaffold.files, scaffold.files[0].model_copy(update={
+        "name": "status.txt", "purpose": "position and vitals", "policy": FilePolicy(mode="synced", sync_source="status")})]
+    scaffold = scaffold.model_copy(update={"files": files})
+    server = scripted([{"match": "Phase: LOG", "reply": "<|WRITE|>status.txt|fake\n<|DONE|>"},
+                       {"match": "Phase: PLAN", "reply": "<|ACTION|>move_east<|END|>"}])
+    agent, decisions = play(tmp_path, "crafter", scaffold, server, steps=2)
+    assert not decisions[1].turns[0].ops[0].ok                           # the model cannot overwrite it
+    assert "health" in agent.store.read_text("status.txt") and "x=" in agent.store.read_text("status.txt")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("game_name", ["crafter", "minihack:Corridor-R3", "nethack"])
+def test_every_v0_grammar_is_accepted_by_the_embedded_server(game_name, embedded, tmp_path):
+    """Integration: the real model under the real grammars acts validly on every step."""
+    config = EndpointConfig(name="game", base_url="unused", constrained="gbnf")
+
+    async def go(tmp):
+        game = make_game(game_name, max_steps=10)
+        store = MemoryStore(tmp / "files")
+        agent = MemoryAgent(load_scaffold(game_family(game_name), 0), store, game.actions(), game.parse_action,
+                            LLMClient(config, embedded.base_url))
+        result, decisions = game.reset(3), []
+        for t in range(3):
+            agent.observe_state(result.state)
+            decisions.append(await agent.step(t, result.observation))
+            result = game.step(decisions[-1].action)
+            agent.record_outcome(decisions[-1].action, result.reward)
+        game.close()
+        return decisions
+
+    decisions = asyncio.run(go(tmp_path))
+    assert all(d.valid for d in decisions)
+    assert all(not t.errors for d in decisions for t in d.turns)
