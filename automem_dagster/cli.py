@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.set_defaults(max_steps=12)
     args = parser.parse_args(argv)
     try:
-        if args.episodes is None:
+        if args.episodes is None and args.seeds is None:
             args.episodes = 2 if args.command == "demo" else 4
         games = [args.game] if args.command == "rollout" else list(DEMO_GAMES)
         specs = rollout_specs(args, games)

@@ -8,7 +8,8 @@ use it as an instant endpoint to measure the harness's own overhead. It speaks t
 
 Rules file (JSON): ``[{"match": "substring", "reply": "text"} | {"match": "...", "status": 500}]``.
 The first rule whose ``match`` occurs in the request's messages (all of them, joined) wins;
-a rule may carry ``"replies": [...]`` to cycle through several texts.
+a rule may carry ``"replies": [...]`` to cycle through several texts, and ``"delay_s"`` to
+answer after a pause (a stand-in for model latency in tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -30,19 +32,20 @@ class _Rules:
         self.lock = threading.Lock()
         self.requests = 0
 
-    def answer(self, body: dict) -> tuple[int, str]:
+    def answer(self, body: dict) -> tuple[int, str, float]:
         text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         with self.lock:
             self.requests += 1
             for i, rule in enumerate(self.rules):
                 if rule.get("match", "") in text:
+                    delay = float(rule.get("delay_s", 0.0))
                     if "status" in rule:
-                        return int(rule["status"]), ""
+                        return int(rule["status"]), "", delay
                     replies = rule.get("replies") or [rule.get("reply", "")]
                     reply = replies[self.counters[i] % len(replies)]
                     self.counters[i] += 1
-                    return 200, reply
-        return 200, ""
+                    return 200, reply, delay
+        return 200, "", 0.0
 
 
 def make_handler(rules: _Rules):
@@ -71,7 +74,8 @@ def make_handler(rules: _Rules):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            status, reply = rules.answer(body)
+            status, reply, delay = rules.answer(body)
+            time.sleep(delay)
             if status != 200:
                 self._send(status, {"error": {"message": f"scripted failure {status}", "type": "server_error"}})
                 return

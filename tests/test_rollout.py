@@ -1,0 +1,139 @@
+"""Batches: valid trajectory files, summaries, resume after a killed process, clear failures."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from automem_dagster.cli import main as cli_main
+from automem_dagster.rollout import TrajectoryError, read_trajectory, summarize_batch
+
+# Replies depend only on the request, so a replayed episode gets the same ones.
+RULES = [
+    {"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|moved\n<|DONE|>"},
+    {"match": "Step 2. Now", "reply": "<|ACTION|>bogus<|END|>"},
+    {"match": "Step 4. Now", "reply": "<|ACTION|>south<|END|>"},
+    {"match": "Phase: PLAN", "reply": "<|ACTION|>east<|END|>"},
+]
+
+
+def _endpoints(tmp_path, server):
+    path = tmp_path / "endpoints.yaml"
+    path.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 1, backoff_s: 0.01}}\n")
+    return path
+
+
+def _rollout_args(endpoints, out, seeds="42-44", steps=12, extra=()):
+    return ["rollout", "--game", "minihack:Corridor-R3", "--seeds", seeds, "--max-steps", str(steps),
+            "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1", *extra]
+
+
+def _episodes(out):
+    """Per episode: the sequence of (observation, action, progression) — what must be reproduced."""
+    result = {}
+    for path in sorted((out / "trajectories").glob("*.jsonl")):
+        _, steps, end = read_trajectory(path)
+        result[path.name] = ([(s["observation"], s["action"], s["progression"]) for s in steps], end["progression"])
+    return result
+
+
+def test_batch_writes_complete_trajectories_and_summary(tmp_path, scripted):
+    server = scripted(RULES)
+    out = tmp_path / "batch"
+    assert cli_main(_rollout_args(_endpoints(tmp_path, server), out, seeds="42,43", steps=6)) == 0
+    files = sorted((out / "trajectories").iterdir())
+    assert [f.name for f in files] == ["minihack-Corridor-R3__seed42.jsonl", "minihack-Corridor-R3__seed43.jsonl"]
+    header, steps, end = read_trajectory(files[0])
+    assert header["seed"] == 42 and header["scaffold"]["version"] == 0 and "api_key" not in json.dumps(header)
+    assert len(steps) == end["steps"] == 6
+    first = steps[1]
+    assert {"observation", "action", "action_valid", "reward", "progression", "turns", "state", "wall_s"} <= first.keys()
+    assert first["turns"][0]["ops"][0]["op"] == "<|APPEND|>actions_log.txt|moved"
+    assert [s["action_valid"] for s in steps] == [True, True, False, True, True, True]
+    assert "held no valid action" in steps[3]["observation"] and steps[2]["action"] == "search"
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["episodes"]) == 2 and summary["behaviour"]["invalid_action_rate"] == pytest.approx(2 / 12)
+    assert (out / "memory" / "minihack-Corridor-R3__seed42" / "journal.jsonl").exists()
+
+
+def test_killed_batch_resumes_to_the_same_trajectories(tmp_path, scripted):
+    server = scripted([{**rule, "delay_s": 0.01} for rule in RULES])
+    endpoints = _endpoints(tmp_path, server)
+    reference = tmp_path / "reference"
+    assert cli_main(_rollout_args(endpoints, reference)) == 0
+
+    out = tmp_path / "interrupted"
+    cmd = [sys.executable, "-m", "automem_dagster.cli", *_rollout_args(endpoints, out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    trajectories = out / "trajectories"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        finished = list(trajectories.glob("*.jsonl")) if trajectories.exists() else []
+        partial = list(trajectories.glob("*.partial")) if trajectories.exists() else []
+        if finished and partial and partial[0].read_text().count('"type": "step"') >= 2:
+            break
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = {p.name: p.stat().st_mtime_ns for p in trajectories.glob("*.jsonl")}
+    assert 1 <= len(done_before) < 3 and list(trajectories.glob("*.partial"))
+
+    assert cli_main(_rollout_args(endpoints, out)) == 0
+    assert _episodes(out) == _episodes(reference)
+    assert not list(trajectories.glob("*.partial"))
+    for name, mtime in done_before.items():                     # finished episodes were not redone
+        assert (trajectories / name).stat().st_mtime_ns == mtime
+
+
+def test_a_batch_directory_refuses_other_settings(tmp_path, scripted, capsys):
+    endpoints = _endpoints(tmp_path, scripted(RULES))
+    assert cli_main(_rollout_args(endpoints, tmp_path / "b", seeds="42", steps=3)) == 0
+    assert cli_main(_rollout_args(endpoints, tmp_path / "b", seeds="42", steps=4)) == 2
+    assert "different max_steps" in capsys.readouterr().err
+
+
+def test_dead_endpoint_fails_clearly_and_keeps_what_finished(tmp_path, capsys):
+    from automem_dagster.llm.process import free_port
+
+    endpoints = tmp_path / "dead.yaml"
+    endpoints.write_text(f"game: {{name: game, base_url: 'http://127.0.0.1:{free_port()}/v1', constrained: none, "
+                         "max_retries: 1, backoff_s: 0.01, timeout_s: 2}\n")
+    assert cli_main(_rollout_args(endpoints, tmp_path / "dead", seeds="42", steps=3)) == 2
+    err = capsys.readouterr().err
+    assert "fix the endpoint" in err and "rerun the same command" in err
+    assert list((tmp_path / "dead" / "trajectories").glob("*.partial"))
+
+
+def test_corrupted_trajectory_is_named(tmp_path, scripted):
+    endpoints = _endpoints(tmp_path, scripted(RULES))
+    out = tmp_path / "c"
+    assert cli_main(_rollout_args(endpoints, out, seeds="42", steps=3)) == 0
+    path = next((out / "trajectories").glob("*.jsonl"))
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], lines[1][:40], *lines[2:]]) + "\n")
+    with pytest.raises(TrajectoryError, match=r"line 2 is not JSON.*delete it and rerun"):
+        summarize_batch(out)
+    path.write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(TrajectoryError, match="incomplete"):
+        read_trajectory(path)
+
+
+def test_bad_cli_input_is_reported(capsys):
+    assert cli_main(["rollout", "--game", "chess", "--episodes", "1"]) == 2
+    assert "chess" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli_main(["rollout", "--game", "crafter", "--seeds", "4x"])
+
+
+@pytest.mark.integration
+def test_embedded_rollout_acts_validly_on_every_step(tmp_path):
+    out = tmp_path / "embedded"
+    assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--episodes", "2", "--max-steps", "4",
+                     "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert [e["valid_action_rate"] for e in summary["episodes"]] == [1.0, 1.0]
+    assert summary["behaviour"]["malformed_turn_rate"] == 0.0 and summary["behaviour"]["input_tokens_per_step"] > 0
