@@ -77,10 +77,10 @@ async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[Bat
 
 def print_summary(summary: BatchSummary) -> None:
     table = Table(title=f"{summary.game}: {summary.progression or 'no finished episodes'}")
-    for col in ("episode", "steps", "progression %", "reward", "valid actions %", "model calls"):
-        table.add_column(col, justify="right" if col != "episode" else "left")
+    for col in ("seed", "steps", "progression %", "reward", "valid actions %", "model calls"):
+        table.add_column(col, justify="right")
     for e in summary.episodes:
-        table.add_row(e.episode, str(e.steps), f"{100 * e.progression:.1f}", f"{e.total_reward:g}",
+        table.add_row(str(e.seed), str(e.steps), f"{100 * e.progression:.1f}", f"{e.total_reward:g}",
                       f"{100 * e.valid_action_rate:.0f}", str(e.model_calls))
     Console().print(table)
     b = summary.behaviour
