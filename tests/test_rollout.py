@@ -61,7 +61,7 @@ def test_batch_writes_complete_trajectories_and_summary(tmp_path, scripted):
 
 
 def test_killed_batch_resumes_to_the_same_trajectories(tmp_path, scripted):
-    server = scripted([{**rule, "delay_s": 0.01} for rule in RULES])
+    server = scripted([{**rule, "delay_s": 0.03} for rule in RULES])
     endpoints = _endpoints(tmp_path, server)
     reference = tmp_path / "reference"
     assert cli_main(_rollout_args(endpoints, reference)) == 0
