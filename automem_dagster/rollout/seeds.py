@@ -1,0 +1,123 @@
+"""Which seeds an episode may use: fixed evaluation sets, and a separate training range.
+
+Keep-or-rollback is only fair if candidate and champion play the same seeds, and only
+honest if no scaffold or adapter was shaped on those seeds. So the evaluation sets are data
+(``assets/seeds/eval.yaml``), the training range is declared next to them, and loading the
+file refuses a training range that contains any evaluation seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from automem_dagster.games import game_family, minihack_env_id
+from automem_dagster.paths import ASSETS
+
+DEFAULT_SEEDS_FILE = ASSETS / "seeds" / "eval.yaml"
+
+
+class SeedConfigError(ValueError):
+    """A seed file that cannot be used; the message names the file and the problem."""
+
+
+class TrainingRange(BaseModel):
+    """Inclusive range ``first..last`` that training rollouts draw their seeds from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    first: int = Field(ge=0)
+    last: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TrainingRange:
+        if self.last < self.first:
+            raise ValueError(f"training range {self.first}..{self.last} is empty: last must be >= first")
+        return self
+
+    def seeds(self) -> range:
+        return range(self.first, self.last + 1)
+
+
+class SeedConfig(BaseModel):
+    """The evaluation seed set of every game family (MiniHack: per task) and the training range."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    eval: dict[Literal["crafter", "minihack", "nethack"], list[int]]
+    training: TrainingRange
+
+    @model_validator(mode="after")
+    def _sound(self) -> SeedConfig:
+        missing = sorted({"crafter", "minihack", "nethack"} - self.eval.keys())
+        if missing:
+            raise ValueError(f"eval: no seed set for {missing}")
+        for family, seeds in self.eval.items():
+            if not seeds or len(set(seeds)) != len(seeds):
+                raise ValueError(f"eval.{family}: give at least one seed and no seed twice")
+            assert_disjoint(self.training.seeds(), seeds, "training range", f"eval.{family}")
+        return self
+
+
+def load_seed_config(path: Path = DEFAULT_SEEDS_FILE) -> SeedConfig:
+    """Read and validate a seed file; errors name the file and the offending field."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise SeedConfigError(f"seed file {path} does not exist: restore assets/seeds/eval.yaml") from exc
+    except yaml.YAMLError as exc:
+        raise SeedConfigError(f"seed file {path} is not valid YAML: {exc}") from exc
+    try:
+        return SeedConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
+        raise SeedConfigError(f"seed file {path} is invalid: {problems}") from exc
+
+
+def eval_seeds(game: str, path: Path = DEFAULT_SEEDS_FILE) -> list[int]:
+    """The fixed evaluation seeds for ``game`` ("crafter", "nethack" or "minihack:<Task>")."""
+    return list(load_seed_config(path).eval[game_family(game)])
+
+
+def training_seeds(game: str, n: int, offset: int = 0, path: Path = DEFAULT_SEEDS_FILE) -> list[int]:
+    """``n`` distinct training seeds for ``game``: items ``offset .. offset+n-1`` of a fixed shuffle.
+
+    The shuffle of the training range is seeded from a SHA-256 of the game's canonical name
+    (Python's ``hash`` is salted per process), so every process draws the same seeds, the
+    spellings of one MiniHack task share one stream, and consecutive offsets never repeat a
+    seed: ``training_seeds(g, 10) + training_seeds(g, 10, offset=10) == training_seeds(g, 20)``.
+    """
+    if n < 0 or offset < 0:
+        raise ValueError(f"n and offset must be >= 0, got n={n}, offset={offset}")
+    pool = load_seed_config(path).training.seeds()
+    if offset + n > len(pool):
+        raise ValueError(f"asked for training seeds {offset}..{offset + n - 1} of {game!r}, "
+                         f"but the training range {pool.start}..{pool.stop - 1} holds only {len(pool)}")
+    rng = np.random.default_rng(_stable_seed(_stream_name(game)))
+    order = rng.permutation(len(pool))[offset:offset + n]
+    return [pool.start + int(i) for i in order]
+
+
+def assert_disjoint(a: Iterable[int], b: Iterable[int], a_name: str = "training seeds",
+                    b_name: str = "evaluation seeds") -> None:
+    """Raise if two seed collections share a seed: a training episode on an evaluation seed
+    would let a scaffold or adapter be shaped on the very episodes that judge it."""
+    shared = sorted(set(a) & set(b))
+    if shared:
+        raise ValueError(f"{a_name} and {b_name} share seeds {shared}: keep training and evaluation seeds disjoint")
+
+
+def _stream_name(game: str) -> str:
+    """One name per game, whichever spelling was given ("minihack:Corridor-R3" = its gym id)."""
+    family = game_family(game)
+    return minihack_env_id(game) if family == "minihack" else family
+
+
+def _stable_seed(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
