@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
+
+from automem_dagster.datafiles import load_yaml_model
 
 EMBEDDED = "embedded"
 """A ``base_url`` of this value means: the local server the project starts itself."""
@@ -84,14 +85,5 @@ class EndpointConfigError(ValueError):
 
 def load_endpoints(path: Path) -> EndpointsConfig:
     """Read an endpoints YAML file; errors name the file and the offending field."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError as exc:
-        raise EndpointConfigError(f"endpoints file {path} does not exist: pass --endpoints with a valid file") from exc
-    except yaml.YAMLError as exc:
-        raise EndpointConfigError(f"endpoints file {path} is not valid YAML: {exc}") from exc
-    try:
-        return EndpointsConfig.model_validate(raw)
-    except ValidationError as exc:
-        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise EndpointConfigError(f"endpoints file {path} is invalid: {fields}") from exc
+    return load_yaml_model(path, EndpointsConfig, "endpoints file", EndpointConfigError,
+                           "pass --endpoints with a valid file")

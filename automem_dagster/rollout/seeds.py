@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from automem_dagster.datafiles import load_yaml_model
 from automem_dagster.games import game_family, minihack_env_id
 from automem_dagster.paths import ASSETS
 
@@ -67,17 +67,7 @@ class SeedConfig(BaseModel):
 
 def load_seed_config(path: Path = DEFAULT_SEEDS_FILE) -> SeedConfig:
     """Read and validate a seed file; errors name the file and the offending field."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError as exc:
-        raise SeedConfigError(f"seed file {path} does not exist: restore assets/seeds/eval.yaml") from exc
-    except yaml.YAMLError as exc:
-        raise SeedConfigError(f"seed file {path} is not valid YAML: {exc}") from exc
-    try:
-        return SeedConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
-        raise SeedConfigError(f"seed file {path} is invalid: {problems}") from exc
+    return load_yaml_model(path, SeedConfig, "seed file", SeedConfigError, "restore assets/seeds/eval.yaml")
 
 
 def eval_seeds(game: str, path: Path = DEFAULT_SEEDS_FILE) -> list[int]:

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 
+from automem_dagster.datafiles import read_yaml, validate
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.scaffold.model import Scaffold
 
@@ -43,11 +43,7 @@ def list_versions(game: str, root: Path = DEFAULT_ROOT) -> list[int]:
 
 
 def parse_scaffold(data: object, source: str) -> Scaffold:
-    try:
-        return Scaffold.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
-        raise ScaffoldError(f"scaffold {source} is invalid: {problems}") from exc
+    return validate(Scaffold, data, "scaffold", source, ScaffoldError)
 
 
 def load_scaffold(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> Scaffold:
@@ -55,13 +51,7 @@ def load_scaffold(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> S
 
 
 def load_scaffold_file(path: Path) -> Scaffold:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError as exc:
-        raise ScaffoldError(f"scaffold file {path} does not exist: check --game and --scaffold") from exc
-    except yaml.YAMLError as exc:
-        raise ScaffoldError(f"scaffold file {path} is not valid YAML: {exc}") from exc
+    data = read_yaml(path, "scaffold file", ScaffoldError, "check --game and --scaffold")
     return parse_scaffold(data, str(path))
 
 

@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from automem_dagster.datafiles import validation_problems
 from automem_dagster.metrics.paired import Decision
 from automem_dagster.paths import ASSETS, SCAFFOLDS
 from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path
@@ -250,8 +251,7 @@ def _read(path: Path, game: str) -> LineageFile:
     try:
         data = LineageFile.model_validate_json(path.read_text())
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
-        raise LineageError(f"lineage file {path} is corrupted ({problems}): {advice}") from exc
+        raise LineageError(f"lineage file {path} is corrupted ({validation_problems(exc)}): {advice}") from exc
     if data.game != game:
         raise LineageError(f"lineage file {path} holds the lineage of {data.game!r}, not {game!r}: {advice}")
     return data

@@ -1,0 +1,42 @@
+"""Reading the project's YAML data files into pydantic models, with errors a person can act on.
+
+Scaffolds, endpoint configs and seed sets are all hand-edited YAML; every one of them must
+fail the same way on bad input: name the file, name the offending field, say what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """``field.path: message; ...`` for every error pydantic found."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
+
+
+def read_yaml(path: Path, label: str, error: type[Exception], missing_hint: str) -> object:
+    """The parsed YAML of ``path``; ``error`` names the file when it is missing or not YAML."""
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise error(f"{label} {path} does not exist: {missing_hint}") from exc
+    except yaml.YAMLError as exc:
+        raise error(f"{label} {path} is not valid YAML: {exc}") from exc
+
+
+def validate(model: type[M], data: object, label: str, source: object, error: type[Exception]) -> M:
+    """``model`` validated from ``data``; ``error`` lists every invalid field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise error(f"{label} {source} is invalid: {validation_problems(exc)}") from exc
+
+
+def load_yaml_model(path: Path, model: type[M], label: str, error: type[Exception], missing_hint: str) -> M:
+    return validate(model, read_yaml(path, label, error, missing_hint), label, path, error)
