@@ -43,11 +43,15 @@ class TurnRecord:
     output_tokens: int = 0
     latency_s: float = 0.0
     attempts: int = 1
+    finish_reason: str | None = None
 
     @classmethod
     def from_completion(cls, phase: str, endpoint: str, comp: Completion) -> TurnRecord:
-        return cls(phase, endpoint, comp.text, input_tokens=comp.input_tokens,
-                   output_tokens=comp.output_tokens, latency_s=comp.latency_s, attempts=comp.attempts)
+        turn = cls(phase, endpoint, comp.text, input_tokens=comp.input_tokens, output_tokens=comp.output_tokens,
+                   latency_s=comp.latency_s, attempts=comp.attempts, finish_reason=comp.finish_reason)
+        if comp.finish_reason == "length":
+            turn.errors.append(f"the reply was cut off at max_tokens after {comp.output_tokens} tokens")
+        return turn
 
 
 @dataclass

@@ -21,7 +21,6 @@ class Clients:
     game: LLMClient
     memory: LLMClient | None
     meta: LLMClient | None
-    embedded_url: str | None
 
     def describe(self) -> dict:
         """Endpoint facts for trajectory headers and tracking: never the API key."""
@@ -49,8 +48,7 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
             return None
         return LLMClient(cfg, server.base_url if cfg.base_url == EMBEDDED else cfg.base_url)
 
-    clients = Clients(client(config.game), client(config.memory) if config.two_model else None,
-                      client(config.meta), server.base_url if server else None)
+    clients = Clients(client(config.game), client(config.memory) if config.two_model else None, client(config.meta))
     try:
         yield clients
     finally:

@@ -18,7 +18,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -45,7 +45,6 @@ class RolloutSpec:
     max_steps: int
     out_dir: Path
     concurrency: int = 2
-    extra: dict = field(default_factory=dict)
 
     def manifest(self, clients: Clients) -> dict:
         return {
@@ -56,7 +55,6 @@ class RolloutSpec:
             "seeds": list(self.seeds),
             "max_steps": self.max_steps,
             "two_model": clients.memory is not None,
-            **self.extra,
         }
 
 
