@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from automem_dagster.datafiles import validation_problems
-from automem_dagster.metrics.paired import Decision
+from automem_dagster.metrics.paired import Decision, PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
 from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path
 from automem_dagster.scaffold.model import GAME_FAMILIES
@@ -37,7 +37,8 @@ class LineageError(ValueError):
 
 
 class Evaluation(BaseModel):
-    """The paired comparison that decided a version, in percent (see ``metrics.paired``)."""
+    """The paired comparison that decided a version, in percent: the persisted form of
+    ``metrics.paired.PairedComparison`` (validated when a lineage file is read back)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -48,6 +49,10 @@ class Evaluation(BaseModel):
     ci_low: float
     ci_high: float
     seeds: list[int]
+
+    @classmethod
+    def from_comparison(cls, comparison: PairedComparison) -> Evaluation:
+        return cls.model_validate({name: getattr(comparison, name) for name in cls.model_fields})
 
 
 class VersionRecord(BaseModel):
@@ -166,11 +171,7 @@ class Lineage:
                 raise LineageError(f"{self.game} v{version}: a rejection needs a reason")
             record.decision, record.reason = "rejected", decision
         else:
-            c = decision.comparison
-            record.evaluation = Evaluation(
-                candidate_mean=c.candidate_mean, champion_mean=c.champion_mean, mean_difference=c.mean_difference,
-                stderr_difference=c.stderr_difference, ci_low=c.ci_low, ci_high=c.ci_high, seeds=list(c.seeds),
-            )
+            record.evaluation = Evaluation.from_comparison(decision.comparison)
             record.decision = "kept" if decision.keep else "rolled_back"
             record.reason = decision.reason
         return record.model_copy(deep=True)
