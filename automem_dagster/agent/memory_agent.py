@@ -9,7 +9,7 @@ episode: unparseable output is recorded on the turn, counted, and the fallback a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.grammar import READ_OPS, TurnGrammar, action_grammar
@@ -63,9 +63,6 @@ class Decision:
     note: str
     turns: list[TurnRecord]
     warnings: list[str]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class MemoryAgent:

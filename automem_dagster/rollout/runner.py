@@ -18,7 +18,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
-from automem_dagster.rollout.trajectory import PARTIAL_SUFFIX, TrajectoryWriter, episode_id
+from automem_dagster.rollout.trajectory import TrajectoryWriter, episode_id, trajectory_path
 from automem_dagster.scaffold import Scaffold, content_hash
 
 
@@ -82,7 +82,7 @@ async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | No
     out = Path(spec.out_dir)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     _check_manifest(out / "batch.json", spec.manifest(clients))
-    todo = [s for s in spec.seeds if not (out / "trajectories" / f"{episode_id(spec.game, s)}.jsonl").exists()]
+    todo = [s for s in spec.seeds if not trajectory_path(out, episode_id(spec.game, s)).exists()]
     for seed in spec.seeds:
         if seed not in todo and progress:
             progress(episode_id(spec.game, seed), spec.max_steps, True)
@@ -115,14 +115,13 @@ async def run_episode(
     out = Path(spec.out_dir)
     mem_root = out / "memory" / eid
     shutil.rmtree(mem_root, ignore_errors=True)
-    (out / "trajectories" / f"{eid}.jsonl{PARTIAL_SUFFIX}").unlink(missing_ok=True)
     mem_root.mkdir(parents=True)
     game = await loop.run_in_executor(pool, make_game, spec.game, spec.max_steps)
     try:
         store = MemoryStore(mem_root / "files", journal=Journal(mem_root / "journal.jsonl"))
         agent = MemoryAgent(spec.scaffold, store, game.actions(), game.parse_action, clients.game, clients.memory)
         result = await loop.run_in_executor(pool, game.reset, seed)
-        writer = TrajectoryWriter(out / "trajectories" / f"{eid}.jsonl", {
+        writer = TrajectoryWriter(trajectory_path(out, eid), {
             "episode": eid, "game": spec.game, "seed": seed, "max_steps": spec.max_steps,
             "scaffold": {"game": spec.scaffold.game, "version": spec.scaffold.version,
                          "hash": content_hash(spec.scaffold)},
@@ -145,7 +144,7 @@ async def run_episode(
                     "step": step, "observation": shown, "action": decision.action,
                     "action_valid": decision.valid, "action_note": decision.note,
                     "reward": result.reward, "progression": result.progression, "done": result.done,
-                    "warnings": decision.warnings, "turns": decision.to_dict()["turns"],
+                    "warnings": decision.warnings, "turns": [asdict(t) for t in decision.turns],
                     "state": state_record(result.state), "info": result.info,
                     "game_s": game_s, "wall_s": time.perf_counter() - started,
                 })

@@ -39,7 +39,7 @@ def summarize_batch(out_dir: Path) -> BatchSummary:
     out = Path(out_dir)
     manifest = json.loads((out / "batch.json").read_text())
     episodes, step_lists = [], []
-    for path in finished_episodes(out / "trajectories"):
+    for path in finished_episodes(out):
         header, steps, end = read_trajectory(path)
         step_lists.append(steps)
         valid = sum(s["action_valid"] for s in steps)

@@ -24,8 +24,16 @@ def episode_id(game: str, seed: int) -> str:
     return f"{game.replace(':', '-')}__seed{seed}"
 
 
+def trajectory_path(batch_dir: Path, episode: str) -> Path:
+    """Where a batch keeps the finished trajectory of ``episode``."""
+    return Path(batch_dir) / "trajectories" / f"{episode}.jsonl"
+
+
 class TrajectoryWriter:
-    """Streams one episode's lines to its partial file and publishes it atomically on ``finish``."""
+    """Streams one episode's lines to its partial file and publishes it atomically on ``finish``.
+
+    Opening truncates a partial file left by an interrupted run, which is how a replayed
+    episode never duplicates steps."""
 
     def __init__(self, path: Path, header: dict):
         self.path = Path(path)
@@ -90,5 +98,5 @@ def read_trajectory(path: Path) -> tuple[dict, list[dict], dict]:
     return header, steps, end
 
 
-def finished_episodes(folder: Path) -> list[Path]:
-    return sorted(Path(folder).glob("*.jsonl"))
+def finished_episodes(batch_dir: Path) -> list[Path]:
+    return sorted((Path(batch_dir) / "trajectories").glob("*.jsonl"))
