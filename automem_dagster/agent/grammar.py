@@ -22,6 +22,26 @@ READ_OPS = (OpName.READ, OpName.TAIL, OpName.SEARCH, OpName.COUNT, OpName.SUMMAR
 WRITE_OPS = (OpName.CREATE, OpName.APPEND, OpName.WRITE, OpName.UPSERT, OpName.DELETE)
 
 
+def _tok(op: OpName) -> str:
+    return f'"<|{op.value}|>"'
+
+
+# ``file`` is any existing file, ``wfile`` one the model may change, ``newfile`` a name to create.
+_OP_RULES = {
+    OpName.READ: f"{_tok(OpName.READ)} file",
+    OpName.SUMMARIZE: f"{_tok(OpName.SUMMARIZE)} file",
+    OpName.TAIL: f'{_tok(OpName.TAIL)} file "|" count',
+    OpName.SEARCH: f'{_tok(OpName.SEARCH)} file "|" keyword',
+    OpName.COUNT: f'{_tok(OpName.COUNT)} file "|" keyword',
+    OpName.CREATE: f"{_tok(OpName.CREATE)} newfile",
+    OpName.APPEND: f'{_tok(OpName.APPEND)} wfile "|" text',
+    OpName.WRITE: f'{_tok(OpName.WRITE)} wfile "|" text',
+    OpName.UPSERT: f'{_tok(OpName.UPSERT)} wfile "|" key "|" text',
+    OpName.DELETE: f"{_tok(OpName.DELETE)} wfile",
+}
+_NEEDS_WRITABLE_FILE = {OpName.APPEND, OpName.WRITE, OpName.UPSERT, OpName.DELETE}
+
+
 def _literal(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{escaped}"'
@@ -40,24 +60,6 @@ class TurnGrammar:
         self.key_max = key_max
         self.keyword_max = keyword_max
 
-    def _op_rule(self, op: OpName, all_files: str, writable: str) -> str | None:
-        tok = _literal(f"<|{op.value}|>")
-        rules = {
-            OpName.READ: f"{tok} {all_files}",
-            OpName.SUMMARIZE: f"{tok} {all_files}",
-            OpName.TAIL: f'{tok} {all_files} "|" count',
-            OpName.SEARCH: f'{tok} {all_files} "|" keyword',
-            OpName.COUNT: f'{tok} {all_files} "|" keyword',
-            OpName.CREATE: f"{tok} newfile",
-            OpName.APPEND: f'{tok} {writable} "|" text',
-            OpName.WRITE: f'{tok} {writable} "|" text',
-            OpName.UPSERT: f'{tok} {writable} "|" key "|" text',
-            OpName.DELETE: f"{tok} {writable}",
-        }
-        if writable == "" and op in WRITE_OPS and op is not OpName.CREATE:
-            return None
-        return rules[op]
-
     def _common(self, files: list[str], writable: list[str]) -> list[str]:
         lines = [
             f"file ::= {_alternatives(files)}",
@@ -72,13 +74,11 @@ class TurnGrammar:
         return lines
 
     def _ops(self, kinds: tuple[OpName, ...], has_writable: bool) -> list[str]:
-        rules = []
-        for op in self.operations:
-            if op in kinds:
-                rule = self._op_rule(op, "file", "wfile" if has_writable else "")
-                if rule:
-                    rules.append(rule)
-        return rules
+        """Rules for the enabled operations of ``kinds``; writes to existing files need a writable one."""
+        return [
+            _OP_RULES[op] for op in self.operations
+            if op in kinds and (has_writable or op not in _NEEDS_WRITABLE_FILE)
+        ]
 
     def log_turn(self, files: list[str], writable: list[str], remaining: int) -> str:
         """Writes then DONE, or writes then one read. ``remaining`` >= 1 operations are left."""
