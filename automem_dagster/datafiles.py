@@ -6,6 +6,8 @@ fail the same way on bad input: name the file, name the offending field, say wha
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import TypeVar
 
@@ -13,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 
 
 def validation_problems(exc: ValidationError) -> str:
@@ -40,3 +44,24 @@ def validate(model: type[M], data: object, label: str, source: object, error: ty
 
 def load_yaml_model(path: Path, model: type[M], label: str, error: type[Exception], missing_hint: str) -> M:
     return validate(model, read_yaml(path, label, error, missing_hint), label, path, error)
+
+
+def parse_json_reply(text: str, model: type[M]) -> tuple[M | None, str | None]:
+    """``(value, None)`` for a model reply holding a valid ``model`` object (bare or in a ```json
+    fence), else ``(None, error)`` saying what is wrong. Replies are untrusted text that may be
+    cut off or off-schema, so this never raises: the error is shown to the model when it is
+    asked again, and stored with the attempt."""
+    fenced = _FENCE.search(text)
+    body = fenced.group(1) if fenced else text.strip()
+    if not body:
+        return None, "the reply is empty"
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        return None, f"the reply is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    if not isinstance(data, dict):
+        return None, f"the reply must be a JSON object, got {type(data).__name__}"
+    try:
+        return model.model_validate(data), None
+    except ValidationError as exc:
+        return None, f"the reply does not fit the schema: {validation_problems(exc)}"

@@ -48,14 +48,21 @@ class LLMClient:
             base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s, max_retries=0
         )
 
-    async def complete(self, messages: list[dict], grammar: str | None = None) -> Completion:
-        """One chat completion, constrained by ``grammar`` when the endpoint's dialect allows it."""
+    async def complete(self, messages: list[dict], grammar: str | None = None,
+                       json_schema: dict | None = None) -> Completion:
+        """One chat completion, constrained by ``grammar`` (a GBNF grammar) or ``json_schema``
+        when the endpoint's dialect allows it; with ``constrained: none`` neither is sent and
+        the caller validates the reply as it would anyway."""
         cfg = self.config
         extra: dict = {}
         if grammar is not None and cfg.constrained == "gbnf":
             extra["grammar"] = grammar
         elif grammar is not None and cfg.constrained == "vllm":
             extra["structured_outputs"] = {"grammar": grammar}
+        response_format = None
+        if json_schema is not None and cfg.constrained != "none":
+            # OpenAI's structured-output form, which llama.cpp and vLLM both accept.
+            response_format = {"type": "json_schema", "json_schema": {"name": "reply", "schema": json_schema}}
         if cfg.lora_id is not None:
             extra["lora"] = [{"id": cfg.lora_id, "scale": 1.0}]
         kwargs = dict(
@@ -66,6 +73,8 @@ class LLMClient:
             max_tokens=cfg.max_tokens,
             extra_body=extra or None,
         )
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         if cfg.seed is not None:
             kwargs["seed"] = cfg.seed
         start = time.perf_counter()

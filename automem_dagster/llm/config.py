@@ -44,6 +44,7 @@ class EndpointConfig(BaseModel):
     max_retries: int = Field(3, ge=0, le=10)
     backoff_s: float = Field(0.5, ge=0)
     constrained: Literal["gbnf", "vllm", "none"] = "gbnf"
+    context_tokens: int = Field(8192, ge=512, description="context window; long meta-LLM inputs are compressed to fit")
     lora_id: int | None = None
     seed: int | None = None
 

@@ -46,7 +46,11 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
     def client(cfg: EndpointConfig | None) -> LLMClient | None:
         if cfg is None:
             return None
-        return LLMClient(cfg, server.base_url if cfg.base_url == EMBEDDED else cfg.base_url)
+        if cfg.base_url != EMBEDDED:
+            return LLMClient(cfg, cfg.base_url)
+        # An embedded endpoint has one server slot's context, whatever its config says.
+        slot = cfg.model_copy(update={"context_tokens": min(cfg.context_tokens, config.embedded_ctx_per_slot)})
+        return LLMClient(slot, server.base_url)
 
     clients = Clients(client(config.game), client(config.memory) if config.two_model else None, client(config.meta))
     try:

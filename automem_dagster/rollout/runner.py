@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from automem_dagster.agent import MemoryAgent
+from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import make_game
 from automem_dagster.games.base import state_record
 from automem_dagster.llm.client import EndpointError
@@ -72,9 +72,7 @@ def _check_manifest(path: Path, manifest: dict) -> None:
                 f"{path.parent} already holds a batch with different {', '.join(differing)}; "
                 "use another --out directory for a different batch"
             )
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2))
-    os.replace(tmp, path)
+    write_json_atomic(path, manifest)
 
 
 async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | None = None) -> BatchSummary:

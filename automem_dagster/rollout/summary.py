@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from automem_dagster.atomic import write_json_atomic
 from automem_dagster.metrics import BehaviourMetrics, ProgressionSummary, behaviour_metrics, summarize_progression
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 
@@ -54,7 +54,5 @@ def summarize_batch(out_dir: Path) -> BatchSummary:
         progression=summarize_progression([e.progression for e in episodes]) if episodes else None,
         behaviour=behaviour_metrics(step_lists) if episodes else None,
     )
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary.as_dict(), indent=2))
-    os.replace(tmp, out / "summary.json")
+    write_json_atomic(out / "summary.json", summary.as_dict())
     return summary

@@ -10,12 +10,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import yaml
 
+from automem_dagster.atomic import write_text_atomic
 from automem_dagster.datafiles import read_yaml, validate
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.scaffold.model import Scaffold
@@ -65,12 +64,7 @@ def save_scaffold(scaffold: Scaffold, root: Path = DEFAULT_ROOT) -> Path:
     path = scaffold_path(scaffold.game, scaffold.version, root)
     if path.exists() and content_hash(load_scaffold_file(path)) != content_hash(scaffold):
         raise ScaffoldError(f"{path} already holds a different scaffold: versions are immutable, use a new number")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(scaffold_yaml(scaffold))
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, scaffold_yaml(scaffold))
 
 
 def content_hash(scaffold: Scaffold) -> str:

@@ -13,14 +13,13 @@ The in-memory ``Lineage`` is changed by ``record_candidate``, ``record_decision`
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from automem_dagster.atomic import write_text_atomic
 from automem_dagster.datafiles import validation_problems
 from automem_dagster.metrics.paired import Decision, PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
@@ -191,19 +190,7 @@ class Lineage:
     def save(self) -> Path:
         """Write the whole lineage to a temp file beside the target, then rename it over the
         target: a failure at any point leaves the previous file (and its champion) intact."""
-        text = self._data.model_dump_json(indent=2) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return self.path
+        return write_text_atomic(self.path, self._data.model_dump_json(indent=2) + "\n")
 
     def _find(self, version: int) -> VersionRecord:
         for r in self._data.versions:

@@ -10,13 +10,11 @@ revision) and still leaves the memory in the model's hands (some file it can wri
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from automem_dagster.datafiles import validate
+from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.memory.ops import OpName
 from automem_dagster.memory.policy import FilePolicy
 from automem_dagster.scaffold.io import ScaffoldError, parse_scaffold, structural_changes
@@ -27,9 +25,6 @@ MAX_FILES_TOUCHED = 20
 
 # Same bounds as the scaffold's prompts, so constrained decoding cannot emit an oversized one.
 _Prompt = Annotated[(str, *Scaffold.model_fields["log_prompt"].metadata)]
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
-
 
 class PatchRejected(ValueError):
     """A patch that cannot become a scaffold version; the message says why, for the lineage record."""
@@ -86,15 +81,10 @@ def parse_patch(text: str) -> ScaffoldPatch:
 
     Replies are untrusted text, so every failure becomes ``PatchRejected`` naming the problem.
     """
-    fenced = _FENCE.search(text)
-    body = fenced.group(1) if fenced else text.strip()
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise PatchRejected(f"patch is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise PatchRejected(f"patch must be a JSON object, got {type(data).__name__}")
-    return validate(ScaffoldPatch, data, "patch", "reply", PatchRejected)
+    patch, error = parse_json_reply(text, ScaffoldPatch)
+    if error is not None:
+        raise PatchRejected(f"patch rejected: {error}")
+    return patch
 
 
 def apply_patch(parent: Scaffold, patch: ScaffoldPatch, version: int, description: str) -> Scaffold:

@@ -1,0 +1,206 @@
+"""Diagnosis: the meta-LLM reads a rollout batch and says where the scaffold made memory fail.
+
+The facts come first and come from code (``evidence.collect_evidence``): failure points, file
+usage, context growth. The meta-LLM then reads the batch, compressed to its context if needed
+(``compress.render_for_diagnosis``), and explains those failures in terms of the scaffold,
+citing episodes and steps. Its reply is constrained to a JSON schema built for the batch (the
+episode names are an enum, steps are bounded) and validated again here: a finding that cites
+a step the episode does not have is dropped with the reason kept, and a reply with no usable
+finding is asked again a bounded number of times. Every reply is kept in the record, so a
+bad diagnosis can be read back instead of vanishing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from automem_dagster.atomic import write_json_atomic, write_text_atomic
+from automem_dagster.datafiles import parse_json_reply
+from automem_dagster.llm.client import LLMClient
+from automem_dagster.meta.compress import estimate_tokens, render_for_diagnosis
+from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, collect_evidence, tally
+from automem_dagster.meta.replies import Attempt
+from automem_dagster.rollout.trajectory import finished_episodes
+from automem_dagster.scaffold.io import scaffold_yaml
+from automem_dagster.scaffold.model import Scaffold
+
+MAX_ATTEMPTS = 3
+INPUT_SHARE = 0.5
+"""Share of the context left for the rendered batch after the reply and the fixed prompt: the
+chars/4 estimate undercounts ASCII maps, so half is the margin that keeps the call in context."""
+
+FindingKind = Literal[(*FAILURE_KINDS, "other")]
+
+SYSTEM_PROMPT = """You are the meta-LLM of AutoMem. An agent plays a game with a file-based memory: \
+each step it may run memory operations (LOG phase), read memory (PLAN phase) and choose an action. \
+The memory scaffold (prompts, files and their policies, enabled operations, limits, warnings) decides \
+how it uses memory. You read the agent's trajectories and the failure evidence computed from them, and \
+diagnose where the scaffold made memory fail: wasted or redundant writes, searches that find nothing, \
+stretches where the agent is stuck or moves back and forth, information it needed but never stored or \
+never read, memory that grows without bound. Cite the episode and step of each finding, name the part \
+of the scaffold that caused it, and propose a change to the scaffold (not to the game or the model). \
+Reply with JSON only."""
+
+
+class Finding(BaseModel):
+    """One failure the meta-LLM explains, tied to an episode and step of the batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode: str
+    step: int = Field(ge=0)
+    kind: FindingKind
+    what_happened: str = Field(min_length=1, max_length=400)
+    scaffold_cause: str = Field(min_length=1, max_length=400)
+    proposed_change: str = Field(min_length=1, max_length=400)
+
+
+class DiagnosisReply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    summary: str = Field(min_length=10, max_length=800)
+    findings: list[Finding] = Field(min_length=1, max_length=8)
+
+
+@dataclass
+class Diagnosis:
+    """A stored diagnosis: the meta-LLM's findings with the evidence they rest on."""
+
+    game: str
+    scaffold_version: int
+    batch_dir: str
+    summary: str
+    findings: list[dict]
+    dropped: list[dict]
+    evidence: dict
+    compression_notes: list[str]
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def to_markdown(self) -> str:
+        lines = [f"# Diagnosis of {self.game} scaffold v{self.scaffold_version}", "",
+                 f"Batch: `{self.batch_dir}` ({len(self.evidence['episodes'])} episodes)", "", "## Summary", "",
+                 self.summary, "", "## Findings", ""]
+        for f in self.findings:
+            lines += [f"- **{f['kind']}** at `{f['episode']}` step {f['step']}: {f['what_happened']}",
+                      f"  - scaffold cause: {f['scaffold_cause']}", f"  - proposed change: {f['proposed_change']}"]
+        if self.dropped:
+            lines += ["", "Dropped findings (citations that do not exist in the batch):", ""]
+            lines += [f"- `{d['finding'].get('episode')}` step {d['finding'].get('step')}: {d['reason']}" for d in self.dropped]
+        lines += ["", "## Evidence (computed from the trajectories)", "", evidence_digest(self.evidence)]
+        if self.compression_notes:
+            lines += ["", "## What the meta-LLM saw", "", *[f"- {n}" for n in self.compression_notes]]
+        lines += ["", f"Meta-LLM attempts: {len(self.attempts)}"]
+        return "\n".join(lines) + "\n"
+
+    def save(self, out_dir: Path) -> Path:
+        """Write ``diagnosis.json`` and ``diagnosis.md`` (each atomically) and return the directory."""
+        out = Path(out_dir)
+        write_json_atomic(out / "diagnosis.json", asdict(self))
+        write_text_atomic(out / "diagnosis.md", self.to_markdown())
+        return out
+
+    @classmethod
+    def load(cls, out_dir: Path) -> Diagnosis:
+        path = Path(out_dir) / "diagnosis.json"
+        try:
+            data = json.loads(path.read_text())
+            data["attempts"] = [Attempt(**a) for a in data["attempts"]]
+            return cls(**data)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise DiagnosisError(f"{path}: not a readable diagnosis ({exc}); rerun `automem diagnose` for its batch") from exc
+
+
+class DiagnosisError(RuntimeError):
+    """No diagnosis could be made; the message says why and where the replies were kept."""
+
+
+def evidence_digest(evidence: dict) -> str:
+    """The evidence as a few readable lines: failure kinds, file usage, context growth."""
+    points = evidence["failure_points"]
+    lines = [f"- failure points: {len(points)} ({tally(p['kind'] for p in points) or 'none'})"]
+    for name, usage in evidence["files"].items():
+        lines.append(f"- file `{name}`: {usage['reads']} reads, {usage['writes']} writes "
+                     f"({usage['redundant_writes']} redundant), {usage['refused']} refused")
+    if evidence["never_read"]:
+        lines.append(f"- never read: {', '.join(evidence['never_read'])}")
+    if evidence["never_written"]:
+        lines.append(f"- never written: {', '.join(evidence['never_written'])}")
+    for e in evidence["episodes"]:
+        c = e["context"]
+        lines.append(f"- {e['episode']}: {e['steps']} steps, progression {100 * e['progression']:.1f}%, input tokens/step "
+                     f"{c['start_tokens_per_step']:.0f} -> {c['end_tokens_per_step']:.0f}")
+    return "\n".join(lines)
+
+
+def reply_schema(evidence: Evidence) -> dict:
+    """The reply's JSON schema, narrowed to this batch: episodes by name, steps within range."""
+    schema = DiagnosisReply.model_json_schema()
+    finding = schema["$defs"]["Finding"]["properties"]
+    finding["episode"] = {"type": "string", "enum": [e.episode for e in evidence.episodes]}
+    finding["step"] = {"type": "integer", "minimum": 0, "maximum": max(e.steps for e in evidence.episodes) - 1}
+    return schema
+
+
+def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dict], list[dict]]:
+    """Split findings into those citing a real episode and step, and dropped ones with the reason."""
+    steps = {e.episode: e.steps for e in evidence.episodes}
+    kept, dropped = [], []
+    for f in reply.findings:
+        data = f.model_dump()
+        if f.episode not in steps:
+            dropped.append({"finding": data, "reason": f"no episode {f.episode!r} in the batch"})
+        elif f.step >= steps[f.episode]:
+            dropped.append({"finding": data, "reason": f"{f.episode} has steps 0-{steps[f.episode] - 1}"})
+        else:
+            kept.append(data)
+    return kept, dropped
+
+
+async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, max_attempts: int = MAX_ATTEMPTS) -> Diagnosis:
+    """Diagnose one finished rollout batch of ``scaffold``; raises ``DiagnosisError`` when the
+    batch has no finished episode or no reply within ``max_attempts`` yields a usable finding."""
+    batch = Path(batch_dir)
+    paths = finished_episodes(batch)
+    if not paths:
+        raise DiagnosisError(f"{batch}: no finished trajectories to diagnose; run or resume the rollout first")
+    evidence = collect_evidence(paths, [f.name for f in scaffold.files])
+    digest = evidence_digest(evidence.as_dict())
+    head = (f"Game: {scaffold.game}. Scaffold version {scaffold.version}:\n```yaml\n{scaffold_yaml(scaffold)}```\n\n"
+            f"Evidence computed from the trajectories:\n{digest}\n\nTrajectories:\n")
+    cfg = client.config
+    budget = int((cfg.context_tokens - cfg.max_tokens - estimate_tokens(SYSTEM_PROMPT + head)) * INPUT_SHARE)
+    if budget < 200:
+        raise DiagnosisError(f"endpoint {cfg.name!r}: context_tokens {cfg.context_tokens} leaves no room for trajectories "
+                             f"after max_tokens {cfg.max_tokens} and the scaffold; raise context_tokens or lower max_tokens")
+    rendered = render_for_diagnosis(paths, evidence, budget)
+    ask = ("\n\nDiagnose this batch: a summary, then findings that each cite an episode and a step shown above, "
+           "the scaffold part that caused it, and a proposed scaffold change.")
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": head + rendered.text + ask}]
+    schema = reply_schema(evidence)
+    attempts: list[Attempt] = []
+    for _ in range(max_attempts):
+        completion = await client.complete(messages, json_schema=schema)
+        reply, error = parse_json_reply(completion.text, DiagnosisReply)
+        if reply is not None:
+            kept, dropped = check_citations(reply, evidence)
+            if not kept:
+                error = "every finding cites an episode or step not in the batch: " + "; ".join(d["reason"] for d in dropped)
+        attempts.append(Attempt.of(completion, error))
+        if error is None:
+            return Diagnosis(game=scaffold.game, scaffold_version=scaffold.version, batch_dir=str(batch),
+                             summary=reply.summary, findings=kept, dropped=dropped, evidence=evidence.as_dict(),
+                             compression_notes=rendered.notes, attempts=attempts)
+        messages += [{"role": "assistant", "content": completion.text},
+                     {"role": "user", "content": f"That reply was rejected: {error}. Reply again with valid JSON."}]
+    failed = batch / "diagnosis_failed.json"
+    write_json_atomic(failed, [asdict(a) for a in attempts])
+    raise DiagnosisError(f"the meta-LLM gave no usable diagnosis in {max_attempts} attempts (last: {attempts[-1].error}); "
+                         f"its replies are in {failed}. Try a stronger meta endpoint or rerun")
+
+
+__all__ = ["Diagnosis", "DiagnosisError", "DiagnosisReply", "Finding", "diagnose", "evidence_digest", "reply_schema"]

@@ -1,0 +1,162 @@
+"""Revision: the meta-LLM turns a diagnosis into a structured patch over the parent scaffold.
+
+The reply is requested under a JSON schema built for the parent (``revision_schema``): only
+operations the parent lacks can be enabled, only its files can get new policies, and each
+alternative of the schema names one structural field, so a constrained endpoint cannot answer
+with wording alone. The patch is then applied by ``scaffold.patch.apply_patch``, which checks
+everything again (an unconstrained endpoint gets no schema). A rejected patch is answered with
+its reason and asked again, at most ``MAX_ATTEMPTS`` times; every attempt is kept, and a round
+whose attempts all fail records the revision as rejected with the last reason.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from automem_dagster.atomic import write_json_atomic, write_text_atomic
+from automem_dagster.datafiles import parse_json_reply
+from automem_dagster.llm.client import LLMClient
+from automem_dagster.memory.ops import OP_SYNTAX, OpName
+from automem_dagster.meta.replies import Attempt
+from automem_dagster.scaffold.io import diff_scaffolds, scaffold_yaml, structural_changes
+from automem_dagster.scaffold.model import MODEL_OPS, Limits, Scaffold, Signals
+from automem_dagster.scaffold.patch import MAX_FILES_TOUCHED, PatchRejected, ScaffoldPatch, apply_patch, patch_json_schema
+
+MAX_ATTEMPTS = 3
+STRUCTURAL_FIELDS = ("enable_operations", "add_files", "signals", "set_policies", "limits", "disable_operations")
+"""Patch fields that change structure; each schema alternative requires one of them."""
+
+SYSTEM_PROMPT = f"""You are the meta-LLM of AutoMem. You revise the memory scaffold of a game agent \
+after reading a diagnosis of its trajectories. Reply with one JSON patch over the current scaffold.
+
+Building blocks you can switch on (they already exist in the harness):
+- file policies: "free" (any write), "append_only" (a log: APPEND only), "keyed" (one line per key, \
+written with UPSERT: maps by coordinate, inventories by item), "reference" (read-only, pre-filled), \
+"synced" (rewritten from the game state every step; sync_source: position, inventory, vitals, level \
+or status); "max_lines" with "prune_to" caps a file by dropping its oldest lines.
+- operations: {', '.join(op.value for op in MODEL_OPS)}.
+- limits: memory operations per LOG and PLAN phase, history length, text lengths.
+- signals: "stuck" warns after N steps without change; "oscillation" warns on back-and-forth moves.
+
+Rules: the patch must change structure (files, policies, operations, limits or signals), not only \
+wording; the model must keep at least one file it can write; touch at most {MAX_FILES_TOUCHED} files; \
+the rationale cites the diagnosis findings it answers."""
+
+
+@dataclass
+class Revision:
+    """The outcome of asking for a revision: a candidate scaffold, or the reason there is none."""
+
+    game: str
+    parent_version: int
+    version: int
+    diagnosis_dir: str
+    candidate_yaml: str | None
+    patch: dict | None
+    changes: list[str]
+    diff_md: str
+    rejected_reason: str | None
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        return self.candidate_yaml is not None
+
+    def save(self, out_dir: Path) -> Path:
+        """Write ``revision.json``, ``diff.md`` and, when accepted, ``candidate.yaml`` (atomically)."""
+        out = Path(out_dir)
+        write_json_atomic(out / "revision.json", asdict(self))
+        write_text_atomic(out / "diff.md", self.diff_md)
+        if self.candidate_yaml is not None:
+            write_text_atomic(out / "candidate.yaml", self.candidate_yaml)
+        return out
+
+
+def revision_schema(parent: Scaffold) -> dict:
+    """The patch schema narrowed to ``parent``, as alternatives that each require one structural field."""
+    base = patch_json_schema()
+    props = base["properties"]
+    missing = [op.value for op in MODEL_OPS if op not in parent.operations]
+    removable = [op.value for op in parent.operations if op is not OpName.READ]
+    writable = parent.model_writable_files()
+    policy = {"$ref": "#/$defs/FilePolicy"}
+    props["enable_operations"] = _enum_list(missing)
+    props["disable_operations"] = _enum_list(removable)
+    props["remove_files"] = _enum_list(writable)
+    props["set_policies"] = {"type": "object", "properties": {name: policy for name in writable},
+                             "additionalProperties": False}
+    props["limits"] = {"type": "object", "additionalProperties": False, "properties": {
+        name: {"type": "integer", **_bounds(info)} for name, info in Limits.model_fields.items()}}
+    signals = Signals.model_json_schema()
+    base["$defs"].update(signals["$defs"])
+    props["signals"] = {"type": "object", "additionalProperties": False, "properties": signals["properties"]}
+    props["add_files"] = {"type": "array", "items": {"$ref": "#/$defs/MemoryFile"}, "maxItems": 3}
+    for key in ("log_prompt", "plan_prompt"):
+        props[key] = {"type": "string", "maxLength": 2_000}
+    alternatives = []
+    for name in STRUCTURAL_FIELDS:
+        if name in ("enable_operations", "disable_operations") and not props[name]["items"]["enum"]:
+            continue
+        alt_props = {name: _non_empty(props[name]), "rationale": props["rationale"]}
+        alt_props.update({k: v for k, v in props.items() if k not in alt_props})
+        alternatives.append({"type": "object", "properties": alt_props, "required": [name, "rationale"],
+                             "additionalProperties": False})
+    return {"$defs": base["$defs"], "anyOf": alternatives}
+
+
+def revision_messages(parent: Scaffold, diagnosis_md: str) -> list[dict]:
+    syntax = "\n".join(f"- {OP_SYNTAX[op]}" for op in parent.operations if op in OP_SYNTAX)
+    user = (f"Current scaffold ({parent.game} v{parent.version}):\n```yaml\n{scaffold_yaml(parent)}```\n\n"
+            f"Its operations' syntax:\n{syntax}\n\n{diagnosis_md}\n\n"
+            "Propose one patch that answers the findings. Reply with the JSON patch only.")
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+async def propose_revision(parent: Scaffold, diagnosis_md: str, diagnosis_dir: Path, client: LLMClient, version: int,
+                           max_attempts: int = MAX_ATTEMPTS) -> Revision:
+    """Ask for a patch until one yields a valid, structurally different scaffold ``version``."""
+    messages = revision_messages(parent, diagnosis_md)
+    schema = revision_schema(parent)
+    attempts: list[Attempt] = []
+    for _ in range(max_attempts):
+        completion = await client.complete(messages, json_schema=schema)
+        patch, error = parse_json_reply(completion.text, ScaffoldPatch)
+        candidate = None
+        if patch is not None:
+            try:
+                candidate = apply_patch(parent, patch, version, description=patch.rationale)
+            except PatchRejected as exc:
+                error = str(exc)
+        attempts.append(Attempt.of(completion, error))
+        if candidate is not None:
+            return Revision(parent.game, parent.version, version, str(diagnosis_dir), scaffold_yaml(candidate),
+                            patch.model_dump(mode="json", exclude_defaults=True), structural_changes(parent, candidate),
+                            diff_scaffolds(parent, candidate), None, attempts)
+        messages = [*messages, {"role": "assistant", "content": completion.text},
+                    {"role": "user", "content": f"That patch was rejected: {error}. Reply with a corrected JSON patch."}]
+    reason = f"no valid revision in {max_attempts} attempts; last rejection: {attempts[-1].error}"
+    return Revision(parent.game, parent.version, version, str(diagnosis_dir), None, None, [],
+                    f"No candidate: {reason}\n", reason, attempts)
+
+
+def _enum_list(values: list[str]) -> dict:
+    return {"type": "array", "items": {"type": "string", "enum": values}, "uniqueItems": True, "maxItems": 3}
+
+
+def _bounds(info) -> dict:
+    bounds = {}
+    for meta in info.metadata:
+        if hasattr(meta, "ge"):
+            bounds["minimum"] = meta.ge
+        if hasattr(meta, "le"):
+            bounds["maximum"] = meta.le
+    return bounds
+
+
+def _non_empty(schema: dict) -> dict:
+    """``schema`` for a field that must carry at least one change when it is the required one."""
+    out = copy.deepcopy(schema)
+    out["minItems" if out["type"] == "array" else "minProperties"] = 1
+    return out

@@ -1,0 +1,134 @@
+"""PNG plots of scaffold evaluations, for MLflow artifacts and Dagster metadata.
+
+Figures are built on ``matplotlib.figure.Figure`` directly: no pyplot, so no backend and no
+global figure registry, which keeps plotting safe in Dagster worker processes without a
+display. Files are written to a temporary name and renamed, so a reader never sees half a PNG.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+DECISION_COLOURS = {
+    "baseline": "#7f7f7f",
+    "kept": "#2ca02c",
+    "rolled_back": "#d62728",
+    "rejected": "#ff7f0e",
+    "pending": "#1f77b4",
+    "champion": "#9467bd",
+}
+
+COST_METRICS = (
+    ("model_calls_per_step", "model calls", 1.0),
+    ("input_tokens_per_step", "k input tokens", 1000.0),
+    ("output_tokens_per_step", "output tokens", 1.0),
+    ("wall_s_per_step", "wall seconds", 1.0),
+)
+"""Per-step cost panel: metric key, axis label, divisor (input tokens are thousands, the rest are small)."""
+
+
+@dataclass(frozen=True)
+class VersionPoint:
+    """One scaffold version's mean progression (percent) and its standard error."""
+
+    version: int
+    mean: float
+    se: float
+    decision: str
+
+    def __post_init__(self) -> None:
+        if self.decision not in DECISION_COLOURS:
+            raise ValueError(f"decision {self.decision!r} of v{self.version}: expected one of {tuple(DECISION_COLOURS)}")
+
+
+def plot_progression_by_version(points: list[VersionPoint], title: str, out: Path) -> Path:
+    """Progression by version with ± SE bars, coloured by decision, the champion's level drawn across."""
+    if not points:
+        raise ValueError(f"points is empty: nothing to plot for {title!r}; pass at least one evaluated version")
+    points = sorted(points, key=lambda p: p.version)
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot([p.version for p in points], [p.mean for p in points], color="#bbbbbb", zorder=1)
+    for decision, colour in DECISION_COLOURS.items():
+        chosen = [p for p in points if p.decision == decision]
+        if chosen:
+            ax.errorbar(
+                [p.version for p in chosen], [p.mean for p in chosen], yerr=[p.se for p in chosen],
+                fmt="o", color=colour, capsize=4, markersize=8, label=decision.replace("_", " "), zorder=2,
+            )
+    for champion in (p for p in points if p.decision == "champion"):
+        ax.axhline(champion.mean, color=DECISION_COLOURS["champion"], linestyle="--", linewidth=1.5, zorder=0)
+        ax.annotate(f"champion v{champion.version}", (points[0].version, champion.mean), xytext=(0, 4),
+                    textcoords="offset points", color=DECISION_COLOURS["champion"], fontsize=8)
+    ax.set_xticks([p.version for p in points], [f"v{p.version}" for p in points])
+    ax.set_ylim(bottom=0, top=max(max(p.mean + p.se for p in points) * 1.15, 1.0))
+    ax.set_xlabel("scaffold version")
+    ax.set_ylabel("progression (%)")
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    return _save(fig, out)
+
+
+def plot_behaviour(
+    candidate: dict[str, float],
+    champion: dict[str, float],
+    title: str,
+    out: Path,
+    candidate_label: str = "candidate",
+    champion_label: str = "champion",
+) -> Path:
+    """Candidate beside champion: memory and action rates in one panel, per-step cost in the other."""
+    for name, metrics in ((candidate_label, candidate), (champion_label, champion)):
+        if not metrics:
+            raise ValueError(f"behaviour metrics of {name!r} are empty: pass BehaviourMetrics.as_dict()")
+    rates = sorted(k for k in candidate.keys() & champion.keys() if k.endswith("_rate"))
+    costs = [(key, label, scale) for key, label, scale in COST_METRICS if key in candidate and key in champion]
+    if not rates and not costs:
+        raise ValueError(f"{candidate_label!r} and {champion_label!r} share no rate or per-step cost metric to plot")
+    fig = Figure(figsize=(10, 0.45 * max(len(rates), len(costs)) + 2), layout="constrained")
+    fig.suptitle(title)
+    rate_ax, cost_ax = fig.subplots(1, 2)
+    _grouped_bars(rate_ax, [k.removesuffix("_rate").replace("_", " ") for k in rates],
+                  [candidate[k] for k in rates], [champion[k] for k in rates], candidate_label, champion_label)
+    rate_ax.set_xlabel("rate")
+    rate_ax.set_title("rates (lower is better)")
+    _grouped_bars(cost_ax, [label for _, label, _ in costs], [candidate[k] / s for k, _, s in costs],
+                  [champion[k] / s for k, _, s in costs], candidate_label, champion_label)
+    cost_ax.set_xlabel("per step")
+    cost_ax.set_title("cost per step")
+    return _save(fig, out)
+
+
+def _grouped_bars(ax, labels: list[str], first: list[float], second: list[float], first_label: str, second_label: str) -> None:
+    rows = range(len(labels))
+    height = 0.38
+    ax.barh([r - height / 2 for r in rows], first, height, label=first_label, color="#1f77b4")
+    ax.barh([r + height / 2 for r in rows], second, height, label=second_label, color="#9467bd")
+    ax.set_yticks(list(rows), labels)
+    ax.invert_yaxis()
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _save(fig: Figure, out: Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        fig.savefig(tmp, format="png", dpi=100)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def png_markdown(path: Path, alt: str) -> str:
+    """A markdown image carrying the PNG inline, so Dagster's UI shows it without a file server."""
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return f"![{alt}](data:image/png;base64,{data})"

@@ -1,0 +1,11 @@
+"""MLflow tracking of scaffold evaluations: one experiment per game family, one run per evaluation."""
+
+from automem_dagster.tracking.mlflow_tracking import (
+    EvaluationRun,
+    TrackedRun,
+    Tracker,
+    TrackingError,
+    default_tracking_uri,
+)
+
+__all__ = ["EvaluationRun", "TrackedRun", "Tracker", "TrackingError", "default_tracking_uri"]

@@ -1,0 +1,305 @@
+"""Record every evaluation of a scaffold version as one MLflow run.
+
+Built on ``MlflowClient`` rather than mlflow's fluent API: the fluent API keeps the tracking
+URI and the active run in process-wide state, so two trackers (a test store and the project
+store, or two Dagster resources) would leak into each other. Here each ``Tracker`` owns its
+client and every call names its run.
+
+One experiment per game family (``automem-crafter``...) so MLflow's compare view lines up
+the versions of one family's scaffold lineage; params, metrics and tags use the same keys
+in every run for the same reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from mlflow.entities import Experiment, LifecycleStage, Metric, Param, RunStatus, RunTag
+from mlflow.exceptions import MlflowException
+from sqlalchemy.exc import SQLAlchemyError
+
+from automem_dagster.games import GAME_FAMILIES
+from automem_dagster.paths import PROJECT_ROOT
+from mlflow import MlflowClient
+
+MLFLOW_DIR = PROJECT_ROOT / "mlflow"
+DEFAULT_ARTIFACT_ROOT = MLFLOW_DIR / "artifacts"
+DEFAULT_UI_URL = "http://127.0.0.1:5000"
+
+ROLES = ("candidate", "champion", "evaluation")
+ENDPOINT_FIELDS = ("name", "model", "base_url", "constrained", "temperature", "lora_id")
+"""The endpoint facts logged as params: an allow-list, so a key or token added to an endpoint
+description later can never reach the tracking store."""
+
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be reached or used; the message names the URI and a fix."""
+
+
+def default_tracking_uri() -> str:
+    """``$MLFLOW_TRACKING_URI`` when set, else the project's sqlite store (mlflow 3 refuses ``file:`` stores)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(MLFLOW_DIR / 'mlflow.db').resolve()}"
+
+
+@dataclass(frozen=True)
+class TrackedRun:
+    run_id: str
+    experiment_id: str
+    url: str
+    """Link into the MLflow UI, for Dagster metadata and log lines."""
+
+
+@dataclass
+class EvaluationRun:
+    """Everything recorded about one evaluation of one scaffold version on fixed seeds.
+
+    Progressions are in percent. ``endpoints`` is ``Clients.describe()``; only the fields in
+    ``ENDPOINT_FIELDS`` are logged. ``decision`` is the keep-or-rollback outcome of a paired
+    comparison (keep, reason, mean_difference, stderr_difference, ci_low, ci_high).
+    """
+
+    game: str
+    family: str
+    version: int
+    parent: int | None
+    content_hash: str
+    role: str
+    round_id: str | None
+    seeds: list[int]
+    max_steps: int
+    endpoints: dict
+    progression_mean: float
+    progression_se: float
+    per_seed: dict[int, float]
+    behaviour: dict[str, float]
+    scaffold_yaml: str
+    diagnosis_md: str | None = None
+    diff_md: str | None = None
+    decision: dict | None = None
+    plots: list[Path] = field(default_factory=list)
+    extra_artifacts: list[Path] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.family not in GAME_FAMILIES:
+            raise ValueError(f"family {self.family!r} of {self.game!r}: expected one of {GAME_FAMILIES}")
+        if self.role not in ROLES:
+            raise ValueError(f"role {self.role!r} of {self.game!r} v{self.version}: expected one of {ROLES}")
+        if set(self.per_seed) != set(self.seeds):
+            raise ValueError(
+                f"per_seed of {self.game!r} v{self.version} covers seeds {sorted(self.per_seed)}, "
+                f"but the evaluation ran seeds {sorted(self.seeds)}: pass one progression per seed"
+            )
+        for path in [*self.plots, *self.extra_artifacts]:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"artifact {path} of {self.game!r} v{self.version} does not exist")
+
+    @property
+    def run_name(self) -> str:
+        return f"v{self.version}-{self.role}" + (f"-{self.round_id}" if self.round_id else "")
+
+    @property
+    def decision_tag(self) -> str | None:
+        if self.decision is None:
+            return None
+        return "kept" if self.decision["keep"] else "rolled_back"
+
+
+class Tracker:
+    """Logs evaluations to one tracking store.
+
+    ``artifact_root`` is where new experiments keep their artifacts. It defaults to
+    ``<project>/mlflow/artifacts`` for a sqlite store (otherwise mlflow would write ``./mlruns``
+    under whatever directory the process happens to run in) and to the server's own choice
+    for a tracking server. The store is opened on first use, not when the tracker is made.
+    """
+
+    def __init__(self, tracking_uri: str | None = None, ui_url: str | None = None, artifact_root: Path | None = None):
+        self.tracking_uri = tracking_uri or default_tracking_uri()
+        self.ui_url = (ui_url or os.environ.get("AUTOMEM_MLFLOW_UI") or DEFAULT_UI_URL).rstrip("/")
+        if artifact_root is None and self.tracking_uri.startswith("sqlite:"):
+            artifact_root = DEFAULT_ARTIFACT_ROOT
+        self.artifact_root = Path(artifact_root).resolve() if artifact_root is not None else None
+
+    @cached_property
+    def client(self) -> MlflowClient:
+        """Made on first use: for a sqlite store, MlflowClient opens (and may create and migrate) the database."""
+        with self._store("opening the store"):
+            return MlflowClient(tracking_uri=self.tracking_uri)
+
+    @contextmanager
+    def _store(self, doing: str) -> Iterator[None]:
+        """Turn a store failure into a TrackingError that says which store and what to do."""
+        try:
+            yield
+        except (MlflowException, SQLAlchemyError) as exc:
+            if self.tracking_uri.startswith(("http:", "https:")):
+                fix = ("start the server (`mlflow server --backend-store-uri sqlite:///<path>/mlflow.db --host ... --port ...`) "
+                       "or unset MLFLOW_TRACKING_URI to use the project's sqlite store")
+            else:
+                fix = "check that the path is a writable MLflow sqlite database, or point MLFLOW_TRACKING_URI at another store"
+            raise TrackingError(f"MLflow tracking store {self.tracking_uri} failed while {doing}: {exc}. To fix: {fix}") from exc
+
+    def experiment_id(self, family: str) -> str:
+        """The id of ``automem-<family>``, created on first use."""
+        name = f"automem-{family}"
+        with self._store(f"looking up experiment {name}"):
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is None:
+                experiment = self._create_experiment(name, family)
+        if experiment.lifecycle_stage == LifecycleStage.DELETED:
+            raise TrackingError(
+                f"experiment {name} ({experiment.experiment_id}) in {self.tracking_uri} is deleted: restore it with "
+                f"`mlflow experiments restore --experiment-id {experiment.experiment_id}` or purge it with `mlflow gc`"
+            )
+        return experiment.experiment_id
+
+    def _create_experiment(self, name: str, family: str) -> Experiment:
+        location = (self.artifact_root / name).as_uri() if self.artifact_root is not None else None
+        tags = {
+            "automem.family": family,
+            "mlflow.note.content": (
+                f"AutoMem evaluations of **{family}** memory scaffolds: one run per evaluated scaffold version "
+                "(candidate, champion or plain evaluation) on fixed seeds. Compare runs by `automem.version`."
+            ),
+        }
+        try:
+            self.client.create_experiment(name, artifact_location=location, tags=tags)
+        except MlflowException as exc:
+            # Parallel rollout processes may create the same experiment at once; the loser reuses it.
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        return self.client.get_experiment_by_name(name)
+
+    def log_evaluation(self, run: EvaluationRun) -> TrackedRun:
+        """One MLflow run with the evaluation's params, metrics, tags and artifacts; FAILED if logging breaks."""
+        experiment_id = self.experiment_id(run.family)
+        with self._store(f"creating run {run.run_name} in experiment automem-{run.family}"):
+            run_id = self.client.create_run(experiment_id, run_name=run.run_name).info.run_id
+        with self._store(f"logging run {run.run_name} ({run_id})"):
+            try:
+                self.client.log_batch(run_id, metrics=_metrics(run), params=_params(run), tags=_tags(run))
+                self._log_artifacts(run_id, run)
+            except BaseException:
+                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+                raise
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+        return TrackedRun(run_id, experiment_id, f"{self.ui_url}/#/experiments/{experiment_id}/runs/{run_id}")
+
+    def _log_artifacts(self, run_id: str, run: EvaluationRun) -> None:
+        self.client.log_text(run_id, run.scaffold_yaml, f"scaffold/v{run.version}.yaml")
+        if run.diagnosis_md is not None:
+            self.client.log_text(run_id, run.diagnosis_md, "diagnosis.md")
+        if run.diff_md is not None:
+            self.client.log_text(run_id, run.diff_md, "diff.md")
+        if run.decision is not None:
+            self.client.log_text(run_id, json.dumps(run.decision, indent=2, sort_keys=True), "decision.json")
+        for plot in run.plots:
+            self.client.log_artifact(run_id, str(plot), "plots")
+        for extra in run.extra_artifacts:
+            self.client.log_artifact(run_id, str(extra))
+
+    def runs_for(self, family: str) -> list[dict]:
+        """The family's evaluations, newest first: version, role, run_id, progression and decision tag."""
+        name = f"automem-{family}"
+        rows: list[dict] = []
+        with self._store(f"listing the runs of experiment {name}"):
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is None:
+                return rows
+            token = None
+            while True:
+                page = self.client.search_runs(
+                    [experiment.experiment_id], order_by=["attributes.start_time DESC"], page_token=token
+                )
+                for found in page:
+                    tags, metrics = found.data.tags, found.data.metrics
+                    rows.append({
+                        "version": int(tags["automem.version"]),
+                        "role": tags["automem.role"],
+                        "run_id": found.info.run_id,
+                        "progression_mean": metrics.get("progression_mean"),
+                        "progression_se": metrics.get("progression_se"),
+                        "decision": tags.get("automem.decision"),
+                    })
+                token = page.token
+                if not token:
+                    return rows
+
+
+def _params(run: EvaluationRun) -> list[Param]:
+    values = {
+        "version": run.version,
+        "parent": run.parent,
+        "content_hash": run.content_hash,
+        "game": run.game,
+        "seeds": ",".join(str(s) for s in run.seeds),
+        "n_seeds": len(run.seeds),
+        "max_steps": run.max_steps,
+        "role": run.role,
+        "round_id": run.round_id,
+    }
+    for role, endpoint in sorted(run.endpoints.items()):
+        for key in ENDPOINT_FIELDS:
+            values[f"endpoint.{role}.{key}"] = endpoint.get(key)
+    # A missing value is left out rather than logged as "None", so the compare view shows a blank.
+    return [Param(key, str(value)) for key, value in values.items() if value is not None]
+
+
+def _metrics(run: EvaluationRun) -> list[Metric]:
+    now = int(time.time() * 1000)
+    values = {"progression_mean": run.progression_mean, "progression_se": run.progression_se, **run.behaviour}
+    steps = run.behaviour.get("steps")
+    if steps is not None:
+        values["total_input_tokens"] = run.behaviour["input_tokens_per_step"] * steps
+        values["total_output_tokens"] = run.behaviour["output_tokens_per_step"] * steps
+    if run.decision is not None:
+        values |= {
+            "decision_mean_difference": run.decision["mean_difference"],
+            "decision_stderr": run.decision["stderr_difference"],
+            "decision_ci_low": run.decision["ci_low"],
+            "decision_ci_high": run.decision["ci_high"],
+            "decision_keep": 1.0 if run.decision["keep"] else 0.0,
+        }
+    metrics = [Metric(key, float(value), now, 0) for key, value in values.items()]
+    # Step = seed, so MLflow's metric chart draws progression across the seed set.
+    metrics += [Metric("progression_seed", float(run.per_seed[seed]), now, int(seed)) for seed in sorted(run.per_seed)]
+    return metrics
+
+
+def _tags(run: EvaluationRun) -> list[RunTag]:
+    values = {
+        "automem.game": run.game,
+        "automem.family": run.family,
+        "automem.version": str(run.version),
+        "automem.parent": None if run.parent is None else str(run.parent),
+        "automem.role": run.role,
+        "automem.round": run.round_id,
+        "automem.decision": run.decision_tag,
+        "mlflow.note.content": _summary(run),
+    }
+    return [RunTag(key, value) for key, value in values.items() if value is not None]
+
+
+def _summary(run: EvaluationRun) -> str:
+    parent = "no parent" if run.parent is None else f"parent v{run.parent}"
+    lines = [
+        f"**{run.game}** scaffold v{run.version} ({parent}), {run.role}" + (f", round {run.round_id}" if run.round_id else ""),
+        "",
+        f"Progression {run.progression_mean:.1f} ± {run.progression_se:.1f} % over {len(run.seeds)} seeds, "
+        f"at most {run.max_steps} steps each.",
+    ]
+    if run.decision is not None:
+        d = run.decision
+        lines += [
+            "",
+            f"Decision: **{run.decision_tag}**, difference {d['mean_difference']:+.1f} ± {d['stderr_difference']:.1f} points "
+            f"(interval {d['ci_low']:+.1f} to {d['ci_high']:+.1f}). {d['reason']}",
+        ]
+    return "\n".join(lines)
