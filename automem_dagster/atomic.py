@@ -13,13 +13,13 @@ import tempfile
 from pathlib import Path
 
 
-def write_text_atomic(path: Path, text: str) -> Path:
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -27,6 +27,10 @@ def write_text_atomic(path: Path, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode())
 
 
 def write_json_atomic(path: Path, data: object) -> Path:

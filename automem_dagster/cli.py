@@ -4,21 +4,48 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family
+from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError, load_endpoints
 from automem_dagster.llm.session import connect
+from automem_dagster.loop.report import RoundReport, evaluation_run, report_round
+from automem_dagster.loop.structure import (
+    RoundError,
+    RoundResult,
+    RoundSettings,
+    Storage,
+    batch_dir,
+    champion_scaffold,
+    decide_stage,
+    diagnose_stage,
+    evaluate_stage,
+    resolve_scaffold,
+    revise_stage,
+    run_round,
+    slug,
+)
+from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
+from automem_dagster.meta.revise import propose_revision
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.rollout import BatchSummary, RolloutError, RolloutSpec, run_batch
-from automem_dagster.scaffold import ScaffoldError, load_scaffold
+from automem_dagster.rollout.seeds import training_seeds
+from automem_dagster.scaffold import ScaffoldError
+from automem_dagster.scaffold.lineage import LineageError, render_tree
+from automem_dagster.tracking import Tracker, TrackingError, default_tracking_uri
 
 DEMO_GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
+ROUND_DEMO_GAMES = ("crafter", "minihack:Corridor-R3")
+STORAGE = Storage()
 
 console = Console(stderr=True)
 
@@ -36,43 +63,41 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def default_out(game: str, version: int, seeds: list[int], max_steps: int) -> Path:
-    """A path determined by the batch's settings, so rerunning the same command resumes it."""
-    name = f"steps{max_steps}-seeds{seeds[0]}-{seeds[-1]}-n{len(seeds)}"
-    return RUNS / "rollouts" / game.replace(":", "-") / f"v{version}" / name
-
-
 def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpec]:
     seeds = args.seeds or list(range(42, 42 + args.episodes))
     if args.seeds and args.episodes not in (None, len(seeds)):
         raise argparse.ArgumentTypeError(f"--episodes {args.episodes} does not match the {len(seeds)} seeds given")
     specs = []
     for game in games:
-        scaffold = load_scaffold(game_family(game), args.scaffold)
-        out = Path(args.out) / game.replace(":", "-") if args.out and len(games) > 1 else args.out
+        scaffold = resolve_scaffold(game, args.scaffold, STORAGE)
+        out = Path(args.out) / slug(game) if args.out and len(games) > 1 else args.out
         specs.append(RolloutSpec(game, scaffold, seeds, args.max_steps,
-                                 Path(out) if out else default_out(game, scaffold.version, seeds, args.max_steps),
+                                 Path(out) if out else batch_dir(RUNS, "rollouts", game, scaffold.version, seeds,
+                                                                 args.max_steps),
                                  concurrency=args.concurrency))
     return specs
 
 
-async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
+@asynccontextmanager
+async def session(endpoints_path: Path):
+    """Live clients and a progress callback for episodes; the embedded server is stopped on exit."""
     config = load_endpoints(endpoints_path)
-    log_dir = RUNS / "logs"
-    summaries = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
-        async with connect(config, log_dir) as clients:
-            for spec in specs:
-                tasks: dict[str, int] = {}
+        tasks: dict[str, int] = {}
 
-                def progress(eid: str, steps: int, finished: bool, spec=spec, tasks=tasks) -> None:
-                    if eid not in tasks:
-                        tasks[eid] = bar.add_task(eid, total=spec.max_steps)
-                    bar.update(tasks[eid], completed=spec.max_steps if finished else steps)
+        def progress(eid: str, steps: int, finished: bool) -> None:
+            if eid not in tasks:
+                tasks[eid] = bar.add_task(eid, total=None)
+            bar.update(tasks[eid], completed=steps, total=steps if finished else None)
 
-                summaries.append(await run_batch(spec, clients, progress))
-    return summaries
+        async with connect(config, RUNS / "logs") as clients:
+            yield clients, progress
+
+
+async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
+    async with session(endpoints_path) as (clients, progress):
+        return [await run_batch(spec, clients, progress) for spec in specs]
 
 
 def print_summary(summary: BatchSummary) -> None:
@@ -95,35 +120,243 @@ def print_summary(summary: BatchSummary) -> None:
 def _add_rollout_args(p: argparse.ArgumentParser, with_game: bool) -> None:
     if with_game:
         p.add_argument("--game", required=True, help="crafter, nethack, minihack:<Task> or a MiniHack id")
-    p.add_argument("--scaffold", default="v0", help="scaffold version of the game family (default v0)")
+    p.add_argument("--scaffold", default="v0", help="scaffold: v<N>, champion, or a YAML file (default v0)")
     p.add_argument("--episodes", type=int, default=None, help="number of episodes (seeds 42, 43, ... unless --seeds)")
     p.add_argument("--seeds", type=parse_seeds, default=None, help="seeds, e.g. 42,43 or 42-45")
-    p.add_argument("--max-steps", type=int, default=50)
+    _add_common_args(p, max_steps=50)
+
+
+def _add_common_args(p: argparse.ArgumentParser, max_steps: int) -> None:
+    p.add_argument("--max-steps", type=int, default=max_steps, help=f"steps per episode (default {max_steps})")
     p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
     p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS, help="endpoints YAML (default: embedded model)")
-    p.add_argument("--out", type=Path, default=None, help="batch directory (default: derived from the settings)")
+    p.add_argument("--out", type=Path, default=None, help="output directory (default: derived from the settings)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _add_round_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--game", required=True, help="crafter, nethack or minihack:<Task>")
+    p.add_argument("--episodes", type=int, default=4, help="training-seed episodes to diagnose (default 4)")
+    p.add_argument("--max-steps", type=int, default=50, help="steps per diagnosis episode (default 50)")
+    p.add_argument("--eval-episodes", type=int, default=None,
+                   help="evaluate on the first k evaluation seeds only (default: the whole set in assets/seeds)")
+    p.add_argument("--eval-max-steps", type=int, default=50, help="steps per evaluation episode (default 50)")
+    p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
+    p.add_argument("--attempts", type=int, default=3, help="meta-LLM attempts per diagnosis or revision (default 3)")
+    p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS, help="endpoints YAML (default: embedded model)")
+    p.add_argument("--no-tracking", action="store_true", help="do not log the evaluations to MLflow")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="automem", description="AutoMem-Dagster: learned agent memory as MLOps.")
     sub = parser.add_subparsers(dest="command", required=True)
     rollout = sub.add_parser("rollout", help="play episodes with a scaffold version and write trajectories")
     _add_rollout_args(rollout, with_game=True)
-    demo = sub.add_parser("demo", help="a short rollout on Crafter, MiniHack Corridor-R3 and NetHack")
+    rollout.add_argument("--training", action="store_true",
+                         help="draw --episodes seeds from the training range (disjoint from evaluation seeds)")
+    demo = sub.add_parser("demo", help="short rollouts on Crafter, MiniHack and NetHack, then one structure-loop round")
     _add_rollout_args(demo, with_game=False)
     demo.set_defaults(max_steps=12)
-    args = parser.parse_args(argv)
+    demo.add_argument("--no-round", action="store_true", help="only the rollouts, no structure-loop round")
+    revise = sub.add_parser("revise", help="one structure-loop round: rollouts, diagnosis, revision, evaluation, decision")
+    _add_round_args(revise)
+    diagnose_p = sub.add_parser("diagnose", help="ask the meta-LLM to diagnose a finished rollout batch")
+    diagnose_p.add_argument("--game", required=True)
+    diagnose_p.add_argument("--batch", type=Path, required=True, help="a rollout batch directory")
+    diagnose_p.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")
+    _add_common_args(diagnose_p, max_steps=50)
+    propose = sub.add_parser("propose", help="ask the meta-LLM for a revision of a scaffold from a diagnosis")
+    propose.add_argument("--game", required=True)
+    propose.add_argument("--diagnosis", type=Path, required=True, help="a diagnosis directory")
+    propose.add_argument("--scaffold", default="champion", help="the parent scaffold (default: champion)")
+    propose.add_argument("--register", action="store_true",
+                         help="save an accepted candidate as the next version and record it in the lineage")
+    _add_common_args(propose, max_steps=50)
+    evaluate = sub.add_parser("evaluate", help="play a scaffold on the fixed evaluation seeds; --decide for a candidate")
+    evaluate.add_argument("--game", required=True)
+    evaluate.add_argument("--scaffold", default="champion", help="v<N>, champion, or a YAML file (default champion)")
+    evaluate.add_argument("--eval-episodes", type=int, default=None, help="only the first k evaluation seeds")
+    evaluate.add_argument("--decide", action="store_true",
+                          help="also evaluate the champion, then keep or roll back this pending candidate")
+    evaluate.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    _add_common_args(evaluate, max_steps=50)
+    lineage = sub.add_parser("lineage", help="the version tree of a game family with decisions and scores")
+    lineage.add_argument("--game", required=True, help="crafter, minihack or nethack (or a minihack:<Task>)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        if args.episodes is None and args.seeds is None:
-            args.episodes = 2 if args.command == "demo" else 4
-        games = [args.game] if args.command == "rollout" else list(DEMO_GAMES)
-        specs = rollout_specs(args, games)
-        for summary in asyncio.run(_run_specs(specs, args.endpoints)):
-            print_summary(summary)
-    except (ScaffoldError, EndpointConfigError, RolloutError, ValueError, argparse.ArgumentTypeError) as exc:
+        return COMMANDS[args.command](args)
+    except (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,
+            EndpointError, ValueError, argparse.ArgumentTypeError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    if args.episodes is None and args.seeds is None:
+        args.episodes = 2 if args.command == "demo" else 4
+    if getattr(args, "training", False):
+        if args.seeds:
+            raise argparse.ArgumentTypeError("--training draws its own seeds: give --episodes, not --seeds")
+        args.seeds = training_seeds(args.game, args.episodes)
+    games = [args.game] if args.command == "rollout" else list(DEMO_GAMES)
+    for summary in asyncio.run(_run_specs(rollout_specs(args, games), args.endpoints)):
+        print_summary(summary)
     return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    cmd_rollout(args)
+    if args.no_round:
+        return 0
+    for game in ROUND_DEMO_GAMES:
+        settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=10, eval_max_steps=10, eval_episodes=2,
+                                 concurrency=args.concurrency)
+        _round(settings, args.endpoints, tracker=Tracker())
+    print_where_to_look()
+    return 0
+
+
+def cmd_revise(args: argparse.Namespace) -> int:
+    settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
+                             args.concurrency, args.attempts)
+    _round(settings, args.endpoints, tracker=None if args.no_tracking else Tracker())
+    print_where_to_look()
+    return 0
+
+
+def _round(settings: RoundSettings, endpoints: Path, tracker: Tracker | None) -> RoundResult:
+    console.rule(f"structure-loop round: {settings.game}")
+
+    async def go() -> tuple[RoundResult, dict]:
+        async with session(endpoints) as (clients, progress):
+            return await run_round(settings, clients, STORAGE, progress, on_stage=lambda line: console.print(line)), \
+                clients.describe()
+
+    result, described = asyncio.run(go())
+    report = report_round(result, STORAGE, tracker, described, settings.eval_max_steps)
+    print_round(result, report)
+    return result
+
+
+def print_round(result: RoundResult, report: RoundReport) -> None:
+    table = Table(title=f"{result.game}: round from champion v{result.parent}", show_header=False)
+    table.add_row("outcome", result.outcome)
+    if result.revision is not None:
+        table.add_row("revision", ", ".join(result.revision.changes) or str(result.revision.rejected_reason))
+        table.add_row("meta-LLM attempts", str(len(result.revision.attempts)))
+    if result.diagnosis_dir:
+        table.add_row("diagnosis", str(result.diagnosis_dir / "diagnosis.md"))
+    if result.revision_dir:
+        table.add_row("diff", str(result.revision_dir / "diff.md"))
+    if result.decision is not None:
+        table.add_row("decision", result.decision.reason)
+        table.add_row("champion", f"v{result.decision.champion_before} -> v{result.decision.champion_after}")
+    for name, path in report.plots.items():
+        table.add_row(f"plot: {name}", str(path))
+    for name, run in report.runs.items():
+        table.add_row(f"MLflow: {name}", run.url)
+    Console().print(table)
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    manifest = json.loads((args.batch / "batch.json").read_text())
+    scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", STORAGE)
+
+    async def go():
+        async with session(args.endpoints) as (clients, _):
+            if args.out:
+                result = await diagnose(args.batch, scaffold, clients.meta)
+                return result, result.save(args.out)
+            return await diagnose_stage(args.batch, scaffold, clients, STORAGE)
+
+    result, out = asyncio.run(go())
+    Console().print(f"{len(result.findings)} findings ({len(result.dropped)} dropped); diagnosis: {out / 'diagnosis.md'}")
+    return 0
+
+
+def cmd_propose(args: argparse.Namespace) -> int:
+    parent = resolve_scaffold(args.game, args.scaffold, STORAGE)
+    diagnosis = Diagnosis.load(args.diagnosis)
+
+    async def go():
+        async with session(args.endpoints) as (clients, _):
+            if args.out:
+                version = STORAGE.load_lineage(parent.game).next_version()
+                revision = await propose_revision(parent, diagnosis.to_markdown(), args.diagnosis, clients.meta, version)
+                return revision, revision.save(args.out)
+            return await revise_stage(diagnosis, args.diagnosis, parent, clients, STORAGE, register=args.register)
+
+    revision, out = asyncio.run(go())
+    if not revision.accepted:
+        console.print(f"[red]rejected:[/red] {revision.rejected_reason} (attempts in {out / 'revision.json'})")
+        return 1
+    Console().print(f"candidate v{revision.version}: {', '.join(revision.changes)}; diff: {out / 'diff.md'}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    scaffold = resolve_scaffold(args.game, args.scaffold, STORAGE)
+    settings = RoundSettings(args.game, eval_max_steps=args.max_steps, eval_episodes=args.eval_episodes,
+                             concurrency=args.concurrency)
+    seeds = settings.eval_seed_list(STORAGE.seeds_file)
+
+    async def go():
+        async with session(args.endpoints) as (clients, progress):
+            summary = await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, STORAGE,
+                                           args.concurrency, progress, out=args.out)
+            champion = None
+            if args.decide:
+                champion = await evaluate_stage(args.game, champion_scaffold(scaffold.game, STORAGE), seeds,
+                                                args.max_steps, clients, STORAGE, args.concurrency, progress)
+            return summary, champion, clients.describe()
+
+    summary, champion, described = asyncio.run(go())
+    print_summary(summary)
+    write_json_atomic(Path(summary.out_dir) / "metrics.json", evaluation_metrics(summary))
+    tracker = None if args.no_tracking else Tracker()
+    if champion is None:
+        # A scaffold given as a file has no version in the project's lineage to file the run under.
+        if tracker is not None and (args.scaffold.removeprefix("v").isdigit() or args.scaffold == "champion"):
+            run = tracker.log_evaluation(evaluation_run(args.game, summary, scaffold.version, "evaluation", described,
+                                                        STORAGE, args.max_steps))
+            Console().print(f"MLflow: {run.url}")
+        return 0
+    decision = decide_stage(args.game, scaffold.version, summary, champion, STORAGE)
+    result = RoundResult(args.game, decision.champion_before, scaffold.version, None, None, None, None, summary, champion,
+                         decision)
+    print_round(result, report_round(result, STORAGE, tracker, described, args.max_steps))
+    return 0
+
+
+def evaluation_metrics(summary: BatchSummary) -> dict:
+    """A flat metrics file DVC can show and compare: progression and behaviour of one batch."""
+    return {"progression_mean": summary.progression.mean, "progression_se": summary.progression.stderr,
+            "episodes": len(summary.episodes), **summary.behaviour.as_dict()}
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    lineage = STORAGE.load_lineage(game_family(args.game))
+    Console().print(render_tree(lineage))
+    champion = lineage.champion()
+    Console().print(f"champion: v{champion.version} since {champion.since:%Y-%m-%d %H:%M} UTC ({lineage.path})")
+    return 0
+
+
+def print_where_to_look() -> None:
+    console.print(
+        "\nWhere to look:\n"
+        f"  lineage:   .venv/bin/automem lineage --game <game>   (files: {STORAGE.lineage})\n"
+        f"  MLflow UI: .venv/bin/mlflow ui --backend-store-uri {default_tracking_uri()} --host 127.0.0.1 --port 5000\n"
+        "  Dagster:   make dagster   (then open http://127.0.0.1:3000)\n"
+        f"  reports:   {STORAGE.runs / 'reports'}"
+    )
+
+
+COMMANDS = {"rollout": cmd_rollout, "demo": cmd_demo, "revise": cmd_revise, "diagnose": cmd_diagnose,
+            "propose": cmd_propose, "evaluate": cmd_evaluate, "lineage": cmd_lineage}
 
 
 if __name__ == "__main__":

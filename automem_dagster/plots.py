@@ -8,11 +8,13 @@ display. Files are written to a temporary name and renamed, so a reader never se
 from __future__ import annotations
 
 import base64
-import os
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.figure import Figure
+
+from automem_dagster.atomic import write_bytes_atomic
 
 DECISION_COLOURS = {
     "baseline": "#7f7f7f",
@@ -117,15 +119,9 @@ def _grouped_bars(ax, labels: list[str], first: list[float], second: list[float]
 
 
 def _save(fig: Figure, out: Path) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    return write_bytes_atomic(Path(out), buffer.getvalue())
 
 
 def png_markdown(path: Path, alt: str) -> str:

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from mlflow.entities import Experiment, LifecycleStage, Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
 
 from automem_dagster.games import GAME_FAMILIES
 from automem_dagster.paths import PROJECT_ROOT
-from mlflow import MlflowClient
 
 MLFLOW_DIR = PROJECT_ROOT / "mlflow"
 DEFAULT_ARTIFACT_ROOT = MLFLOW_DIR / "artifacts"
@@ -140,8 +140,8 @@ class Tracker:
             yield
         except (MlflowException, SQLAlchemyError) as exc:
             if self.tracking_uri.startswith(("http:", "https:")):
-                fix = ("start the server (`mlflow server --backend-store-uri sqlite:///<path>/mlflow.db --host ... --port ...`) "
-                       "or unset MLFLOW_TRACKING_URI to use the project's sqlite store")
+                fix = ("start the server (`mlflow server --backend-store-uri sqlite:///<path>/mlflow.db --workers 1 "
+                       "--host ... --port ...`) or unset MLFLOW_TRACKING_URI to use the project's sqlite store")
             else:
                 fix = "check that the path is a writable MLflow sqlite database, or point MLFLOW_TRACKING_URI at another store"
             raise TrackingError(f"MLflow tracking store {self.tracking_uri} failed while {doing}: {exc}. To fix: {fix}") from exc

@@ -1,0 +1,1 @@
+"""The outer loops as plain functions over files; the CLI, Dagster and DVC all call these."""

@@ -1,0 +1,145 @@
+"""Whole structure-loop rounds on real Crafter episodes, with a scripted server as every model.
+
+The scripted game model plays ``do`` (which unlocks an achievement within a few steps on
+these seeds) only when the scaffold's PLAN prompt carries ``WIN-MARKER``, and ``noop``
+otherwise; the scripted meta-LLM returns fixed diagnoses and patches. So a patch that adds
+the marker makes a candidate that really wins on the evaluation seeds, and one without it
+really ties.
+"""
+
+import asyncio
+import json
+import shutil
+
+import pytest
+
+from automem_dagster.llm import EndpointConfig
+from automem_dagster.llm.client import EndpointError
+from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.llm.session import connect
+from automem_dagster.loop.report import report_round
+from automem_dagster.loop.structure import RoundSettings, Storage, diagnosis_seeds, run_round
+from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.rollout import RolloutError, episode_id
+from automem_dagster.scaffold import load_scaffold
+from automem_dagster.tracking import Tracker
+
+SETTINGS = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=3, eval_max_steps=10, eval_episodes=2)
+GAME_RULES = [
+    {"match": "Phase: LOG", "reply": "<|DONE|>"},
+    {"match": "FAIL-MARKER", "status": 400},
+    {"match": "WIN-MARKER", "reply": "<|ACTION|>do<|END|>"},
+    {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"},
+]
+
+
+@pytest.fixture
+def storage(tmp_path):
+    scaffolds = tmp_path / "scaffolds"
+    shutil.copytree(SCAFFOLDS, scaffolds)
+    return Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
+
+
+def diagnosis_reply(storage) -> str:
+    seed = diagnosis_seeds(SETTINGS, storage.load_lineage("crafter"), storage)[0]
+    return json.dumps({"summary": "The agent never acts on what it sees and idles every step.", "findings": [
+        {"episode": episode_id("crafter", seed), "step": 1, "kind": "stuck", "what_happened": "noop again",
+         "scaffold_cause": "the plan prompt does not push for interaction", "proposed_change": "warn when stuck"},
+        {"episode": "crafter__seed1", "step": 0, "kind": "other", "what_happened": "x", "scaffold_cause": "y",
+         "proposed_change": "z"},
+    ]})
+
+
+def patch_reply(marker: str = "") -> str:
+    plan = load_scaffold("crafter", 0).plan_prompt
+    patch = {"signals": {"stuck": {"enabled": True, "repeats": 2}},
+             "rationale": "Finding 1: the agent idles; a stuck warning and a plan prompt that asks to interact."}
+    if marker:
+        patch["plan_prompt"] = plan + f" {marker}: face a resource and use do."
+    return json.dumps(patch)
+
+
+def run(storage, server, tracker=None):
+    endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
+    config = EndpointsConfig(game=EndpointConfig(name="game", **endpoint), meta=EndpointConfig(name="meta", **endpoint))
+
+    async def go():
+        async with connect(config, storage.runs / "logs") as clients:
+            result = await run_round(SETTINGS, clients, storage)
+            return result, clients.describe()
+
+    result, described = asyncio.run(go())
+    return result, report_round(result, storage, tracker, described, SETTINGS.eval_max_steps)
+
+
+def meta_rules(storage, patch: str | list[str]) -> list[dict]:
+    patches = patch if isinstance(patch, list) else [patch]
+    return [{"match": "Diagnose this batch", "reply": diagnosis_reply(storage)},
+            {"match": "Propose one patch", "replies": patches}]
+
+
+def test_a_winning_revision_is_kept_and_tracked(storage, scripted, tmp_path):
+    server = scripted(meta_rules(storage, patch_reply("WIN-MARKER")) + GAME_RULES)
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
+    result, report = run(storage, server, tracker)
+
+    assert result.outcome == "kept" and result.candidate == 1
+    assert result.decision.champion_before == 0 and result.decision.champion_after == 1
+    assert result.candidate_eval.progression.mean > result.champion_eval.progression.mean == 0.0
+    lineage = storage.load_lineage("crafter")
+    assert lineage.champion().version == 1
+    record = lineage.record(1)
+    assert record.decision == "kept" and record.evaluation.seeds == [42, 43] and record.diagnosis
+    assert (storage.scaffolds / "crafter" / "v1.yaml").exists()
+    # The diagnosis kept the finding citing a real step and dropped the invented episode.
+    diagnosis = json.loads((result.diagnosis_dir / "diagnosis.json").read_text())
+    assert len(diagnosis["findings"]) == 1 and "no episode 'crafter__seed1'" in diagnosis["dropped"][0]["reason"]
+    assert "stuck.enabled False -> True" in (result.revision_dir / "diff.md").read_text()
+    # MLflow: one run per evaluated version, the candidate's carrying the decision and the diff.
+    runs = {r["role"]: r for r in tracker.runs_for("crafter")}
+    assert runs["candidate"]["decision"] == "kept" and runs["candidate"]["version"] == 1
+    assert runs["champion"]["version"] == 0
+    artifacts = {a.path for a in tracker.client.list_artifacts(report.runs["candidate"].run_id)}
+    assert {"diff.md", "diagnosis.md", "decision.json"} <= artifacts
+    assert report.plots["progression"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_tying_revision_is_rolled_back(storage, scripted):
+    server = scripted(meta_rules(storage, patch_reply()) + GAME_RULES)
+    result, _ = run(storage, server)
+    assert result.outcome == "rolled_back"
+    assert "tie" in result.decision.reason
+    lineage = storage.load_lineage("crafter")
+    assert lineage.champion().version == 0 and lineage.record(1).decision == "rolled_back"
+
+
+def test_an_invalid_revision_is_rejected_with_its_reason(storage, scripted):
+    bad = [json.dumps({"remove_files": ["nope.txt"], "rationale": "Finding 1 says the file nope.txt misleads it."}),
+           "not json at all",
+           json.dumps({"rationale": "Only wording changes here, nothing structural at all."})]
+    server = scripted(meta_rules(storage, bad) + GAME_RULES)
+    result, _ = run(storage, server)
+    assert result.outcome == "rejected" and result.candidate is None
+    errors = [a.error for a in result.revision.attempts]
+    assert "unknown files ['nope.txt']" in errors[0] and "not valid JSON" in errors[1] and "wording only" in errors[2]
+    saved = json.loads((result.revision_dir / "revision.json").read_text())
+    assert saved["rejected_reason"].startswith("no valid revision in 3 attempts")
+    lineage = storage.load_lineage("crafter")
+    assert [r.version for r in lineage.versions] == [0] and lineage.champion().version == 0
+    assert not (storage.scaffolds / "crafter" / "v1.yaml").exists()
+
+
+def test_a_failure_halfway_leaves_the_champion_and_the_next_round_finishes_it(storage, scripted):
+    failing = scripted(meta_rules(storage, patch_reply("WIN-MARKER FAIL-MARKER")) + GAME_RULES)
+    with pytest.raises((EndpointError, RolloutError)):
+        run(storage, failing)
+    lineage_file = storage.lineage / "crafter.json"
+    before = lineage_file.read_bytes()
+    lineage = storage.load_lineage("crafter")          # still a valid file
+    assert lineage.champion().version == 0 and lineage.record(1).decision is None
+
+    healed = scripted([r for r in GAME_RULES if r.get("match") != "FAIL-MARKER"])
+    result, _ = run(storage, healed)
+    assert "resumed pending candidate v1" in result.notes[0] and result.revision is None
+    assert result.outcome == "kept" and storage.load_lineage("crafter").champion().version == 1
+    assert lineage_file.read_bytes() != before

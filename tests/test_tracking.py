@@ -1,0 +1,207 @@
+"""Tracker against a real sqlite MLflow store in a temp dir, read back with a separate MlflowClient."""
+
+import json
+import re
+import socket
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from automem_dagster.tracking import EvaluationRun, Tracker, TrackingError, default_tracking_uri
+
+SECRET = "sk-test-DO-NOT-LOG-1234567890abcdef"
+
+BEHAVIOUR = {
+    "steps": 200,
+    "unproductive_action_rate": 0.25,
+    "redundant_write_rate": 0.1,
+    "empty_search_rate": 0.5,
+    "invalid_action_rate": 0.05,
+    "malformed_turn_rate": 0.02,
+    "model_calls_per_step": 2.0,
+    "input_tokens_per_step": 1500.0,
+    "output_tokens_per_step": 40.0,
+    "wall_s_per_step": 0.8,
+    "model_s_per_step": 0.7,
+}
+
+ALLOWED_PARAMS = {"version", "parent", "content_hash", "game", "seeds", "n_seeds", "max_steps", "role", "round_id"}
+ENDPOINT_FIELDS = {"name", "model", "base_url", "constrained", "temperature", "lora_id"}
+
+
+def endpoints(api_key: str) -> dict:
+    """A describe()-shaped dict, plus an api_key field a careless caller might add."""
+    return {
+        "game": {"name": "game", "base_url": "http://127.0.0.1:8080/v1", "model": "smollm2", "temperature": 0.7,
+                 "constrained": True, "lora_id": None, "api_key": api_key},
+        "meta": {"name": "meta", "base_url": "https://api.example.com/v1", "model": "big", "temperature": 0.0,
+                 "constrained": False, "lora_id": None, "api_key": api_key},
+    }
+
+
+def evaluation(version: int, family: str = "crafter", **overrides) -> EvaluationRun:
+    fields = {
+        "game": "crafter" if family == "crafter" else f"{family}:Corridor-R3",
+        "family": family,
+        "version": version,
+        "parent": version - 1 if version else None,
+        "content_hash": f"hash{version}",
+        "role": "candidate" if version else "champion",
+        "round_id": "2026-W48" if version else None,
+        "seeds": [42, 43, 44],
+        "max_steps": 100,
+        "endpoints": endpoints("unused"),
+        "progression_mean": 10.0 + version,
+        "progression_se": 2.0,
+        "per_seed": {42: 4.5, 43: 9.0, 44: 13.5 + version},
+        "behaviour": BEHAVIOUR,
+        "scaffold_yaml": f"version: {version}\n",
+    }
+    return EvaluationRun(**(fields | overrides))
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    """Three evaluations logged once: crafter v0 (champion), crafter v1 (candidate, kept), minihack v0."""
+    root = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{root}/mlflow.db"
+    tracker = Tracker(uri, ui_url="http://ui.test:5000/", artifact_root=root / "artifacts")
+    plot = root / "progression.png"
+    plot.write_bytes(b"\x89PNG fake")
+    extra = root / "evidence.json"
+    extra.write_text("{}")
+    decision = {"keep": True, "reason": "candidate mean 11.0 > champion 10.0", "mean_difference": 1.0,
+                "stderr_difference": 0.5, "ci_low": 0.2, "ci_high": 1.8}
+    v0 = tracker.log_evaluation(evaluation(0))
+    v1 = tracker.log_evaluation(evaluation(1, decision=decision, diagnosis_md="# why", diff_md="+ file",
+                                           plots=[plot], extra_artifacts=[extra], endpoints=endpoints(SECRET)))
+    mh = tracker.log_evaluation(evaluation(0, family="minihack"))
+    return {"tracker": tracker, "client": MlflowClient(uri), "root": root, "v0": v0, "v1": v1, "mh": mh}
+
+
+def test_one_experiment_per_family(logged):
+    client = logged["client"]
+    crafter = client.get_experiment_by_name("automem-crafter")
+    minihack = client.get_experiment_by_name("automem-minihack")
+    assert logged["v0"].experiment_id == logged["v1"].experiment_id == crafter.experiment_id
+    assert logged["mh"].experiment_id == minihack.experiment_id != crafter.experiment_id
+    assert crafter.tags["automem.family"] == "crafter"
+    assert crafter.artifact_location.startswith((logged["root"] / "artifacts").as_uri())
+    assert logged["tracker"].experiment_id("crafter") == crafter.experiment_id
+
+
+def test_params_metrics_tags_of_a_decided_candidate(logged):
+    run = logged["client"].get_run(logged["v1"].run_id)
+    assert run.info.status == "FINISHED"
+    assert run.info.run_name == "v1-candidate-2026-W48"
+    params = run.data.params
+    assert params["version"] == "1" and params["parent"] == "0" and params["content_hash"] == "hash1"
+    assert params["seeds"] == "42,43,44" and params["n_seeds"] == "3" and params["max_steps"] == "100"
+    assert params["endpoint.game.model"] == "smollm2" and params["endpoint.meta.base_url"] == "https://api.example.com/v1"
+    assert params["endpoint.game.constrained"] == "True" and params["round_id"] == "2026-W48"
+    metrics = run.data.metrics
+    assert metrics["progression_mean"] == 11.0 and metrics["progression_se"] == 2.0
+    assert {k: metrics[k] for k in BEHAVIOUR} == BEHAVIOUR
+    assert metrics["total_input_tokens"] == 300_000 and metrics["total_output_tokens"] == 8_000
+    assert metrics["decision_keep"] == 1.0 and metrics["decision_mean_difference"] == 1.0
+    assert (metrics["decision_stderr"], metrics["decision_ci_low"], metrics["decision_ci_high"]) == (0.5, 0.2, 1.8)
+    history = logged["client"].get_metric_history(run.info.run_id, "progression_seed")
+    assert sorted((m.step, m.value) for m in history) == [(42, 4.5), (43, 9.0), (44, 14.5)]
+    tags = run.data.tags
+    assert tags["automem.decision"] == "kept" and tags["automem.version"] == "1" and tags["automem.parent"] == "0"
+    assert tags["automem.role"] == "candidate" and tags["automem.round"] == "2026-W48"
+    assert tags["automem.family"] == "crafter" and tags["automem.game"] == "crafter"
+    assert "11.0 ± 2.0 %" in tags["mlflow.note.content"] and "kept" in tags["mlflow.note.content"]
+
+
+def test_artifacts(logged):
+    client, run_id = logged["client"], logged["v1"].run_id
+    top = {f.path for f in client.list_artifacts(run_id)}
+    assert top == {"scaffold", "diagnosis.md", "diff.md", "decision.json", "plots", "evidence.json"}
+    assert [f.path for f in client.list_artifacts(run_id, "scaffold")] == ["scaffold/v1.yaml"]
+    assert [f.path for f in client.list_artifacts(run_id, "plots")] == ["plots/progression.png"]
+    local = client.download_artifacts(run_id, "decision.json", str(logged["root"] / "download"))
+    with open(local) as f:
+        assert json.load(f)["keep"] is True
+
+
+def test_no_decision_means_no_decision_record(logged):
+    run = logged["client"].get_run(logged["v0"].run_id)
+    assert run.info.run_name == "v0-champion"
+    assert "automem.decision" not in run.data.tags and "automem.parent" not in run.data.tags
+    assert not any(k.startswith("decision_") for k in run.data.metrics)
+    assert {f.path for f in logged["client"].list_artifacts(run.info.run_id)} == {"scaffold"}
+
+
+def test_only_allowed_params_and_never_an_api_key(logged):
+    for key in ("v0", "v1", "mh"):
+        run = logged["client"].get_run(logged[key].run_id)
+        for name in run.data.params:
+            if name.startswith("endpoint."):
+                _, role, field = name.split(".")
+                assert role in {"game", "meta"} and field in ENDPOINT_FIELDS, name
+            else:
+                assert name in ALLOWED_PARAMS, name
+        logged_text = json.dumps([run.data.params, run.data.tags])
+        assert SECRET not in logged_text
+
+
+def test_url_points_into_the_ui(logged):
+    tracked = logged["v1"]
+    assert tracked.url == f"http://ui.test:5000/#/experiments/{tracked.experiment_id}/runs/{tracked.run_id}"
+
+
+def test_runs_for_is_newest_first(logged):
+    rows = logged["tracker"].runs_for("crafter")
+    assert [(r["version"], r["role"], r["decision"]) for r in rows] == [(1, "candidate", "kept"), (0, "champion", None)]
+    assert rows[0]["run_id"] == logged["v1"].run_id and rows[0]["progression_mean"] == 11.0
+    assert rows[1]["progression_se"] == 2.0
+    assert logged["tracker"].runs_for("nethack") == []
+
+
+def test_failed_logging_marks_the_run_failed(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    bad = evaluation(2, behaviour=BEHAVIOUR | {"steps": "many"})
+    with pytest.raises(TypeError):
+        Tracker(uri, artifact_root=tmp_path / "artifacts").log_evaluation(bad)
+    (run,) = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("automem-crafter").experiment_id])
+    assert run.info.status == "FAILED"
+
+
+def test_invalid_evaluation_names_the_input(tmp_path):
+    with pytest.raises(ValueError, match="per_seed"):
+        evaluation(1, per_seed={42: 1.0})
+    with pytest.raises(ValueError, match="role 'boss'"):
+        evaluation(1, role="boss")
+    with pytest.raises(FileNotFoundError, match="missing.png"):
+        evaluation(1, plots=[tmp_path / "missing.png"])
+
+
+def test_unreachable_server_raises_tracking_error(monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    start = time.monotonic()
+    with pytest.raises(TrackingError, match=re.escape(uri)) as info:
+        Tracker(uri).log_evaluation(evaluation(1))
+    assert time.monotonic() - start < 10
+    assert "mlflow server" in str(info.value) and "MLFLOW_TRACKING_URI" in str(info.value)
+
+
+def test_broken_store_raises_tracking_error(tmp_path):
+    db = tmp_path / "mlflow.db"
+    db.write_text("not a database")
+    with pytest.raises(TrackingError, match=re.escape(str(db))):
+        Tracker(f"sqlite:///{db}").runs_for("crafter")
+
+
+def test_default_uri(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert re.fullmatch(r"sqlite:////.+/mlflow/mlflow\.db", default_tracking_uri())
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.test:5000")
+    assert default_tracking_uri() == "http://tracking.test:5000"
+    assert Tracker().tracking_uri == "http://tracking.test:5000" and Tracker().artifact_root is None
