@@ -291,8 +291,9 @@ def cmd_propose(args: argparse.Namespace) -> int:
 
     revision, out = asyncio.run(go())
     if not revision.accepted:
-        console.print(f"[red]rejected:[/red] {revision.rejected_reason} (attempts in {out / 'revision.json'})")
-        return 1
+        # A rejection is a recorded outcome of the round, not a failure of the command.
+        console.print(f"rejected: {revision.rejected_reason} (attempts in {out / 'revision.json'})")
+        return 0
     Console().print(f"candidate v{revision.version}: {', '.join(revision.changes)}; diff: {out / 'diff.md'}")
     return 0
 

@@ -1,0 +1,95 @@
+"""The meta-LLM's two calls: schemas narrowed to the batch and the parent, replies parsed as untrusted text."""
+
+import asyncio
+import json
+
+import pytest
+from test_evidence import _step, _turn, _write
+
+from automem_dagster.datafiles import parse_json_reply
+from automem_dagster.llm import EndpointConfig, LLMClient
+from automem_dagster.meta.diagnose import DiagnosisError, DiagnosisReply, diagnose, reply_schema
+from automem_dagster.meta.evidence import collect_evidence
+from automem_dagster.meta.revise import STRUCTURAL_FIELDS, propose_revision, revision_schema
+from automem_dagster.scaffold import load_scaffold
+from automem_dagster.scaffold.patch import ScaffoldPatch
+
+
+def write_episode(folder, episode, steps):
+    folder.mkdir(parents=True, exist_ok=True)
+    return _write(folder, episode, [_step("noop", (0, 0), [_turn("plan", 10)]) for _ in range(steps)])
+
+
+def test_parse_json_reply_names_what_is_wrong():
+    assert parse_json_reply("", DiagnosisReply) == (None, "the reply is empty")
+    assert "not valid JSON" in parse_json_reply("{oops", DiagnosisReply)[1]
+    assert "must be a JSON object" in parse_json_reply("[1]", DiagnosisReply)[1]
+    assert "findings" in parse_json_reply('{"summary": "long enough summary"}', DiagnosisReply)[1]
+    fenced = '```json\n{"rationale": "twenty characters or more here", "limits": {"log_max_ops": 2}}\n```'
+    patch, error = parse_json_reply(fenced, ScaffoldPatch)
+    assert error is None and patch.limits == {"log_max_ops": 2}
+
+
+def test_revision_schema_is_narrowed_to_the_parent():
+    parent = load_scaffold("crafter", 0)
+    schema = revision_schema(parent)
+    alternatives = schema["anyOf"]
+    required = [alt["required"][0] for alt in alternatives]
+    assert set(required) <= set(STRUCTURAL_FIELDS) and "enable_operations" in required
+    props = alternatives[0]["properties"]
+    enable = props["enable_operations"]["items"]["enum"]
+    assert "UPSERT" in enable
+    assert not set(enable) & {op.value for op in parent.operations}
+    assert "READ" not in props["disable_operations"]["items"]["enum"]
+    assert set(props["set_policies"]["properties"]) == set(parent.model_writable_files())
+    for alt in alternatives:
+        field = alt["required"][0]
+        assert alt["properties"][field].get("minItems", alt["properties"][field].get("minProperties")) == 1
+    json.dumps(schema)  # serialisable as a response_format
+
+
+def test_reply_schema_lists_the_batch_episodes(tmp_path):
+    paths = [write_episode(tmp_path, "crafter__seed7", 4),
+             write_episode(tmp_path, "crafter__seed8", 6)]
+    schema = reply_schema(collect_evidence(paths))
+    finding = schema["$defs"]["Finding"]["properties"]
+    assert finding["episode"]["enum"] == ["crafter__seed7", "crafter__seed8"]
+    assert finding["step"] == {"type": "integer", "minimum": 0, "maximum": 5}
+
+
+def _client(server, **overrides):
+    return LLMClient(EndpointConfig(name="meta", base_url="unused", constrained="none", **overrides), server.base_url)
+
+
+def test_a_diagnosis_that_never_cites_the_batch_fails_and_keeps_the_replies(tmp_path, scripted):
+    batch = tmp_path / "batch"
+    write_episode(batch / "trajectories", "crafter__seed7", 3)
+    bad = json.dumps({"summary": "It went badly overall.", "findings": [
+        {"episode": "crafter__seed7", "step": 99, "kind": "stuck", "what_happened": "a", "scaffold_cause": "b",
+         "proposed_change": "c"}]})
+    server = scripted([{"match": "Diagnose this batch", "replies": ["not json", bad]}])
+    with pytest.raises(DiagnosisError, match="no usable diagnosis in 2 attempts") as err:
+        asyncio.run(diagnose(batch, load_scaffold("crafter", 0), _client(server), max_attempts=2))
+    kept = json.loads((batch / "diagnosis_failed.json").read_text())
+    assert "not valid JSON" in kept[0]["error"] and "crafter__seed7 has steps 0-2" in kept[1]["error"]
+    assert str(batch / "diagnosis_failed.json") in str(err.value)
+
+
+def test_a_context_too_small_for_the_batch_is_named(tmp_path, scripted):
+    batch = tmp_path / "batch"
+    write_episode(batch / "trajectories", "crafter__seed7", 3)
+    server = scripted([])
+    with pytest.raises(DiagnosisError, match="context_tokens 1024 leaves no room"):
+        asyncio.run(diagnose(batch, load_scaffold("crafter", 0), _client(server, context_tokens=1024, max_tokens=700)))
+
+
+def test_a_rejected_patch_is_asked_again_with_its_reason(tmp_path, scripted):
+    good = json.dumps({"enable_operations": ["UPSERT"], "rationale": "Finding 1: map lines are rewritten again and again."})
+    server = scripted([{"match": "That patch was rejected: wording only", "reply": good},
+                       {"match": "Propose one patch", "reply": json.dumps({"rationale": "Reworded the prompts only."})}])
+    revision = asyncio.run(propose_revision(load_scaffold("crafter", 0), "## Findings", tmp_path, _client(server), 1))
+    assert revision.accepted and revision.version == 1 and len(revision.attempts) == 2
+    assert "wording only" in revision.attempts[0].error and revision.attempts[1].error is None
+    assert revision.changes == ["operations enabled: ['UPSERT']"]
+    out = revision.save(tmp_path / "rev")
+    assert "- UPSERT" in (out / "candidate.yaml").read_text()
