@@ -5,7 +5,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit
+# DVC lives in its own virtual environment: in one environment with Dagster its antlr
+# dependency breaks Dagster's asset selection (SETUP.md). Its stages still run the main
+# environment's `automem`, found on PATH.
+DVC_VENV ?= .venv-dvc
+DVC := $(DVC_VENV)/bin/dvc
+DVC_STAMP := $(DVC_VENV)/.installed
+DVC_REMOTE ?= $(HOME)/automem-dvc-remote
+
+.PHONY: install run test lint unit dvc-install dvc-remote dvc-repro dagster mlflow-ui
 
 install: $(STAMP)
 
@@ -21,7 +29,7 @@ $(STAMP): setup.cfg pyproject.toml
 run: install
 	$(VENV)/bin/automem demo
 
-test: install
+test: install dvc-install
 	$(PY) -m pytest -q -rs tests
 
 unit: install
@@ -29,3 +37,33 @@ unit: install
 
 lint: install
 	$(VENV)/bin/ruff check automem_dagster tests
+
+# The Dagster UI on 127.0.0.1:3000 with a project-local instance (runs, schedules, sensors).
+dagster: install
+	mkdir -p .dagster_home
+	DAGSTER_HOME="$(CURDIR)/.dagster_home" $(VENV)/bin/dagster dev -m automem_dagster.defs -h 127.0.0.1 -p 3000
+
+# The MLflow UI on 127.0.0.1:5000 over the project's tracking store ($$MLFLOW_TRACKING_URI if set).
+mlflow-ui: install
+	$(VENV)/bin/mlflow ui --backend-store-uri "$$($(PY) -c 'from automem_dagster.tracking import default_tracking_uri; print(default_tracking_uri())')" \
+		--host 127.0.0.1 --port 5000 --workers 1
+
+dvc-install: $(DVC_STAMP)
+
+$(DVC_STAMP):
+	python3.11 -m venv $(DVC_VENV) || python3 -m venv $(DVC_VENV)
+	$(DVC_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DVC_VENV)/bin/python -m pip install -q dvc==3.67.1
+	touch $(DVC_STAMP)
+
+# A local-directory remote for `dvc push` / `dvc pull`; --local keeps this machine's path in
+# .dvc/config.local (git-ignored). Override: make dvc-remote DVC_REMOTE=/path (a URL such as
+# s3://bucket/x also works once the matching extra, e.g. dvc[s3], is installed in $(DVC_VENV))
+dvc-remote: dvc-install
+	case "$(DVC_REMOTE)" in *://*) ;; *) mkdir -p "$(DVC_REMOTE)" ;; esac
+	$(DVC) remote add --local -d -f localremote "$(DVC_REMOTE)"
+
+# The pipeline in dvc.yaml with params.yaml; stages call the main environment's `automem`
+# and read the project data of this checkout. One stage: make dvc-repro DVC_ARGS=evaluate
+dvc-repro: install dvc-install
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AUTOMEM_HOME="$(CURDIR)" $(DVC) repro $(DVC_ARGS)

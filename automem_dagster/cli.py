@@ -268,8 +268,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     async def go():
         async with session(args.endpoints) as (clients, _):
             if args.out:
-                result = await diagnose(args.batch, scaffold, clients.meta)
-                return result, result.save(args.out)
+                return await diagnose(args.batch, scaffold, clients.meta, args.out), args.out
             return await diagnose_stage(args.batch, scaffold, clients, STORAGE)
 
     result, out = asyncio.run(go())

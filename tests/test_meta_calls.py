@@ -69,10 +69,11 @@ def test_a_diagnosis_that_never_cites_the_batch_fails_and_keeps_the_replies(tmp_
          "proposed_change": "c"}]})
     server = scripted([{"match": "Diagnose this batch", "replies": ["not json", bad]}])
     with pytest.raises(DiagnosisError, match="no usable diagnosis in 2 attempts") as err:
-        asyncio.run(diagnose(batch, load_scaffold("crafter", 0), _client(server), max_attempts=2))
-    kept = json.loads((batch / "diagnosis_failed.json").read_text())
+        asyncio.run(diagnose(batch, load_scaffold("crafter", 0), _client(server), tmp_path / "out", max_attempts=2))
+    kept = json.loads((tmp_path / "out" / "diagnosis_failed.json").read_text())
+    assert not (tmp_path / "out" / "diagnosis.json").exists()
     assert "not valid JSON" in kept[0]["error"] and "crafter__seed7 has steps 0-2" in kept[1]["error"]
-    assert str(batch / "diagnosis_failed.json") in str(err.value)
+    assert str(tmp_path / "out" / "diagnosis_failed.json") in str(err.value)
 
 
 def test_a_context_too_small_for_the_batch_is_named(tmp_path, scripted):
@@ -80,7 +81,8 @@ def test_a_context_too_small_for_the_batch_is_named(tmp_path, scripted):
     write_episode(batch / "trajectories", "crafter__seed7", 3)
     server = scripted([])
     with pytest.raises(DiagnosisError, match="context_tokens 1024 leaves no room"):
-        asyncio.run(diagnose(batch, load_scaffold("crafter", 0), _client(server, context_tokens=1024, max_tokens=700)))
+        asyncio.run(diagnose(batch, load_scaffold("crafter", 0), _client(server, context_tokens=1024, max_tokens=700),
+                             tmp_path / "out"))
 
 
 def test_a_rejected_patch_is_asked_again_with_its_reason(tmp_path, scripted):

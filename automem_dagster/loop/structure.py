@@ -133,8 +133,7 @@ async def diagnose_stage(batch: Path, scaffold: Scaffold, clients: Clients, stor
         return Diagnosis.load(out), out
     if clients.meta is None:
         raise RoundError("no meta endpoint: add a `meta:` entry to the endpoints file to diagnose and revise")
-    result = await diagnose(batch, scaffold, clients.meta, max_attempts)
-    return result, result.save(out)
+    return await diagnose(batch, scaffold, clients.meta, out, max_attempts), out
 
 
 # --- stage 3: revision ----------------------------------------------------------------------

@@ -164,9 +164,11 @@ def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dic
     return kept, dropped
 
 
-async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, max_attempts: int = MAX_ATTEMPTS) -> Diagnosis:
-    """Diagnose one finished rollout batch of ``scaffold``; raises ``DiagnosisError`` when the
-    batch has no finished episode or no reply within ``max_attempts`` yields a usable finding."""
+async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_dir: Path,
+                   max_attempts: int = MAX_ATTEMPTS) -> Diagnosis:
+    """Diagnose one finished rollout batch of ``scaffold`` and save it in ``out_dir``. Raises
+    ``DiagnosisError`` when the batch has no finished episode or no reply within ``max_attempts``
+    yields a usable finding; the replies are then saved in ``out_dir/diagnosis_failed.json``."""
     batch = Path(batch_dir)
     paths = finished_episodes(batch)
     if not paths:
@@ -195,12 +197,14 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, max_a
                 error = "every finding cites an episode or step not in the batch: " + "; ".join(d["reason"] for d in dropped)
         attempts.append(Attempt.of(completion, error))
         if error is None:
-            return Diagnosis(game=scaffold.game, scaffold_version=scaffold.version, batch_dir=str(batch),
-                             summary=reply.summary, findings=kept, dropped=dropped, evidence=evidence.as_dict(),
-                             compression_notes=rendered.notes, attempts=attempts)
+            result = Diagnosis(game=scaffold.game, scaffold_version=scaffold.version, batch_dir=str(batch),
+                               summary=reply.summary, findings=kept, dropped=dropped, evidence=evidence.as_dict(),
+                               compression_notes=rendered.notes, attempts=attempts)
+            result.save(out_dir)
+            return result
         messages += [{"role": "assistant", "content": completion.text},
                      {"role": "user", "content": f"That reply was rejected: {error}. Reply again with valid JSON."}]
-    failed = batch / "diagnosis_failed.json"
+    failed = Path(out_dir) / "diagnosis_failed.json"
     write_json_atomic(failed, [asdict(a) for a in attempts])
     raise DiagnosisError(f"the meta-LLM gave no usable diagnosis in {max_attempts} attempts (last: {attempts[-1].error}); "
                          f"its replies are in {failed}. Try a stronger meta endpoint or rerun")

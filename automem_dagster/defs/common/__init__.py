@@ -1,0 +1,1 @@
+"""What every domain shares: resources, partitions, run config and metadata shaping."""

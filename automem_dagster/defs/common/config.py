@@ -1,0 +1,23 @@
+"""The budget of a round as run config, editable per asset in the launchpad."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from automem_dagster.loop.structure import RoundSettings
+
+
+class RoundConfig(dg.Config):
+    """Small local defaults; raise them in the launchpad for a real round (AutoMem used full seed sets)."""
+
+    rollout_episodes: int = Field(2, ge=1, description="training-seed episodes the meta-LLM diagnoses")
+    rollout_max_steps: int = Field(10, ge=1, description="steps per diagnosis episode")
+    eval_max_steps: int = Field(10, ge=1, description="steps per evaluation episode")
+    eval_episodes: int | None = Field(2, ge=1, description="first k evaluation seeds; null for the whole fixed set")
+    concurrency: int = Field(2, ge=1, description="episodes played at once")
+    max_attempts: int = Field(3, ge=1, description="meta-LLM attempts per diagnosis or revision")
+
+    def settings(self, game: str) -> RoundSettings:
+        return RoundSettings(game, self.rollout_episodes, self.rollout_max_steps, self.eval_max_steps,
+                             self.eval_episodes, self.concurrency, self.max_attempts)

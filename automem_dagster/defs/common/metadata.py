@@ -1,0 +1,31 @@
+"""Markdown shaping for materialization metadata: tables and code blocks, nothing computed."""
+
+from __future__ import annotations
+
+from automem_dagster.rollout import BatchSummary
+
+
+def code_block(text: str, language: str = "") -> str:
+    return f"```{language}\n{text.rstrip()}\n```"
+
+
+def _cell(value: object) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def behaviour_table(columns: dict[str, dict[str, float]]) -> str:
+    """One row per behaviour metric, one column per batch (``{"candidate v1": metrics, ...}``)."""
+    names = list(columns)
+    keys = list(next(iter(columns.values())))
+    lines = ["| metric | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    lines += [f"| {k} | " + " | ".join(_cell(columns[n].get(k, "")) for n in names) + " |" for k in keys]
+    return "\n".join(lines)
+
+
+def progression_table(batches: dict[str, BatchSummary]) -> str:
+    """Mean ± SE (percent, BALROG's convention) and the per-seed progressions of each batch."""
+    lines = ["| scaffold | progression % (mean ± SE) | n | per seed % |", "|---|---:|---:|---|"]
+    for name, b in batches.items():
+        seeds = ", ".join(f"{e.seed}: {100 * e.progression:.1f}" for e in sorted(b.episodes, key=lambda e: e.seed))
+        lines.append(f"| {name} | {b.progression.mean:.1f} ± {b.progression.stderr:.1f} | {b.progression.n} | {seeds} |")
+    return "\n".join(lines)

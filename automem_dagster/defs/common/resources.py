@@ -1,0 +1,73 @@
+"""Resources: the LLM endpoints, the MLflow tracking store, and where a round keeps its files."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import dagster as dg
+
+from automem_dagster.llm.config import EndpointsConfig, load_endpoints
+from automem_dagster.llm.session import Clients, connect
+from automem_dagster.loop.structure import Storage
+from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS, SCAFFOLDS
+from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE
+from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT
+from automem_dagster.tracking import Tracker
+
+T = TypeVar("T")
+
+
+class LLMEndpointsResource(dg.ConfigurableResource):
+    """The game, memory and meta endpoints from an endpoints YAML file (default: the embedded model)."""
+
+    endpoints_file: str = str(DEFAULT_ENDPOINTS)
+
+    def config(self) -> EndpointsConfig:
+        return load_endpoints(Path(self.endpoints_file))
+
+    @asynccontextmanager
+    async def clients(self, log_dir: Path):
+        """Live clients; an embedded server is started on entry and stopped on exit, also on failure."""
+        async with connect(self.config(), log_dir) as clients:
+            yield clients
+
+    def run(self, stage: Callable[[Clients], Awaitable[T]], log_dir: Path) -> T:
+        """``stage(clients)`` on a fresh event loop, inside ``clients``: how a sync asset calls an async stage."""
+
+        async def go() -> T:
+            async with self.clients(log_dir) as clients:
+                return await stage(clients)
+
+        return asyncio.run(go())
+
+
+class MlflowResource(dg.ConfigurableResource):
+    """The MLflow store evaluations are logged to (default: ``$MLFLOW_TRACKING_URI`` or the project's sqlite)."""
+
+    tracking_uri: str | None = None
+    ui_url: str | None = None
+    artifact_root: str | None = None
+
+    def tracker(self) -> Tracker:
+        return Tracker(self.tracking_uri, self.ui_url, Path(self.artifact_root) if self.artifact_root else None)
+
+
+class StorageResource(dg.ConfigurableResource):
+    """Where rounds read and write: generated runs, scaffold versions, lineages, the seed sets."""
+
+    runs: str = str(RUNS)
+    scaffolds: str = str(SCAFFOLDS)
+    lineage: str = str(LINEAGE_ROOT)
+    seeds_file: str = str(DEFAULT_SEEDS_FILE)
+
+    def storage(self) -> Storage:
+        return Storage(Path(self.runs), Path(self.scaffolds), Path(self.lineage), Path(self.seeds_file))
+
+
+def default_resources() -> dict[str, dg.ConfigurableResource]:
+    """The project's own files, endpoints and tracking store."""
+    return {"endpoints": LLMEndpointsResource(), "mlflow": MlflowResource(), "storage": StorageResource()}

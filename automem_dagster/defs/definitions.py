@@ -1,0 +1,15 @@
+"""All Dagster definitions: each domain's, merged, with the project's resources."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from automem_dagster.defs.common.resources import default_resources
+from automem_dagster.defs.evaluation.definitions import evaluation_definitions
+from automem_dagster.defs.structure.definitions import structure_definitions
+
+defs = dg.Definitions.merge(
+    structure_definitions(),
+    evaluation_definitions(),
+    dg.Definitions(resources=default_resources()),
+)

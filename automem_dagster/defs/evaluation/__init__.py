@@ -1,0 +1,1 @@
+"""Fixed-seed evaluation of a candidate against the champion, and the gate on its result."""

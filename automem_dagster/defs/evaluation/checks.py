@@ -1,0 +1,29 @@
+"""The gate on an evaluation: would the candidate be kept? (Recorded nowhere: ``champion_scaffold`` decides.)"""
+
+import dagster as dg
+
+from automem_dagster.defs.common.partitions import game_partitions
+from automem_dagster.defs.evaluation.assets import candidate_evaluation
+from automem_dagster.metrics.paired import compare_paired, decide
+
+
+@dg.asset_check(asset=candidate_evaluation, partitions_def=game_partitions, blocking=False)
+def evaluation_gate(candidate_evaluation: dict) -> dg.AssetCheckResult:
+    """Passes iff the candidate's mean progression on the fixed seeds is strictly higher than the
+    champion's (AutoMem's keep rule); a tie or a loss fails with a warning, as does a round without
+    a candidate. The standard error and the bootstrap interval are shown as evidence only."""
+    if candidate_evaluation["outcome"] != "evaluated":
+        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata={
+            "reason": f"no candidate: {candidate_evaluation.get('reason') or 'nothing was evaluated'}"})
+    scores = candidate_evaluation["per_seed"]
+    decision = decide(compare_paired(scores["candidate"], scores["champion"]))
+    c = decision.comparison
+    return dg.AssetCheckResult(passed=decision.keep, severity=dg.AssetCheckSeverity.WARN, metadata={
+        "candidate": f"v{candidate_evaluation['candidate']}",
+        "candidate_mean": c.candidate_mean,
+        "champion_mean": c.champion_mean,
+        "difference": c.mean_difference,
+        "se": c.stderr_difference,
+        "ci": f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
+        "reason": decision.reason,
+    })

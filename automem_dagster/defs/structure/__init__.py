@@ -1,0 +1,1 @@
+"""The structure loop as assets: rollouts, diagnosis, candidate, and the champion decision."""

@@ -1,0 +1,262 @@
+"""The structure loop's assets, each one stage of ``automem_dagster.loop.structure``.
+
+``rollout_batch`` -> ``diagnosis`` -> ``scaffold_candidate`` -> (``candidate_evaluation``, in
+the evaluation domain) -> ``champion_scaffold``. Values passed between them are paths and
+small dicts; everything else is read back from the files the stages wrote. ``scaffold_version``
+stands beside the chain: one partition per version, for looking at a version's YAML and fate.
+"""
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import dagster as dg
+
+from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.metadata import behaviour_table, code_block
+from automem_dagster.defs.common.partitions import (
+    ensure_version_partition,
+    game_of,
+    game_partitions,
+    parse_version_key,
+    scaffold_versions,
+)
+from automem_dagster.defs.common.progress import episode_log
+from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.games import game_family
+from automem_dagster.loop.report import report_round
+from automem_dagster.loop.structure import (
+    RoundResult,
+    Storage,
+    decide_stage,
+    diagnose_stage,
+    diagnosis_seeds,
+    load_decision,
+    pending_candidate,
+    revise_stage,
+    revision_dir,
+    rollout_stage,
+)
+from automem_dagster.loop.structure import champion_scaffold as load_champion
+from automem_dagster.meta.diagnose import Diagnosis
+from automem_dagster.plots import png_markdown
+from automem_dagster.rollout import summarize_batch
+from automem_dagster.scaffold import content_hash, load_scaffold, scaffold_path, scaffold_yaml
+from automem_dagster.scaffold.lineage import render_tree
+
+GROUP = "structure"
+TAGS = {"domain": "structure"}
+
+
+@dg.asset(group_name=GROUP, partitions_def=scaffold_versions, kinds={"yaml"}, tags=TAGS)
+def scaffold_version(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
+    """One scaffold version (partition ``<family>-v<N>``): its YAML, content hash, parent, and what the
+    lineage decided about it. Partitions are added when a candidate is registered."""
+    family, version = parse_version_key(context.partition_key)
+    store = storage.storage()
+    scaffold = load_scaffold(family, version, store.scaffolds)
+    lineage = store.load_lineage(family)
+    record = next((r for r in lineage.versions if r.version == version), None)
+    decision = "not in the lineage" if record is None else record.decision or "pending"
+    is_champion = lineage.champion().version == version
+    context.log.info(f"{family} v{version}: {decision}{' (champion)' if is_champion else ''}")
+    return dg.MaterializeResult(metadata={
+        "content_hash": content_hash(scaffold),
+        "parent": "none" if scaffold.parent is None else f"v{scaffold.parent}",
+        "decision": decision,
+        "reason": record.reason if record is not None else "",
+        "champion": is_champion,
+        "description": scaffold.description or "",
+        "path": dg.MetadataValue.path(str(scaffold_path(family, version, store.scaffolds))),
+        "scaffold": dg.MetadataValue.md(code_block(scaffold_yaml(scaffold), "yaml")),
+    })
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+def rollout_batch(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
+                  storage: StorageResource) -> dg.Output:
+    """The champion scaffold played on fresh training seeds (disjoint from the evaluation seeds): the
+    trajectories the meta-LLM diagnoses. The value is the batch directory.
+
+    Skipped (value None) while an earlier round's candidate still waits for its decision: this round
+    then finishes that candidate instead of making a new one."""
+    settings = config.settings(game_of(context.partition_key))
+    store = storage.storage()
+    lineage = store.load_lineage(settings.family)
+    champion = load_champion(settings.family, store)
+    ensure_version_partition(context.instance, settings.family, champion.version)
+    pending = pending_candidate(lineage)
+    if pending is not None:
+        reason = f"candidate v{pending} of an earlier round is pending: this round resumes it, no new rollouts"
+        context.log.info(reason)
+        return dg.Output(None, metadata={"outcome": "skipped", "reason": reason})
+    seeds = diagnosis_seeds(settings, lineage, store)
+    context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.rollout_max_steps} steps each")
+    summary = endpoints.run(lambda clients: rollout_stage(settings, champion, seeds, clients, store,
+                                                          episode_log(context.log)), store.runs / "logs")
+    context.log.info(f"progression {summary.progression}: {summary.out_dir}")
+    return dg.Output(summary.out_dir, metadata={
+        "outcome": "played",
+        "scaffold": f"v{champion.version}",
+        "progression": f"{summary.progression.mean:.1f} ± {summary.progression.stderr:.1f} % (n={summary.progression.n})",
+        "progression_mean": summary.progression.mean,
+        "progression_se": summary.progression.stderr,
+        "episodes": len(summary.episodes),
+        "seeds": dg.MetadataValue.json(seeds),
+        "behaviour": dg.MetadataValue.md(behaviour_table({f"v{champion.version}": summary.behaviour.as_dict()})),
+        "path": dg.MetadataValue.path(summary.out_dir),
+    })
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
+              storage: StorageResource, rollout_batch: str | None) -> dg.Output:
+    """The meta-LLM's reading of the rollout trajectories: where the scaffold made memory go wrong,
+    each finding citing an episode and step (findings citing steps that do not exist are dropped).
+    The value is the diagnosis directory; a batch already diagnosed is read back, not asked again."""
+    if rollout_batch is None:
+        context.log.info("no rollouts this round (a pending candidate is resumed): nothing to diagnose")
+        return dg.Output(None, metadata={"outcome": "skipped"})
+    store = storage.storage()
+    batch = Path(rollout_batch)
+    version = json.loads((batch / "batch.json").read_text())["scaffold_version"]
+    scaffold = load_scaffold(game_family(game_of(context.partition_key)), version, store.scaffolds)
+    context.log.info(f"diagnosing {batch} (scaffold v{version})")
+    result, out = endpoints.run(lambda clients: diagnose_stage(batch, scaffold, clients, store, config.max_attempts),
+                                store.runs / "logs")
+    context.log.info(f"{len(result.findings)} findings, {len(result.dropped)} dropped: {out}")
+    return dg.Output(str(out), metadata={
+        "outcome": "diagnosed",
+        "summary": result.summary,
+        "findings": len(result.findings),
+        "dropped": len(result.dropped),
+        "attempts": len(result.attempts),
+        "diagnosis": dg.MetadataValue.md(result.to_markdown()),
+        "path": dg.MetadataValue.path(str(out)),
+    })
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "yaml"}, tags=TAGS)
+def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
+                       storage: StorageResource, diagnosis: str | None) -> dg.Output:
+    """The meta-LLM's revision of the champion, answering the diagnosis. An accepted patch is saved as
+    the next scaffold version, recorded in the lineage as pending, and added as a ``scaffold_version``
+    partition; a rejected one (no valid structural patch) materializes with its reason and leaves no
+    candidate. A candidate left pending by an earlier round is resumed instead of revising again."""
+    game = game_of(context.partition_key)
+    family = game_family(game)
+    store = storage.storage()
+    lineage = store.load_lineage(family)
+    champion = load_champion(family, store)
+    value = {"game": game, "parent": champion.version, "candidate": None, "diagnosis_dir": None, "revision_dir": None}
+    pending = pending_candidate(lineage)
+    if pending is not None:
+        diag_dir = lineage.record(pending).diagnosis
+        rev_dir = _revision_of(store, diag_dir)
+        key = ensure_version_partition(context.instance, family, pending)
+        context.log.info(f"resuming pending candidate v{pending} (an earlier round stopped before its decision)")
+        diff = rev_dir / "diff.md" if rev_dir else None
+        return dg.Output({**value, "outcome": "resumed", "candidate": pending, "diagnosis_dir": diag_dir,
+                          "revision_dir": str(rev_dir) if rev_dir else None}, metadata={
+            "outcome": "resumed",
+            "candidate": f"v{pending}",
+            "scaffold_version": key,
+            "diff": dg.MetadataValue.md(diff.read_text() if diff and diff.exists() else "(no diff stored)"),
+        })
+    if diagnosis is None:
+        raise dg.Failure(description=f"{game}: no diagnosis and no pending candidate (the pending one was decided "
+                                     "meanwhile); materialize the whole structure_round_job again")
+    diag = Diagnosis.load(Path(diagnosis))
+    context.log.info(f"asking the meta-LLM for a revision of v{champion.version}")
+    revision, out = endpoints.run(lambda clients: revise_stage(diag, Path(diagnosis), champion, clients, store,
+                                                               config.max_attempts, register=True), store.runs / "logs")
+    attempts = dg.MetadataValue.md("\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(revision.attempts, 1)))
+    value.update(diagnosis_dir=diagnosis, revision_dir=str(out))
+    if not revision.accepted:
+        context.log.warning(f"revision rejected: {revision.rejected_reason}")
+        return dg.Output({**value, "outcome": "rejected", "reason": revision.rejected_reason}, metadata={
+            "outcome": "rejected",
+            "reason": revision.rejected_reason,
+            "attempts": attempts,
+            "path": dg.MetadataValue.path(str(out)),
+        })
+    key = ensure_version_partition(context.instance, family, revision.version)
+    context.log.info(f"candidate v{revision.version}: {', '.join(revision.changes)}")
+    return dg.Output({**value, "outcome": "accepted", "candidate": revision.version}, metadata={
+        "outcome": "accepted",
+        "candidate": f"v{revision.version}",
+        "parent": f"v{champion.version}",
+        "scaffold_version": key,
+        "changes": dg.MetadataValue.md("\n".join(f"- {c}" for c in revision.changes)),
+        "attempts": attempts,
+        "diff": dg.MetadataValue.md(revision.diff_md),
+        "path": dg.MetadataValue.path(str(out)),
+    })
+
+
+def _revision_of(store: Storage, diagnosis_dir: str | None) -> Path | None:
+    """The revision directory the stages derive from a diagnosis; None for a diagnosis kept elsewhere."""
+    if not diagnosis_dir:
+        return None
+    try:
+        return revision_dir(store, Path(diagnosis_dir))
+    except ValueError:
+        return None
+
+
+def _stored_dir(path: str | None, file: str) -> Path | None:
+    """A stage directory to report from, when it holds ``file``."""
+    return Path(path) if path and (Path(path) / file).exists() else None
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "mlflow"}, tags=TAGS)
+def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
+                      candidate_evaluation: dict) -> dg.Output:
+    """The champion after the keep-or-rollback decision on the evaluation: the candidate is kept only
+    if its mean progression on the fixed seeds is strictly higher (AutoMem's rule). This is the only
+    place the champion pointer moves. Logs both evaluations to MLflow and plots progression by version.
+    A decision already taken (a retried promotion) is shown again, not taken twice."""
+    game = game_of(context.partition_key)
+    family = game_family(game)
+    store = storage.storage()
+    before = store.load_lineage(family).champion().version
+    version = candidate_evaluation.get("candidate")
+    if candidate_evaluation["outcome"] != "evaluated" or version is None:
+        reason = candidate_evaluation.get("reason") or "no candidate this round"
+        context.log.info(f"nothing to decide ({reason}): champion stays v{before}")
+        return dg.Output({"game": game, "decision": "no candidate", "champion": before}, metadata={
+            "decision": "no candidate", "reason": reason, "champion_before": before, "champion_after": before,
+            "lineage": dg.MetadataValue.md(code_block(render_tree(store.load_lineage(family)))),
+        })
+    candidate = summarize_batch(Path(candidate_evaluation["candidate_batch"]))
+    champion = summarize_batch(Path(candidate_evaluation["champion_batch"]))
+    record = load_decision(store, game, version)
+    tracker = None
+    if record is None:
+        record = decide_stage(game, version, candidate, champion, store)
+        tracker = mlflow.tracker()
+    else:
+        context.log.info(f"v{version} was already decided: showing that decision (MLflow runs were logged then)")
+    context.log.info(record.reason)
+    result = RoundResult(game, record.champion_before, version, None,
+                         _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"), None,
+                         _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"), candidate, champion, record)
+    report = report_round(result, store, tracker, candidate_evaluation["endpoints"], candidate_evaluation["eval_max_steps"])
+    decision = "kept" if record.keep else "rolled_back"
+    metadata = {
+        "decision": decision,
+        "reason": record.reason,
+        "candidate": f"v{version}",
+        "champion_before": record.champion_before,
+        "champion_after": record.champion_after,
+        "mean_difference": record.comparison["mean_difference"],
+        "stderr_difference": record.comparison["stderr_difference"],
+        "lineage": dg.MetadataValue.md(code_block(render_tree(store.load_lineage(family)))),
+    }
+    for role, run in report.runs.items():
+        metadata[f"mlflow_{role}_run"] = dg.MetadataValue.url(run.url)
+        context.log.info(f"MLflow {role} run: {run.url}")
+    if "progression" in report.plots:
+        metadata["progression_by_version"] = dg.MetadataValue.md(
+            png_markdown(report.plots["progression"], f"{game}: progression by scaffold version"))
+    return dg.Output({**asdict(record), "decision": decision}, metadata=metadata)

@@ -1,0 +1,25 @@
+"""The structure domain's definitions."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from automem_dagster.defs.structure.assets import (
+    champion_scaffold,
+    diagnosis,
+    rollout_batch,
+    scaffold_candidate,
+    scaffold_version,
+)
+from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
+from automem_dagster.defs.structure.schedules import weekly_structure_round
+from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor
+
+
+def structure_definitions() -> dg.Definitions:
+    return dg.Definitions(
+        assets=[scaffold_version, rollout_batch, diagnosis, scaffold_candidate, champion_scaffold],
+        jobs=[structure_round_job, promote_job],
+        sensors=[evaluation_gate_sensor, next_round_sensor],
+        schedules=[weekly_structure_round],
+    )

@@ -1,0 +1,242 @@
+"""Dagster definitions: they load, and whole rounds materialize in-process on real Crafter.
+
+Every model is one scripted OpenAI-compatible server (as in test_structure_round): the game
+model plays ``do`` only when the PLAN prompt carries ``WIN-MARKER``, so a patch adding the
+marker makes a candidate that really wins on the evaluation seeds. Storage, lineage and the
+MLflow store live in tmp_path; the budget is 2 episodes of 3 (rollouts) and 10 (evaluation) steps.
+"""
+
+import json
+import shutil
+from datetime import UTC, datetime
+
+import dagster as dg
+import pytest
+import yaml
+
+from automem_dagster.defs import defs
+from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.partitions import game_of, game_partitions, parse_version_key
+from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.evaluation.assets import candidate_evaluation
+from automem_dagster.defs.evaluation.checks import evaluation_gate
+from automem_dagster.defs.structure.assets import (
+    champion_scaffold,
+    diagnosis,
+    rollout_batch,
+    scaffold_candidate,
+    scaffold_version,
+)
+from automem_dagster.defs.structure.schedules import weekly_structure_round
+from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor
+from automem_dagster.loop.structure import diagnosis_seeds
+from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.rollout import episode_id
+from automem_dagster.scaffold import load_scaffold
+
+ROUND = [rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation, champion_scaffold, evaluation_gate]
+RUN_CONFIG = dg.RunConfig(ops={"rollout_batch": RoundConfig(rollout_max_steps=3)})
+GAME_RULES = [
+    {"match": "Phase: LOG", "reply": "<|DONE|>"},
+    {"match": "WIN-MARKER", "reply": "<|ACTION|>do<|END|>"},
+    {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"},
+]
+
+
+# --- the definitions -------------------------------------------------------------------------
+
+def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
+    dg.Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {
+        "scaffold_version", "rollout_batch", "diagnosis", "scaffold_candidate", "candidate_evaluation",
+        "champion_scaffold"}
+    assert dg.AssetCheckKey(dg.AssetKey("candidate_evaluation"), "evaluation_gate") in graph.asset_check_keys
+    round_job = defs.resolve_job_def("structure_round_job")
+    assert {n.name for n in round_job.all_node_defs} == {
+        "rollout_batch", "diagnosis", "scaffold_candidate", "candidate_evaluation", "candidate_evaluation_evaluation_gate"}
+    assert {n.name for n in defs.resolve_job_def("promote_job").all_node_defs} == {"champion_scaffold"}
+    assert evaluation_gate_sensor.job_name == "promote_job"
+    assert next_round_sensor.job_name == "structure_round_job"
+    assert next_round_sensor.default_status == dg.DefaultSensorStatus.STOPPED
+    assert defs.resolve_sensor_def("evaluation_gate_sensor") and defs.resolve_sensor_def("next_round_sensor")
+    groups = {str(k.to_user_string()): g for k, g in defs.resolve_assets_def("rollout_batch").group_names_by_key.items()}
+    assert groups == {"rollout_batch": "structure"}
+    assert defs.resolve_assets_def("candidate_evaluation").group_names_by_key[dg.AssetKey("candidate_evaluation")] == \
+        "evaluation"
+    assert game_partitions.get_partition_keys() == ["crafter", "minihack-Corridor-R3", "nethack"]
+    assert [game_of(k) for k in game_partitions.get_partition_keys()] == ["crafter", "minihack:Corridor-R3", "nethack"]
+    assert parse_version_key("minihack-v12") == ("minihack", 12)
+
+
+def test_weekly_schedule_starts_one_round_per_game():
+    schedule = defs.resolve_schedule_def("weekly_structure_round")
+    assert schedule.cron_schedule == "0 3 * * 1" and schedule.job_name == "structure_round_job"
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    context = dg.build_schedule_context(scheduled_execution_time=datetime(2025, 1, 6, 3, tzinfo=UTC),
+                                       repository_def=defs.get_repository_def())
+    requests = weekly_structure_round.evaluate_tick(context).run_requests
+    assert [r.partition_key for r in requests] == ["crafter", "minihack-Corridor-R3", "nethack"]
+    assert len({r.run_key for r in requests}) == 3
+
+
+def test_gate_sensor_requests_one_promotion_per_evaluated_game(tmp_path):
+    """Evaluations of several games between two ticks each get a promotion; one without a candidate none."""
+    instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path))
+    for game, outcome in (("crafter", "evaluated"), ("minihack-Corridor-R3", "no candidate"), ("nethack", "evaluated")):
+        instance.report_runless_asset_event(dg.AssetMaterialization(
+            "candidate_evaluation", partition=game, metadata={"outcome": outcome}))
+    first = evaluation_gate_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert [r.partition_key for r in first.run_requests] == ["crafter", "nethack"]
+    assert all(r.run_key.startswith("promote-") for r in first.run_requests)
+    again = evaluation_gate_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=first.cursor,
+                                                                         definitions=defs))
+    assert again.run_requests == [] and again.cursor == first.cursor
+
+
+# --- whole rounds, in process -----------------------------------------------------------------
+
+@pytest.fixture
+def storage(tmp_path):
+    scaffolds = tmp_path / "scaffolds"
+    shutil.copytree(SCAFFOLDS, scaffolds)
+    return StorageResource(runs=str(tmp_path / "runs"), scaffolds=str(scaffolds), lineage=str(tmp_path / "lineage"))
+
+
+def meta_rules(storage: StorageResource, patches: list[str]) -> list[dict]:
+    store = storage.storage()
+    seed = diagnosis_seeds(RUN_CONFIG.ops["rollout_batch"].settings("crafter"), store.load_lineage("crafter"), store)[0]
+    reply = {"summary": "The agent never acts on what it sees and idles every step.", "findings": [
+        {"episode": episode_id("crafter", seed), "step": 1, "kind": "stuck", "what_happened": "noop again",
+         "scaffold_cause": "the plan prompt does not push for interaction", "proposed_change": "warn when stuck"}]}
+    return [{"match": "Diagnose this batch", "reply": json.dumps(reply)},
+            {"match": "Propose one patch", "replies": patches}]
+
+
+def winning_patch() -> str:
+    plan = load_scaffold("crafter", 0).plan_prompt
+    return json.dumps({"signals": {"stuck": {"enabled": True, "repeats": 2}},
+                       "plan_prompt": plan + " WIN-MARKER: face a resource and use do.",
+                       "rationale": "Finding 1: the agent idles; a stuck warning and a plan prompt that asks to interact."})
+
+
+@pytest.fixture(scope="module")
+def mlflow_store(tmp_path_factory) -> MlflowResource:
+    """One tracking store for the module: creating an MLflow sqlite schema takes seconds."""
+    root = tmp_path_factory.mktemp("mlflow")
+    return MlflowResource(tracking_uri=f"sqlite:///{root}/mlflow.db", artifact_root=str(root / "artifacts"))
+
+
+@pytest.fixture
+def resources(tmp_path, storage, mlflow_store):
+    """Factory: the resources of a round whose every endpoint is ``server``."""
+
+    def make(server) -> dict:
+        endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
+        path = tmp_path / f"endpoints-{server.port}.yaml"
+        path.write_text(yaml.safe_dump({"game": {"name": "game", **endpoint}, "meta": {"name": "meta", **endpoint}}))
+        return {"endpoints": LLMEndpointsResource(endpoints_file=str(path)), "storage": storage, "mlflow": mlflow_store}
+
+    return make
+
+
+def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
+    [event] = result.asset_materializations_for_node(asset)
+    return {k: v.value for k, v in event.metadata.items()}
+
+
+def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, resources, mlflow_store):
+    server = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
+    instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster"))
+    res = resources(server)
+    result = dg.materialize(ROUND, partition_key="crafter", resources=res, instance=instance, run_config=RUN_CONFIG)
+
+    assert result.success
+    assert metadata(result, "rollout_batch")["episodes"] == 2
+    assert metadata(result, "diagnosis")["findings"] == 1
+    candidate = metadata(result, "scaffold_candidate")
+    assert candidate["outcome"] == "accepted" and "stuck.enabled False -> True" in candidate["diff"]
+    evaluation = metadata(result, "candidate_evaluation")
+    assert evaluation["candidate_mean"] > evaluation["champion_mean"] == 0.0
+    assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in evaluation["progression"]
+    [gate] = result.get_asset_check_evaluations()
+    assert gate.check_name == "evaluation_gate" and gate.passed
+    assert gate.metadata["difference"].value > 0 and "kept" in gate.metadata["reason"].value
+    champion = metadata(result, "champion_scaffold")
+    assert champion["decision"] == "kept" and (champion["champion_before"], champion["champion_after"]) == (0, 1)
+    assert champion["mlflow_candidate_run"].startswith("http") and "/runs/" in champion["mlflow_candidate_run"]
+    assert "data:image/png;base64," in champion["progression_by_version"] and "[champion]" in champion["lineage"]
+
+    # The files say the same: champion pointer moved, v1 saved, MLflow has both runs.
+    assert storage.storage().load_lineage("crafter").champion().version == 1
+    assert {"crafter-v0", "crafter-v1"} <= set(instance.get_dynamic_partitions("scaffold_versions"))
+    client = mlflow_store.tracker().client
+    tags = {role: client.get_run(champion[f"mlflow_{role}_run"].rsplit("/", 1)[1]).data.tags
+            for role in ("candidate", "champion")}
+    assert tags["candidate"]["automem.decision"] == "kept" and tags["candidate"]["automem.version"] == "1"
+    assert tags["champion"]["automem.version"] == "0"
+
+    # The new version's partition shows its YAML and fate.
+    version = dg.materialize([scaffold_version], partition_key="crafter-v1", resources=res, instance=instance)
+    shown = metadata(version, "scaffold_version")
+    assert shown["decision"] == "kept" and shown["champion"] is True and "WIN-MARKER" in shown["scaffold"]
+
+    # The sensors react to this instance's materializations: promote the evaluated game, then
+    # (opt-in) start its next round because the candidate was kept.
+    gate_tick = evaluation_gate_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert [(r.partition_key, r.run_key.startswith("promote-")) for r in gate_tick.run_requests] == [("crafter", True)]
+    next_tick = next_round_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert [r.partition_key for r in next_tick.run_requests] == ["crafter"]
+
+    # A retried promotion shows the recorded decision instead of deciding twice.
+    again = dg.materialize(ROUND, partition_key="crafter", resources=res, instance=instance,
+                           selection=[champion_scaffold])
+    assert metadata(again, "champion_scaffold")["decision"] == "kept"
+    assert storage.storage().load_lineage("crafter").champion().version == 1
+
+
+def test_a_rejected_revision_finishes_the_graph_and_keeps_the_champion(tmp_path, storage, scripted, resources):
+    bad = ["not json at all", json.dumps({"rationale": "Only wording changes here, nothing structural at all."})]
+    server = scripted(meta_rules(storage, bad) + GAME_RULES)
+    instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster"))
+    result = dg.materialize(ROUND, partition_key="crafter", resources=resources(server),
+                            instance=instance, run_config=RUN_CONFIG)
+
+    assert result.success
+    candidate = metadata(result, "scaffold_candidate")
+    assert candidate["outcome"] == "rejected" and candidate["reason"].startswith("no valid revision in 3 attempts")
+    assert metadata(result, "candidate_evaluation")["outcome"] == "no candidate"
+    champion = metadata(result, "champion_scaffold")
+    assert champion["decision"] == "no candidate" and champion["champion_before"] == champion["champion_after"] == 0
+    [gate] = result.get_asset_check_evaluations()
+    assert not gate.passed and gate.severity == dg.AssetCheckSeverity.WARN
+    lineage = storage.storage().load_lineage("crafter")
+    assert lineage.champion().version == 0 and [r.version for r in lineage.versions] == [0]
+    assert "crafter-v1" not in instance.get_dynamic_partitions("scaffold_versions")
+    context = dg.build_sensor_context(instance=instance, definitions=defs)
+    assert evaluation_gate_sensor.evaluate_tick(context).run_requests == []
+
+
+def test_a_round_that_failed_in_evaluation_is_resumed_by_the_next_one(tmp_path, storage, scripted, resources):
+    """v1 is left pending by an endpoint failure; the next round skips rollouts and diagnosis and finishes v1."""
+    win_then_fail = json.loads(winning_patch())
+    win_then_fail["plan_prompt"] += " FAIL-MARKER"
+    failing = scripted(meta_rules(storage, [json.dumps(win_then_fail)]) + [{"match": "FAIL-MARKER", "status": 400}]
+                       + GAME_RULES)
+    instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster"))
+    first = dg.materialize(ROUND, partition_key="crafter", resources=resources(failing),
+                           instance=instance, run_config=RUN_CONFIG, raise_on_error=False)
+    assert not first.success and metadata(first, "scaffold_candidate")["outcome"] == "accepted"
+    lineage = storage.storage().load_lineage("crafter")
+    assert lineage.champion().version == 0 and lineage.record(1).decision is None
+
+    healed = scripted(GAME_RULES)
+    second = dg.materialize(ROUND, partition_key="crafter", resources=resources(healed),
+                            instance=instance, run_config=RUN_CONFIG)
+    assert second.success
+    assert metadata(second, "rollout_batch")["outcome"] == "skipped"
+    assert metadata(second, "diagnosis")["outcome"] == "skipped"
+    resumed = metadata(second, "scaffold_candidate")
+    assert resumed["outcome"] == "resumed" and resumed["candidate"] == "v1" and "WIN-MARKER" in resumed["diff"]
+    assert metadata(second, "champion_scaffold")["decision"] == "kept"
+    assert storage.storage().load_lineage("crafter").champion().version == 1
