@@ -275,7 +275,10 @@ async def run_round(settings: RoundSettings, clients: Clients, storage: Storage 
     champion = champion_scaffold(family, storage)
     pending = pending_candidate(lineage)
     if pending is not None:
-        result = RoundResult(settings.game, champion.version, pending, None, None, None, None,
+        diagnosis = lineage.record(pending).diagnosis
+        diag_dir = Path(diagnosis) if diagnosis else None
+        result = RoundResult(settings.game, champion.version, pending, None, diag_dir, None,
+                             revision_dir(storage, diag_dir) if diag_dir else None,
                              notes=[f"resumed pending candidate v{pending} of an earlier round"])
         say(f"resuming pending candidate v{pending} (an earlier round stopped before its decision)")
     else:
