@@ -41,6 +41,7 @@ from automem_dagster.rollout import BatchSummary, RolloutError, RolloutSpec, run
 from automem_dagster.rollout.seeds import training_seeds
 from automem_dagster.scaffold import ScaffoldError
 from automem_dagster.scaffold.lineage import LineageError, render_tree
+from automem_dagster.scaffold.model import GAME_FAMILIES
 from automem_dagster.tracking import Tracker, TrackingError, default_tracking_uri
 
 DEMO_GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
@@ -338,8 +339,9 @@ def evaluation_metrics(summary: BatchSummary) -> dict:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    lineage = STORAGE.load_lineage(game_family(args.game))
-    Console().print(render_tree(lineage))
+    family = args.game if args.game in GAME_FAMILIES else game_family(args.game)
+    lineage = STORAGE.load_lineage(family)
+    Console().print(render_tree(lineage), markup=False, highlight=False)
     champion = lineage.champion()
     Console().print(f"champion: v{champion.version} since {champion.since:%Y-%m-%d %H:%M} UTC ({lineage.path})")
     return 0

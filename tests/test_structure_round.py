@@ -143,3 +143,17 @@ def test_a_failure_halfway_leaves_the_champion_and_the_next_round_finishes_it(st
     assert "resumed pending candidate v1" in result.notes[0] and result.revision is None
     assert result.outcome == "kept" and storage.load_lineage("crafter").champion().version == 1
     assert lineage_file.read_bytes() != before
+
+
+def test_lineage_command_shows_the_tree(storage, scripted, monkeypatch, capsys):
+    from automem_dagster import cli
+
+    server = scripted(meta_rules(storage, patch_reply("WIN-MARKER")) + GAME_RULES)
+    run(storage, server)
+    monkeypatch.setattr(cli, "STORAGE", storage)
+    assert cli.main(["lineage", "--game", "crafter"]) == 0
+    out = capsys.readouterr().out
+    assert "v1  kept" in out and "[champion]" in out and "champion: v1 since" in out
+    assert cli.main(["lineage", "--game", "minihack"]) == 0          # a family name, no task needed
+    assert "v0  baseline" in capsys.readouterr().out
+    assert cli.main(["lineage", "--game", "chess"]) == 2
