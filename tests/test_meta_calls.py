@@ -95,3 +95,19 @@ def test_a_rejected_patch_is_asked_again_with_its_reason(tmp_path, scripted):
     assert revision.changes == ["operations enabled: ['UPSERT']"]
     out = revision.save(tmp_path / "rev")
     assert "- UPSERT" in (out / "candidate.yaml").read_text()
+
+
+def test_a_prompt_over_the_context_is_compressed_further_and_sent_again(tmp_path, scripted):
+    batch = tmp_path / "batch"
+    write_episode(batch / "trajectories", "crafter__seed7", 40)
+    reply = json.dumps({"summary": "It idled for the whole episode.", "findings": [
+        {"episode": "crafter__seed7", "step": 3, "kind": "stuck", "what_happened": "noop", "scaffold_cause": "no warning",
+         "proposed_change": "enable the stuck signal"}]})
+    # The server refuses any prompt still holding step 30 verbatim, as a server refuses a prompt over its context.
+    server = scripted([{"match": "--- step 30", "status": 400,
+                        "error": "request (4140 tokens) exceeds the available context size (4096 tokens)"},
+                       {"match": "Diagnose this batch", "reply": reply}])
+    result = asyncio.run(diagnose(batch, load_scaffold("crafter", 0), _client(server, context_tokens=8192),
+                                  tmp_path / "out"))
+    assert len(result.attempts) == 1 and result.findings[0]["step"] == 3
+    assert any("over the budget" in note for note in result.compression_notes)

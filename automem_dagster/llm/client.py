@@ -10,6 +10,7 @@ with exponential backoff a bounded number of times.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass
 
@@ -27,6 +28,14 @@ _TRANSIENT = (
 
 class EndpointError(RuntimeError):
     """An endpoint could not produce a completion; the message says which and what to do."""
+
+
+class ContextOverflow(EndpointError):
+    """The prompt did not fit the endpoint's context: the caller can send a shorter one."""
+
+
+# How llama.cpp, vLLM and OpenAI word a prompt longer than the context window (HTTP 400).
+_OVERFLOW = re.compile(r"context (size|length|window)|context_length_exceeded|maximum context", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,8 @@ class LLMClient:
                     ) from exc
                 await asyncio.sleep(cfg.backoff_s * 2 ** (attempt - 1))
             except openai.APIStatusError as exc:
+                if exc.status_code == 400 and _OVERFLOW.search(str(exc)):
+                    raise ContextOverflow(f"endpoint {cfg.name!r}: the prompt exceeds its context ({_short(str(exc))})") from exc
                 raise EndpointError(
                     f"endpoint {cfg.name!r} refused the request with HTTP {exc.status_code}: "
                     f"{_short(str(exc))}; check model name, API key variable and request options"

@@ -6,7 +6,8 @@ use it as an instant endpoint to measure the harness's own overhead. It speaks t
 ``/v1/chat/completions`` protocol as the real servers and runs as its own process on
 127.0.0.1, started and stopped by PID like the embedded server.
 
-Rules file (JSON): ``[{"match": "substring", "reply": "text"} | {"match": "...", "status": 500}]``.
+Rules file (JSON): ``[{"match": "substring", "reply": "text"} | {"match": "...", "status": 500}]``
+(a failing rule may carry ``"error": "message"``, e.g. a server's context-overflow wording).
 The first rule whose ``match`` occurs in the request's messages (all of them, joined) wins;
 a rule may carry ``"replies": [...]`` to cycle through several texts, and ``"delay_s"`` to
 answer after a pause (a stand-in for model latency in tests and benchmarks).
@@ -40,7 +41,7 @@ class _Rules:
                 if rule.get("match", "") in text:
                     delay = float(rule.get("delay_s", 0.0))
                     if "status" in rule:
-                        return int(rule["status"]), "", delay
+                        return int(rule["status"]), rule.get("error", f"scripted failure {rule['status']}"), delay
                     replies = rule.get("replies") or [rule.get("reply", "")]
                     reply = replies[self.counters[i] % len(replies)]
                     self.counters[i] += 1
@@ -77,7 +78,7 @@ def make_handler(rules: _Rules):
             status, reply, delay = rules.answer(body)
             time.sleep(delay)
             if status != 200:
-                self._send(status, {"error": {"message": f"scripted failure {status}", "type": "server_error"}})
+                self._send(status, {"error": {"message": reply, "type": "server_error"}})
                 return
             prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
             self._send(200, {

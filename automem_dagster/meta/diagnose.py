@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from automem_dagster.atomic import write_json_atomic, write_text_atomic
 from automem_dagster.datafiles import parse_json_reply
-from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.client import ContextOverflow, LLMClient
 from automem_dagster.meta.compress import estimate_tokens, render_for_diagnosis
 from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, collect_evidence, tally
 from automem_dagster.meta.replies import Attempt
@@ -30,6 +30,8 @@ from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.scaffold.model import Scaffold
 
 MAX_ATTEMPTS = 3
+MIN_BUDGET = 200
+"""Estimated tokens below which the rendered batch would say too little to diagnose from."""
 INPUT_SHARE = 0.5
 """Share of the context left for the rendered batch after the reply and the fixed prompt: the
 chars/4 estimate undercounts ASCII maps, so half is the margin that keeps the call in context."""
@@ -179,17 +181,27 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
             f"Evidence computed from the trajectories:\n{digest}\n\nTrajectories:\n")
     cfg = client.config
     budget = int((cfg.context_tokens - cfg.max_tokens - estimate_tokens(SYSTEM_PROMPT + head)) * INPUT_SHARE)
-    if budget < 200:
+    if budget < MIN_BUDGET:
         raise DiagnosisError(f"endpoint {cfg.name!r}: context_tokens {cfg.context_tokens} leaves no room for trajectories "
                              f"after max_tokens {cfg.max_tokens} and the scaffold; raise context_tokens or lower max_tokens")
-    rendered = render_for_diagnosis(paths, evidence, budget)
     ask = ("\n\nDiagnose this batch: a summary, then findings that each cite an episode and a step shown above, "
            "the scaffold part that caused it, and a proposed scaffold change.")
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": head + rendered.text + ask}]
     schema = reply_schema(evidence)
+    rendered = render_for_diagnosis(paths, evidence, budget)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": head + rendered.text + ask}]
     attempts: list[Attempt] = []
-    for _ in range(max_attempts):
-        completion = await client.complete(messages, json_schema=schema)
+    while len(attempts) < max_attempts:
+        try:
+            completion = await client.complete(messages, json_schema=schema)
+        except ContextOverflow as exc:
+            # chars/4 underestimates dense text such as ASCII maps: render again in half the budget.
+            if budget // 2 < MIN_BUDGET:
+                raise DiagnosisError(f"{exc}, even with the trajectories compressed to ~{budget} estimated tokens: "
+                                     f"raise the endpoint's context (context_tokens, embedded_ctx_per_slot)") from exc
+            budget //= 2
+            rendered = render_for_diagnosis(paths, evidence, budget)
+            messages[1]["content"] = head + rendered.text + ask
+            continue
         reply, error = parse_json_reply(completion.text, DiagnosisReply)
         if reply is not None:
             kept, dropped = check_citations(reply, evidence)
