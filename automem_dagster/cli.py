@@ -13,11 +13,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError, load_endpoints
-from automem_dagster.llm.session import connect
+from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.report import RoundReport, evaluation_run, report_round
 from automem_dagster.loop.structure import (
     RoundError,
@@ -68,21 +69,24 @@ def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpe
     seeds = args.seeds or list(range(42, 42 + args.episodes))
     if args.seeds and args.episodes not in (None, len(seeds)):
         raise argparse.ArgumentTypeError(f"--episodes {args.episodes} does not match the {len(seeds)} seeds given")
+    agent, window = getattr(args, "agent", "memory"), getattr(args, "window", DEFAULT_WINDOW)
     specs = []
     for game in games:
         scaffold = resolve_scaffold(game, args.scaffold, STORAGE)
         out = Path(args.out) / slug(game) if args.out and len(games) > 1 else args.out
         specs.append(RolloutSpec(game, scaffold, seeds, args.max_steps,
                                  Path(out) if out else batch_dir(RUNS, "rollouts", game, scaffold.version, seeds,
-                                                                 args.max_steps),
-                                 concurrency=args.concurrency))
+                                                                 args.max_steps, agent, window),
+                                 concurrency=args.concurrency, agent=agent, window=window))
     return specs
 
 
 @asynccontextmanager
-async def session(endpoints_path: Path):
-    """Live clients and a progress callback for episodes; the embedded server is stopped on exit."""
-    config = load_endpoints(endpoints_path)
+async def session(endpoints_path: Path, needs_model: bool = True):
+    """Live clients and a progress callback for episodes; the embedded server is stopped on exit.
+
+    Without ``needs_model`` (the random baseline) no endpoint is read or started and there are no clients."""
+    config = load_endpoints(endpoints_path) if needs_model else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
         tasks: dict[str, int] = {}
@@ -92,12 +96,15 @@ async def session(endpoints_path: Path):
                 tasks[eid] = bar.add_task(eid, total=None)
             bar.update(tasks[eid], completed=steps, total=steps if finished else None)
 
+        if config is None:
+            yield Clients(None, None, None), progress
+            return
         async with connect(config, RUNS / "logs") as clients:
             yield clients, progress
 
 
 async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
-    async with session(endpoints_path) as (clients, progress):
+    async with session(endpoints_path, needs_model=any(s.agent != "random" for s in specs)) as (clients, progress):
         return [await run_batch(spec, clients, progress) for spec in specs]
 
 
@@ -134,6 +141,13 @@ def _add_common_args(p: argparse.ArgumentParser, max_steps: int) -> None:
     p.add_argument("--out", type=Path, default=None, help="output directory (default: derived from the settings)")
 
 
+def _add_agent_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", choices=AGENTS, default="memory",
+                   help="memory (the scaffold's agent, default) or a baseline without memory: random, window, cot")
+    p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
+                   help=f"steps of history in context for the window and cot baselines (default {DEFAULT_WINDOW})")
+
+
 def _add_round_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--game", required=True, help="crafter, nethack or minihack:<Task>")
     p.add_argument("--episodes", type=int, default=4, help="training-seed episodes to diagnose (default 4)")
@@ -154,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rollout_args(rollout, with_game=True)
     rollout.add_argument("--training", action="store_true",
                          help="draw --episodes seeds from the training range (disjoint from evaluation seeds)")
+    _add_agent_args(rollout)
     demo = sub.add_parser("demo", help="short rollouts on Crafter, MiniHack and NetHack, then one structure-loop round")
     _add_rollout_args(demo, with_game=False)
     demo.set_defaults(max_steps=12)
@@ -180,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="also evaluate the champion, then keep or roll back this pending candidate")
     evaluate.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     _add_common_args(evaluate, max_steps=50)
+    _add_agent_args(evaluate)
     lineage = sub.add_parser("lineage", help="the version tree of a game family with decisions and scores")
     lineage.add_argument("--game", required=True, help="crafter, minihack or nethack (or a minihack:<Task>)")
     return parser
@@ -299,15 +315,20 @@ def cmd_propose(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    baseline = args.agent != "memory"
+    if baseline and args.decide:
+        raise argparse.ArgumentTypeError(f"--decide keeps or rolls back a scaffold candidate; the {args.agent} "
+                                         "baseline has none: drop --decide")
     scaffold = resolve_scaffold(args.game, args.scaffold, STORAGE)
     settings = RoundSettings(args.game, eval_max_steps=args.max_steps, eval_episodes=args.eval_episodes,
                              concurrency=args.concurrency)
     seeds = settings.eval_seed_list(STORAGE.seeds_file)
 
     async def go():
-        async with session(args.endpoints) as (clients, progress):
+        async with session(args.endpoints, needs_model=args.agent != "random") as (clients, progress):
             summary = await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, STORAGE,
-                                           args.concurrency, progress, out=args.out)
+                                           args.concurrency, progress, out=args.out, agent=args.agent,
+                                           window=args.window)
             champion = None
             if args.decide:
                 champion = await evaluate_stage(args.game, champion_scaffold(scaffold.game, STORAGE), seeds,
@@ -321,8 +342,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if champion is None:
         # A scaffold given as a file has no version in the project's lineage to file the run under.
         if tracker is not None and (args.scaffold.removeprefix("v").isdigit() or args.scaffold == "champion"):
-            run = tracker.log_evaluation(evaluation_run(args.game, summary, scaffold.version, "evaluation", described,
-                                                        STORAGE, args.max_steps))
+            windowed = {"window": args.window} if args.agent in WINDOWED else {}
+            run = tracker.log_evaluation(evaluation_run(args.game, summary, scaffold.version,
+                                                        "baseline" if baseline else "evaluation", described,
+                                                        STORAGE, args.max_steps, agent=args.agent, **windowed))
             Console().print(f"MLflow: {run.url}")
         return 0
     decision = decide_stage(args.game, scaffold.version, summary, champion, STORAGE)

@@ -26,7 +26,8 @@ BEHAVIOUR = {
     "model_s_per_step": 0.7,
 }
 
-ALLOWED_PARAMS = {"version", "parent", "content_hash", "game", "seeds", "n_seeds", "max_steps", "role", "round_id"}
+ALLOWED_PARAMS = {"version", "parent", "content_hash", "game", "seeds", "n_seeds", "max_steps", "role", "round_id", "agent",
+                  "window"}
 ENDPOINT_FIELDS = {"name", "model", "base_url", "constrained", "temperature", "lora_id"}
 
 

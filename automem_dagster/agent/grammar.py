@@ -123,3 +123,11 @@ def action_rule(actions: list[str]) -> str:
 def action_grammar(actions: list[str]) -> str:
     """The game model's turn in two-model mode: exactly one action."""
     return f"root ::= action\n{action_rule(actions)}\n"
+
+
+def reasoning_grammar(actions: list[str], max_chars: int) -> str:
+    """A chain-of-thought turn: one line of at most ``max_chars`` characters of reasoning, then one action.
+
+    The reasoning cannot contain ``<`` so it cannot start a token of its own, nor run on
+    past its bound (the same length rule as every other free-text rule here)."""
+    return f'root ::= thought "\\n" action\nthought ::= [^<\\n]{{1,{max_chars}}}\n{action_rule(actions)}\n'

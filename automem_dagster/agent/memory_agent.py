@@ -208,7 +208,7 @@ class MemoryAgent:
                          {"role": "user", "content": prompts.results_message(_result_lines(turn))}]
         if two_model:
             action_turn = await self._game_action(step, observation, warnings, consulted)
-            return [*turns, action_turn], self._resolve(action_turn)
+            return [*turns, action_turn], resolve_action(action_turn, self.parse_action)
         turn.errors.append("the PLAN phase ended without an ACTION; the action is read from the text or defaulted")
         return turns, self.parse_action(comp.text)
 
@@ -221,12 +221,6 @@ class MemoryAgent:
         turn.errors += parse_ops(comp.text).errors
         return turn
 
-    def _resolve(self, turn: TurnRecord) -> ParsedAction:
-        action = parse_ops(turn.text).action
-        if action is None:
-            turn.errors.append("no <|ACTION|>...<|END|> in the game model's reply; the action is read from the text")
-        return self.parse_action(action if action is not None else turn.text)
-
     # -- memory -----------------------------------------------------------------------------
 
     def _writable(self) -> list[str]:
@@ -238,6 +232,15 @@ class MemoryAgent:
             return OpRecord(format_op(op), False, f"{op.name.value} is not enabled in this scaffold")
         res = self.store.execute(op, phase=phase)
         return OpRecord(format_op(op), res.ok, res.text, res.redundant, res.empty, res.changed)
+
+
+def resolve_action(turn: TurnRecord, parse_action) -> ParsedAction:
+    """The action of a turn that should hold ``<|ACTION|>a<|END|>``: taken from the token when there is
+    one, else read from the whole text; ``parse_action`` falls back to the game's default with a note."""
+    action = parse_ops(turn.text).action
+    if action is None:
+        turn.errors.append("no <|ACTION|>...<|END|> in the game model's reply; the action is read from the text")
+    return parse_action(action if action is not None else turn.text)
 
 
 def _result_lines(turn: TurnRecord) -> list[str]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from automem_dagster.agent.baselines import DEFAULT_WINDOW, WINDOWED
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
@@ -80,10 +81,16 @@ def slug(game: str) -> str:
     return game.replace(":", "-")
 
 
-def batch_dir(root: Path, kind: str, game: str, version: int, seeds: list[int], max_steps: int) -> Path:
-    """The directory of a batch, determined by its settings, so the same settings resume it."""
+def batch_dir(root: Path, kind: str, game: str, version: int, seeds: list[int], max_steps: int,
+              agent: str = "memory", window: int = DEFAULT_WINDOW) -> Path:
+    """The directory of a batch, determined by its settings, so the same settings resume it.
+
+    A memory-agent batch sits under its scaffold version (``.../v3/...``); a baseline, which
+    uses no scaffold, under its own name (``.../random/...``, ``.../window/...-window8``)."""
     name = f"steps{max_steps}-seeds{seeds[0]}-{seeds[-1]}-n{len(seeds)}"
-    return Path(root) / kind / slug(game) / f"v{version}" / name
+    if agent == "memory":
+        return Path(root) / kind / slug(game) / f"v{version}" / name
+    return Path(root) / kind / slug(game) / agent / (name + (f"-window{window}" if agent in WINDOWED else ""))
 
 
 def champion_scaffold(family: str, storage: Storage) -> Scaffold:
@@ -173,11 +180,12 @@ def pending_candidate(lineage: Lineage) -> int | None:
 
 async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, clients: Clients,
                          storage: Storage, concurrency: int = 2, progress: Progress | None = None,
-                         out: Path | None = None) -> BatchSummary:
-    """Play ``scaffold`` on the evaluation ``seeds``; a batch already played is reused, so the
-    champion is evaluated once per seed set and step budget, not once per round."""
-    out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps)
-    return await run_batch(RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency), clients, progress)
+                         out: Path | None = None, agent: str = "memory", window: int = DEFAULT_WINDOW) -> BatchSummary:
+    """Play ``scaffold`` (or the baseline ``agent``) on the evaluation ``seeds``; a batch already
+    played is reused, so the champion is evaluated once per seed set and step budget, not once per round."""
+    out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps, agent, window)
+    spec = RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window)
+    return await run_batch(spec, clients, progress)
 
 
 def per_seed(summary: BatchSummary) -> dict[int, float]:

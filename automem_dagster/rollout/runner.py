@@ -22,9 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from automem_dagster.agent import MemoryAgent
+from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.games import make_game
-from automem_dagster.games.base import state_record
+from automem_dagster.games import game_family, make_game
+from automem_dagster.games.base import Game, state_record
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
@@ -39,12 +40,28 @@ class RolloutError(RuntimeError):
 
 @dataclass
 class RolloutSpec:
+    """A batch. ``agent`` is ``memory`` (the scaffold's LOG + PLAN agent) or a baseline
+    (``random``, ``window``, ``cot``); a baseline keeps the scaffold only to name the game
+    family and the batch, and ``window`` is the history length of ``window`` and ``cot``."""
+
     game: str
     scaffold: Scaffold
     seeds: list[int]
     max_steps: int
     out_dir: Path
     concurrency: int = 2
+    agent: str = "memory"
+    window: int = DEFAULT_WINDOW
+
+    def __post_init__(self) -> None:
+        if self.agent not in AGENTS:
+            raise ValueError(f"agent {self.agent!r}: expected one of {', '.join(AGENTS)}")
+        if self.window < 0:
+            raise ValueError(f"window {self.window}: the history length must be 0 or more steps")
+
+    def agent_settings(self) -> dict:
+        """The agent as batch.json and trajectory headers record it."""
+        return {"agent": self.agent, **({"window": self.window} if self.agent in WINDOWED else {})}
 
     def manifest(self, clients: Clients) -> dict:
         return {
@@ -54,7 +71,9 @@ class RolloutSpec:
             "scaffold_hash": content_hash(self.scaffold),
             "seeds": list(self.seeds),
             "max_steps": self.max_steps,
-            "two_model": clients.memory is not None,
+            # Only the memory agent uses a memory endpoint; a baseline plays with the game model alone.
+            "two_model": self.agent == "memory" and clients.memory is not None,
+            **self.agent_settings(),
         }
 
 
@@ -64,8 +83,11 @@ Progress = Callable[[str, int, bool], None]
 
 def _check_manifest(path: Path, manifest: dict) -> None:
     if path.exists():
-        previous = json.loads(path.read_text())
-        keys = ("game", "scaffold_hash", "max_steps", "two_model")
+        # Batches from before baselines existed have no ``agent``: they are memory-agent batches.
+        previous = {"agent": "memory", **json.loads(path.read_text())}
+        keys = ("game", "max_steps", "two_model", "agent", "window")
+        if manifest["agent"] == "memory":
+            keys += ("scaffold_hash",)      # a baseline does not use the scaffold, so a new champion is no conflict
         differing = [k for k in keys if previous.get(k) != manifest.get(k)]
         if differing:
             raise RolloutError(
@@ -113,14 +135,12 @@ async def run_episode(
     out = Path(spec.out_dir)
     mem_root = out / "memory" / eid
     shutil.rmtree(mem_root, ignore_errors=True)
-    mem_root.mkdir(parents=True)
     game = await loop.run_in_executor(pool, make_game, spec.game, spec.max_steps)
     try:
-        store = MemoryStore(mem_root / "files", journal=Journal(mem_root / "journal.jsonl"))
-        agent = MemoryAgent(spec.scaffold, store, game.actions(), game.parse_action, clients.game, clients.memory)
+        agent = make_agent(spec, seed, game, clients, mem_root)
         result = await loop.run_in_executor(pool, game.reset, seed)
         writer = TrajectoryWriter(trajectory_path(out, eid), {
-            "episode": eid, "game": spec.game, "seed": seed, "max_steps": spec.max_steps,
+            "episode": eid, "game": spec.game, "seed": seed, "max_steps": spec.max_steps, **spec.agent_settings(),
             "scaffold": {"game": spec.scaffold.game, "version": spec.scaffold.version,
                          "hash": content_hash(spec.scaffold)},
             "endpoints": clients.describe(),
@@ -161,3 +181,16 @@ async def run_episode(
     finally:
         await loop.run_in_executor(pool, game.close)
 
+
+def make_agent(spec: RolloutSpec, seed: int, game: Game, clients: Clients, mem_root: Path) -> Agent:
+    """The agent of one episode: the memory agent with a fresh store under ``mem_root``, or a baseline."""
+    if spec.agent == "memory":
+        mem_root.mkdir(parents=True)
+        store = MemoryStore(mem_root / "files", journal=Journal(mem_root / "journal.jsonl"))
+        return MemoryAgent(spec.scaffold, store, game.actions(), game.parse_action, clients.game, clients.memory)
+    if spec.agent == "random":
+        return RandomAgent(game.actions(), seed)
+    if clients.game is None:
+        raise RolloutError(f"the {spec.agent} baseline needs a game endpoint: pass --endpoints with a `game:` entry")
+    kind = WindowAgent if spec.agent == "window" else ChainOfThoughtAgent
+    return kind(game_family(spec.game), game.actions(), game.parse_action, clients.game, spec.window)

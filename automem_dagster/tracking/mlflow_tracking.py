@@ -26,6 +26,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
 
+from automem_dagster.agent.baselines import AGENTS
 from automem_dagster.games import GAME_FAMILIES
 from automem_dagster.paths import PROJECT_ROOT
 
@@ -33,7 +34,7 @@ MLFLOW_DIR = PROJECT_ROOT / "mlflow"
 DEFAULT_ARTIFACT_ROOT = MLFLOW_DIR / "artifacts"
 DEFAULT_UI_URL = "http://127.0.0.1:5000"
 
-ROLES = ("candidate", "champion", "evaluation")
+ROLES = ("candidate", "champion", "evaluation", "baseline")
 ENDPOINT_FIELDS = ("name", "model", "base_url", "constrained", "temperature", "lora_id")
 """The endpoint facts logged as params: an allow-list, so a key or token added to an endpoint
 description later can never reach the tracking store."""
@@ -63,6 +64,9 @@ class EvaluationRun:
     Progressions are in percent. ``endpoints`` is ``Clients.describe()``; only the fields in
     ``ENDPOINT_FIELDS`` are logged. ``decision`` is the keep-or-rollback outcome of a paired
     comparison (keep, reason, mean_difference, stderr_difference, ci_low, ci_high).
+    ``agent`` is ``memory`` for a scaffold's agent; a baseline (``random``, ``window``, ``cot``)
+    has role ``baseline``, and ``version`` is then the scaffold its batch was filed with.
+    ``window`` is the history length of a windowed baseline.
     """
 
     game: str
@@ -85,12 +89,19 @@ class EvaluationRun:
     decision: dict | None = None
     plots: list[Path] = field(default_factory=list)
     extra_artifacts: list[Path] = field(default_factory=list)
+    agent: str = "memory"
+    window: int | None = None
 
     def __post_init__(self) -> None:
         if self.family not in GAME_FAMILIES:
             raise ValueError(f"family {self.family!r} of {self.game!r}: expected one of {GAME_FAMILIES}")
         if self.role not in ROLES:
             raise ValueError(f"role {self.role!r} of {self.game!r} v{self.version}: expected one of {ROLES}")
+        if self.agent not in AGENTS:
+            raise ValueError(f"agent {self.agent!r} of {self.game!r}: expected one of {AGENTS}")
+        if (self.role == "baseline") != (self.agent != "memory"):
+            raise ValueError(f"role {self.role!r} with agent {self.agent!r} of {self.game!r}: "
+                             "a baseline agent is logged with role 'baseline', the memory agent with another role")
         if set(self.per_seed) != set(self.seeds):
             raise ValueError(
                 f"per_seed of {self.game!r} v{self.version} covers seeds {sorted(self.per_seed)}, "
@@ -102,7 +113,8 @@ class EvaluationRun:
 
     @property
     def run_name(self) -> str:
-        return f"v{self.version}-{self.role}" + (f"-{self.round_id}" if self.round_id else "")
+        subject = f"v{self.version}" if self.agent == "memory" else self.agent
+        return f"{subject}-{self.role}" + (f"-{self.round_id}" if self.round_id else "")
 
     @property
     def decision_tag(self) -> str | None:
@@ -166,7 +178,8 @@ class Tracker:
             "automem.family": family,
             "mlflow.note.content": (
                 f"AutoMem evaluations of **{family}** memory scaffolds: one run per evaluated scaffold version "
-                "(candidate, champion or plain evaluation) on fixed seeds. Compare runs by `automem.version`."
+                "(candidate, champion or plain evaluation) or baseline agent on fixed seeds. Compare runs by "
+                "`automem.version` and `automem.agent`."
             ),
         }
         try:
@@ -223,6 +236,7 @@ class Tracker:
                     rows.append({
                         "version": int(tags["automem.version"]),
                         "role": tags["automem.role"],
+                        "agent": tags.get("automem.agent", "memory"),
                         "run_id": found.info.run_id,
                         "progression_mean": metrics.get("progression_mean"),
                         "progression_se": metrics.get("progression_se"),
@@ -244,6 +258,8 @@ def _params(run: EvaluationRun) -> list[Param]:
         "max_steps": run.max_steps,
         "role": run.role,
         "round_id": run.round_id,
+        "agent": run.agent,
+        "window": run.window,
     }
     for role, endpoint in sorted(run.endpoints.items()):
         for key in ENDPOINT_FIELDS:
@@ -280,6 +296,7 @@ def _tags(run: EvaluationRun) -> list[RunTag]:
         "automem.version": str(run.version),
         "automem.parent": None if run.parent is None else str(run.parent),
         "automem.role": run.role,
+        "automem.agent": run.agent,
         "automem.round": run.round_id,
         "automem.decision": run.decision_tag,
         "mlflow.note.content": _summary(run),
@@ -289,8 +306,12 @@ def _tags(run: EvaluationRun) -> list[RunTag]:
 
 def _summary(run: EvaluationRun) -> str:
     parent = "no parent" if run.parent is None else f"parent v{run.parent}"
+    if run.agent == "memory":
+        subject = f"**{run.game}** scaffold v{run.version} ({parent}), {run.role}"
+    else:
+        subject = f"**{run.game}** {run.agent} baseline" + (f" (last {run.window} steps in context)" if run.window else "")
     lines = [
-        f"**{run.game}** scaffold v{run.version} ({parent}), {run.role}" + (f", round {run.round_id}" if run.round_id else ""),
+        subject + (f", round {run.round_id}" if run.round_id else ""),
         "",
         f"Progression {run.progression_mean:.1f} ± {run.progression_se:.1f} % over {len(run.seeds)} seeds, "
         f"at most {run.max_steps} steps each.",
