@@ -1,0 +1,159 @@
+"""Baseline agents without memory: the yardsticks a memory scaffold has to beat.
+
+* ``random``: a uniformly random valid action each step, seeded by the episode seed; no model.
+* ``window``: BALROG's naive agent. The last N steps (observation and action) are in context and
+  one model call per step answers with the action.
+* ``cot``: the same window, but the model first writes one bounded line of reasoning, then the
+  action.
+
+They play through the same runner as the memory agent and record the same step records (turns
+with tokens and latency, the action, its validity and note), so trajectories, summaries,
+behaviour metrics and evidence are computed by the same code. The model's action is read and
+defaulted exactly as in the memory agent (``resolve_action``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Protocol
+
+from automem_dagster.agent import prompts
+from automem_dagster.agent.grammar import action_grammar, reasoning_grammar
+from automem_dagster.agent.memory_agent import Decision, TurnRecord, resolve_action
+from automem_dagster.games.base import GameState
+from automem_dagster.llm.client import LLMClient
+from automem_dagster.memory import parse_ops
+
+BASELINES = ("random", "window", "cot")
+AGENTS = ("memory", *BASELINES)
+WINDOWED = ("window", "cot")
+"""The agents whose history length (``window``) is a setting."""
+
+DEFAULT_WINDOW = 8
+REASONING_MAX_CHARS = 300
+"""The bound on a chain-of-thought line: about 75-100 tokens, inside the default ``max_tokens`` of 160."""
+
+CHARS_PER_TOKEN = 3
+"""A cautious estimate for fitting the window into the endpoint's context (real text runs nearer 4)."""
+
+
+class Agent(Protocol):
+    """What the rollout runner drives: ``observe_state`` then ``step`` before each game step,
+    ``record_outcome`` after it."""
+
+    def observe_state(self, state: GameState) -> None: ...
+
+    async def step(self, step: int, observation: str) -> Decision: ...
+
+    def record_outcome(self, action: str, reward: float) -> None: ...
+
+
+class RandomAgent:
+    """A uniformly random valid action; the same seed gives the same actions. Never calls a model."""
+
+    def __init__(self, actions: dict[str, str], seed: int):
+        self.actions = list(actions)
+        self.rng = random.Random(seed)
+
+    def observe_state(self, state: GameState) -> None:
+        pass
+
+    async def step(self, step: int, observation: str) -> Decision:
+        return Decision(self.rng.choice(self.actions), True, "", [], [])
+
+    def record_outcome(self, action: str, reward: float) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class _Past:
+    message: str
+    action: str
+
+
+class WindowAgent:
+    """The last ``window`` steps as chat turns (the step's observation, then the action taken),
+    the current observation, and one constrained call for the action.
+
+    Past turns show the action only, so a chain of thought never piles up in the context. When
+    the prompt would not fit the endpoint's context the oldest steps are left out.
+    """
+
+    phase = "action"
+
+    def __init__(self, family: str, actions: dict[str, str], parse_action, client: LLMClient,
+                 window: int = DEFAULT_WINDOW):
+        if window < 0:
+            raise ValueError(f"window {window}: the history length must be 0 or more steps")
+        self.actions = list(actions)
+        self.parse_action = parse_action
+        self.client = client
+        self.window = window
+        self.history: deque[_Past] = deque(maxlen=window or None)
+        self._system = self.system_prompt(family, actions)
+        self._pending = ""
+        self._last_reward = 0.0
+        self._reply_chars = max(map(len, self.actions)) + len("<|ACTION|><|END|>")
+
+    def system_prompt(self, family: str, actions: dict[str, str]) -> str:
+        return prompts.baseline_system_prompt(family, actions)
+
+    def grammar(self) -> str:
+        return action_grammar(self.actions)
+
+    def instruction(self) -> str:
+        return prompts.BASELINE_ACTION
+
+    def observe_state(self, state: GameState) -> None:
+        pass
+
+    def messages(self, step: int, observation: str) -> list[dict]:
+        """The request for ``step``: system prompt, the window as user/assistant turns, the current step."""
+        current = prompts.baseline_step_message(step, observation, self._last_reward)
+        self._pending = current
+        past = list(self.history) if self.window else []
+        cfg = self.client.config
+        budget = (cfg.context_tokens - cfg.max_tokens) * CHARS_PER_TOKEN
+        fixed = len(self._system) + len(current) + len(self.instruction())
+        while past and fixed + sum(len(p.message) + self._reply_chars for p in past) > budget:
+            past.pop(0)
+        messages = [{"role": "system", "content": self._system}]
+        for p in past:
+            messages += [{"role": "user", "content": p.message},
+                         {"role": "assistant", "content": f"<|ACTION|>{p.action}<|END|>"}]
+        messages.append({"role": "user", "content": f"{current}\n\n{self.instruction()}"})
+        return messages
+
+    async def step(self, step: int, observation: str) -> Decision:
+        comp = await self.client.complete(self.messages(step, observation), self.grammar())
+        turn = TurnRecord.from_completion(self.phase, "game", comp)
+        turn.errors += parse_ops(comp.text).errors
+        parsed = resolve_action(turn, self.parse_action)
+        return Decision(parsed.action, parsed.valid, parsed.note, [turn], [])
+
+    def record_outcome(self, action: str, reward: float) -> None:
+        if self.window:
+            self.history.append(_Past(self._pending, action))
+        self._last_reward = reward
+
+
+class ChainOfThoughtAgent(WindowAgent):
+    """The window agent, answering with one line of reasoning (at most ``reasoning_chars``) before the action."""
+
+    phase = "cot"
+
+    def __init__(self, family: str, actions: dict[str, str], parse_action, client: LLMClient,
+                 window: int = DEFAULT_WINDOW, reasoning_chars: int = REASONING_MAX_CHARS):
+        self.reasoning_chars = reasoning_chars
+        super().__init__(family, actions, parse_action, client, window)
+
+    def system_prompt(self, family: str, actions: dict[str, str]) -> str:
+        return prompts.baseline_system_prompt(family, actions, self.reasoning_chars)
+
+    def grammar(self) -> str:
+        return reasoning_grammar(self.actions, self.reasoning_chars)
+
+    def instruction(self) -> str:
+        return prompts.BASELINE_COT
