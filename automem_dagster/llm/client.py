@@ -86,6 +86,8 @@ class LLMClient:
             kwargs["response_format"] = response_format
         if cfg.seed is not None:
             kwargs["seed"] = cfg.seed
+        if cfg.frequency_penalty is not None:
+            kwargs["frequency_penalty"] = cfg.frequency_penalty
         start = time.perf_counter()
         for attempt in range(1, cfg.max_retries + 2):
             try:

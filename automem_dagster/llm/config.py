@@ -39,6 +39,7 @@ class EndpointConfig(BaseModel):
     api_key_env: str | None = None
     temperature: float = Field(0.7, ge=0.0, le=2.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0, description="sent only when set")
     max_tokens: int = Field(160, ge=1, le=32_768)
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)

@@ -57,19 +57,19 @@ class Finding(BaseModel):
     episode: str
     step: int = Field(ge=0)
     kind: FindingKind
-    what_happened: str = Field(min_length=1, max_length=200)
-    scaffold_cause: str = Field(min_length=1, max_length=200)
-    proposed_change: str = Field(min_length=1, max_length=200)
+    what_happened: str = Field(min_length=1, max_length=160)
+    scaffold_cause: str = Field(min_length=1, max_length=160)
+    proposed_change: str = Field(min_length=1, max_length=160)
 
 
 class DiagnosisReply(BaseModel):
-    """The reply; its bounds keep a constrained reply within about 700 tokens (every free-text
-    field bounded, as a small model otherwise loops until max_tokens)."""
+    """The reply; its bounds keep a constrained reply under about 1,000 tokens even when a small
+    model pads every field with two-character tokens (it otherwise loops until max_tokens)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    summary: str = Field(min_length=10, max_length=400)
-    findings: list[Finding] = Field(min_length=1, max_length=4)
+    summary: str = Field(min_length=10, max_length=300)
+    findings: list[Finding] = Field(min_length=1, max_length=3)
 
 
 @dataclass
