@@ -36,7 +36,7 @@ unit: install
 	$(PY) -m pytest -q -m "not integration" tests
 
 lint: install
-	$(VENV)/bin/ruff check automem_dagster tests
+	$(VENV)/bin/ruff check automem_dagster tests benchmarks
 
 # The Dagster UI on 127.0.0.1:3000 with a project-local instance (runs, schedules, sensors).
 dagster: install

@@ -1,0 +1,264 @@
+"""Harness overhead: what the agent loop costs per step beyond the game and the model.
+
+Real rollouts (``automem_dagster.rollout.run_batch``, the memory agent with a scaffold, real
+games, trajectory files) are played against an instant scripted endpoint: every LOG turn is
+answered ``<|DONE|>`` and every PLAN turn with a valid action of the game. Each step record
+holds ``wall_s`` (the whole step), ``game_s`` (the game's own step, text rendering included)
+and one ``latency_s`` per model call, so per step
+
+    harness = wall - game - model latency
+
+is the time the agent loop itself adds: prompt building, parsing, memory operations,
+bookkeeping. The model latency of an instant endpoint is the HTTP round trip plus the client,
+reported beside it. With ``--endpoints FILE`` the same rollouts run against real endpoints
+(the embedded model starts if the file names it); the target is then the share of wall time
+spent outside model calls.
+
+Episodes run one at a time by default (``--concurrency 1``): with several at once a step's
+wall time also holds other episodes' work and would overstate the harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import json
+import pstats
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from automem_dagster.games import game_family, make_game
+from automem_dagster.llm.config import EndpointConfig, EndpointsConfig, load_endpoints
+from automem_dagster.llm.scripted_server import scripted_server
+from automem_dagster.llm.session import connect
+from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.rollout import RolloutSpec, read_trajectory, run_batch
+from automem_dagster.scaffold import Scaffold, load_scaffold, load_scaffold_file
+from benchmarks.common import emit, parser, ratio, start_result, summary_ms, table, target
+
+NAME = "harness_overhead"
+GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
+FULL = {"episodes": {"crafter": 3, "minihack:Corridor-R3": 5, "nethack": 3},
+        "max_steps": {"crafter": 300, "minihack:Corridor-R3": 100, "nethack": 300}, "profile_steps": 60}
+QUICK = {"episodes": {"crafter": 1, "minihack:Corridor-R3": 1, "nethack": 1},
+         "max_steps": {"crafter": 8, "minihack:Corridor-R3": 8, "nethack": 8}, "profile_steps": 6}
+REAL_MODEL = {"episodes": {g: 2 for g in GAMES}, "max_steps": {g: 20 for g in GAMES}, "profile_steps": 5}
+"""Defaults with ``--endpoints``: a real model takes seconds per call, so fewer, shorter episodes."""
+FIRST_SEED = 42
+HARNESS_MS_LIMIT = 2.0
+"""Instant endpoint: the harness adds at most this many ms per step beyond the game's own step."""
+OUTSIDE_MODEL_LIMIT = 0.02
+"""Real model: under this share of wall time is spent outside model calls."""
+PLAN_ACTIONS = ("noop", "search", "wait")
+"""The scripted PLAN reply takes the first of these the game offers: an action that changes little."""
+PROFILE_ROWS = 10
+
+
+def plan_action(game: str) -> str:
+    """A valid action of ``game`` for the scripted PLAN reply (its adapter is built but no env is reset)."""
+    adapter = make_game(game)
+    try:
+        actions = adapter.actions()
+    finally:
+        adapter.close()
+    for action in PLAN_ACTIONS:
+        if action in actions:
+            return action
+    raise ValueError(f"{game} offers none of {', '.join(PLAN_ACTIONS)}; add one of its actions to PLAN_ACTIONS")
+
+
+def scripted_rules(action: str) -> list[dict[str, str]]:
+    return [{"match": "Phase: LOG", "reply": "<|DONE|>"}, {"match": "Phase: PLAN", "reply": f"<|ACTION|>{action}<|END|>"}]
+
+
+def instant_endpoints(base_url: str) -> EndpointsConfig:
+    """The game endpoint at the scripted server, free text (a scripted server understands no grammar)."""
+    return EndpointsConfig(game=EndpointConfig(name="game", base_url=base_url, model="scripted", constrained="none",
+                                               max_retries=1, backoff_s=0.01))
+
+
+async def play(spec: RolloutSpec, config: EndpointsConfig, log_dir: Path) -> float:
+    """Run one batch; the seconds it took end to end (episode setup, trajectory files and summary included)."""
+    async with connect(config, log_dir) as clients:
+        started = time.perf_counter()
+        await run_batch(spec, clients)
+        return time.perf_counter() - started
+
+
+def step_figures(batch: Path) -> dict[str, Any]:
+    """Per-step wall, game, model and harness time from a batch's trajectory files."""
+    wall, game, model, harness, calls = [], [], [], [], 0
+    for path in sorted((batch / "trajectories").glob("*.jsonl")):
+        _, steps, _ = read_trajectory(path)
+        for s in steps:
+            latency = sum(t["latency_s"] for t in s["turns"])
+            calls += len(s["turns"])
+            wall.append(s["wall_s"])
+            game.append(s["game_s"])
+            model.append(latency)
+            harness.append(s["wall_s"] - s["game_s"] - latency)
+    n, total_wall, total_model = len(wall), sum(wall), sum(model)
+    return {
+        "steps": n,
+        "model_calls": calls,
+        "model_calls_per_step": ratio(calls, n),
+        "harness": summary_ms(harness),
+        "game": summary_ms(game),
+        "model": summary_ms(model),
+        "wall": summary_ms(wall),
+        "model_ms_per_call": ratio(total_model * 1e3, calls),
+        "agent_steps_per_s": ratio(n, total_wall),
+        "share_outside_model": ratio(total_wall - total_model, total_wall),
+        "share_harness": ratio(sum(harness), total_wall),
+        "share_game": ratio(sum(game), total_wall),
+        "share_model": ratio(total_model, total_wall),
+        "_wall_total_s": total_wall,
+    }
+
+
+def measure(game: str, scaffold: Scaffold, episodes: int, max_steps: int, concurrency: int, config: EndpointsConfig,
+            work: Path) -> dict[str, Any]:
+    batch = work / game.replace(":", "-")
+    spec = RolloutSpec(game, scaffold, list(range(FIRST_SEED, FIRST_SEED + episodes)), max_steps, batch, concurrency)
+    elapsed = asyncio.run(play(spec, config, work / "logs"))
+    figures = step_figures(batch)
+    outside_records = elapsed - figures.pop("_wall_total_s")
+    figures["batch_elapsed_s"] = elapsed
+    # Time no step record holds: building games, resets, memory setup, the step record's own write, summary.
+    figures["outside_step_records_ms_per_step"] = ratio(outside_records * 1e3, figures["steps"])
+    return figures
+
+
+def profile(game: str, scaffold: Scaffold, steps: int, config: EndpointsConfig, work: Path) -> dict[str, Any]:
+    """cProfile of one short episode in this (the event loop's) thread; game steps run on a worker thread
+    and so are not in it, which leaves the harness and the client."""
+    batch = work / f"profile-{game.replace(':', '-')}"
+    spec = RolloutSpec(game, scaffold, [FIRST_SEED], steps, batch, 1)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        asyncio.run(play(spec, config, work / "logs"))
+    finally:
+        profiler.disable()
+    stats = pstats.Stats(profiler).stats  # (file, line, function) -> (primitive calls, calls, tottime, cumtime, callers)
+    rows = [{"function": f"{_short(file)}:{line}({func})", "calls": nc, "tottime_s": round(tt, 4), "cumtime_s": round(ct, 4)}
+            for (file, line, func), (_, nc, tt, ct, _) in stats.items()]
+    ours = [r for r in rows if r["function"].startswith("automem_dagster/")]
+    return {
+        "game": game,
+        "steps": steps,
+        "top_cumulative": sorted(rows, key=lambda r: -r["cumtime_s"])[:PROFILE_ROWS],
+        "top_cumulative_automem_dagster": sorted(ours, key=lambda r: -r["cumtime_s"])[:PROFILE_ROWS],
+        "top_tottime": sorted(rows, key=lambda r: -r["tottime_s"])[:PROFILE_ROWS],
+    }
+
+
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "/work/main/", "lib/python3.11/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    if "automem_dagster/" in path:
+        return "automem_dagster/" + path.split("automem_dagster/", 1)[1]
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(NAME, __doc__.splitlines()[0])
+    p.add_argument("--games", default=",".join(GAMES), help=f"comma-separated games (default {','.join(GAMES)})")
+    p.add_argument("--episodes", type=int, default=None, help="episodes per game (default: per game)")
+    p.add_argument("--max-steps", type=int, default=None, help="steps per episode (default: per game)")
+    p.add_argument("--concurrency", type=int, default=1, help="episodes played at once (default 1)")
+    p.add_argument("--scaffold", default="v0", help="scaffold version v<N> or a YAML file (default v0)")
+    p.add_argument("--endpoints", type=Path, default=None,
+                   help="endpoints YAML for real models instead of the instant scripted endpoint")
+    p.add_argument("--profile", action="store_true", help="profile a short run even when the target is met")
+    p.add_argument("--keep", type=Path, default=None, help="keep the batches (trajectories, memory) in this directory")
+    args = p.parse_args(argv)
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        p.error(f"--keep {args.keep} is not empty: a batch there would resume instead of running; give a new directory")
+    instant = args.endpoints is None
+    base = QUICK if args.quick else FULL if instant else REAL_MODEL
+    games = [g.strip() for g in args.games.split(",") if g.strip()]
+    settings = {
+        "games": games,
+        "episodes": {g: args.episodes or base["episodes"].get(g, 1) for g in games},
+        "max_steps": {g: args.max_steps or base["max_steps"].get(g, 100) for g in games},
+        "concurrency": args.concurrency,
+        "scaffold": args.scaffold,
+        "endpoint": "instant scripted server" if instant else str(args.endpoints),
+        "first_seed": FIRST_SEED,
+    }
+    result = start_result(NAME, args.quick, settings)
+    with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        per_game, configs, servers = {}, {}, []
+        try:
+            for game in games:
+                scaffold = _scaffold(game, args.scaffold)
+                if instant:
+                    action = plan_action(game)
+                    rules = work / f"rules-{game.replace(':', '-')}.json"
+                    rules.write_text(json.dumps(scripted_rules(action)))
+                    server = scripted_server(rules, work / "logs" / f"scripted-{game.replace(':', '-')}.log").start()
+                    servers.append(server)
+                    configs[game] = instant_endpoints(server.base_url)
+                    settings.setdefault("plan_action", {})[game] = action
+                else:
+                    configs[game] = load_endpoints(args.endpoints)
+                per_game[game] = measure(game, scaffold, settings["episodes"][game], settings["max_steps"][game],
+                                         args.concurrency, configs[game], work)
+            result["results"] = per_game
+            result["targets"] = _targets(per_game, instant)
+            missed = [t["game"] for t in result["targets"] if t["verdict"] == "MISS" and "game" in t]
+            to_profile = missed or (games[:1] if args.profile else [])
+            if to_profile:
+                game = max(to_profile, key=lambda g: per_game[g]["harness"]["mean_ms"])
+                result["profile"] = profile(game, _scaffold(game, args.scaffold), base["profile_steps"], configs[game],
+                                            work)
+        finally:
+            for server in servers:
+                server.stop()
+    emit(result, args.out, _tables(result))
+    return 0
+
+
+def _scaffold(game: str, ref: str) -> Scaffold:
+    if ref.removeprefix("v").isdigit():
+        return load_scaffold(game_family(game), ref, SCAFFOLDS)
+    return load_scaffold_file(Path(ref))
+
+
+def _targets(per_game: dict[str, dict[str, Any]], instant: bool) -> list[dict[str, Any]]:
+    out = []
+    for game, f in per_game.items():
+        if instant:
+            t = target(f"{game}: harness ms per step beyond game and model (mean)", f["harness"]["mean_ms"],
+                       HARNESS_MS_LIMIT, "<=", unit="ms")
+        else:
+            t = target(f"{game}: share of wall time outside model calls", f["share_outside_model"], OUTSIDE_MODEL_LIMIT,
+                       "<", unit="share")
+        out.append({**t, "game": game})
+    return out
+
+
+def _tables(result: dict[str, Any]) -> list:
+    rows = [[g, f["steps"], f["agent_steps_per_s"], f["wall"]["mean_ms"], f["game"]["mean_ms"], f["model"]["mean_ms"],
+             f["model_calls_per_step"], f["harness"]["mean_ms"], f["harness"]["median_ms"], f["harness"]["p95_ms"],
+             f["share_outside_model"], f["outside_step_records_ms_per_step"]]
+            for g, f in result["results"].items()]
+    tables = [table(f"per step, ms ({result['settings']['endpoint']})",
+                    ["game", "steps", "steps/s", "wall", "game", "model", "calls/step", "harness mean", "harness median",
+                     "harness p95", "share outside model", "outside records"], rows)]
+    prof = result.get("profile")
+    if prof:
+        tables.append(table(f"cProfile, {prof['game']}, {prof['steps']} steps: top {PROFILE_ROWS} cumulative",
+                            ["function", "calls", "tottime s", "cumtime s"],
+                            [[r["function"], r["calls"], r["tottime_s"], r["cumtime_s"]] for r in prof["top_cumulative"]]))
+    return tables
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
