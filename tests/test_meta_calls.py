@@ -45,6 +45,14 @@ def test_revision_schema_is_narrowed_to_the_parent():
     for alt in alternatives:
         field = alt["required"][0]
         assert alt["properties"][field].get("minItems", alt["properties"][field].get("minProperties")) == 1
+    # Inside the structural field, only values that differ from the parent can be written.
+    assert props["limits"]["properties"]["log_max_ops"]["anyOf"] == [
+        {"type": "integer", "minimum": 0, "maximum": parent.limits.log_max_ops - 1},
+        {"type": "integer", "minimum": parent.limits.log_max_ops + 1, "maximum": 20}]
+    assert props["signals"]["properties"]["stuck"]["properties"]["enabled"] == {"type": "boolean", "const": True}
+    some_file = parent.model_writable_files()[0]
+    modes = props["set_policies"]["properties"][some_file]["properties"]["mode"]["enum"]
+    assert parent.file(some_file).policy.mode not in modes and len(modes) == 4
     json.dumps(schema)  # serialisable as a response_format
 
 

@@ -75,23 +75,29 @@ class Revision:
 
 
 def revision_schema(parent: Scaffold) -> dict:
-    """The patch schema narrowed to ``parent``, as alternatives that each require one structural field."""
+    """The patch schema narrowed to ``parent``, as alternatives that each require one structural field.
+
+    Within a field, only values that differ from the parent can be written (a new mode for a
+    file, a limit other than the current one, a signal switched the other way), so the field
+    that makes an alternative structural cannot restate the parent.
+    """
     base = patch_json_schema()
     props = base["properties"]
     missing = [op.value for op in MODEL_OPS if op not in parent.operations]
     removable = [op.value for op in parent.operations if op is not OpName.READ]
     writable = parent.model_writable_files()
-    policy = {"$ref": "#/$defs/FilePolicy"}
     props["enable_operations"] = _enum_list(missing)
     props["disable_operations"] = _enum_list(removable)
     props["remove_files"] = _enum_list(writable)
-    props["set_policies"] = {"type": "object", "properties": {name: policy for name in writable},
-                             "additionalProperties": False}
+    props["set_policies"] = {"type": "object", "additionalProperties": False, "properties": {
+        name: _new_policy(base["$defs"]["FilePolicy"], parent.file(name).policy.mode) for name in writable}}
     props["limits"] = {"type": "object", "additionalProperties": False, "properties": {
-        name: {"type": "integer", **_bounds(info)} for name, info in Limits.model_fields.items()}}
+        name: _other_than(getattr(parent.limits, name), **_bounds(info)) for name, info in Limits.model_fields.items()}}
     signals = Signals.model_json_schema()
     base["$defs"].update(signals["$defs"])
-    props["signals"] = {"type": "object", "additionalProperties": False, "properties": signals["properties"]}
+    props["signals"] = {"type": "object", "additionalProperties": False, "properties": {
+        name: _switched(signals["$defs"][sub["$ref"].rsplit("/", 1)[1]], getattr(parent.signals, name).enabled)
+        for name, sub in signals["properties"].items()}}
     props["add_files"] = {"type": "array", "items": {"$ref": "#/$defs/MemoryFile"}, "maxItems": 3}
     for key in ("log_prompt", "plan_prompt"):
         props[key] = {"type": "string", "maxLength": 2_000}
@@ -145,7 +151,7 @@ def _enum_list(values: list[str]) -> dict:
     return {"type": "array", "items": {"type": "string", "enum": values}, "uniqueItems": True, "maxItems": 3}
 
 
-def _bounds(info) -> dict:
+def _bounds(info) -> dict[str, int]:
     bounds = {}
     for meta in info.metadata:
         if hasattr(meta, "ge"):
@@ -153,6 +159,26 @@ def _bounds(info) -> dict:
         if hasattr(meta, "le"):
             bounds["maximum"] = meta.le
     return bounds
+
+
+def _other_than(current: int, minimum: int, maximum: int) -> dict:
+    """An integer in [minimum, maximum] other than ``current``, as ranges a grammar can hold."""
+    ranges = [(minimum, current - 1), (current + 1, maximum)]
+    return {"anyOf": [{"type": "integer", "minimum": lo, "maximum": hi} for lo, hi in ranges if lo <= hi]}
+
+
+def _new_policy(policy: dict, mode: str) -> dict:
+    out = copy.deepcopy(policy)
+    out["properties"]["mode"] = {"type": "string", "enum": [m for m in policy["properties"]["mode"]["enum"] if m != mode]}
+    out["required"] = ["mode"]
+    return out
+
+
+def _switched(signal: dict, enabled: bool) -> dict:
+    out = copy.deepcopy(signal)
+    out["properties"]["enabled"] = {"type": "boolean", "const": not enabled}
+    out["required"] = ["enabled"]
+    return out
 
 
 def _non_empty(schema: dict) -> dict:
