@@ -172,3 +172,16 @@ def test_every_v0_grammar_is_accepted_by_the_embedded_server(game_name, embedded
     decisions = asyncio.run(go(tmp_path))
     assert all(d.valid for d in decisions)
     assert all(not t.errors for d in decisions for t in d.turns)
+
+
+def test_a_phase_that_outgrows_the_context_drops_its_oldest_read_results(tmp_path, scripted):
+    server = scripted([
+        # Any request still holding the first read's result is refused as over the context.
+        {"match": "Collect wood", "status": 400, "error": "request (4152 tokens) exceeds the available context size"},
+        {"match": "Phase: PLAN", "replies": ["<|READ|>strategy.txt", "<|ACTION|>do<|END|>"]},
+    ])
+    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
+    first, second = decisions[0].turns
+    assert "Collect wood" in first.ops[0].result
+    assert decisions[0].action == "do" and decisions[0].valid
+    assert second.errors == ["the oldest read results of this phase were dropped to fit the endpoint's context"]

@@ -15,7 +15,7 @@ from automem_dagster.agent import prompts
 from automem_dagster.agent.grammar import READ_OPS, TurnGrammar, action_grammar
 from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
 from automem_dagster.games.base import GameState, ParsedAction, state_record
-from automem_dagster.llm.client import Completion, LLMClient
+from automem_dagster.llm.client import Completion, ContextOverflow, LLMClient
 from automem_dagster.memory import MemoryStore, Op, OpName, format_op, parse_ops
 from automem_dagster.scaffold.model import Scaffold
 
@@ -153,8 +153,9 @@ class MemoryAgent:
         budget, turns = self.scaffold.limits.log_max_ops, []
         while budget > 0:
             grammar = self.grammar.log_turn(self.store.files(), self._writable(), budget)
-            comp = await client.complete(messages, grammar)
+            comp, dropped = await _complete_within_context(client, messages, grammar)
             turn = TurnRecord.from_completion("log", endpoint, comp)
+            turn.errors += dropped
             turns.append(turn)
             parsed = parse_ops(comp.text)
             turn.errors += parsed.errors
@@ -190,8 +191,9 @@ class MemoryAgent:
         actions = list(self.actions)
         while True:
             grammar = self.grammar.plan_turn(self.store.files(), actions, consult=budget > 0, end_with_done=two_model)
-            comp = await client.complete(messages, grammar)
+            comp, dropped = await _complete_within_context(client, messages, grammar)
             turn = TurnRecord.from_completion("plan", endpoint, comp)
+            turn.errors += dropped
             turns.append(turn)
             parsed = parse_ops(comp.text)
             turn.errors += parsed.errors
@@ -245,3 +247,19 @@ def resolve_action(turn: TurnRecord, parse_action) -> ParsedAction:
 
 def _result_lines(turn: TurnRecord) -> list[str]:
     return [f"{r.op} -> {r.result}" for r in turn.ops]
+
+
+async def _complete_within_context(client: LLMClient, messages: list[dict], grammar: str) -> tuple[Completion, list[str]]:
+    """A phase's next turn; when the conversation has outgrown the endpoint's context (a scaffold
+    allowing many reads per phase), the oldest read results of this phase are dropped until it
+    fits, and the turn records that. A first prompt that does not fit alone still fails."""
+    notes: list[str] = []
+    while True:
+        try:
+            return await client.complete(messages, grammar), notes
+        except ContextOverflow:
+            if len(messages) < 4:
+                raise
+            del messages[2:4]  # the oldest (reply, results) pair after the system and step messages
+            notes.append("the oldest read results of this phase were dropped to fit the endpoint's context")
+
