@@ -65,17 +65,26 @@ def test_reply_schema_lists_the_batch_episodes(tmp_path):
     assert finding["step"] == {"type": "integer", "minimum": 0, "maximum": 5}
 
 
+def _batch(tmp_path, steps):
+    """A batch directory with one finished Crafter episode of ``steps`` idle steps."""
+    batch = tmp_path / "batch"
+    write_episode(batch / "trajectories", "crafter__seed7", steps)
+    return batch
+
+
+def _diagnosis(step):
+    return json.dumps({"summary": "It idled for the whole episode.", "findings": [
+        {"episode": "crafter__seed7", "step": step, "kind": "stuck", "what_happened": "noop", "scaffold_cause": "no warning",
+         "proposed_change": "enable the stuck signal"}]})
+
+
 def _client(server, **overrides):
     return LLMClient(EndpointConfig(name="meta", base_url="unused", constrained="none", **overrides), server.base_url)
 
 
 def test_a_diagnosis_that_never_cites_the_batch_fails_and_keeps_the_replies(tmp_path, scripted):
-    batch = tmp_path / "batch"
-    write_episode(batch / "trajectories", "crafter__seed7", 3)
-    bad = json.dumps({"summary": "It went badly overall.", "findings": [
-        {"episode": "crafter__seed7", "step": 99, "kind": "stuck", "what_happened": "a", "scaffold_cause": "b",
-         "proposed_change": "c"}]})
-    server = scripted([{"match": "Diagnose this batch", "replies": ["not json", bad]}])
+    batch = _batch(tmp_path, 3)
+    server = scripted([{"match": "Diagnose this batch", "replies": ["not json", _diagnosis(99)]}])
     with pytest.raises(DiagnosisError, match="no usable diagnosis in 2 attempts") as err:
         asyncio.run(diagnose(batch, load_scaffold("crafter", 0), _client(server), tmp_path / "out", max_attempts=2))
     kept = json.loads((tmp_path / "out" / "diagnosis_failed.json").read_text())
@@ -85,8 +94,7 @@ def test_a_diagnosis_that_never_cites_the_batch_fails_and_keeps_the_replies(tmp_
 
 
 def test_a_context_too_small_for_the_batch_is_named(tmp_path, scripted):
-    batch = tmp_path / "batch"
-    write_episode(batch / "trajectories", "crafter__seed7", 3)
+    batch = _batch(tmp_path, 3)
     server = scripted([])
     with pytest.raises(DiagnosisError, match="context_tokens 1024 leaves no room"):
         asyncio.run(diagnose(batch, load_scaffold("crafter", 0), _client(server, context_tokens=1024, max_tokens=700),
@@ -106,11 +114,8 @@ def test_a_rejected_patch_is_asked_again_with_its_reason(tmp_path, scripted):
 
 
 def test_a_prompt_over_the_context_is_compressed_further_and_sent_again(tmp_path, scripted):
-    batch = tmp_path / "batch"
-    write_episode(batch / "trajectories", "crafter__seed7", 40)
-    reply = json.dumps({"summary": "It idled for the whole episode.", "findings": [
-        {"episode": "crafter__seed7", "step": 3, "kind": "stuck", "what_happened": "noop", "scaffold_cause": "no warning",
-         "proposed_change": "enable the stuck signal"}]})
+    batch = _batch(tmp_path, 40)
+    reply = _diagnosis(3)
     # The server refuses any prompt still holding step 30 verbatim, as a server refuses a prompt over its context.
     server = scripted([{"match": "--- step 30", "status": 400,
                         "error": "request (4140 tokens) exceeds the available context size (4096 tokens)"},
