@@ -10,7 +10,7 @@ import time
 import pytest
 
 from automem_dagster.cli import main as cli_main
-from automem_dagster.rollout import TrajectoryError, read_trajectory, summarize_batch
+from automem_dagster.rollout import TrajectoryError, load_summary, read_trajectory, summarize_batch
 
 # Replies depend only on the request, so a replayed episode gets the same ones.
 RULES = [
@@ -120,6 +120,20 @@ def test_corrupted_trajectory_is_named(tmp_path, scripted):
     path.write_text("\n".join(lines[:-1]) + "\n")
     with pytest.raises(TrajectoryError, match="incomplete"):
         read_trajectory(path)
+
+
+def test_a_summary_is_read_back_without_rewriting_it(tmp_path, scripted):
+    endpoints = _endpoints(tmp_path, scripted(RULES))
+    out = tmp_path / "s"
+    assert cli_main(_rollout_args(endpoints, out, seeds="42,43", steps=3)) == 0
+    written = out / "summary.json"
+    before = (written.read_bytes(), written.stat().st_mtime_ns)
+    assert load_summary(out) == summarize_batch(tmp_path / "s") and written.read_bytes() == before[0]
+    written.unlink()
+    assert load_summary(out).progression.n == 2 and written.exists()   # rebuilt from the trajectories
+    mtime = written.stat().st_mtime_ns
+    load_summary(out)
+    assert written.stat().st_mtime_ns == mtime
 
 
 def test_bad_cli_input_is_reported(capsys):

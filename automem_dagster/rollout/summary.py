@@ -56,3 +56,18 @@ def summarize_batch(out_dir: Path) -> BatchSummary:
     )
     write_json_atomic(out / "summary.json", summary.as_dict())
     return summary
+
+
+def load_summary(out_dir: Path) -> BatchSummary:
+    """The batch's ``summary.json`` read back as written (rebuilt from the trajectories if absent),
+    for readers that must not rewrite a finished batch."""
+    path = Path(out_dir) / "summary.json"
+    if not path.exists():
+        return summarize_batch(out_dir)
+    data = json.loads(path.read_text())
+    return BatchSummary(
+        out_dir=data["out_dir"], game=data["game"], episodes=[EpisodeSummary(**e) for e in data["episodes"]],
+        progression=ProgressionSummary(**data["progression"]) if data["progression"] else None,
+        behaviour=BehaviourMetrics(**data["behaviour"]) if data["behaviour"] else None,
+    )
+

@@ -40,7 +40,7 @@ from automem_dagster.loop.structure import (
 from automem_dagster.loop.structure import champion_scaffold as load_champion
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.plots import png_markdown
-from automem_dagster.rollout import summarize_batch
+from automem_dagster.rollout import load_summary
 from automem_dagster.scaffold import content_hash, load_scaffold, scaffold_path, scaffold_yaml
 from automem_dagster.scaffold.lineage import render_tree
 
@@ -228,8 +228,8 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
             "decision": "no candidate", "reason": reason, "champion_before": before, "champion_after": before,
             "lineage": dg.MetadataValue.md(code_block(render_tree(store.load_lineage(family)))),
         })
-    candidate = summarize_batch(Path(candidate_evaluation["candidate_batch"]))
-    champion = summarize_batch(Path(candidate_evaluation["champion_batch"]))
+    candidate = load_summary(Path(candidate_evaluation["candidate_batch"]))
+    champion = load_summary(Path(candidate_evaluation["champion_batch"]))
     record = load_decision(store, game, version)
     tracker = None
     if record is None:
