@@ -63,6 +63,9 @@ class Decision:
     note: str
     turns: list[TurnRecord]
     warnings: list[str]
+    memory_index: dict[str, str] = field(default_factory=dict)
+    """The store's index as each phase (``log``, ``plan``) saw it: with the trajectory's
+    observation, history and warnings it rebuilds the phase's prompt exactly (curation)."""
 
 
 class MemoryAgent:
@@ -113,11 +116,14 @@ class MemoryAgent:
         """Decide one action; call ``observe_state`` with the current state first."""
         warnings = self.warnings()
         turns: list[TurnRecord] = []
+        memory_index = {}
         if self.history:
+            memory_index["log"] = self.store.index()
             turns += await self._log_phase(step, observation, warnings)
+        memory_index["plan"] = self.store.index()
         plan_turns, parsed = await self._plan_phase(step, observation, warnings)
         turns += plan_turns
-        return Decision(parsed.action, parsed.valid, parsed.note, turns, warnings)
+        return Decision(parsed.action, parsed.valid, parsed.note, turns, warnings, memory_index)
 
     def record_outcome(self, action: str, reward: float) -> None:
         self.history.append((action, reward))
@@ -138,13 +144,8 @@ class MemoryAgent:
     # -- phases -----------------------------------------------------------------------------
 
     def _messages(self, system: str, step: int, observation: str, warnings: list[str], phase: str) -> list[dict]:
-        n = self.scaffold.limits.history_length
-        history = self.history[-n:] if n else []
-        previous = self.history[-1] if phase == prompts.LOG_PHASE else None
-        text = prompts.step_message(
-            step, observation, prompts.file_index(self.scaffold, self.store.index()), history, warnings, phase, previous,
-        )
-        return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+        return prompts.phase_messages(system, self.scaffold, step, observation, self.store.index(), self.history,
+                                      warnings, phase)
 
     async def _log_phase(self, step: int, observation: str, warnings: list[str]) -> list[TurnRecord]:
         client = self.memory_client or self.game_client

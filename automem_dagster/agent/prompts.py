@@ -84,6 +84,27 @@ def step_message(
     return "\n\n".join(parts)
 
 
+def phase_messages(
+    system: str,
+    scaffold: Scaffold,
+    step: int,
+    observation: str,
+    index: str,
+    history: list[tuple[str, float]],
+    warnings: list[str],
+    phase: str,
+) -> list[dict]:
+    """The opening messages of a LOG or PLAN phase. The agent builds its calls with this, and
+    the curation of memory decisions rebuilds the same prompts from a trajectory with it, so
+    the specialist is trained on exactly what it is shown at inference. ``history`` is every
+    (action, reward) so far and ``index`` the store's raw index when the phase began."""
+    n = scaffold.limits.history_length
+    recent = history[-n:] if n else []
+    previous = history[-1] if phase == LOG_PHASE and history else None
+    text = step_message(step, observation, file_index(scaffold, index), recent, warnings, phase, previous)
+    return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+
+
 def plan_phase(role: Role) -> str:
     if role == "game":
         return "Phase: PLAN. Answer with the action."

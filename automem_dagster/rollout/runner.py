@@ -163,6 +163,7 @@ async def run_episode(
                     "action_valid": decision.valid, "action_note": decision.note,
                     "reward": result.reward, "progression": result.progression, "done": result.done,
                     "warnings": decision.warnings, "turns": [asdict(t) for t in decision.turns],
+                    **({"memory_index": decision.memory_index} if decision.memory_index else {}),
                     "state": state_record(result.state), "info": result.info,
                     "game_s": game_s, "wall_s": time.perf_counter() - started,
                 })

@@ -1,0 +1,221 @@
+"""Memory-decision extraction and curation on constructed trajectories (no model)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from automem_dagster.agent import prompts
+from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.config import EndpointConfig
+from automem_dagster.meta.curate import CurationError, CurationSettings, DatasetTooSmall, curate
+from automem_dagster.meta.decisions import DecisionError, ScoreWeights, extract_decisions
+from automem_dagster.rollout.trajectory import TrajectoryWriter, episode_id, trajectory_path
+from automem_dagster.scaffold import content_hash, load_scaffold
+
+SCAFFOLD = load_scaffold("crafter", 0)
+P = 100 / 22  # one Crafter achievement, in progression points
+INDEX = "actions_log.txt (0 lines)\nmap_notes.txt (0 lines)"
+
+
+def op(text, result, ok=True, redundant=False, empty=False, changed=False):
+    return {"op": text, "ok": ok, "result": result, "redundant": redundant, "empty": empty, "changed": changed}
+
+
+def turn(phase, text, ops=(), errors=()):
+    return {"phase": phase, "endpoint": "game", "text": text, "ops": list(ops), "errors": list(errors),
+            "input_tokens": 100, "output_tokens": 5, "latency_s": 0.1, "attempts": 1, "finish_reason": "stop"}
+
+
+def step(action, reward, progression, turns, warnings=()):
+    return {"observation": f"obs before {action}", "action": action, "action_valid": True, "action_note": "",
+            "reward": reward, "progression": progression, "done": False, "warnings": list(warnings), "turns": turns,
+            "memory_index": {"log": INDEX, "plan": INDEX}, "state": {}, "info": {}, "game_s": 0.0, "wall_s": 0.1}
+
+
+def constructed_steps():
+    """Five steps whose decisions exercise every scoring rule (K = 2)."""
+    return [
+        step("move_left", 0.0, 0.0, [
+            turn("plan", "<|READ|>strategy.txt", [op("<|READ|>strategy.txt", "strategy.txt (1 lines):\nCollect wood")]),
+            turn("plan", "<|ACTION|>move_left<|END|>"),
+        ]),
+        step("do", 1.0, 1 / 22, [
+            turn("log", "<|APPEND|>map_notes.txt|tree west of start\n<|DONE|>",
+                 [op("<|APPEND|>map_notes.txt|tree west of start", "appended", changed=True)]),
+            turn("plan", "<|SEARCH|>map_notes.txt|tree",
+                 [op("<|SEARCH|>map_notes.txt|tree", "map_notes.txt line 1: tree west of start")]),
+            turn("plan", "<|ACTION|>do<|END|>"),
+        ]),
+        step("noop", 0.0, 1 / 22, [
+            turn("log", "<|APPEND|>actions_log.txt|did do\n<|DONE|>",
+                 [op("<|APPEND|>actions_log.txt|did do", "appended", changed=True)]),
+            turn("plan", "<|SEARCH|>survival_log.txt|zombie",
+                 [op("<|SEARCH|>survival_log.txt|zombie", "no line contains 'zombie'", empty=True)]),
+            turn("plan", "<|ACTION|>noop<|END|>"),
+        ]),
+        step("noop", 0.0, 1 / 22, [
+            turn("log", "<|APPEND|>map_notes.txt|tree west of start\n<|DONE|>",
+                 [op("<|APPEND|>map_notes.txt|tree west of start", "already there", redundant=True)]),
+            turn("plan", "<|ACTION|>noop<|END|>"),
+        ]),
+        step("noop", 0.0, 1 / 22, [
+            turn("log", "<|BOGUS|>x", errors=["unknown operation 'BOGUS'"]),
+            turn("plan", "<|ACTION|>noop<|END|>"),
+        ]),
+    ]
+
+
+def write_episode(batch, seed, steps=None, scaffold=SCAFFOLD, agent="memory"):
+    eid = episode_id("crafter", seed)
+    writer = TrajectoryWriter(trajectory_path(batch, eid), {
+        "episode": eid, "game": "crafter", "seed": seed, "max_steps": 5, "agent": agent,
+        "scaffold": {"game": scaffold.game, "version": scaffold.version, "hash": content_hash(scaffold)},
+    })
+    for t, record in enumerate(steps or constructed_steps()):
+        writer.step({"step": t, **record})
+    return writer.finish({"steps": 5, "progression": 1 / 22, "total_reward": 1.0, "done": False})
+
+
+def test_extraction_yields_exactly_the_expected_decisions_and_scores(tmp_path):
+    path = write_episode(tmp_path, 1234)
+    decisions = extract_decisions(path, SCAFFOLD, ScoreWeights(horizon=2))
+    got = {(d.step, d.phase): d for d in decisions}
+    assert sorted(got) == [(0, "plan"), (1, "log"), (1, "plan"), (2, "log"), (2, "plan"),
+                           (3, "log"), (3, "plan"), (4, "log"), (4, "plan")]
+    scores = {k: d.score.score for k, d in got.items()}
+    assert scores[(0, "plan")] == pytest.approx(P + 1, abs=1e-3)       # a read with content, then an achievement
+    assert scores[(1, "log")] == pytest.approx(P + 1, abs=1e-3)        # a write that the same step's PLAN read
+    assert scores[(1, "plan")] == pytest.approx(P + 1, abs=1e-3)
+    assert scores[(2, "log")] == 0                           # a write never read: no credit for what followed
+    assert scores[(2, "plan")] == -1                         # an empty search
+    assert scores[(3, "log")] == -1                          # a redundant write
+    assert scores[(3, "plan")] == 0                          # action only: nothing consulted
+    assert scores[(4, "log")] == -2                          # a malformed turn
+    assert got[(1, "log")].score.writes_used == 1 and got[(2, "log")].score.writes_read == 0
+    assert got[(4, "plan")].score.window == 1                # the window stops at the episode's end
+
+
+def test_examples_rebuild_the_specialists_prompts(tmp_path):
+    path = write_episode(tmp_path, 1234)
+    got = {(d.step, d.phase): d for d in extract_decisions(path, SCAFFOLD, ScoreWeights(horizon=2))}
+    system = prompts.system_prompt(SCAFFOLD, {}, "memory")
+    plan = got[(0, "plan")].examples
+    assert [e["completion"][0]["content"] for e in plan] == ["<|READ|>strategy.txt", "<|DONE|>"]
+    assert plan[0]["prompt"][0] == {"role": "system", "content": system}
+    assert plan[0]["prompt"][1]["content"].endswith(prompts.plan_phase("memory"))
+    assert "<|ACTION|>" not in json.dumps([e["completion"] for d in got.values() for e in d.examples])
+    # The second turn sees the first turn and its result, as the agent's conversation did.
+    assert plan[1]["prompt"][2:] == [
+        {"role": "assistant", "content": "<|READ|>strategy.txt"},
+        {"role": "user", "content": "Results:\n<|READ|>strategy.txt -> strategy.txt (1 lines):\nCollect wood"},
+    ]
+    log = got[(1, "log")].examples[0]["prompt"][1]["content"]
+    assert "Your previous action was move_left" in log and log.endswith(prompts.LOG_PHASE)
+    assert log == prompts.phase_messages(system, SCAFFOLD, 1, "obs before do", INDEX, [("move_left", 0.0)], [],
+                                         prompts.LOG_PHASE)[1]["content"]
+
+
+def test_extraction_refuses_unusable_trajectories(tmp_path):
+    limits = SCAFFOLD.limits.model_copy(update={"plan_max_ops": 3})
+    other = SCAFFOLD.model_copy(update={"version": 1, "parent": 0, "limits": limits})
+    with pytest.raises(DecisionError, match="not with crafter v1"):
+        extract_decisions(write_episode(tmp_path / "a", 1, scaffold=SCAFFOLD), other)
+    with pytest.raises(DecisionError, match="baseline"):
+        extract_decisions(write_episode(tmp_path / "b", 1, agent="window"), SCAFFOLD)
+    old = constructed_steps()
+    del old[2]["memory_index"]
+    with pytest.raises(DecisionError, match="no memory_index"):
+        extract_decisions(write_episode(tmp_path / "c", 1, old), SCAFFOLD)
+    path = write_episode(tmp_path / "d", 1)
+    path.write_text(path.read_text()[:-20])
+    with pytest.raises(DecisionError, match="corrupted|incomplete"):
+        extract_decisions(path, SCAFFOLD)
+
+
+def settings(**overrides):
+    return CurationSettings(**{"weights": ScoreWeights(horizon=2), "min_examples": 1, **overrides})
+
+
+def test_curation_keeps_good_decisions_and_never_an_eval_seed(tmp_path):
+    batch = tmp_path / "batch"
+    write_episode(batch, 1234)
+    write_episode(batch, 42)          # an evaluation seed: must never reach the dataset
+    result = asyncio.run(curate([batch], SCAFFOLD, [42, 43], tmp_path / "data", settings()))
+    table = pq.read_table(tmp_path / "data" / "dataset.parquet").to_pylist()
+    assert {r["seed"] for r in table} == {1234}
+    assert {(r["step"], r["phase"]) for r in table} == {(0, "plan"), (1, "log"), (1, "plan")}
+    assert result.examples == len(table) == 5     # two-turn plans give two examples each
+    stats = json.loads((tmp_path / "data" / "stats.json").read_text())
+    assert stats["excluded_episodes"][0]["reason"] == "seed 42 is an evaluation seed"
+    assert stats["verdicts"] == {"accepted": 3, "unreviewed": 3, "rejected": 3}
+    audit = [json.loads(line) for line in (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()]
+    assert len(audit) == 9 and all(a["verdict"] and a["reason"] for a in audit)
+    assert len(stats["dataset_hash"]) == 16
+
+
+def test_a_dataset_below_the_minimum_stops_with_a_clear_message(tmp_path):
+    write_episode(tmp_path / "batch", 1234)
+    with pytest.raises(DatasetTooSmall, match=r"kept 5 examples .* minimum of 300: collect more training rollouts"):
+        asyncio.run(curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings(min_examples=300)))
+    assert not (tmp_path / "data" / "dataset.parquet").exists()
+    assert (tmp_path / "data" / "decisions.jsonl").exists()      # the audit is kept: nothing is lost
+
+
+def test_only_eval_seed_episodes_is_an_error(tmp_path):
+    write_episode(tmp_path / "batch", 42)
+    with pytest.raises(CurationError, match="evaluation seed"):
+        asyncio.run(curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings()))
+
+
+def test_duplicates_and_episode_balance(tmp_path):
+    batch = tmp_path / "batch"
+    for seed in (1001, 1002, 1003):
+        write_episode(batch, seed)     # identical episodes: their examples repeat exactly
+    asyncio.run(curate([batch], SCAFFOLD, [42], tmp_path / "data", settings()))
+    audit = [json.loads(line) for line in (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()]
+    verdicts = [a["verdict"] for a in audit if a["score"]["score"] >= 1]
+    assert verdicts.count("accepted") == 3 and verdicts.count("duplicate") == 6
+
+
+def test_meta_review_keeps_or_drops_borderline_decisions(tmp_path, scripted):
+    reply = json.dumps({"verdicts": [{"id": 0, "keep": True, "reason": "records where the agent acted"},
+                                     {"id": 1, "keep": False, "reason": "did nothing"}]})
+    server = scripted([{"match": "review its memory decisions", "reply": reply}])
+    batch = tmp_path / "batch"
+    write_episode(batch, 1234)
+
+    async def run():
+        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        try:
+            return await curate([batch], SCAFFOLD, [42], tmp_path / "data", settings(), meta=client)
+        finally:
+            await client.close()
+
+    result = asyncio.run(run())
+    assert result.stats["verdicts"] == {"accepted": 3, "reviewed_kept": 1, "reviewed_dropped": 2, "rejected": 3}
+    review = json.loads((tmp_path / "data" / "review.json").read_text())
+    assert len(review) == 1 and review[0]["error"] is None
+    lines = (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()
+    audit = {json.loads(line)["id"]: json.loads(line) for line in lines}
+    assert audit["crafter__seed1234/step2/log"]["reason"] == "records where the agent acted"    # best borderline first
+
+
+def test_an_unusable_review_reply_drops_the_batch_and_is_kept(tmp_path, scripted):
+    server = scripted([{"match": "review its memory decisions", "reply": "I think they are fine"}])
+    write_episode(tmp_path / "batch", 1234)
+
+    async def run():
+        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        try:
+            return await curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings(), meta=client)
+        finally:
+            await client.close()
+
+    result = asyncio.run(run())
+    assert result.stats["verdicts"]["reviewed_dropped"] == 3
+    review = json.loads((tmp_path / "data" / "review.json").read_text())
+    assert review[0]["reply"] == "I think they are fine" and review[0]["error"].startswith("review reply unusable")
