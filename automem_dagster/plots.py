@@ -23,6 +23,7 @@ DECISION_COLOURS = {
     "rejected": "#ff7f0e",
     "pending": "#1f77b4",
     "champion": "#9467bd",
+    "specialist": "#17becf",
 }
 
 COST_METRICS = (
@@ -104,6 +105,53 @@ def plot_behaviour(
                   [champion[k] / s for k, _, s in costs], candidate_label, champion_label)
     cost_ax.set_xlabel("per step")
     cost_ax.set_title("cost per step")
+    return _save(fig, out)
+
+
+@dataclass(frozen=True)
+class AgentPoint:
+    """One agent's mean progression (percent) ± SE on a seed set: a baseline, a scaffold version,
+    or a scaffold with its memory specialist. ``kind`` picks the colour (a DECISION_COLOURS key)."""
+
+    label: str
+    mean: float
+    se: float
+    kind: str
+
+
+def plot_agent_comparison(points: list[AgentPoint], title: str, out: Path) -> Path:
+    """Progression by agent with ± SE bars, in the order given (floor first, best agent last)."""
+    if not points:
+        raise ValueError(f"points is empty: nothing to plot for {title!r}; pass at least one evaluated agent")
+    fig = Figure(figsize=(max(5.0, 1.3 * len(points) + 2), 4), layout="constrained")
+    ax = fig.add_subplot()
+    xs = range(len(points))
+    ax.bar(xs, [p.mean for p in points], yerr=[p.se for p in points], capsize=5,
+           color=[DECISION_COLOURS.get(p.kind, "#1f77b4") for p in points])
+    for x, p in zip(xs, points, strict=True):
+        ax.annotate(f"{p.mean:.1f}", (x, p.mean + p.se), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)
+    ax.set_xticks(list(xs), [p.label for p in points], fontsize=8)
+    ax.set_ylim(bottom=0, top=max(max(p.mean + p.se for p in points) * 1.2, 1.0))
+    ax.set_ylabel("progression (%)")
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, out)
+
+
+def plot_losses(train: list[list[float]], validation: list[list[float]], title: str, out: Path) -> Path:
+    """Training and validation loss by optimizer step (``[step, loss]`` pairs)."""
+    if not validation:
+        raise ValueError(f"no validation loss to plot for {title!r}: the training run recorded none")
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    ax = fig.add_subplot()
+    if train:
+        ax.plot([s for s, _ in train], [v for _, v in train], color="#1f77b4", alpha=0.7, label="training loss")
+    ax.plot([s for s, _ in validation], [v for _, v in validation], "o-", color="#d62728", label="validation loss")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss (completion tokens)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     return _save(fig, out)
 
 

@@ -12,12 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.games import game_family
+from automem_dagster.loop.proficiency import ProficiencyResult, SpecialistDecision
 from automem_dagster.loop.structure import DecisionRecord, RoundResult, Storage, per_seed, slug
-from automem_dagster.plots import VersionPoint, plot_behaviour, plot_progression_by_version
+from automem_dagster.plots import (
+    AgentPoint,
+    VersionPoint,
+    plot_agent_comparison,
+    plot_behaviour,
+    plot_losses,
+    plot_progression_by_version,
+)
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
-from automem_dagster.tracking import EvaluationRun, TrackedRun, Tracker
+from automem_dagster.tracking import EvaluationRun, TrackedRun, Tracker, TrainingRun
+from automem_dagster.training.registry import AdapterRecord
 
 
 @dataclass
@@ -92,4 +101,69 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
         diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, plots=list(report.plots.values())))
     report.runs["champion"] = tracker.log_evaluation(evaluation_run(
         result.game, result.champion_eval, result.parent, "champion", endpoints, storage, max_steps, round_id))
+    return report
+
+
+def report_training(game: str, adapter: AdapterRecord, training: dict, storage: Storage,
+                    tracker: Tracker | None) -> tuple[Path, TrackedRun | None]:
+    """The loss plot of an adapter's training and (with a tracker) its MLflow run, which also
+    registers the adapter as a new version of the model ``automem-<family>-specialist``."""
+    plot = plot_losses(training["train_loss"], training["validation_loss"],
+                       f"{game}: LoRA specialist {adapter.id} training", report_dir(storage, game) / f"{adapter.id}_loss.png")
+    if tracker is None:
+        return plot, None
+    data_dir = Path(adapter.dataset_dir)
+    run = tracker.log_training(TrainingRun(
+        game=game, family=game_family(game), scaffold_version=adapter.scaffold_version, adapter=adapter.id,
+        base=training["base"], settings=training["settings"], settings_source=adapter.settings_source,
+        dataset_hash=adapter.dataset, examples_train=training["examples_train"],
+        examples_validation=training["examples_validation"], train_loss=training["train_loss"],
+        validation_loss=training["validation_loss"],
+        figures={k: training[k] for k in ("seconds_per_step", "tokens_per_second", "peak_rss_mb") if k in training},
+        adapter_dir=Path(adapter.adapter_dir),
+        artifacts=[p for p in (data_dir / "stats.json", data_dir / "lora_config.json", plot) if p.exists()]))
+    return plot, run
+
+
+def report_specialist(game: str, adapter: AdapterRecord, decision: SpecialistDecision, specialist: BatchSummary,
+                      champion: BatchSummary, endpoints: dict, storage: Storage, tracker: Tracker | None,
+                      max_steps: int, extra_plots: list[Path] = ()) -> RoundReport:
+    """Plots of the gate (progression and behaviour, specialist vs one-model champion) and, with a
+    tracker, one MLflow run each for the specialist (role ``specialist``) and the champion."""
+    report = RoundReport()
+    out = report_dir(storage, game)
+    version = decision.scaffold_version
+    champion_label, specialist_label = f"v{version}", f"v{version} + {adapter.id}"
+    report.plots["progression"] = plot_agent_comparison(
+        [AgentPoint(champion_label, champion.progression.mean, champion.progression.stderr, "champion"),
+         AgentPoint(specialist_label, specialist.progression.mean, specialist.progression.stderr,
+                    "kept" if decision.keep else "rolled_back")],
+        f"{game}: one-model champion vs two-model specialist", out / f"{adapter.id}_progression.png")
+    report.plots["behaviour"] = plot_behaviour(
+        specialist.behaviour.as_dict(), champion.behaviour.as_dict(), f"{game}: specialist {adapter.id} vs one model",
+        out / f"{adapter.id}_behaviour.png", candidate_label=specialist_label, champion_label=champion_label)
+    if tracker is None:
+        return report
+    outcome = {"keep": bool(decision.keep), "reason": decision.reason, **{k: decision.comparison[k] for k in
+               ("mean_difference", "stderr_difference", "ci_low", "ci_high")}}
+    one_model = {k: v for k, v in endpoints.items() if k != "memory"}
+    report.runs["specialist"] = tracker.log_evaluation(evaluation_run(
+        game, specialist, version, "specialist", endpoints, storage, max_steps, adapter.id, adapter=adapter.id,
+        decision=outcome, plots=[*report.plots.values(), *extra_plots]))
+    report.runs["champion"] = tracker.log_evaluation(evaluation_run(
+        game, champion, version, "champion", one_model, storage, max_steps, adapter.id))
+    return report
+
+
+def report_proficiency(result: ProficiencyResult, storage: Storage, tracker: Tracker | None, max_steps: int) -> RoundReport:
+    """Everything a proficiency round shows: the training (plot, MLflow run, registered model
+    version) and the gate (plots, MLflow runs of specialist and champion)."""
+    losses, training_run = report_training(result.game, result.adapter, result.training, storage, tracker)
+    if result.decision is None:
+        return RoundReport(plots={"losses": losses})
+    report = report_specialist(result.game, result.adapter, result.decision, result.specialist_eval,
+                               result.champion_eval, result.endpoints, storage, tracker, max_steps, [losses])
+    report.plots["losses"] = losses
+    if training_run is not None:
+        report.runs["training"] = training_run
     return report

@@ -35,6 +35,7 @@ from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE, assert_disjoint, e
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
 from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT
 from automem_dagster.scaffold.lineage import Lineage
+from automem_dagster.training.registry import DEFAULT_ROOT as SPECIALISTS_ROOT
 
 
 class RoundError(RuntimeError):
@@ -65,12 +66,14 @@ class RoundSettings:
 
 @dataclass(frozen=True)
 class Storage:
-    """Where a round reads and writes: generated outputs, scaffold versions, the lineage."""
+    """Where a round reads and writes: generated outputs, scaffold versions, the lineage, the
+    specialist registry of the proficiency loop."""
 
     runs: Path = RUNS
     scaffolds: Path = SCAFFOLDS
     lineage: Path = LINEAGE_ROOT
     seeds_file: Path = DEFAULT_SEEDS_FILE
+    specialists: Path = SPECIALISTS_ROOT
 
     def load_lineage(self, family: str) -> Lineage:
         return Lineage.load(family, self.lineage, self.scaffolds)

@@ -5,7 +5,10 @@ from automem_dagster.tracking.mlflow_tracking import (
     TrackedRun,
     Tracker,
     TrackingError,
+    TrainingRun,
     default_tracking_uri,
+    specialist_model_name,
 )
 
-__all__ = ["EvaluationRun", "TrackedRun", "Tracker", "TrackingError", "default_tracking_uri"]
+__all__ = ["EvaluationRun", "TrackedRun", "Tracker", "TrackingError", "TrainingRun", "default_tracking_uri",
+           "specialist_model_name"]

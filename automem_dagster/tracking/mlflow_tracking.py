@@ -34,7 +34,8 @@ MLFLOW_DIR = PROJECT_ROOT / "mlflow"
 DEFAULT_ARTIFACT_ROOT = MLFLOW_DIR / "artifacts"
 DEFAULT_UI_URL = "http://127.0.0.1:5000"
 
-ROLES = ("candidate", "champion", "evaluation", "baseline")
+ROLES = ("candidate", "champion", "evaluation", "baseline", "specialist")
+"""``specialist``: the two-model agent, the champion scaffold with a LoRA memory specialist."""
 ENDPOINT_FIELDS = ("name", "model", "base_url", "constrained", "temperature", "lora_id")
 """The endpoint facts logged as params: an allow-list, so a key or token added to an endpoint
 description later can never reach the tracking store."""
@@ -91,6 +92,8 @@ class EvaluationRun:
     extra_artifacts: list[Path] = field(default_factory=list)
     agent: str = "memory"
     window: int | None = None
+    adapter: str | None = None
+    """The LoRA memory specialist (``a1``...) of a ``specialist`` run."""
 
     def __post_init__(self) -> None:
         if self.family not in GAME_FAMILIES:
@@ -102,6 +105,8 @@ class EvaluationRun:
         if (self.role == "baseline") != (self.agent != "memory"):
             raise ValueError(f"role {self.role!r} with agent {self.agent!r} of {self.game!r}: "
                              "a baseline agent is logged with role 'baseline', the memory agent with another role")
+        if (self.role == "specialist") != (self.adapter is not None):
+            raise ValueError(f"role {self.role!r} of {self.game!r}: a specialist run names its adapter, no other run does")
         if set(self.per_seed) != set(self.seeds):
             raise ValueError(
                 f"per_seed of {self.game!r} v{self.version} covers seeds {sorted(self.per_seed)}, "
@@ -114,6 +119,7 @@ class EvaluationRun:
     @property
     def run_name(self) -> str:
         subject = f"v{self.version}" if self.agent == "memory" else self.agent
+        subject += f"+{self.adapter}" if self.adapter else ""
         return f"{subject}-{self.role}" + (f"-{self.round_id}" if self.round_id else "")
 
     @property
@@ -218,6 +224,41 @@ class Tracker:
         for extra in run.extra_artifacts:
             self.client.log_artifact(run_id, str(extra))
 
+    def log_training(self, run: TrainingRun) -> TrackedRun:
+        """One MLflow run for a LoRA training: settings as params, the loss curves as stepped
+        metrics, the adapter and its curation records as artifacts, and a new version of the
+        registered model ``automem-<family>-specialist`` whose source is the logged adapter."""
+        experiment_id = self.experiment_id(run.family)
+        name = f"v{run.scaffold_version}+{run.adapter}-training"
+        with self._store(f"creating run {name} in experiment automem-{run.family}"):
+            run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
+        with self._store(f"logging training run {name} ({run_id})"):
+            try:
+                self.client.log_batch(run_id, metrics=_training_metrics(run), params=_training_params(run),
+                                      tags=_training_tags(run))
+                self.client.log_artifacts(run_id, str(run.adapter_dir), "adapter")
+                for path in run.artifacts:
+                    self.client.log_artifact(run_id, str(path))
+                self._register(run, run_id)
+            except BaseException:
+                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+                raise
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+        return TrackedRun(run_id, experiment_id, f"{self.ui_url}/#/experiments/{experiment_id}/runs/{run_id}")
+
+    def _register(self, run: TrainingRun, run_id: str) -> None:
+        model = specialist_model_name(run.family)
+        try:
+            self.client.create_registered_model(model, description=(
+                f"LoRA memory specialists for {run.family}: one version per trained adapter; the adapter is "
+                "served next to the frozen game model (vLLM --lora-modules, or as GGUF by the embedded server)."))
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        self.client.create_model_version(model, f"runs:/{run_id}/adapter", run_id=run_id, tags={
+            "automem.adapter": run.adapter, "automem.scaffold_version": str(run.scaffold_version),
+            "automem.dataset": run.dataset_hash, "automem.base": run.base})
+
     def runs_for(self, family: str) -> list[dict]:
         """The family's evaluations, newest first: version, role, run_id, progression and decision tag."""
         name = f"automem-{family}"
@@ -237,6 +278,7 @@ class Tracker:
                         "version": int(tags["automem.version"]),
                         "role": tags["automem.role"],
                         "agent": tags.get("automem.agent", "memory"),
+                        "adapter": tags.get("automem.adapter"),
                         "run_id": found.info.run_id,
                         "progression_mean": metrics.get("progression_mean"),
                         "progression_se": metrics.get("progression_se"),
@@ -245,6 +287,61 @@ class Tracker:
                 token = page.token
                 if not token:
                     return rows
+
+
+def specialist_model_name(family: str) -> str:
+    return f"automem-{family}-specialist"
+
+
+@dataclass
+class TrainingRun:
+    """One LoRA training of a memory specialist, as MLflow records it. Losses are ``[step, loss]``."""
+
+    game: str
+    family: str
+    scaffold_version: int
+    adapter: str
+    base: str
+    settings: dict
+    settings_source: str
+    """``meta-LLM`` when the meta-LLM's recommendation was used, ``default`` otherwise."""
+    dataset_hash: str
+    examples_train: int
+    examples_validation: int
+    train_loss: list[list[float]]
+    validation_loss: list[list[float]]
+    figures: dict[str, float]
+    """seconds_per_step, tokens_per_second, peak_rss_mb and any other scalar of the run."""
+    adapter_dir: Path
+    artifacts: list[Path] = field(default_factory=list)
+
+
+def _training_params(run: TrainingRun) -> list[Param]:
+    values = {"game": run.game, "version": run.scaffold_version, "adapter": run.adapter, "base": run.base,
+              "settings_source": run.settings_source, "dataset_hash": run.dataset_hash,
+              "examples_train": run.examples_train, "examples_validation": run.examples_validation,
+              **{f"lora.{k}": ",".join(v) if isinstance(v, list) else v for k, v in run.settings.items()}}
+    return [Param(key, str(value)) for key, value in values.items() if value is not None]
+
+
+def _training_metrics(run: TrainingRun) -> list[Metric]:
+    now = int(time.time() * 1000)
+    metrics = [Metric("train_loss", float(loss), now, int(step)) for step, loss in run.train_loss]
+    metrics += [Metric("validation_loss", float(loss), now, int(step)) for step, loss in run.validation_loss]
+    metrics += [Metric(key, float(value), now, 0) for key, value in run.figures.items()]
+    return metrics
+
+
+def _training_tags(run: TrainingRun) -> list[RunTag]:
+    first, last = run.validation_loss[0][1], run.validation_loss[-1][1]
+    note = (f"**{run.game}** LoRA memory specialist {run.adapter} for scaffold v{run.scaffold_version}, base "
+            f"`{run.base}`, settings from the {run.settings_source}. {run.examples_train} training and "
+            f"{run.examples_validation} validation examples (dataset {run.dataset_hash}); validation loss "
+            f"{first:.3f} -> {last:.3f}.")
+    values = {"automem.game": run.game, "automem.family": run.family, "automem.version": str(run.scaffold_version),
+              "automem.role": "training", "automem.agent": "memory", "automem.adapter": run.adapter,
+              "mlflow.note.content": note}
+    return [RunTag(key, value) for key, value in values.items()]
 
 
 def _params(run: EvaluationRun) -> list[Param]:
@@ -260,6 +357,7 @@ def _params(run: EvaluationRun) -> list[Param]:
         "round_id": run.round_id,
         "agent": run.agent,
         "window": run.window,
+        "adapter": run.adapter,
     }
     for role, endpoint in sorted(run.endpoints.items()):
         for key in ENDPOINT_FIELDS:
@@ -297,6 +395,7 @@ def _tags(run: EvaluationRun) -> list[RunTag]:
         "automem.parent": None if run.parent is None else str(run.parent),
         "automem.role": run.role,
         "automem.agent": run.agent,
+        "automem.adapter": run.adapter,
         "automem.round": run.round_id,
         "automem.decision": run.decision_tag,
         "mlflow.note.content": _summary(run),
@@ -308,6 +407,8 @@ def _summary(run: EvaluationRun) -> str:
     parent = "no parent" if run.parent is None else f"parent v{run.parent}"
     if run.agent == "memory":
         subject = f"**{run.game}** scaffold v{run.version} ({parent}), {run.role}"
+        if run.adapter:
+            subject += f", memory operations by LoRA specialist {run.adapter}"
     else:
         subject = f"**{run.game}** {run.agent} baseline" + (f" (last {run.window} steps in context)" if run.window else "")
     lines = [

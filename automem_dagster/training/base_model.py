@@ -75,3 +75,28 @@ def _clear_gguf_marker(model) -> None:
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+
+
+def describe_base(base: str = EMBEDDED_BASE) -> dict:
+    """Size facts of the base for the LoRA recommendation, from its config alone (no weights loaded)."""
+    from transformers import AutoConfig
+
+    try:
+        if base == EMBEDDED_BASE:
+            from automem_dagster.llm.embedded_server import embedded_model_path
+
+            path = embedded_model_path()
+            cfg = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+            name = f"SmolLM2-135M-Instruct ({path.name})"
+        else:
+            cfg = AutoConfig.from_pretrained(base)
+            name = base
+    except (OSError, ValueError) as exc:
+        raise BaseModelError(f"cannot read the config of base model {base!r} ({exc}); use `embedded` or an existing "
+                             "Hugging Face model directory") from exc
+    h, layers = cfg.hidden_size, cfg.num_hidden_layers
+    ffn = getattr(cfg, "intermediate_size", 4 * h)
+    # Attention (4 h^2) and a gated MLP (3 h ffn) per layer, plus the embeddings.
+    parameters = layers * (4 * h * h + 3 * h * ffn) + cfg.vocab_size * h
+    return {"name": name, "hidden_size": h, "layers": layers, "parameters": parameters,
+            "context": getattr(cfg, "max_position_embeddings", 2048)}

@@ -17,6 +17,7 @@ from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS, SCAFFOLDS
 from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE
 from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT
 from automem_dagster.tracking import Tracker
+from automem_dagster.training.registry import DEFAULT_ROOT as SPECIALISTS_ROOT
 
 T = TypeVar("T")
 
@@ -30,16 +31,19 @@ class LLMEndpointsResource(dg.ConfigurableResource):
         return load_endpoints(Path(self.endpoints_file))
 
     @asynccontextmanager
-    async def clients(self, log_dir: Path):
-        """Live clients; an embedded server is started on entry and stopped on exit, also on failure."""
-        async with connect(self.config(), log_dir) as clients:
+    async def clients(self, log_dir: Path, config: EndpointsConfig | None = None, lora: list[Path] | None = None):
+        """Live clients; an embedded server is started on entry and stopped on exit, also on failure.
+        ``config`` replaces the file's endpoints (the two-model agent) and ``lora`` lists GGUF adapters
+        for the embedded server."""
+        async with connect(config or self.config(), log_dir, lora=lora) as clients:
             yield clients
 
-    def run(self, stage: Callable[[Clients], Awaitable[T]], log_dir: Path) -> T:
+    def run(self, stage: Callable[[Clients], Awaitable[T]], log_dir: Path, config: EndpointsConfig | None = None,
+            lora: list[Path] | None = None) -> T:
         """``stage(clients)`` on a fresh event loop, inside ``clients``: how a sync asset calls an async stage."""
 
         async def go() -> T:
-            async with self.clients(log_dir) as clients:
+            async with self.clients(log_dir, config, lora) as clients:
                 return await stage(clients)
 
         return asyncio.run(go())
@@ -63,9 +67,11 @@ class StorageResource(dg.ConfigurableResource):
     scaffolds: str = str(SCAFFOLDS)
     lineage: str = str(LINEAGE_ROOT)
     seeds_file: str = str(DEFAULT_SEEDS_FILE)
+    specialists: str = str(SPECIALISTS_ROOT)
 
     def storage(self) -> Storage:
-        return Storage(Path(self.runs), Path(self.scaffolds), Path(self.lineage), Path(self.seeds_file))
+        return Storage(Path(self.runs), Path(self.scaffolds), Path(self.lineage), Path(self.seeds_file),
+                       Path(self.specialists))
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:

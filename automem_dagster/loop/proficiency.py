@@ -1,0 +1,320 @@
+"""One round of the proficiency loop, as stages that read and write files.
+
+training rollouts (champion scaffold, training seeds) -> curated SFT dataset -> LoRA
+configuration (meta-LLM) -> LoRA training (+ GGUF export for the embedded server) ->
+evaluation of the two-model agent (specialist for memory, frozen game model for actions)
+against the one-model champion on the fixed evaluation seeds -> keep or roll back.
+
+Like the structure loop, each stage is a plain function writing under ``runs/`` at a path
+derived from its inputs, so rerunning resumes: a finished dataset, configuration or adapter
+is read back, and an adapter trained but not yet judged is evaluated by the next round
+instead of training another. The specialist pointer (``assets/specialists/<family>.json``)
+moves only in ``decide_specialist_stage``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from automem_dagster.atomic import write_json_atomic
+from automem_dagster.games import game_family
+from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.config import EMBEDDED, EndpointsConfig
+from automem_dagster.llm.session import Clients, connect
+from automem_dagster.loop.structure import (
+    RoundError,
+    RoundSettings,
+    Storage,
+    batch_dir,
+    champion_scaffold,
+    evaluate_stage,
+    per_seed,
+    slug,
+)
+from automem_dagster.meta.curate import CurationResult, CurationSettings, curate
+from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
+from automem_dagster.metrics.paired import compare_paired, decide
+from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
+from automem_dagster.rollout.runner import Progress
+from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
+from automem_dagster.scaffold import Scaffold, load_scaffold
+from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
+from automem_dagster.training.settings import LoraSettings, default_settings
+
+PROFICIENCY_SEED_OFFSET = 49_500
+"""Proficiency rollouts take their training seeds from the second half of the game's shuffled
+training stream, so they never replay the structure loop's diagnosis episodes (first half)."""
+
+MIN_EXAMPLES = {"minihack": 300, "crafter": 500, "nethack": 800}
+"""REFERENCE.md: 300 (MiniHack) to 800 (NetHack); Crafter's episodes are between the two in length."""
+
+
+@dataclass(frozen=True)
+class ProficiencySettings:
+    """A round's budget: rollouts and evaluation as in the structure loop (``budget``), then
+    curation, the base model and an optional cap on optimizer steps (a short local round)."""
+
+    budget: RoundSettings
+    curation: CurationSettings = field(default_factory=CurationSettings)
+    base: str = "embedded"
+    max_train_steps: int | None = None
+    lora: LoraSettings | None = None
+    """Settings given by a person; the meta-LLM is then not asked."""
+
+    @property
+    def game(self) -> str:
+        return self.budget.game
+
+    @property
+    def family(self) -> str:
+        return game_family(self.budget.game)
+
+
+def default_curation(game: str, **overrides) -> CurationSettings:
+    return CurationSettings(**{"min_examples": MIN_EXAMPLES[game_family(game)], **overrides})
+
+
+def registry(storage: Storage, family: str) -> SpecialistRegistry:
+    return SpecialistRegistry.load(family, storage.specialists)
+
+
+# --- stage 1: training rollouts -------------------------------------------------------------
+
+def proficiency_seeds(settings: ProficiencySettings, storage: Storage) -> list[int]:
+    """Fresh training seeds per adapter (the r-th block of the second half of the stream)."""
+    rounds = len(registry(storage, settings.family).adapters)
+    n = settings.budget.rollout_episodes
+    seeds = training_seeds(settings.game, n, PROFICIENCY_SEED_OFFSET + rounds * n, storage.seeds_file)
+    assert_disjoint(seeds, eval_seeds(settings.game, storage.seeds_file))
+    return seeds
+
+
+async def training_rollout_stage(settings: ProficiencySettings, scaffold: Scaffold, seeds: list[int], clients: Clients,
+                                 storage: Storage, progress: Progress | None = None) -> BatchSummary:
+    """The champion one-model agent on training seeds: the decisions the specialist learns from."""
+    budget = settings.budget
+    out = batch_dir(storage.runs, "training", settings.game, scaffold.version, seeds, budget.rollout_max_steps)
+    spec = RolloutSpec(settings.game, scaffold, seeds, budget.rollout_max_steps, out, budget.concurrency)
+    return await run_batch(spec, one_model(clients), progress)
+
+
+# --- stage 2: curation ----------------------------------------------------------------------
+
+def dataset_dir(storage: Storage, batch: Path) -> Path:
+    batch = Path(batch)
+    return storage.runs / "datasets" / batch.parent.parent.name / batch.parent.name / batch.name
+
+
+async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySettings, meta: LLMClient | None,
+                       storage: Storage, say: Callable[[str], None] | None = None) -> CurationResult:
+    """The curated dataset of ``batch``: read back when it exists, else curated (DatasetTooSmall stops here)."""
+    out = dataset_dir(storage, batch)
+    if (out / "dataset.parquet").exists() and (out / "stats.json").exists():
+        stats = json.loads((out / "stats.json").read_text())
+        return CurationResult(str(out), stats["examples"], stats)
+    return await curate([Path(batch)], scaffold, eval_seeds(settings.game, storage.seeds_file), out, settings.curation,
+                        meta, say)
+
+
+# --- stage 3: LoRA configuration ------------------------------------------------------------
+
+async def lora_config_stage(data: CurationResult, settings: ProficiencySettings, meta: LLMClient | None) -> LoraChoice:
+    """``lora_config.json`` beside the dataset: given settings, else the meta-LLM's within bounds."""
+    from automem_dagster.training.base_model import describe_base
+
+    path = Path(data.out_dir) / "lora_config.json"
+    if settings.lora is None and path.exists():
+        return LoraChoice.load(path)
+    base = describe_base(settings.base)
+    defaults = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
+    if settings.lora is not None:
+        choice = LoraChoice(settings.lora, "given", "settings given by the user", defaults)
+    else:
+        choice = await recommend_lora(data.stats, base, defaults, meta, settings.budget.max_attempts)
+    choice.save(path)
+    return choice
+
+
+# --- stage 4: training ----------------------------------------------------------------------
+
+def adapter_dir(storage: Storage, game: str, adapter_id: str) -> Path:
+    return storage.runs / "adapters" / slug(game) / adapter_id
+
+
+def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, settings: ProficiencySettings,
+                storage: Storage, progress=None) -> AdapterRecord:
+    """Train (or resume) the next adapter, export it for the embedded server, and register it as pending."""
+    from automem_dagster.training.gguf_lora import export_gguf_lora
+    from automem_dagster.training.sft import train_adapter
+
+    reg = registry(storage, settings.family)
+    adapter_id = reg.next_id()
+    out = adapter_dir(storage, settings.game, adapter_id)
+    result = train_adapter(Path(data.out_dir), choice.settings, out, base=settings.base,
+                           max_steps=settings.max_train_steps, progress=progress)
+    gguf = None
+    if settings.base == "embedded":
+        gguf = str(export_gguf_lora(Path(result.adapter_dir), out / "adapter.gguf"))
+    record = AdapterRecord(adapter_id, scaffold.version, data.stats["dataset_hash"], data.out_dir,
+                           str(result.adapter_dir), gguf, choice.source)
+    reg.add(record)
+    reg.save()
+    return record
+
+
+# --- stage 5: the two-model evaluation ------------------------------------------------------
+
+def one_model(clients: Clients) -> Clients:
+    """The same server, with the agent doing its own memory operations."""
+    return Clients(clients.game, None, clients.meta)
+
+
+def specialist_endpoints(config: EndpointsConfig, record: AdapterRecord) -> tuple[EndpointsConfig, list[Path]]:
+    """Endpoints of the two-model agent and the adapters the embedded server must load.
+
+    A ``memory:`` endpoint in the config is used as given (production: the adapter as a LoRA
+    module of the game model's vLLM server). Otherwise the embedded server loads the adapter's
+    GGUF and the memory endpoint is the game endpoint with that adapter selected per request."""
+    if config.memory is not None:
+        return config, []
+    if config.game.base_url != EMBEDDED:
+        raise RoundError(f"the game endpoint {config.game.base_url} is not the embedded server: add a `memory:` endpoint "
+                         f"that serves adapter {record.id} ({record.adapter_dir}; vLLM: --enable-lora --lora-modules)")
+    if record.gguf is None:
+        raise RoundError(f"adapter {record.id} has no GGUF export for the embedded server: retrain with base `embedded`")
+    memory = config.game.model_copy(update={"name": "memory", "lora_id": 0})
+    return config.model_copy(update={"memory": memory}), [Path(record.gguf)]
+
+
+def specialist_batch_dir(storage: Storage, game: str, version: int, seeds: list[int], max_steps: int,
+                         adapter_id: str) -> Path:
+    base = batch_dir(storage.runs, "evaluations", game, version, seeds, max_steps)
+    return base.with_name(f"{base.name}-specialist-{adapter_id}")
+
+
+async def specialist_evaluation_stage(settings: ProficiencySettings, scaffold: Scaffold, record: AdapterRecord,
+                                      clients: Clients, storage: Storage,
+                                      progress: Progress | None = None) -> tuple[BatchSummary, BatchSummary]:
+    """(two-model agent, one-model champion) on the same evaluation seeds; ``clients`` has the
+    specialist as its memory endpoint. The champion's batch is shared with the structure loop."""
+    if clients.memory is None:
+        raise RoundError("the specialist evaluation needs a memory endpoint serving the adapter (specialist_endpoints)")
+    budget = settings.budget
+    seeds = budget.eval_seed_list(storage.seeds_file)
+    out = specialist_batch_dir(storage, settings.game, scaffold.version, seeds, budget.eval_max_steps, record.id)
+    spec = RolloutSpec(settings.game, scaffold, seeds, budget.eval_max_steps, out, budget.concurrency)
+    specialist = await run_batch(spec, clients, progress)
+    champion = await evaluate_stage(settings.game, scaffold, seeds, budget.eval_max_steps, one_model(clients), storage,
+                                    budget.concurrency, progress)
+    return specialist, champion
+
+
+# --- stage 6: the decision ------------------------------------------------------------------
+
+@dataclass
+class SpecialistDecision:
+    game: str
+    adapter: str
+    scaffold_version: int
+    champion_before: str | None
+    champion_after: str | None
+    keep: bool
+    reason: str
+    comparison: dict
+    specialist_batch: str
+    champion_batch: str
+
+
+def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary, champion: BatchSummary,
+                            storage: Storage) -> SpecialistDecision:
+    """Paired comparison on the evaluation seeds; the specialist pointer moves only on a win."""
+    reg = registry(storage, game_family(game))
+    record = reg.record(adapter_id)
+    cand, champ = per_seed(specialist), per_seed(champion)
+    if set(cand) != set(champ):
+        raise RoundError(f"specialist seeds {sorted(cand)} and champion seeds {sorted(champ)} differ: "
+                         "rerun the evaluation to finish both batches")
+    before = reg.champion
+    decision = decide(compare_paired(cand, champ))
+    comparison = asdict(decision.comparison)
+    reg.decide(adapter_id, decision.keep, decision.reason, comparison)
+    reg.save()
+    result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
+                                decision.reason, comparison, specialist.out_dir, champion.out_dir)
+    write_json_atomic(storage.runs / "decisions" / slug(game) / f"specialist-{adapter_id}.json", asdict(result))
+    return result
+
+
+def load_specialist_decision(storage: Storage, game: str, adapter_id: str) -> SpecialistDecision | None:
+    path = storage.runs / "decisions" / slug(game) / f"specialist-{adapter_id}.json"
+    return SpecialistDecision(**json.loads(path.read_text())) if path.exists() else None
+
+
+# --- the whole round ------------------------------------------------------------------------
+
+@dataclass
+class ProficiencyResult:
+    """What a round produced; the rollout, dataset and config are None when a pending adapter was resumed."""
+
+    game: str
+    scaffold_version: int
+    adapter: AdapterRecord
+    rollout: BatchSummary | None = None
+    dataset: CurationResult | None = None
+    choice: LoraChoice | None = None
+    training: dict | None = None
+    specialist_eval: BatchSummary | None = None
+    champion_eval: BatchSummary | None = None
+    decision: SpecialistDecision | None = None
+    endpoints: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def training_record(record: AdapterRecord) -> dict:
+    """The trainer's ``training.json`` of an adapter (losses, speed, memory)."""
+    return json.loads((Path(record.adapter_dir).parent / "training.json").read_text())
+
+
+async def run_proficiency_round(settings: ProficiencySettings, config: EndpointsConfig, storage: Storage, log_dir: Path,
+                                progress: Progress | None = None, on_stage: Callable[[str], None] | None = None,
+                                train_progress=None) -> ProficiencyResult:
+    """Rollouts, curation, LoRA configuration, training, two-model evaluation and decision.
+
+    The model server runs for the rollouts and meta-LLM calls, is stopped while training (the
+    CPU is the trainer's), and is started again with the adapter for the evaluation."""
+    say = on_stage or (lambda line: None)
+    reg = registry(storage, settings.family)
+    pending = reg.pending()
+    if pending is not None:
+        scaffold = load_scaffold(settings.family, pending.scaffold_version, storage.scaffolds)
+        result = ProficiencyResult(settings.game, scaffold.version, pending,
+                                   notes=[f"resumed pending adapter {pending.id} of an earlier round"])
+        say(f"resuming pending adapter {pending.id} (an earlier round stopped before its decision)")
+    else:
+        scaffold = champion_scaffold(settings.family, storage)
+        seeds = proficiency_seeds(settings, storage)
+        async with connect(config, log_dir) as clients:
+            say(f"training rollouts: champion v{scaffold.version} on training seeds {seeds}")
+            rollout = await training_rollout_stage(settings, scaffold, seeds, clients, storage, progress)
+            say("curation: scoring memory decisions, the meta-LLM reviews borderline ones")
+            data = await curate_stage(Path(rollout.out_dir), scaffold, settings, clients.meta, storage, say)
+            say("LoRA configuration: the meta-LLM recommends, within bounds")
+            choice = await lora_config_stage(data, settings, clients.meta)
+        say(f"training: {choice.source} settings {choice.settings.model_dump_json()}")
+        record = train_stage(data, choice, scaffold, settings, storage, train_progress)
+        result = ProficiencyResult(settings.game, scaffold.version, record, rollout, data, choice)
+    result.training = training_record(result.adapter)
+    two_model, lora = specialist_endpoints(config, result.adapter)
+    async with connect(two_model, log_dir, lora=lora) as clients:
+        result.endpoints = clients.describe()
+        say(f"evaluation: specialist {result.adapter.id} + frozen game model vs the one-model champion "
+            f"v{scaffold.version} on seeds {settings.budget.eval_seed_list(storage.seeds_file)}")
+        result.specialist_eval, result.champion_eval = await specialist_evaluation_stage(
+            settings, scaffold, result.adapter, clients, storage, progress)
+    result.decision = decide_specialist_stage(settings.game, result.adapter.id, result.specialist_eval,
+                                              result.champion_eval, storage)
+    say(result.decision.reason)
+    return result

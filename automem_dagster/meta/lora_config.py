@@ -1,0 +1,112 @@
+"""The meta-LLM chooses the specialist's LoRA configuration from the dataset's statistics.
+
+The reply is requested under a JSON schema carrying ``LoraSettings``' bounds, and validated
+against them again (an unconstrained endpoint gets no schema): a value out of range is
+answered with the reason and asked again. When no attempt is usable the scaled REFERENCE.md
+defaults are used and the record says so, with every reply kept, so a training never waits
+on a meta-LLM that cannot produce a valid configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from automem_dagster.atomic import write_json_atomic
+from automem_dagster.datafiles import parse_json_reply, validation_problems
+from automem_dagster.llm.client import LLMClient
+from automem_dagster.meta.replies import Attempt
+from automem_dagster.training.settings import TARGET_MODULES, LoraSettings
+
+MAX_ATTEMPTS = 3
+
+SYSTEM_PROMPT = """You are the meta-LLM of AutoMem. You configure the LoRA fine-tuning of a memory \
+specialist: a small model trained on a game agent's own best memory decisions (prompt: the agent's \
+memory prompt; completion: its memory operations). Choose rank, alpha, dropout, learning rate, \
+epochs, batch size, target modules and max length for the dataset described. Larger datasets bear \
+higher rank and fewer epochs; small ones need regularisation (dropout, fewer epochs) to avoid \
+memorising. Keep alpha about twice the rank. max_length must hold a whole example. Reply with JSON only."""
+
+
+class LoraReply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reasoning: str = Field(min_length=10, max_length=400)
+    settings: LoraSettings
+
+
+@dataclass
+class LoraChoice:
+    """The configuration to train with, where it came from, and every meta-LLM reply."""
+
+    settings: LoraSettings
+    source: str
+    """``meta-LLM`` or ``default`` (no usable reply)."""
+    reasoning: str
+    defaults: LoraSettings
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def save(self, path: Path) -> Path:
+        write_json_atomic(path, {"settings": self.settings.model_dump(), "source": self.source,
+                                 "reasoning": self.reasoning, "defaults": self.defaults.model_dump(),
+                                 "attempts": [asdict(a) for a in self.attempts]})
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> LoraChoice:
+        import json
+
+        data = json.loads(Path(path).read_text())
+        return cls(LoraSettings(**data["settings"]), data["source"], data["reasoning"], LoraSettings(**data["defaults"]),
+                   [Attempt(**a) for a in data["attempts"]])
+
+
+def reply_schema() -> dict:
+    schema = LoraReply.model_json_schema()
+    settings = schema["$defs"]["LoraSettings"]["properties"]
+    settings["target_modules"]["items"] = {"type": "string", "enum": list(TARGET_MODULES)}
+    settings["target_modules"]["maxItems"] = len(TARGET_MODULES)
+    return schema
+
+
+def describe_dataset(stats: dict, base: dict) -> str:
+    return (f"Base model: {base['name']} ({base['parameters'] / 1e6:.0f}M parameters, hidden size "
+            f"{base['hidden_size']}, {base['layers']} layers, context {base['context']} tokens).\n"
+            f"Dataset: {stats['examples']} examples from {stats['kept_decisions']} memory decisions in "
+            f"{stats['episodes']} episodes; by phase {stats['examples_by_phase']}; mean prompt "
+            f"{stats['mean_prompt_chars']} characters (about {stats['mean_prompt_chars'] // 4} tokens), mean "
+            f"completion {stats['mean_completion_chars']} characters.")
+
+
+async def recommend_lora(stats: dict, base: dict, defaults: LoraSettings, client: LLMClient | None,
+                         max_attempts: int = MAX_ATTEMPTS) -> LoraChoice:
+    """Ask ``client`` for a configuration (``base``: name, parameters, hidden_size, layers, context)."""
+    if client is None:
+        return LoraChoice(defaults, "default", "no meta endpoint configured: REFERENCE defaults scaled to the base",
+                          defaults)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": describe_dataset(stats, base) + "\n\nA sound starting point is "
+                 + defaults.model_dump_json() + ". Reply with your reasoning and the settings."}]
+    attempts: list[Attempt] = []
+    while len(attempts) < max_attempts:
+        completion = await client.complete(messages, json_schema=reply_schema())
+        reply, error = parse_json_reply(completion.text, LoraReply)
+        if reply is not None and reply.settings.max_length > base["context"]:
+            reply, error = None, f"max_length {reply.settings.max_length} exceeds the base's context of {base['context']}"
+        attempts.append(Attempt.of(completion, error))
+        if reply is not None:
+            return LoraChoice(reply.settings, "meta-LLM", reply.reasoning, defaults, attempts)
+        messages += [{"role": "assistant", "content": completion.text},
+                     {"role": "user", "content": f"That reply was rejected: {error}. Reply again within the bounds."}]
+    return LoraChoice(defaults, "default", f"no usable recommendation in {max_attempts} attempts (last: "
+                      f"{attempts[-1].error}); REFERENCE defaults scaled to the base", defaults, attempts)
+
+
+def validate_settings(data: object) -> LoraSettings:
+    """Settings given by a person (a JSON file, a Dagster config): out of bounds is an error naming the field."""
+    try:
+        return LoraSettings.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"LoRA settings out of bounds: {validation_problems(exc)}") from exc
