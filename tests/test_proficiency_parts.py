@@ -1,0 +1,127 @@
+"""The proficiency loop's small parts: LoRA settings bounds, the meta-LLM recommendation, the
+specialist registry, the two-model endpoints and the training seeds (no model, no training)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
+from automem_dagster.loop.proficiency import ProficiencySettings, proficiency_seeds, specialist_endpoints
+from automem_dagster.loop.structure import RoundError, RoundSettings, Storage, diagnosis_seeds
+from automem_dagster.meta.lora_config import recommend_lora, reply_schema, validate_settings
+from automem_dagster.rollout.seeds import eval_seeds
+from automem_dagster.training.registry import AdapterRecord, RegistryError, SpecialistRegistry
+from automem_dagster.training.settings import LoraSettings, default_settings
+
+BASE = {"name": "SmolLM2-135M-Instruct", "hidden_size": 576, "layers": 30, "parameters": 134_000_000, "context": 8192}
+STATS = {"examples": 400, "kept_decisions": 250, "episodes": 8, "examples_by_phase": {"log": 220, "plan": 180},
+         "mean_prompt_chars": 2400, "mean_completion_chars": 60}
+GOOD = {"rank": 16, "alpha": 32, "dropout": 0.05, "learning_rate": 0.0002, "epochs": 2, "batch_size": 4,
+        "target_modules": ["q_proj", "v_proj"], "max_length": 1024}
+
+
+def test_defaults_scale_reference_to_the_base():
+    small, large = default_settings(576), default_settings(5120)
+    assert (large.rank, large.alpha, large.learning_rate) == (128, 256, 5e-5)      # REFERENCE.md as published
+    assert (small.rank, small.alpha) == (16, 32) and small.learning_rate > large.learning_rate
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"rank": 1024}, "rank"), ({"learning_rate": 0.5}, "learning_rate"), ({"dropout": 0.9}, "dropout"),
+    ({"epochs": 0}, "epochs"), ({"target_modules": ["lm_head"]}, "target_modules"), ({"alpha": 500}, "alpha/rank"),
+    ({"max_length": 64}, "max_length"),
+])
+def test_a_config_outside_bounds_is_rejected(change, field):
+    with pytest.raises(ValidationError, match=field):
+        LoraSettings(**{**GOOD, **change})
+    with pytest.raises(ValueError, match="out of bounds"):
+        validate_settings({**GOOD, **change})
+
+
+def test_the_reply_schema_carries_the_bounds():
+    props = reply_schema()["$defs"]["LoraSettings"]["properties"]
+    assert props["rank"]["maximum"] == 256 and props["learning_rate"]["maximum"] == 1e-3
+    assert "lm_head" not in props["target_modules"]["items"]["enum"]
+
+
+def _recommend(server, max_attempts=3):
+    async def go():
+        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        try:
+            return await recommend_lora(STATS, BASE, default_settings(576), client, max_attempts)
+        finally:
+            await client.close()
+    return asyncio.run(go())
+
+
+def test_meta_recommendation_out_of_bounds_is_asked_again(scripted):
+    bad = json.dumps({"reasoning": "a big dataset deserves a big rank", "settings": {**GOOD, "rank": 4096}})
+    good = json.dumps({"reasoning": "400 examples: moderate rank, two epochs", "settings": GOOD})
+    server = scripted([{"match": "That reply was rejected", "reply": good}, {"match": "LoRA", "reply": bad}])
+    choice = _recommend(server)
+    assert choice.source == "meta-LLM" and choice.settings == LoraSettings(**GOOD)
+    assert len(choice.attempts) == 2 and "rank" in choice.attempts[0].error
+
+
+def test_no_usable_recommendation_falls_back_to_defaults_and_says_so(scripted, tmp_path):
+    server = scripted([{"match": "LoRA", "reply": "rank 16 please"}])
+    choice = _recommend(server, max_attempts=2)
+    assert choice.source == "default" and choice.settings == default_settings(576)
+    assert "no usable recommendation in 2 attempts" in choice.reasoning
+    saved = json.loads(choice.save(tmp_path / "lora_config.json").read_text())
+    assert saved["source"] == "default" and len(saved["attempts"]) == 2
+
+
+def _record(adapter_id):
+    return AdapterRecord(adapter_id, 0, "hash", "data", "adapter", "adapter.gguf", "meta-LLM")
+
+
+def test_registry_moves_the_pointer_only_on_keep(tmp_path):
+    reg = SpecialistRegistry.load("crafter", tmp_path)
+    assert reg.champion is None and reg.next_id() == "a1"
+    reg.add(_record("a1"))
+    reg.save()
+    reg = SpecialistRegistry.load("crafter", tmp_path)
+    assert reg.pending().id == "a1"
+    reg.decide("a1", False, "tie", {})
+    assert reg.champion is None and reg.pending() is None
+    reg.add(_record("a2"))
+    reg.decide("a2", True, "win", {"mean_difference": 2.0})
+    reg.save()
+    reg = SpecialistRegistry.load("crafter", tmp_path)
+    assert reg.champion == "a2" and reg.record("a1").decision == "rolled_back"
+    with pytest.raises(RegistryError, match="already decided"):
+        reg.decide("a2", True, "again", {})
+    (tmp_path / "crafter.json").write_text("{not json")
+    with pytest.raises(RegistryError, match="restore it"):
+        SpecialistRegistry.load("crafter", tmp_path)
+
+
+def test_two_model_endpoints():
+    embedded = EndpointsConfig(game=EndpointConfig(name="game"))
+    config, lora = specialist_endpoints(embedded, _record("a1"))
+    assert config.two_model and config.memory.lora_id == 0 and config.memory.name == "memory"
+    assert [str(p) for p in lora] == ["adapter.gguf"]
+    served = EndpointsConfig(game=EndpointConfig(name="game", base_url="http://127.0.0.1:8000/v1"),
+                             memory=EndpointConfig(name="memory", base_url="http://127.0.0.1:8000/v1", model="specialist"))
+    assert specialist_endpoints(served, _record("a1")) == (served, [])
+    remote = EndpointsConfig(game=EndpointConfig(name="game", base_url="http://127.0.0.1:8000/v1"))
+    with pytest.raises(RoundError, match="add a `memory:` endpoint"):
+        specialist_endpoints(remote, _record("a1"))
+
+
+def test_training_seeds_avoid_evaluation_and_diagnosis_seeds(tmp_path):
+    storage = Storage(runs=tmp_path / "runs", specialists=tmp_path / "specialists")
+    budget = RoundSettings("crafter", rollout_episodes=20)
+    seeds = proficiency_seeds(ProficiencySettings(budget), storage)
+    assert len(set(seeds)) == 20 and not set(seeds) & set(eval_seeds("crafter"))
+    assert not set(seeds) & set(diagnosis_seeds(budget, storage.load_lineage("crafter"), storage))
+    reg = SpecialistRegistry.load("crafter", storage.specialists)
+    reg.add(_record("a1"))
+    reg.save()
+    assert not set(proficiency_seeds(ProficiencySettings(budget), storage)) & set(seeds)   # the next adapter: fresh seeds
