@@ -82,3 +82,33 @@ def test_embedded_server_honours_grammar(embedded):
     comp = _complete(LLMClient(cfg, embedded.base_url), grammar='root ::= "<|ACTION|>" ("noop" | "do") "<|END|>"')
     assert comp.text in ("<|ACTION|>noop<|END|>", "<|ACTION|>do<|END|>")
     assert comp.input_tokens > 0 and comp.output_tokens > 0
+
+
+def test_a_server_stops_when_the_process_that_started_it_is_killed(tmp_path):
+    """A rollout or test killed by SIGKILL cannot run its cleanup; the server must still go."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rules = tmp_path / "rules.json"
+    rules.write_text("[]")
+    starter = (f"from automem_dagster.llm import scripted_server\n"
+               f"s = scripted_server({str(rules)!r}, {str(tmp_path / 'server.log')!r}).start()\n"
+               "print(s.pid, flush=True)\nimport time; time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
+    server_pid = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            return
+        if open(f"/proc/{server_pid}/stat").read().split()[2] == "Z":   # exited, waiting to be reaped by init
+            return
+        time.sleep(0.2)
+    os.killpg(server_pid, signal.SIGKILL)
+    pytest.fail(f"server {server_pid} outlived its killed parent by 15 s")

@@ -1,11 +1,14 @@
 """A local model server as a child process on 127.0.0.1, started and stopped by PID.
 
 Running servers in their own process group means a crashed server never takes the caller
-down, and ``stop`` can prove it is gone (tests check the PID afterwards).
+down, and ``stop`` can prove it is gone (tests check the PID afterwards). On Linux the server
+is also told to stop when its parent dies, even by SIGKILL, so a killed rollout or test never
+leaves an orphaned model server holding the CPU.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -13,6 +16,17 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+"""prctl option: the signal a process receives when the thread that started it exits."""
+
+
+def _stop_with_parent() -> None:
+    """Runs in the child before exec (Linux only; elsewhere a no-op)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port() -> int:
@@ -42,7 +56,8 @@ class ServerProcess:
     def start(self, wait_s: float = 120.0) -> ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                            preexec_fn=_stop_with_parent)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
