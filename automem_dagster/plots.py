@@ -75,7 +75,7 @@ def plot_progression_by_version(points: list[VersionPoint], title: str, out: Pat
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def plot_behaviour(
@@ -105,7 +105,7 @@ def plot_behaviour(
                   [champion[k] / s for k, _, s in costs], candidate_label, champion_label)
     cost_ax.set_xlabel("per step")
     cost_ax.set_title("cost per step")
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def plot_agent_comparison(points: list[AgentPoint], title: str, out: Path) -> Pa
     ax.set_ylabel("progression (%)")
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def plot_losses(train: list[list[float]], validation: list[list[float]], title: str, out: Path) -> Path:
@@ -152,7 +152,7 @@ def plot_losses(train: list[list[float]], validation: list[list[float]], title: 
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def _grouped_bars(ax, labels: list[str], first: list[float], second: list[float], first_label: str, second_label: str) -> None:
@@ -166,7 +166,8 @@ def _grouped_bars(ax, labels: list[str], first: list[float], second: list[float]
     ax.legend(fontsize=8)
 
 
-def _save(fig: Figure, out: Path) -> Path:
+def save_figure(fig: Figure, out: Path) -> Path:
+    """Write ``fig`` as a PNG atomically (a reader never sees half a file)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     return write_bytes_atomic(Path(out), buffer.getvalue())

@@ -1,4 +1,6 @@
-"""What every benchmark shares: the command line, the machine record, statistics, target verdicts, output.
+"""What every benchmark shares: the command line, the machine record, statistics, target verdicts, output,
+and for the benchmarks that play real rollouts: running batches, reading their step records, per-step cost
+figures and the growth of a per-step series over an episode.
 
 A benchmark builds a result with ``start_result``, adds its figures and ``target`` verdicts,
 and hands it to ``emit``, which prints the JSON on stdout (so ``> result.json`` captures it
@@ -8,6 +10,7 @@ cleanly), writes it to ``--out`` atomically when asked, and prints the human tab
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -17,12 +20,17 @@ import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from automem_dagster.atomic import write_json_atomic
+
+if TYPE_CHECKING:  # the rollout helpers import these when called, so model-free benchmarks stay light
+    from automem_dagster.llm.config import EndpointsConfig
+    from automem_dagster.rollout import RolloutSpec
+    from automem_dagster.scaffold import Scaffold
 
 PASS, MISS = "PASS", "MISS"
 
@@ -134,8 +142,172 @@ def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else math.nan
 
 
+def summary_stats(values: Sequence[float]) -> dict[str, float | int]:
+    """Count, mean, median, p95 and max of plain values (tokens, seconds), unscaled."""
+    return {
+        "n": len(values),
+        "mean": _round(sum(values) / len(values)) if values else math.nan,
+        "median": _round(percentile(values, 50)),
+        "p95": _round(percentile(values, 95)),
+        "max": _round(max(values)) if values else math.nan,
+    }
+
+
 def _round(x: float, digits: int = 4) -> float:
     return x if math.isnan(x) else round(x, digits)
+
+
+# --- rollouts --------------------------------------------------------------------------------
+
+def load_scaffold_ref(game: str, ref: str) -> Scaffold:
+    """A scaffold given as a version of ``game``'s family (``v0``, ``3``) or as a YAML file."""
+    from automem_dagster.games import game_family
+    from automem_dagster.paths import SCAFFOLDS
+    from automem_dagster.scaffold import load_scaffold, load_scaffold_file
+
+    if ref.removeprefix("v").isdigit():
+        return load_scaffold(game_family(game), ref, SCAFFOLDS)
+    return load_scaffold_file(Path(ref))
+
+
+async def _play(specs: Sequence[RolloutSpec], config: EndpointsConfig, log_dir: Path) -> dict[str, Any]:
+    from automem_dagster.llm.session import connect
+    from automem_dagster.rollout import run_batch
+
+    started = time.perf_counter()
+    async with connect(config, log_dir) as clients:
+        connected = time.perf_counter()
+        elapsed = []
+        for spec in specs:
+            t0 = time.perf_counter()
+            await run_batch(spec, clients)
+            elapsed.append(time.perf_counter() - t0)
+    return {"connect_s": connected - started, "elapsed_s": elapsed}
+
+
+def run_batches(specs: Sequence[RolloutSpec], config: EndpointsConfig, log_dir: Path) -> dict[str, Any]:
+    """Play the batches one after the other on one connection (one embedded server, started here when
+    ``config`` names it and stopped at the end). ``connect_s``: seconds to connect (the server's start);
+    ``elapsed_s``: each batch end to end (episode setup, trajectory files and summary included)."""
+    return asyncio.run(_play(specs, config, log_dir))
+
+
+def batch_episodes(batch: Path) -> list[list[dict[str, Any]]]:
+    """The step records of each finished episode of a batch, in file order."""
+    from automem_dagster.rollout import read_trajectory
+
+    return [read_trajectory(path)[1] for path in sorted((Path(batch) / "trajectories").glob("*.jsonl"))]
+
+
+def step_tokens(step: dict[str, Any]) -> tuple[int, int]:
+    """(input, output) tokens of one step: the sum over its model calls (LOG turns and PLAN turns)."""
+    return sum(t["input_tokens"] for t in step["turns"]), sum(t["output_tokens"] for t in step["turns"])
+
+
+def cost_figures(episodes: Sequence[Sequence[dict[str, Any]]]) -> dict[str, Any]:
+    """What the steps of a batch cost: tokens per step (summed over the step's calls) and per call, model
+    calls per step by phase, wall seconds per step, the valid-action rate and tokens per episode."""
+    steps = [s for ep in episodes for s in ep]
+    tokens = [step_tokens(s) for s in steps]
+    turns = [t for s in steps for t in s["turns"]]
+    phases = sorted({t["phase"] for t in turns})
+    n, calls = len(steps), len(turns)
+    per_episode = [sum(sum(step_tokens(s)) for s in ep) for ep in episodes]
+    return {
+        "episodes": len(episodes),
+        "steps": n,
+        "model_calls": calls,
+        "model_calls_per_step": ratio(calls, n),
+        "calls_per_step_by_phase": {p: ratio(sum(t["phase"] == p for t in turns), n) for p in phases},
+        "input_tokens_per_step": summary_stats([i for i, _ in tokens]),
+        "output_tokens_per_step": summary_stats([o for _, o in tokens]),
+        "input_tokens_per_step_by_phase": {p: ratio(sum(t["input_tokens"] for t in turns if t["phase"] == p), n)
+                                           for p in phases},
+        "output_tokens_per_step_by_phase": {p: ratio(sum(t["output_tokens"] for t in turns if t["phase"] == p), n)
+                                            for p in phases},
+        "input_tokens_per_call": summary_stats([t["input_tokens"] for t in turns]),
+        "output_tokens_per_call": summary_stats([t["output_tokens"] for t in turns]),
+        "wall_s_per_step": summary_stats([s["wall_s"] for s in steps]),
+        "model_s_per_step": summary_stats([sum(t["latency_s"] for t in s["turns"]) for s in steps]),
+        "valid_action_rate": ratio(sum(bool(s["action_valid"]) for s in steps), n),
+        "total_tokens_per_episode": summary_stats(per_episode),
+    }
+
+
+def phases_text(per_phase: dict[str, float]) -> str:
+    """``{"log": 0.75, "plan": 2.0}`` as ``log 0.75, plan 2``, for table titles."""
+    return ", ".join(f"{phase} {value:.3g}" for phase, value in per_phase.items())
+
+
+def by_step_index(episodes: Sequence[Sequence[dict[str, Any]]], value) -> list[list[float]]:
+    """``value(step)`` of every step, grouped by step index: item i holds one value per episode that reached step i."""
+    out: list[list[float]] = []
+    for ep in episodes:
+        for i, step in enumerate(ep):
+            if i == len(out):
+                out.append([])
+            out[i].append(value(step))
+    return out
+
+
+def index_means(series: Sequence[Sequence[float]]) -> list[float]:
+    """The mean over episodes at each step index."""
+    return [sum(v) / len(v) for v in series]
+
+
+GROWTH_SLOPE_LIMIT = 0.25
+GROWTH_QUARTER_LIMIT = 1.25
+GROWTH_RULE = (
+    "flat over the episode: the least-squares slope of per-step input tokens against step index, over all steps of "
+    f"all episodes, times the episode length L (step indices played), is under {GROWTH_SLOPE_LIMIT:g} of the mean "
+    f"(slope * L / mean < {GROWTH_SLOPE_LIMIT:g}); and the mean of the last quarter of step indices (the last "
+    f"max(1, L // 4)) over the mean of the first quarter is at most {GROWTH_QUARTER_LIMIT:g}"
+)
+"""The rule for 'no linear growth', stated in the JSON and in benchmarks/README.md."""
+
+
+def growth(series: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """How a per-step figure grows with the step index; ``series`` as ``by_step_index`` gives it.
+
+    Slope: least squares over every (index, value) point. ``slope_times_steps_over_mean``: how much of the
+    mean a linear trend adds over the whole episode. Quarters: the last ``max(1, L // 4)`` indices against
+    the first as many, pooling every episode's values at those indices. NaN where it cannot be measured
+    (fewer than two step indices, or a zero mean), which a target counts as a MISS."""
+    points = [(i, v) for i, values in enumerate(series) for v in values]
+    length = len(series)
+    nan = math.nan
+    if not points:
+        return {"steps": 0, "points": 0, "mean": nan, "slope_per_step": nan, "slope_times_steps_over_mean": nan,
+                "quarter_steps": 0, "first_quarter_mean": nan, "last_quarter_mean": nan, "last_over_first_quarter": nan}
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mean_x) ** 2 for x in xs)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx if sxx else nan
+    q = max(1, length // 4)
+    first = [v for values in series[:q] for v in values]
+    last = [v for values in series[length - q:] for v in values]
+    first_mean, last_mean = sum(first) / len(first), sum(last) / len(last)
+    return {
+        "steps": length,
+        "points": len(points),
+        "mean": mean_y,
+        "slope_per_step": slope,
+        "slope_times_steps_over_mean": ratio(slope * length, mean_y) if length > 1 else nan,
+        "quarter_steps": q,
+        "first_quarter_mean": first_mean,
+        "last_quarter_mean": last_mean,
+        "last_over_first_quarter": ratio(last_mean, first_mean) if length > 1 else nan,
+    }
+
+
+def growth_targets(label: str, g: dict[str, Any], source: str = "issue") -> list[dict[str, Any]]:
+    """The two targets of ``GROWTH_RULE`` for one series."""
+    return [
+        target(f"{label}: input tokens per step, slope * steps / mean", g["slope_times_steps_over_mean"],
+               GROWTH_SLOPE_LIMIT, "<", unit="of mean", source=source, note=GROWTH_RULE),
+        target(f"{label}: input tokens per step, last / first quarter of the episode", g["last_over_first_quarter"],
+               GROWTH_QUARTER_LIMIT, "<=", unit="x", source=source, note=GROWTH_RULE),
+    ]
 
 
 # --- output ----------------------------------------------------------------------------------

@@ -20,23 +20,30 @@ wall time also holds other episodes' work and would overstate the harness.
 
 from __future__ import annotations
 
-import asyncio
 import cProfile
 import json
 import pstats
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from automem_dagster.games import game_family, make_game
+from automem_dagster.games import make_game
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig, load_endpoints
 from automem_dagster.llm.scripted_server import scripted_server
-from automem_dagster.llm.session import connect
-from automem_dagster.paths import SCAFFOLDS
-from automem_dagster.rollout import RolloutSpec, read_trajectory, run_batch
-from automem_dagster.scaffold import Scaffold, load_scaffold, load_scaffold_file
-from benchmarks.common import emit, parser, ratio, start_result, summary_ms, table, target
+from automem_dagster.rollout import RolloutSpec
+from automem_dagster.scaffold import Scaffold
+from benchmarks.common import (
+    batch_episodes,
+    emit,
+    load_scaffold_ref,
+    parser,
+    ratio,
+    run_batches,
+    start_result,
+    summary_ms,
+    table,
+    target,
+)
 
 NAME = "harness_overhead"
 GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
@@ -79,19 +86,10 @@ def instant_endpoints(base_url: str) -> EndpointsConfig:
                                                max_retries=1, backoff_s=0.01))
 
 
-async def play(spec: RolloutSpec, config: EndpointsConfig, log_dir: Path) -> float:
-    """Run one batch; the seconds it took end to end (episode setup, trajectory files and summary included)."""
-    async with connect(config, log_dir) as clients:
-        started = time.perf_counter()
-        await run_batch(spec, clients)
-        return time.perf_counter() - started
-
-
 def step_figures(batch: Path) -> dict[str, Any]:
     """Per-step wall, game, model and harness time from a batch's trajectory files."""
     wall, game, model, harness, calls = [], [], [], [], 0
-    for path in sorted((batch / "trajectories").glob("*.jsonl")):
-        _, steps, _ = read_trajectory(path)
+    for steps in batch_episodes(batch):
         for s in steps:
             latency = sum(t["latency_s"] for t in s["turns"])
             calls += len(s["turns"])
@@ -122,7 +120,7 @@ def measure(game: str, scaffold: Scaffold, episodes: int, max_steps: int, concur
             work: Path) -> dict[str, Any]:
     batch = work / game.replace(":", "-")
     spec = RolloutSpec(game, scaffold, list(range(FIRST_SEED, FIRST_SEED + episodes)), max_steps, batch, concurrency)
-    elapsed = asyncio.run(play(spec, config, work / "logs"))
+    elapsed = run_batches([spec], config, work / "logs")["elapsed_s"][0]
     figures = step_figures(batch)
     outside_records = elapsed - figures.pop("_wall_total_s")
     figures["batch_elapsed_s"] = elapsed
@@ -139,7 +137,7 @@ def profile(game: str, scaffold: Scaffold, steps: int, config: EndpointsConfig, 
     profiler = cProfile.Profile()
     profiler.enable()
     try:
-        asyncio.run(play(spec, config, work / "logs"))
+        run_batches([spec], config, work / "logs")
     finally:
         profiler.disable()
     stats = pstats.Stats(profiler).stats  # (file, line, function) -> (primitive calls, calls, tottime, cumtime, callers)
@@ -197,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         per_game, configs, servers = {}, {}, []
         try:
             for game in games:
-                scaffold = _scaffold(game, args.scaffold)
+                scaffold = load_scaffold_ref(game, args.scaffold)
                 if instant:
                     action = plan_action(game)
                     rules = work / f"rules-{game.replace(':', '-')}.json"
@@ -216,19 +214,13 @@ def main(argv: list[str] | None = None) -> int:
             to_profile = missed or (games[:1] if args.profile else [])
             if to_profile:
                 game = max(to_profile, key=lambda g: per_game[g]["harness"]["mean_ms"])
-                result["profile"] = profile(game, _scaffold(game, args.scaffold), base["profile_steps"], configs[game],
+                result["profile"] = profile(game, load_scaffold_ref(game, args.scaffold), base["profile_steps"], configs[game],
                                             work)
         finally:
             for server in servers:
                 server.stop()
     emit(result, args.out, _tables(result))
     return 0
-
-
-def _scaffold(game: str, ref: str) -> Scaffold:
-    if ref.removeprefix("v").isdigit():
-        return load_scaffold(game_family(game), ref, SCAFFOLDS)
-    return load_scaffold_file(Path(ref))
 
 
 def _targets(per_game: dict[str, dict[str, Any]], instant: bool) -> list[dict[str, Any]]:

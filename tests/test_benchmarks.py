@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # plain `pytest` (unlike `python -m pytest`) leaves the checkout off sys.path
     sys.path.insert(0, str(ROOT))
@@ -86,3 +88,137 @@ def test_harness_overhead_profile_and_endpoints_file(tmp_path, capsys, scripted)
     assert result["settings"]["endpoint"] == str(endpoints)
     [t] = result["targets"]
     assert t["comparison"] == "<" and t["limit"] == 0.02 and t["unit"] == "share"
+
+
+# --- the benchmarks with a model (step_cost, concurrency, context_cost) ------------------------
+# Their figures come from pure functions over trajectory step records, tested here on constructed
+# records; their command lines run against a scripted endpoint. Nothing here starts the embedded model.
+
+def _step(i, turns, valid=True, wall=0.5):
+    """A step record as the runner writes it; ``turns`` are (phase, input tokens, output tokens)."""
+    return {"step": i, "action": "noop", "action_valid": valid, "wall_s": wall,
+            "turns": [{"phase": p, "input_tokens": n_in, "output_tokens": n_out, "latency_s": 0.1}
+                      for p, n_in, n_out in turns]}
+
+
+def _write_batch(batch, episodes):
+    from automem_dagster.rollout.trajectory import TrajectoryWriter, trajectory_path
+
+    for seed, steps in enumerate(episodes):
+        writer = TrajectoryWriter(trajectory_path(batch, f"crafter__seed{seed}"), {"episode": seed})
+        for s in steps:
+            writer.step(s)
+        writer.finish({"steps": len(steps)})
+
+
+def test_cost_figures_sum_the_calls_of_a_step(tmp_path):
+    common = _bench("common")
+    episodes = [
+        [_step(0, [("plan", 900, 10)]), _step(1, [("log", 1000, 20), ("log", 1100, 10), ("plan", 1000, 10)])],
+        [_step(0, [("plan", 900, 10)], valid=False, wall=1.5)],
+    ]
+    _write_batch(tmp_path / "batch", episodes)
+    read = common.batch_episodes(tmp_path / "batch")
+    assert [len(ep) for ep in read] == [2, 1]
+    f = common.cost_figures(read)
+    assert f["steps"] == 3 and f["model_calls"] == 5 and f["episodes"] == 2
+    assert f["input_tokens_per_step"]["mean"] == pytest.approx((900 + 3100 + 900) / 3, abs=1e-3)
+    assert f["input_tokens_per_step"]["max"] == 3100 and f["output_tokens_per_step"]["max"] == 40
+    assert f["input_tokens_per_call"]["mean"] == 4900 / 5
+    assert f["calls_per_step_by_phase"] == pytest.approx({"log": 2 / 3, "plan": 1.0})
+    assert f["input_tokens_per_step_by_phase"]["log"] == pytest.approx(2100 / 3)
+    assert f["valid_action_rate"] == pytest.approx(2 / 3) and f["wall_s_per_step"]["median"] == 0.5
+    assert f["total_tokens_per_episode"]["mean"] == (910 + 3140 + 910) / 2
+    series = common.by_step_index(read, lambda s: common.step_tokens(s)[0])
+    assert series == [[900, 900], [3100]] and common.index_means(series) == [900, 3100]
+
+
+def test_growth_rule_passes_a_flat_series_and_misses_linear_growth():
+    common = _bench("common")
+    verdicts = lambda g: [t["verdict"] for t in common.growth_targets("x", g)]  # noqa: E731
+    flat = [[1000, 1010] for _ in range(32)]
+    g = common.growth(flat)
+    assert g["steps"] == 32 and g["quarter_steps"] == 8 and abs(g["slope_per_step"]) < 1e-9
+    assert g["last_over_first_quarter"] == 1.0 and verdicts(g) == ["PASS", "PASS"]
+
+    linear = [[1000 + 50 * i] for i in range(32)]
+    g = common.growth(linear)
+    assert abs(g["slope_per_step"] - 50) < 1e-9
+    assert abs(g["slope_times_steps_over_mean"] - 50 * 32 / 1775) < 1e-9
+    assert abs(g["last_over_first_quarter"] - 2375 / 1175) < 1e-9
+    assert verdicts(g) == ["MISS", "MISS"]
+
+    # A context that fills in the first steps, then stays flat: the first quarter is cheaper.
+    filling = [[min(500 + 250 * i, 2000)] for i in range(32)]
+    g = common.growth(filling)
+    assert g["last_over_first_quarter"] > 1.25 and verdicts(g)[1] == "MISS"
+    # One step index cannot show a trend: unmeasured, so MISS.
+    assert verdicts(common.growth([[1000]])) == ["MISS", "MISS"]
+    assert common.growth([])["steps"] == 0
+
+
+def test_step_cost_plot_is_a_png(tmp_path):
+    episodes = [[_step(i, [("log", 1000 + i, 12), ("plan", 900, 9)]) for i in range(6)] for _ in range(2)]
+    out = _bench("step_cost").plot_tokens_per_step(episodes, "test", tmp_path / "plot.png")
+    assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_concurrency_speedup_over_sequential():
+    conc = _bench("concurrency")
+    assert conc.schedule([1, 2, 4], 2) == [(0, 1), (0, 2), (0, 4), (1, 4), (1, 2), (1, 1)]
+    episode = [_step(i, [("plan", 100, 5)]) for i in range(5)]
+
+    def runs(elapsed):
+        return [{"episodes": [episode] * 4, "elapsed_s": elapsed, "connect_s": 1.0, "load_before": None,
+                 "load_after": None}]
+
+    per = {1: conc.setting_figures(runs(120.0)), 2: conc.setting_figures(runs(60.0))}
+    assert per[1]["episodes_per_min"] == 2.0 and per[2]["steps_per_min"] == 20.0
+    assert per[2]["tokens_per_s"] == 4 * 5 * 105 / 60
+    assert conc.speedups(per)[2] == {"episodes_per_min": 2.0, "steps_per_min": 2.0, "tokens_per_s": 2.0}
+
+
+def _scripted_endpoints(tmp_path, scripted):
+    server = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"},
+                       {"match": "", "reply": "<|ACTION|>noop<|END|>"}])  # PLAN turns and the baselines
+    endpoints = tmp_path / "endpoints.yaml"
+    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none}}\n")
+    return str(endpoints)
+
+
+def test_step_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
+    result = _run("step_cost", tmp_path, capsys, "--endpoints", _scripted_endpoints(tmp_path, scripted))
+    f, s = result["results"], result["settings"]
+    assert f["steps"] == s["episodes"] * s["max_steps"] and f["valid_action_rate"] == 1.0
+    assert f["calls_per_step_by_phase"]["plan"] == 1.0 and f["input_tokens_per_step"]["mean"] > 0
+    assert len(f["mean_by_step_index"]["input_tokens"]) == s["max_steps"]
+    assert Path(f["plot"]) == tmp_path / "crafter_tokens_per_step_quick.png" and Path(f["plot"]).is_file()
+    assert len(result["targets"]) == 6 and result["growth_rule"]
+
+
+def test_concurrency_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
+    result = _run("concurrency", tmp_path, capsys, "--endpoints", _scripted_endpoints(tmp_path, scripted))
+    by_slots = result["results"]["by_slots"]
+    assert set(by_slots) == {str(n) for n in result["settings"]["slots"]} and "1" in by_slots
+    assert by_slots["1"]["speedup_over_sequential"]["episodes_per_min"] == 1.0
+    for f in by_slots.values():
+        assert f["episodes"] == result["settings"]["episodes"] and f["episodes_per_min"] > 0
+    assert [t["source"] for t in result["targets"]] == ["proposed"] * (len(by_slots) - 1)
+
+
+def test_context_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
+    extra = tmp_path / "candidate.yaml"
+    extra.write_text((ROOT / "assets/scaffolds/crafter/v0.yaml").read_text().replace("log_max_ops: 5", "log_max_ops: 3"))
+    result = _run("context_cost", tmp_path, capsys, "--endpoints", _scripted_endpoints(tmp_path, scripted),
+                  "--scaffold", "v0", "--scaffold", str(extra))
+    agents = result["results"]["agents"]
+    # v0 given again is the same content as assets' v0 and is not played twice.
+    assert list(agents) == ["memory v0", f"memory v0 ({extra})", "window (8)", "cot (8)", "random"]
+    assert agents["random"]["input_tokens_per_step"] == 0 and agents["random"]["total_tokens_per_episode"] == 0
+    assert agents["random"]["input_growth_per_step"] is None
+    assert agents["window (8)"]["model_calls_per_step"] == 1.0
+    for label, f in agents.items():
+        assert f["steps"] == result["settings"]["max_steps"]
+        if label != "random":
+            assert f["input_tokens_per_step"] > 0 and f["input_growth_per_step"]["steps"] == f["steps"]
+    assert len(result["targets"]) == 2 * 4 and result["growth_rule"]
