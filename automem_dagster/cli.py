@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -19,7 +19,22 @@ from automem_dagster.games import game_family
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError, load_endpoints
 from automem_dagster.llm.session import Clients, connect
-from automem_dagster.loop.report import RoundReport, evaluation_run, report_round
+from automem_dagster.loop.proficiency import (
+    ProficiencyResult,
+    ProficiencySettings,
+    curate_stage,
+    default_curation,
+    lora_config_stage,
+    run_proficiency_round,
+)
+from automem_dagster.loop.report import (
+    RoundReport,
+    agent_points,
+    evaluation_run,
+    report_dir,
+    report_proficiency,
+    report_round,
+)
 from automem_dagster.loop.structure import (
     RoundError,
     RoundResult,
@@ -35,17 +50,26 @@ from automem_dagster.loop.structure import (
     run_round,
     slug,
 )
+from automem_dagster.meta.curate import CurationError, CurationResult, DatasetTooSmall, curate
+from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
+from automem_dagster.meta.lora_config import validate_settings
 from automem_dagster.meta.revise import propose_revision
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
+from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import BatchSummary, RolloutError, RolloutSpec, run_batch
-from automem_dagster.rollout.seeds import training_seeds
+from automem_dagster.rollout.seeds import eval_seeds, training_seeds
 from automem_dagster.scaffold import ScaffoldError
 from automem_dagster.scaffold.lineage import LineageError, render_tree
 from automem_dagster.scaffold.model import GAME_FAMILIES
 from automem_dagster.tracking import Tracker, TrackingError, default_tracking_uri
+from automem_dagster.training.base_model import BaseModelError
+from automem_dagster.training.registry import RegistryError
+from automem_dagster.training.sft import TrainingError
 
 DEMO_GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
+DEMO_MIN_EXAMPLES = 8
+DEMO_TRAIN_STEPS = 20
 ROUND_DEMO_GAMES = ("crafter", "minihack:Corridor-R3")
 STORAGE = Storage()
 
@@ -81,12 +105,9 @@ def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpe
     return specs
 
 
-@asynccontextmanager
-async def session(endpoints_path: Path, needs_model: bool = True):
-    """Live clients and a progress callback for episodes; the embedded server is stopped on exit.
-
-    Without ``needs_model`` (the random baseline) no endpoint is read or started and there are no clients."""
-    config = load_endpoints(endpoints_path) if needs_model else None
+@contextmanager
+def episode_progress():
+    """A progress callback drawing one bar per episode (steps done, elapsed)."""
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
         tasks: dict[str, int] = {}
@@ -96,6 +117,16 @@ async def session(endpoints_path: Path, needs_model: bool = True):
                 tasks[eid] = bar.add_task(eid, total=None)
             bar.update(tasks[eid], completed=steps, total=steps if finished else None)
 
+        yield progress
+
+
+@asynccontextmanager
+async def session(endpoints_path: Path, needs_model: bool = True):
+    """Live clients and a progress callback for episodes; the embedded server is stopped on exit.
+
+    Without ``needs_model`` (the random baseline) no endpoint is read or started and there are no clients."""
+    config = load_endpoints(endpoints_path) if needs_model else None
+    with episode_progress() as progress:
         if config is None:
             yield Clients(None, None, None), progress
             return
@@ -148,10 +179,10 @@ def _add_agent_args(p: argparse.ArgumentParser) -> None:
                    help=f"steps of history in context for the window and cot baselines (default {DEFAULT_WINDOW})")
 
 
-def _add_round_args(p: argparse.ArgumentParser) -> None:
+def _add_round_args(p: argparse.ArgumentParser, purpose: str = "diagnose", episodes: int = 4, max_steps: int = 50) -> None:
     p.add_argument("--game", required=True, help="crafter, nethack or minihack:<Task>")
-    p.add_argument("--episodes", type=int, default=4, help="training-seed episodes to diagnose (default 4)")
-    p.add_argument("--max-steps", type=int, default=50, help="steps per diagnosis episode (default 50)")
+    p.add_argument("--episodes", type=int, default=episodes, help=f"training-seed episodes to {purpose} (default {episodes})")
+    p.add_argument("--max-steps", type=int, default=max_steps, help=f"steps per training-seed episode (default {max_steps})")
     p.add_argument("--eval-episodes", type=int, default=None,
                    help="evaluate on the first k evaluation seeds only (default: the whole set in assets/seeds)")
     p.add_argument("--eval-max-steps", type=int, default=50, help="steps per evaluation episode (default 50)")
@@ -169,10 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--training", action="store_true",
                          help="draw --episodes seeds from the training range (disjoint from evaluation seeds)")
     _add_agent_args(rollout)
-    demo = sub.add_parser("demo", help="short rollouts on Crafter, MiniHack and NetHack, then one structure-loop round")
+    demo = sub.add_parser("demo", help="short rollouts on Crafter, MiniHack and NetHack, a structure-loop round on "
+                                       "Crafter and MiniHack, then a proficiency round on Crafter")
     _add_rollout_args(demo, with_game=False)
     demo.set_defaults(max_steps=12)
-    demo.add_argument("--no-round", action="store_true", help="only the rollouts, no structure-loop round")
+    demo.add_argument("--no-round", action="store_true", help="only the rollouts, no structure or proficiency round")
     revise = sub.add_parser("revise", help="one structure-loop round: rollouts, diagnosis, revision, evaluation, decision")
     _add_round_args(revise)
     diagnose_p = sub.add_parser("diagnose", help="ask the meta-LLM to diagnose a finished rollout batch")
@@ -196,6 +228,41 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     _add_common_args(evaluate, max_steps=50)
     _add_agent_args(evaluate)
+    train = sub.add_parser("train", help="one proficiency-loop round: training rollouts, curation, LoRA configuration, "
+                                         "training, two-model evaluation, keep or roll back")
+    _add_round_args(train, purpose="curate memory decisions from", episodes=8, max_steps=100)
+    train.add_argument("--min-examples", type=int, default=None,
+                       help="stop below this many curated examples (default: REFERENCE.md's minimum for the game)")
+    train.add_argument("--horizon", type=int, default=50, help="K: steps after a memory decision it is credited with")
+    train.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls for borderline decisions")
+    train.add_argument("--max-train-steps", type=int, default=None, help="cap on optimizer steps (a short local run)")
+    train.add_argument("--base", default="embedded",
+                       help="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory")
+    train.add_argument("--lora-settings", type=Path, default=None,
+                       help="JSON file with LoRA settings (within bounds); the meta-LLM is then not asked")
+    curate_p = sub.add_parser("curate", help="score the memory decisions of a training batch into an SFT dataset")
+    curate_p.add_argument("--game", required=True)
+    curate_p.add_argument("--batch", type=Path, required=True, help="a rollout batch on training seeds")
+    curate_p.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")
+    curate_p.add_argument("--min-examples", type=int, default=None, help="minimum dataset size (default: REFERENCE's)")
+    curate_p.add_argument("--horizon", type=int, default=50, help="K: steps after a decision it is credited with")
+    curate_p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls at most")
+    _add_common_args(curate_p, max_steps=50)
+    finetune = sub.add_parser("finetune", help="choose LoRA settings (meta-LLM) and train an adapter on a curated dataset")
+    finetune.add_argument("--game", required=True)
+    finetune.add_argument("--dataset", type=Path, required=True, help="a curated dataset directory")
+    finetune.add_argument("--max-train-steps", type=int, default=None, help="cap on optimizer steps")
+    finetune.add_argument("--base", default="embedded", help="embedded or a Hugging Face model directory")
+    finetune.add_argument("--lora-settings", type=Path, default=None, help="JSON LoRA settings; skips the meta-LLM")
+    finetune.add_argument("--metrics", type=Path, default=None,
+                          help="where to write the run's figures as JSON (default: <out>/metrics.json)")
+    _add_common_args(finetune, max_steps=50)
+    compare = sub.add_parser("compare", help="plot progression by agent (random, baselines, scaffold versions, "
+                                             "specialists) from MLflow, on one seed set and step budget")
+    compare.add_argument("--game", required=True)
+    compare.add_argument("--eval-episodes", type=int, default=None, help="the first k evaluation seeds (default: all)")
+    compare.add_argument("--max-steps", type=int, default=50, help="the step budget of the evaluations (default 50)")
+    compare.add_argument("--out", type=Path, default=None, help="PNG path (default: runs/reports/<game>/agents.png)")
     lineage = sub.add_parser("lineage", help="the version tree of a game family with decisions and scores")
     lineage.add_argument("--game", required=True, help="crafter, minihack or nethack (or a minihack:<Task>)")
     return parser
@@ -206,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,
-            EndpointError, ValueError, argparse.ArgumentTypeError) as exc:
+            EndpointError, ValueError, argparse.ArgumentTypeError, DatasetTooSmall, CurationError, RegistryError,
+            TrainingError, BaseModelError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
 
@@ -232,8 +300,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
         settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=10, eval_max_steps=10, eval_episodes=2,
                                  concurrency=args.concurrency)
         _round(settings, args.endpoints, tracker=Tracker())
+    _proficiency(demo_proficiency_settings(args.concurrency), args.endpoints, tracker=Tracker())
     print_where_to_look()
     return 0
+
+
+def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
+    """A short proficiency round on Crafter: enough decisions to train on for a few steps, the
+    same two evaluation seeds and step budget as the demo's structure round (so the champion's
+    evaluation is reused). The minimum dataset size is far below REFERENCE's 500 on purpose:
+    the demo shows the machinery, not a specialist worth keeping."""
+    budget = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=20, eval_max_steps=10, eval_episodes=2,
+                           concurrency=concurrency)
+    curation = default_curation("crafter", min_examples=DEMO_MIN_EXAMPLES, weights=ScoreWeights(horizon=10),
+                                max_review_batches=2)
+    return ProficiencySettings(budget, curation, max_train_steps=DEMO_TRAIN_STEPS)
 
 
 def cmd_revise(args: argparse.Namespace) -> int:
@@ -370,6 +451,123 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
+def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:
+    """The settings of ``train``, ``curate`` and ``finetune`` from their options (absent ones: defaults)."""
+    overrides = {"weights": ScoreWeights(horizon=getattr(args, "horizon", 50)),
+                 "max_review_batches": getattr(args, "review_batches", 10)}
+    if getattr(args, "min_examples", None) is not None:
+        overrides["min_examples"] = args.min_examples
+    lora_file = getattr(args, "lora_settings", None)
+    lora = validate_settings(json.loads(lora_file.read_text())) if lora_file else None
+    budget = RoundSettings(args.game, getattr(args, "episodes", 4), args.max_steps, getattr(args, "eval_max_steps", 50),
+                           getattr(args, "eval_episodes", None), args.concurrency, getattr(args, "attempts", 3))
+    return ProficiencySettings(budget, default_curation(args.game, **overrides), base=getattr(args, "base", "embedded"),
+                               max_train_steps=getattr(args, "max_train_steps", None), lora=lora)
+
+
+def cmd_curate(args: argparse.Namespace) -> int:
+    manifest = json.loads((args.batch / "batch.json").read_text())
+    scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", STORAGE)
+    settings = proficiency_settings(args)
+
+    async def go():
+        async with session(args.endpoints) as (clients, _):
+            if args.out:
+                return await curate([args.batch], scaffold, eval_seeds(args.game, STORAGE.seeds_file), args.out,
+                                    settings.curation, clients.meta, console.print)
+            return await curate_stage(args.batch, scaffold, settings, clients.meta, STORAGE, console.print)
+
+    result = asyncio.run(go())
+    Console().print(f"{result.examples} examples, version {result.stats['dataset_hash']}: {result.out_dir}")
+    return 0
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out, no registry."""
+    from automem_dagster.training.gguf_lora import export_gguf_lora
+    from automem_dagster.training.sft import train_adapter
+
+    settings = proficiency_settings(args)
+    stats = json.loads((args.dataset / "stats.json").read_text())
+    data = CurationResult(str(args.dataset), stats["examples"], stats)
+    out = args.out or args.dataset.parent / f"{args.dataset.name}-adapter"
+
+    async def choose():
+        async with session(args.endpoints) as (clients, _):
+            return await lora_config_stage(data, settings, clients.meta, out / "lora_config.json")
+
+    choice = asyncio.run(choose())
+    console.print(f"LoRA settings ({choice.source}): {choice.settings.model_dump_json()}")
+    result = train_adapter(args.dataset, choice.settings, out, base=settings.base, max_steps=settings.max_train_steps)
+    if settings.base == "embedded":
+        export_gguf_lora(Path(result.adapter_dir), out / "adapter.gguf")
+    write_json_atomic(args.metrics or out / "metrics.json", {
+        "initial_validation_loss": result.initial_validation_loss, "final_validation_loss": result.final_validation_loss,
+        "steps": result.global_step, "seconds_per_step": result.seconds_per_step,
+        "tokens_per_second": result.tokens_per_second, "peak_rss_mb": result.peak_rss_mb})
+    Console().print(f"validation loss {result.initial_validation_loss:.3f} -> {result.final_validation_loss:.3f} "
+                    f"after {result.global_step} steps; adapter: {result.adapter_dir}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    settings = proficiency_settings(args)
+    _proficiency(settings, args.endpoints, tracker=None if args.no_tracking else Tracker())
+    print_where_to_look()
+    return 0
+
+
+def _proficiency(settings: ProficiencySettings, endpoints: Path, tracker: Tracker | None) -> ProficiencyResult:
+    console.rule(f"proficiency-loop round: {settings.game}")
+    config = load_endpoints(endpoints)
+    with episode_progress() as progress:
+        result = asyncio.run(run_proficiency_round(settings, config, STORAGE, RUNS / "logs", progress,
+                                                   on_stage=lambda line: console.print(line)))
+    report = report_proficiency(result, STORAGE, tracker, settings.budget.eval_max_steps)
+    print_proficiency(result, report)
+    return result
+
+
+def print_proficiency(result: ProficiencyResult, report: RoundReport) -> None:
+    table = Table(title=f"{result.game}: LoRA memory specialist {result.adapter.id} for scaffold v{result.scaffold_version}",
+                  show_header=False)
+    if result.dataset is not None:
+        table.add_row("dataset", f"{result.dataset.examples} examples, version {result.dataset.stats['dataset_hash']} "
+                                 f"({result.dataset.out_dir})")
+    if result.choice is not None:
+        table.add_row("LoRA settings", f"{result.choice.source}: {result.choice.settings.model_dump_json()}")
+    losses = result.training["validation_loss"]
+    table.add_row("validation loss", f"{losses[0][1]:.3f} -> {losses[-1][1]:.3f} over {losses[-1][0]} steps")
+    table.add_row("adapter", result.adapter.gguf or result.adapter.adapter_dir)
+    if result.decision is not None:
+        table.add_row("decision", result.decision.reason)
+        table.add_row("specialist in service", f"{result.decision.champion_before} -> {result.decision.champion_after}")
+    for name, path in report.plots.items():
+        table.add_row(f"plot: {name}", str(path))
+    for name, run in report.runs.items():
+        table.add_row(f"MLflow: {name}", run.url)
+    Console().print(table)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    seeds = eval_seeds(args.game, STORAGE.seeds_file)[: args.eval_episodes or None]
+    rows = Tracker().runs_for(game_family(args.game))
+    points = agent_points(rows, args.game, ",".join(map(str, seeds)), args.max_steps)
+    if not points:
+        raise ValueError(f"MLflow has no evaluation of {args.game} on seeds {seeds} with {args.max_steps} steps: run "
+                         "`automem evaluate` (with --agent for baselines) on those settings first")
+    table = Table(title=f"{args.game}: progression on seeds {seeds[0]}-{seeds[-1]} (n={len(seeds)}), {args.max_steps} steps")
+    for col in ("agent", "progression % (mean ± SE)"):
+        table.add_column(col)
+    for p in points:
+        table.add_row(p.label, f"{p.mean:.1f} ± {p.se:.1f}")
+    Console().print(table)
+    out = args.out or report_dir(STORAGE, args.game) / "agents.png"
+    plot_agent_comparison(points, f"{args.game}: progression by agent ({len(seeds)} seeds, {args.max_steps} steps)", out)
+    Console().print(f"plot: {out}")
+    return 0
+
+
 def print_where_to_look() -> None:
     console.print(
         "\nWhere to look:\n"
@@ -381,7 +579,8 @@ def print_where_to_look() -> None:
 
 
 COMMANDS = {"rollout": cmd_rollout, "demo": cmd_demo, "revise": cmd_revise, "diagnose": cmd_diagnose,
-            "propose": cmd_propose, "evaluate": cmd_evaluate, "lineage": cmd_lineage}
+            "propose": cmd_propose, "evaluate": cmd_evaluate, "lineage": cmd_lineage, "train": cmd_train,
+            "curate": cmd_curate, "finetune": cmd_finetune, "compare": cmd_compare}
 
 
 if __name__ == "__main__":

@@ -222,3 +222,24 @@ def test_context_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
         if label != "random":
             assert f["input_tokens_per_step"] > 0 and f["input_growth_per_step"]["steps"] == f["steps"]
     assert len(result["targets"]) == 2 * 4 and result["growth_rule"]
+
+
+# --- training_throughput: its dataset (the run itself needs the real base: minutes, not tested here) ---
+
+def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
+    from automem_dagster.training.sft import load_examples, split_examples
+
+    stats = _bench("training_throughput").synthetic_dataset(tmp_path, examples=30, episodes=4, seed=0)
+    rows = load_examples(tmp_path)  # the trainer's own checks
+    assert len(rows) == stats["examples"] == 30 and stats["episodes"] == 4
+    assert stats["phases"]["log"] > 0 and stats["phases"]["plan"] > 0
+    assert 700 < stats["prompt_chars_mean"] < 1400  # about 300 tokens of the embedded base's tokenizer
+    for r in rows:
+        user, ops = r["prompt"][-1]["content"], r["completion"][0]["content"].splitlines()
+        assert f"Phase: {r['phase'].upper()}." in user and ops[-1] == "<|DONE|>"
+        writes = r["phase"] == "log"  # LOG writes; PLAN only reads
+        assert all(op.startswith(("<|UPSERT|>", "<|APPEND|>") if writes else ("<|READ|>", "<|SEARCH|>")) for op in ops[:-1])
+    assert split_examples([r["episode"] for r in rows], 0.1, 0).by == "episode"
+    again = tmp_path / "again"
+    _bench("training_throughput").synthetic_dataset(again, examples=30, episodes=4, seed=0)
+    assert (again / "dataset.parquet").read_bytes() == (tmp_path / "dataset.parquet").read_bytes()  # deterministic

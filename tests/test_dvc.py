@@ -30,6 +30,7 @@ GAME_RULES = [
     {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"},
 ]
 EVALUATION_OUTS = ["batch.json", "summary.json", "trajectories", "memory"]  # cached; metrics.json lives in git
+STRUCTURE_STAGES = ("rollout", "diagnose", "revise", "evaluate")
 
 
 class Project:
@@ -129,8 +130,8 @@ def test_the_whole_pipeline_runs_rollout_diagnosis_revision_and_evaluation(proje
              "rationale": "Finding 1: the agent repeats noop; a stuck warning after two repeats tells it so."}
     p = project(scripted([{"match": "Diagnose this batch", "reply": json.dumps(diagnosis)},
                           {"match": "Propose one patch", "reply": json.dumps(patch)}, *GAME_RULES]))
-    log = p.dvc("repro")
-    for stage in ("rollout", "diagnose", "revise", "evaluate"):
+    log = p.dvc("repro", *STRUCTURE_STAGES)
+    for stage in STRUCTURE_STAGES:
         assert f"Running stage '{stage}'" in log
 
     outputs = p.root / "outputs"
@@ -145,10 +146,43 @@ def test_the_whole_pipeline_runs_rollout_diagnosis_revision_and_evaluation(proje
     assert "progression_mean" in json.loads((outputs / "evaluate" / "metrics.json").read_text())
 
     lock = yaml.safe_load((p.root / "dvc.lock").read_text())
-    assert set(lock["stages"]) == {"rollout", "diagnose", "revise", "evaluate"}
+    assert set(lock["stages"]) == set(STRUCTURE_STAGES)
     assert p.changed() == {"dvc.lock", "outputs/evaluate/metrics.json"}
-    assert "up to date" in p.dvc("status")
-    # Every stage depends on the pinned scaffold file: editing it makes all four stale.
+    assert "up to date" in p.dvc("status", *STRUCTURE_STAGES)
+    # Every stage depends on the pinned scaffold file: editing it makes all of them stale.
     scaffold = p.root / "assets" / "scaffolds" / "crafter" / "v0.yaml"
     scaffold.write_text(scaffold.read_text() + "# edited\n")
-    assert set(json.loads(p.dvc("status", "--json"))) == {"rollout", "diagnose", "revise", "evaluate"}
+    assert set(STRUCTURE_STAGES) <= set(json.loads(p.dvc("status", "--json")))
+
+
+def test_the_proficiency_stages_curate_and_train_a_specialist(project, scripted):
+    """rollout -> curate -> finetune with a game model that writes notes and reads them back:
+    a real (two-step) LoRA training on the embedded base, exported as GGUF, its figures as metrics."""
+    notes = [f"<|APPEND|>map_notes.txt|tree seen at {place}\n<|DONE|>" for place in ("north", "east", "south", "west")]
+    keep_all = {"verdicts": [{"id": i, "keep": True, "reason": "records and reads a resource location"} for i in range(8)]}
+    lora = {"reasoning": "a tiny dataset: low rank, one epoch", "settings": {
+        "rank": 8, "alpha": 16, "dropout": 0.0, "learning_rate": 0.0005, "epochs": 1, "batch_size": 2,
+        "target_modules": ["q_proj", "v_proj"], "max_length": 1024}}
+    p = project(scripted([
+        {"match": "review its memory decisions", "reply": json.dumps(keep_all)},
+        {"match": "LoRA fine-tuning", "reply": json.dumps(lora)},
+        {"match": "Results:", "reply": "<|ACTION|>do<|END|>"},
+        {"match": "Phase: LOG", "replies": notes},
+        {"match": "Phase: PLAN", "reply": "<|READ|>map_notes.txt"},
+    ]))
+    params = yaml.safe_load((p.root / "params.yaml").read_text())
+    params["curate"] = {"min_examples": 4, "horizon": 3, "review_batches": 2}
+    params["finetune"] = {"max_steps": 2}
+    (p.root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    log = p.dvc("repro", "finetune")
+    for stage in ("rollout", "curate", "finetune"):
+        assert f"Running stage '{stage}'" in log
+
+    outputs = p.root / "outputs"
+    stats = json.loads((outputs / "curate" / "stats.json").read_text())
+    assert stats["examples"] >= 4 and stats["verdicts"].get("reviewed_kept", 0) > 0
+    assert json.loads((outputs / "finetune" / "lora_config.json").read_text())["source"] == "meta-LLM"
+    assert (outputs / "finetune" / "adapter.gguf").stat().st_size > 0
+    metrics = json.loads(p.dvc("metrics", "show", "--json"))
+    figures = next(iter(metrics.values()))["data"]["outputs/finetune-metrics.json"]["data"]
+    assert figures["steps"] == 2 and figures["peak_rss_mb"] > 0

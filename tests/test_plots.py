@@ -72,3 +72,27 @@ def test_png_markdown_embeds_the_file(tmp_path):
     prefix = "![progression](data:image/png;base64,"
     assert md.startswith(prefix) and md.endswith(")")
     assert base64.b64decode(md[len(prefix):-1]) == out.read_bytes()
+
+
+def test_agent_points_compare_only_like_with_like():
+    from automem_dagster.loop.report import agent_points
+
+    def row(agent="memory", version=0, adapter=None, mean=1.0, seeds="42,43", steps=10, role="champion", decision=None):
+        return {"game": "crafter", "agent": agent, "version": version, "adapter": adapter, "progression_mean": mean,
+                "progression_se": 0.5, "seeds": seeds, "max_steps": steps, "role": role, "decision": decision}
+
+    rows = [  # newest first, as Tracker.runs_for returns them
+        row(adapter="a1", mean=4.0, role="specialist", decision="rolled_back"),
+        row(mean=2.0),
+        row(version=1, mean=3.0, role="candidate", decision="kept"),
+        row(agent="cot", mean=1.5, role="baseline"),
+        row(agent="random", mean=5.0, role="baseline"),
+        row(agent="random", mean=9.0, role="baseline"),            # older run of the same agent: ignored
+        row(mean=7.0, seeds="42,43,44"),                           # another seed set: not comparable
+        row(mean=7.0, steps=50),                                   # another step budget: not comparable
+        row(adapter="a1", mean=None, role="training"),             # a training run has no progression
+    ]
+    points = agent_points(rows, "crafter", "42,43", 10)
+    assert [(p.label, p.mean, p.kind) for p in points] == [
+        ("random", 5.0, "baseline"), ("cot", 1.5, "baseline"), ("v0", 2.0, "champion"), ("v1", 3.0, "kept"),
+        ("v0 + a1", 4.0, "specialist")]

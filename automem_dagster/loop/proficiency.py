@@ -121,18 +121,20 @@ async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySet
 
 # --- stage 3: LoRA configuration ------------------------------------------------------------
 
-async def lora_config_stage(data: CurationResult, settings: ProficiencySettings, meta: LLMClient | None) -> LoraChoice:
-    """``lora_config.json`` beside the dataset: given settings, else the meta-LLM's within bounds."""
+async def lora_config_stage(data: CurationResult, settings: ProficiencySettings, meta: LLMClient | None,
+                            path: Path | None = None) -> LoraChoice:
+    """``lora_config.json`` (beside the dataset unless ``path`` says otherwise): given settings,
+    else the meta-LLM's within bounds; a configuration already chosen is read back."""
     from automem_dagster.training.base_model import describe_base
 
-    path = Path(data.out_dir) / "lora_config.json"
+    path = path or Path(data.out_dir) / "lora_config.json"
     if settings.lora is None and path.exists():
         return LoraChoice.load(path)
-    base = describe_base(settings.base)
-    defaults = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
     if settings.lora is not None:
-        choice = LoraChoice(settings.lora, "given", "settings given by the user", defaults)
+        choice = LoraChoice(settings.lora, "given", "settings given by the user", settings.lora)
     else:
+        base = describe_base(settings.base)
+        defaults = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
         choice = await recommend_lora(data.stats, base, defaults, meta, settings.budget.max_attempts)
     choice.save(path)
     return choice
@@ -237,13 +239,20 @@ def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary
     if set(cand) != set(champ):
         raise RoundError(f"specialist seeds {sorted(cand)} and champion seeds {sorted(champ)} differ: "
                          "rerun the evaluation to finish both batches")
-    before = reg.champion
-    decision = decide(compare_paired(cand, champ))
-    comparison = asdict(decision.comparison)
-    reg.decide(adapter_id, decision.keep, decision.reason, comparison)
-    reg.save()
-    result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
-                                decision.reason, comparison, specialist.out_dir, champion.out_dir)
+    if record.decision is not None:
+        # Decided, but the process died before the decision file was written: write it from the registry.
+        keep = record.decision == "kept"
+        result = SpecialistDecision(game, adapter_id, record.scaffold_version, None if keep else reg.champion,
+                                    reg.champion, keep, record.reason, record.comparison, specialist.out_dir,
+                                    champion.out_dir)
+    else:
+        before = reg.champion
+        decision = decide(compare_paired(cand, champ))
+        comparison = asdict(decision.comparison)
+        reg.decide(adapter_id, decision.keep, decision.reason, comparison)
+        reg.save()
+        result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
+                                    decision.reason, comparison, specialist.out_dir, champion.out_dir)
     write_json_atomic(storage.runs / "decisions" / slug(game) / f"specialist-{adapter_id}.json", asdict(result))
     return result
 

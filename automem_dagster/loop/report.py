@@ -26,7 +26,7 @@ from automem_dagster.rollout import BatchSummary
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, Tracker, TrainingRun
-from automem_dagster.training.registry import AdapterRecord
+from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 
 
 @dataclass
@@ -110,8 +110,9 @@ def report_training(game: str, adapter: AdapterRecord, training: dict, storage: 
     registers the adapter as a new version of the model ``automem-<family>-specialist``."""
     plot = plot_losses(training["train_loss"], training["validation_loss"],
                        f"{game}: LoRA specialist {adapter.id} training", report_dir(storage, game) / f"{adapter.id}_loss.png")
-    if tracker is None:
-        return plot, None
+    reg = SpecialistRegistry.load(game_family(game), storage.specialists)
+    if tracker is None or reg.record(adapter.id).training_run is not None:
+        return plot, None       # not tracked, or logged already (a resumed round)
     data_dir = Path(adapter.dataset_dir)
     run = tracker.log_training(TrainingRun(
         game=game, family=game_family(game), scaffold_version=adapter.scaffold_version, adapter=adapter.id,
@@ -119,9 +120,12 @@ def report_training(game: str, adapter: AdapterRecord, training: dict, storage: 
         dataset_hash=adapter.dataset, examples_train=training["examples_train"],
         examples_validation=training["examples_validation"], train_loss=training["train_loss"],
         validation_loss=training["validation_loss"],
-        figures={k: training[k] for k in ("seconds_per_step", "tokens_per_second", "peak_rss_mb") if k in training},
+        figures={k: training[k] for k in ("seconds_per_step", "tokens_per_second", "peak_rss_mb")
+                 if training.get(k) is not None},
         adapter_dir=Path(adapter.adapter_dir),
         artifacts=[p for p in (data_dir / "stats.json", data_dir / "lora_config.json", plot) if p.exists()]))
+    reg.mark_logged(adapter.id, run.run_id)
+    reg.save()
     return plot, run
 
 
@@ -167,3 +171,26 @@ def report_proficiency(result: ProficiencyResult, storage: Storage, tracker: Tra
     if training_run is not None:
         report.runs["training"] = training_run
     return report
+
+
+def agent_points(rows: list[dict], game: str, seeds: str, max_steps: int) -> list[AgentPoint]:
+    """One point per agent evaluated on exactly ``seeds`` ("42,43") and ``max_steps`` for ``game``
+    (the newest run of each wins), ordered as a reader compares them: random, the baselines
+    without memory, each scaffold version, then scaffold + specialist. ``rows``: ``Tracker.runs_for``."""
+    latest: dict[tuple, dict] = {}
+    for row in rows:                       # newest first, so the first seen is kept
+        comparable = row["game"] == game and row["seeds"] == seeds and row["max_steps"] == max_steps
+        if comparable and row["role"] != "training" and row["progression_mean"] is not None:
+            latest.setdefault((row["agent"], row["version"] if row["agent"] == "memory" else None, row["adapter"]), row)
+    order = {"random": 0, "window": 1, "cot": 2, "memory": 3}
+    points = []
+    for (agent, version, adapter), row in sorted(latest.items(), key=lambda kv: (order[kv[0][0]], kv[0][2] is not None,
+                                                                                 kv[0][1] or 0, kv[0][2] or "")):
+        if agent != "memory":
+            label, kind = agent, "baseline"
+        elif adapter:
+            label, kind = f"v{version} + {adapter}", "specialist"
+        else:
+            label, kind = f"v{version}", {"kept": "kept", "rolled_back": "rolled_back"}.get(row["decision"], "champion")
+        points.append(AgentPoint(label, row["progression_mean"], row["progression_se"] or 0.0, kind))
+    return points

@@ -276,7 +276,7 @@ def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: li
         "excluded_episodes": excluded,
         "score": {"min": scores[0], "median": scores[len(scores) // 2], "max": scores[-1]} if scores else {},
         "credited_decisions": sum(d.score.credited for d in decisions),
-        "mean_prompt_chars": round(sum(len(r["prompt"][-1]["content"]) for r in rows) / len(rows)) if rows else 0,
+        "mean_prompt_chars": round(sum(len(m["content"]) for r in rows for m in r["prompt"]) / len(rows)) if rows else 0,
         "mean_completion_chars": round(sum(len(r["completion"][0]["content"]) for r in rows) / len(rows)) if rows else 0,
     }
 

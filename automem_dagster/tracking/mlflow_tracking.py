@@ -260,7 +260,8 @@ class Tracker:
             "automem.dataset": run.dataset_hash, "automem.base": run.base})
 
     def runs_for(self, family: str) -> list[dict]:
-        """The family's evaluations, newest first: version, role, run_id, progression and decision tag."""
+        """The family's runs, newest first: version, role, agent, adapter, run_id, progression, decision
+        tag, and the seeds and step budget (only runs on the same seeds and steps are comparable)."""
         name = f"automem-{family}"
         rows: list[dict] = []
         with self._store(f"listing the runs of experiment {name}"):
@@ -283,6 +284,9 @@ class Tracker:
                         "progression_mean": metrics.get("progression_mean"),
                         "progression_se": metrics.get("progression_se"),
                         "decision": tags.get("automem.decision"),
+                        "seeds": found.data.params.get("seeds"),
+                        "max_steps": int(found.data.params["max_steps"]) if "max_steps" in found.data.params else None,
+                        "game": tags.get("automem.game"),
                     })
                 token = page.token
                 if not token:

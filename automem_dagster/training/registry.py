@@ -37,6 +37,8 @@ class AdapterRecord:
     """None while pending; ``kept`` or ``rolled_back`` after the gate."""
     reason: str | None = None
     comparison: dict | None = None
+    training_run: str | None = None
+    """The MLflow run id of its training, once logged: a resumed round does not log it twice."""
 
 
 @dataclass
@@ -81,6 +83,9 @@ class SpecialistRegistry:
         if any(a.id == record.id for a in self.adapters):
             raise RegistryError(f"{self.path}: adapter {record.id} is already registered")
         self.adapters.append(record)
+
+    def mark_logged(self, adapter_id: str, run_id: str) -> None:
+        self.record(adapter_id).training_run = run_id
 
     def decide(self, adapter_id: str, keep: bool, reason: str, comparison: dict) -> None:
         record = self.record(adapter_id)

@@ -104,7 +104,7 @@ def rollout_batch(context: dg.AssetExecutionContext, config: RoundConfig, endpoi
         "episodes": len(summary.episodes),
         "seeds": dg.MetadataValue.json(seeds),
         "behaviour": dg.MetadataValue.md(behaviour_table({f"v{champion.version}": summary.behaviour.as_dict()})),
-        "path": dg.MetadataValue.path(summary.out_dir),
+        "batch": dg.MetadataValue.path(summary.out_dir),
     })
 
 
@@ -132,7 +132,7 @@ def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints:
         "dropped": len(result.dropped),
         "attempts": len(result.attempts),
         "diagnosis": dg.MetadataValue.md(result.to_markdown()),
-        "path": dg.MetadataValue.path(str(out)),
+        "diagnosis_dir": dg.MetadataValue.path(str(out)),
     })
 
 
@@ -178,7 +178,7 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
             "outcome": "rejected",
             "reason": revision.rejected_reason,
             "attempts": attempts,
-            "path": dg.MetadataValue.path(str(out)),
+            "revision_dir": dg.MetadataValue.path(str(out)),
         })
     key = ensure_version_partition(context.instance, family, revision.version)
     context.log.info(f"candidate v{revision.version}: {', '.join(revision.changes)}")
@@ -190,7 +190,7 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
         "changes": dg.MetadataValue.md("\n".join(f"- {c}" for c in revision.changes)),
         "attempts": attempts,
         "diff": dg.MetadataValue.md(revision.diff_md),
-        "path": dg.MetadataValue.path(str(out)),
+        "revision_dir": dg.MetadataValue.path(str(out)),
     })
 
 

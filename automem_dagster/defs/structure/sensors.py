@@ -1,33 +1,15 @@
 """Sensors that chain rounds: evaluation -> promotion, and (opt-in) promotion -> next round.
 
 Both read every new materialization of their asset since their cursor (a storage id), in
-order, so evaluations of several games finishing between two ticks each get their own run;
-the run key is the materialization's storage id, so a materialization starts one run only.
+order (``defs/common/sensors.py``), so evaluations of several games finishing between two
+ticks each get their own run; the run key is the materialization's storage id, so a
+materialization starts one run only.
 """
 
 import dagster as dg
 
+from automem_dagster.defs.common.sensors import metadata_text, new_materializations, sensor_result
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
-
-BATCH = 100
-
-
-def _new_materializations(context: dg.SensorEvaluationContext, asset: str) -> list[dg.EventLogRecord]:
-    after = int(context.cursor) if context.cursor else None
-    return list(context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), after_storage_id=after), limit=BATCH, ascending=True).records)
-
-
-def _text(record: dg.EventLogRecord, name: str) -> str | None:
-    value = record.asset_materialization.metadata.get(name)
-    return None if value is None else str(value.value)
-
-
-def _result(records: list[dg.EventLogRecord], requests: list[dg.RunRequest], skipped: str) -> dg.SensorResult:
-    cursor = str(records[-1].storage_id)
-    if requests:
-        return dg.SensorResult(run_requests=requests, cursor=cursor)
-    return dg.SensorResult(skip_reason=dg.SkipReason(skipped), cursor=cursor)
 
 
 @dg.sensor(job=promote_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
@@ -35,17 +17,17 @@ def evaluation_gate_sensor(context: dg.SensorEvaluationContext):
     """Starts ``promote_job`` for the game of every new ``candidate_evaluation`` that evaluated a
     candidate, so the keep-or-rollback decision follows the evaluation. Rounds without a candidate
     (revision rejected) are skipped: there is nothing to promote."""
-    records = _new_materializations(context, "candidate_evaluation")
+    records = new_materializations(context, "candidate_evaluation")
     if not records:
         return dg.SkipReason("no new candidate_evaluation materialization")
     requests = []
     for record in records:
-        if _text(record, "outcome") != "evaluated":
+        if metadata_text(record, "outcome") != "evaluated":
             context.log.info(f"{record.partition_key}: no candidate in evaluation {record.storage_id}, nothing to promote")
             continue
         requests.append(dg.RunRequest(run_key=f"promote-{record.storage_id}", partition_key=record.partition_key,
                                       tags={"automem/evaluation": str(record.storage_id)}))
-    return _result(records, requests, "new evaluations had no candidate")
+    return sensor_result(records, requests, "new evaluations had no candidate")
 
 
 @dg.sensor(job=structure_round_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
@@ -54,10 +36,10 @@ def next_round_sensor(context: dg.SensorEvaluationContext):
     candidate, start the next ``structure_round_job`` for that game, so a game keeps improving until a
     round fails to beat its champion. Turn it on in the UI (Automation) or with
     ``dagster sensor start next_round_sensor``."""
-    records = _new_materializations(context, "champion_scaffold")
+    records = new_materializations(context, "champion_scaffold")
     if not records:
         return dg.SkipReason("no new champion_scaffold materialization")
     requests = [dg.RunRequest(run_key=f"next-round-{r.storage_id}", partition_key=r.partition_key,
                               tags={"automem/after_promotion": str(r.storage_id)})
-                for r in records if _text(r, "decision") == "kept"]
-    return _result(records, requests, "no new champion: the last rounds were rolled back or had no candidate")
+                for r in records if metadata_text(r, "decision") == "kept"]
+    return sensor_result(records, requests, "no new champion: the last rounds were rolled back or had no candidate")

@@ -1,0 +1,341 @@
+"""The proficiency loop's assets, each one stage of ``automem_dagster.loop.proficiency``.
+
+``training_rollouts`` -> ``sft_dataset`` -> ``lora_config`` -> ``lora_adapter`` ->
+``specialist_evaluation`` (with the ``specialist_gate`` check) -> ``champion_specialist``.
+Values passed between them are paths and small dicts; everything else is read back from the
+files the stages wrote. An adapter trained but not yet decided is resumed: the next round
+skips rollouts, curation and configuration and evaluates it instead of training another.
+"""
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import dagster as dg
+
+from automem_dagster.defs.common.metadata import behaviour_table, code_block, progression_table
+from automem_dagster.defs.common.partitions import game_of, game_partitions
+from automem_dagster.defs.common.progress import episode_log
+from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.games import game_family
+from automem_dagster.loop.proficiency import (
+    curate_stage,
+    dataset_dir,
+    decide_specialist_stage,
+    load_specialist_decision,
+    lora_config_stage,
+    proficiency_seeds,
+    registry,
+    specialist_endpoints,
+    specialist_evaluation_stage,
+    train_stage,
+    training_record,
+    training_rollout_stage,
+)
+from automem_dagster.loop.report import report_dir, report_specialist, report_training
+from automem_dagster.loop.structure import champion_scaffold, per_seed
+from automem_dagster.meta.curate import CurationResult, DatasetTooSmall
+from automem_dagster.meta.lora_config import LoraChoice
+from automem_dagster.metrics.paired import compare_paired
+from automem_dagster.plots import plot_behaviour, png_markdown
+from automem_dagster.rollout import load_summary
+from automem_dagster.scaffold import load_scaffold
+
+GROUP = "proficiency"
+TAGS = {"domain": "proficiency"}
+
+
+def _no_specialist(name: str | None) -> str:
+    return name or "none (one-model agent)"
+
+
+def _counts_table(title: str, counts: dict[str, int]) -> str:
+    lines = [f"| {title} | count |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in sorted(counts.items())]
+    return "\n".join(lines)
+
+
+def _curation_metadata(stats: dict, out: Path) -> dict:
+    """What a person checks in a curation (also when it stopped short): counts, verdicts, exclusions."""
+    excluded = stats.get("excluded_episodes", [])
+    return {
+        "examples": stats["examples"],
+        "decisions": stats["decisions"],
+        "kept_decisions": stats["kept_decisions"],
+        "episodes": stats["episodes"],
+        "verdicts": dg.MetadataValue.md(_counts_table("verdict", stats["verdicts"])),
+        "examples_by_phase": dg.MetadataValue.md(_counts_table("phase", stats["examples_by_phase"])),
+        "excluded_episodes": dg.MetadataValue.md(
+            "\n".join(f"- {e['trajectory']}: {e['reason']}" for e in excluded) or "none"),
+        "score": dg.MetadataValue.json(stats.get("score", {})),
+        "dataset_dir": dg.MetadataValue.path(str(out)),
+    }
+
+
+def _curated(dataset_dir: str) -> CurationResult:
+    """A finished curation read back from its ``stats.json``."""
+    stats = json.loads((Path(dataset_dir) / "stats.json").read_text())
+    return CurationResult(dataset_dir, stats["examples"], stats)
+
+
+def _training_log(log):
+    """A trainer ``progress(step, total, logs)`` callback that logs each logged step."""
+
+    def progress(step: int, total: int, logs: dict[str, float]) -> None:
+        figures = ", ".join(f"{k} {v:.4g}" for k, v in logs.items() if isinstance(v, int | float))
+        log.info(f"training step {step}/{total}: {figures}")
+
+    return progress
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+def training_rollouts(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
+                      storage: StorageResource) -> dg.Output:
+    """The champion scaffold played by the one-model agent on fresh training seeds (disjoint from
+    the evaluation seeds and from the structure loop's diagnosis seeds): the memory decisions the
+    specialist learns from. The value is the batch directory.
+
+    Skipped (value None) while an earlier round's adapter still waits for its decision: this round
+    then evaluates that adapter instead of training a new one."""
+    settings = config.settings(game_of(context.partition_key))
+    store = storage.storage()
+    pending = registry(store, settings.family).pending()
+    if pending is not None:
+        reason = f"adapter {pending.id} of an earlier round is pending: this round evaluates it, no new rollouts"
+        context.log.info(reason)
+        return dg.Output(None, metadata={"outcome": "skipped", "reason": reason})
+    champion = champion_scaffold(settings.family, store)
+    seeds = proficiency_seeds(settings, store)
+    context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.budget.rollout_max_steps} "
+                     "steps each")
+    summary = endpoints.run(lambda clients: training_rollout_stage(settings, champion, seeds, clients, store,
+                                                                   episode_log(context.log)), store.runs / "logs")
+    context.log.info(f"progression {summary.progression}: {summary.out_dir}")
+    return dg.Output(summary.out_dir, metadata={
+        "outcome": "played",
+        "scaffold": f"v{champion.version}",
+        "progression": f"{summary.progression.mean:.1f} ± {summary.progression.stderr:.1f} % (n={summary.progression.n})",
+        "episodes": len(summary.episodes),
+        "seeds": dg.MetadataValue.json(seeds),
+        "behaviour": dg.MetadataValue.md(behaviour_table({f"v{champion.version}": summary.behaviour.as_dict()})),
+        "batch": dg.MetadataValue.path(summary.out_dir),
+    })
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "parquet"}, tags=TAGS)
+def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
+                storage: StorageResource, training_rollouts: str | None) -> dg.Output:
+    """The specialist's SFT dataset, curated from the training rollouts: each memory decision scored
+    by what followed it, borderline ones reviewed by the meta-LLM, duplicates and over-represented
+    episodes removed, evaluation seeds never included. Its content hash is the dataset's version.
+    Below ``min_examples`` the run stops here (nothing is trained); the audit files stay for reading.
+    A batch already curated is read back. The value is the dataset directory and its scaffold version."""
+    if training_rollouts is None:
+        context.log.info("no rollouts this round (a pending adapter is resumed): nothing to curate")
+        return dg.Output(None, metadata={"outcome": "skipped"})
+    settings = config.settings(game_of(context.partition_key))
+    store = storage.storage()
+    batch = Path(training_rollouts)
+    version = json.loads((batch / "batch.json").read_text())["scaffold_version"]
+    scaffold = load_scaffold(settings.family, version, store.scaffolds)
+    context.log.info(f"curating {batch} (scaffold v{version}), at least {settings.curation.min_examples} examples")
+    try:
+        data = endpoints.run(lambda clients: curate_stage(batch, scaffold, settings, clients.meta, store, context.log.info),
+                             store.runs / "logs")
+    except DatasetTooSmall as exc:
+        context.log.error(str(exc))
+        out = dataset_dir(store, batch)
+        stats = json.loads((out / "stats.json").read_text()) if (out / "stats.json").exists() else None
+        raise dg.Failure(description=str(exc), metadata=_curation_metadata(stats, out) if stats else None) from exc
+    stats = data.stats
+    context.log.info(f"{data.examples} examples from {stats['kept_decisions']} decisions, version "
+                     f"{stats['dataset_hash']}: {data.out_dir}")
+    return dg.Output({"dataset_dir": data.out_dir, "scaffold_version": version}, metadata={
+        "outcome": "curated",
+        "dataset_version": stats["dataset_hash"],
+        "scaffold": f"v{version}",
+        **_curation_metadata(stats, Path(data.out_dir)),
+    })
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "json"}, tags=TAGS)
+def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
+                storage: StorageResource, sft_dataset: dict | None) -> dg.Output:
+    """The LoRA configuration of the training: the settings given in the run config, else the
+    meta-LLM's recommendation from the dataset's statistics, validated against the bounds (no
+    usable reply: REFERENCE.md's defaults scaled to the base, and the record says so). Saved as
+    ``lora_config.json`` beside the dataset; one already chosen is read back."""
+    if sft_dataset is None:
+        context.log.info("no dataset this round (a pending adapter is resumed): nothing to configure")
+        return dg.Output(None, metadata={"outcome": "skipped"})
+    settings = config.settings(game_of(context.partition_key))
+    store = storage.storage()
+    data = _curated(sft_dataset["dataset_dir"])
+    choice = endpoints.run(lambda clients: lora_config_stage(data, settings, clients.meta), store.runs / "logs")
+    path = Path(data.out_dir) / "lora_config.json"
+    context.log.info(f"{choice.source} settings: {choice.settings.model_dump_json()}")
+    attempts = "\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(choice.attempts, 1)) or "(none: not asked)"
+    return dg.Output({**sft_dataset, "lora_config": str(path)}, metadata={
+        "source": choice.source,
+        "reasoning": choice.reasoning,
+        "settings": dg.MetadataValue.md(code_block(json.dumps(choice.settings.model_dump(), indent=2), "json")),
+        "defaults": dg.MetadataValue.md(code_block(json.dumps(choice.defaults.model_dump(), indent=2), "json")),
+        "attempts": dg.MetadataValue.md(attempts),
+        "config_file": dg.MetadataValue.path(str(path)),
+    })
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "pytorch", "mlflow"}, tags=TAGS)
+def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, storage: StorageResource,
+                 mlflow: MlflowResource, lora_config: dict | None) -> dg.Output:
+    """The memory specialist: a LoRA adapter trained on the dataset (completion-only loss, held-out
+    validation by episode, checkpoints a rerun resumes from), exported as GGUF for the embedded
+    server and registered as pending in ``assets/specialists/<family>.json``. Logged to MLflow with
+    its loss curves, and registered there as a new version of ``automem-<family>-specialist``.
+    An adapter left pending by an earlier round is returned instead of training another."""
+    settings = config.settings(game_of(context.partition_key))
+    game, family = settings.game, settings.family
+    store = storage.storage()
+    record = registry(store, family).pending()
+    if record is not None:
+        outcome = "resumed"
+        context.log.info(f"resuming pending adapter {record.id} (an earlier round stopped before its decision)")
+    elif lora_config is None:
+        raise dg.Failure(description=f"{game}: no dataset and no pending adapter (the pending one was decided "
+                                     "meanwhile); materialize the whole proficiency_round_job again")
+    else:
+        outcome = "trained"
+        data = _curated(lora_config["dataset_dir"])
+        choice = LoraChoice.load(Path(lora_config["lora_config"]))
+        scaffold = load_scaffold(family, lora_config["scaffold_version"], store.scaffolds)
+        steps = f"at most {settings.max_train_steps} steps" if settings.max_train_steps else f"{choice.settings.epochs} epochs"
+        context.log.info(f"training on {data.examples} examples ({settings.base}, {steps})")
+        record = train_stage(data, choice, scaffold, settings, store, _training_log(context.log))
+        context.log.info(f"adapter {record.id} registered as pending: {record.gguf or record.adapter_dir}")
+    training = training_record(record)
+    plot, run = report_training(game, record, training, store, mlflow.tracker() if outcome == "trained" else None)
+    losses = training["validation_loss"]
+    metadata = {
+        "outcome": outcome,
+        "adapter": record.id,
+        "scaffold": f"v{record.scaffold_version}",
+        "dataset_version": record.dataset,
+        "settings_source": record.settings_source,
+        "validation_loss": f"{losses[0][1]:.3f} -> {losses[-1][1]:.3f} over {losses[-1][0]} steps",
+        "validation_loss_first": losses[0][1],
+        "validation_loss_last": losses[-1][1],
+        "examples_train": training["examples_train"],
+        "examples_validation": training["examples_validation"],
+        "loss_plot": dg.MetadataValue.md(png_markdown(plot, f"{game}: {record.id} training and validation loss")),
+        "adapter_dir": dg.MetadataValue.path(record.adapter_dir),
+    }
+    for key in ("seconds_per_step", "tokens_per_second", "peak_rss_mb"):
+        if training.get(key) is not None:
+            metadata[key] = round(float(training[key]), 3)
+    if record.gguf:
+        metadata["gguf"] = dg.MetadataValue.path(record.gguf)
+    if run is not None:
+        metadata["mlflow_training_run"] = dg.MetadataValue.url(run.url)
+        context.log.info(f"MLflow training run: {run.url}")
+    return dg.Output({"game": game, "adapter": record.id, "outcome": outcome, "loss_plot": str(plot)},
+                     metadata=metadata)
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+def specialist_evaluation(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
+                          storage: StorageResource, lora_adapter: dict) -> dg.Output:
+    """The two-model agent (the specialist does the memory operations, the frozen game model picks
+    the actions) against the one-model champion, the same scaffold, on the same fixed evaluation
+    seeds (paired). The embedded server loads the adapter's GGUF; a configured ``memory:`` endpoint
+    (a vLLM LoRA module) is used as given. The decision is not taken here: the ``specialist_gate``
+    check previews it and ``champion_specialist`` takes it."""
+    settings = config.settings(game_of(context.partition_key))
+    game, family = settings.game, settings.family
+    store = storage.storage()
+    record = registry(store, family).record(lora_adapter["adapter"])
+    scaffold = load_scaffold(family, record.scaffold_version, store.scaffolds)
+    seeds = settings.budget.eval_seed_list(store.seeds_file)
+    two_model, lora = specialist_endpoints(endpoints.config(), record)
+    context.log.info(f"specialist {record.id} + frozen game model vs the one-model champion v{scaffold.version} on "
+                     f"seeds {seeds}, {settings.budget.eval_max_steps} steps each")
+    progress = episode_log(context.log)
+
+    async def both(clients):
+        played = await specialist_evaluation_stage(settings, scaffold, record, clients, store, progress)
+        return *played, clients.describe()
+
+    spec, champ, described = endpoints.run(both, store.runs / "logs", config=two_model, lora=lora)
+    c = compare_paired(per_seed(spec), per_seed(champ))
+    names = (f"v{scaffold.version} + {record.id}", f"v{scaffold.version} one-model")
+    plot = plot_behaviour(spec.behaviour.as_dict(), champ.behaviour.as_dict(), f"{game}: {names[0]} vs {names[1]}",
+                          report_dir(store, game) / f"{record.id}_behaviour.png", *names)
+    preview = (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
+               f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)")
+    context.log.info(f"{names[0]} {spec.progression} vs {names[1]} {champ.progression}: {preview}")
+    value = {"game": game, "outcome": "evaluated", "adapter": record.id, "scaffold_version": scaffold.version,
+             "seeds": seeds, "eval_max_steps": settings.budget.eval_max_steps, "specialist_batch": spec.out_dir,
+             "champion_batch": champ.out_dir, "per_seed": {"specialist": per_seed(spec), "champion": per_seed(champ)},
+             "endpoints": described, "loss_plot": lora_adapter.get("loss_plot")}
+    return dg.Output(value, metadata={
+        "outcome": "evaluated",
+        "adapter": record.id,
+        "scaffold": f"v{scaffold.version}",
+        "specialist_mean": spec.progression.mean,
+        "specialist_se": spec.progression.stderr,
+        "champion_mean": champ.progression.mean,
+        "champion_se": champ.progression.stderr,
+        "progression": dg.MetadataValue.md(progression_table(dict(zip(names, (spec, champ), strict=True)))),
+        "paired_difference": preview,
+        "behaviour": dg.MetadataValue.md(behaviour_table({names[0]: spec.behaviour.as_dict(),
+                                                          names[1]: champ.behaviour.as_dict()})),
+        "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
+        "endpoints": dg.MetadataValue.json(described),
+        "specialist_batch": dg.MetadataValue.path(spec.out_dir),
+        "champion_batch": dg.MetadataValue.path(champ.out_dir),
+    })
+
+
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "mlflow"}, tags=TAGS)
+def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
+                        specialist_evaluation: dict) -> dg.Output:
+    """The specialist in service after the keep-or-rollback decision on the evaluation: the adapter
+    is kept only if the two-model agent's mean progression on the fixed seeds is strictly higher
+    than the one-model champion's. This is the only place the specialist pointer moves. Logs both
+    evaluations to MLflow and plots them side by side. A decision already taken (a retried
+    promotion) is shown again, not taken twice."""
+    game = game_of(context.partition_key)
+    store = storage.storage()
+    adapter_id = specialist_evaluation["adapter"]
+    specialist = load_summary(Path(specialist_evaluation["specialist_batch"]))
+    champion = load_summary(Path(specialist_evaluation["champion_batch"]))
+    decision = load_specialist_decision(store, game, adapter_id)
+    tracker = None
+    if decision is None:
+        decision = decide_specialist_stage(game, adapter_id, specialist, champion, store)
+        tracker = mlflow.tracker()
+    else:
+        context.log.info(f"{adapter_id} was already decided: showing that decision (MLflow runs were logged then)")
+    context.log.info(decision.reason)
+    record = registry(store, game_family(game)).record(adapter_id)
+    loss_plot = specialist_evaluation.get("loss_plot")
+    extra = [Path(loss_plot)] if loss_plot and Path(loss_plot).exists() else []
+    report = report_specialist(game, record, decision, specialist, champion, specialist_evaluation["endpoints"], store,
+                               tracker, specialist_evaluation["eval_max_steps"], extra)
+    outcome = "kept" if decision.keep else "rolled_back"
+    metadata = {
+        "decision": outcome,
+        "reason": decision.reason,
+        "adapter": adapter_id,
+        "scaffold": f"v{decision.scaffold_version}",
+        "specialist_before": _no_specialist(decision.champion_before),
+        "specialist_after": _no_specialist(decision.champion_after),
+        "mean_difference": decision.comparison["mean_difference"],
+        "stderr_difference": decision.comparison["stderr_difference"],
+    }
+    for role, run in report.runs.items():
+        metadata[f"mlflow_{role}_run"] = dg.MetadataValue.url(run.url)
+        context.log.info(f"MLflow {role} run: {run.url}")
+    if "progression" in report.plots:
+        metadata["progression"] = dg.MetadataValue.md(
+            png_markdown(report.plots["progression"], f"{game}: one-model champion vs two-model specialist"))
+    return dg.Output({**asdict(decision), "decision": outcome}, metadata=metadata)

@@ -1,0 +1,37 @@
+"""The budget of a proficiency round as run config: a structure round's budget plus curation and training."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import Field
+
+from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.loop.proficiency import ProficiencySettings, default_curation
+from automem_dagster.meta.decisions import ScoreWeights
+from automem_dagster.meta.lora_config import validate_settings
+
+
+class ProficiencyConfig(RoundConfig):
+    """Small local defaults, as for a structure round; raise them in the launchpad for a real round
+    (REFERENCE.md: 300 to 800 curated examples, full epochs instead of a capped step count)."""
+
+    rollout_max_steps: int = Field(20, ge=1, description="steps per training-rollout episode")
+    min_examples: int | None = Field(16, ge=1, description=(
+        "stop before training below this many curated examples; REFERENCE.md's 300 (MiniHack) to 800 (NetHack) "
+        "for a real run, null for the game's REFERENCE minimum"))
+    horizon: int = Field(10, ge=1, description="K: steps after a memory decision whose outcome it is credited with")
+    max_review_batches: int = Field(2, ge=0, description="meta-LLM calls reviewing borderline decisions, at most")
+    max_train_steps: int | None = Field(20, ge=1, description="cap on optimizer steps; null to train the full epochs")
+    base: str = Field("embedded", description="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory")
+    lora_settings: str | None = Field(None, description=(
+        'LoRA settings as a JSON object within bounds (rank, alpha, dropout, learning_rate, epochs, batch_size, '
+        'target_modules, max_length); the meta-LLM is then not asked. null: the meta-LLM recommends'))
+
+    def settings(self, game: str) -> ProficiencySettings:
+        overrides = {"weights": ScoreWeights(horizon=self.horizon), "max_review_batches": self.max_review_batches}
+        if self.min_examples is not None:
+            overrides["min_examples"] = self.min_examples
+        lora = validate_settings(json.loads(self.lora_settings)) if self.lora_settings else None
+        return ProficiencySettings(super().settings(game), default_curation(game, **overrides), base=self.base,
+                                   max_train_steps=self.max_train_steps, lora=lora)
