@@ -31,10 +31,13 @@ class BaseFacts:
 
 
 def configure_torch_threads() -> None:
-    """Use every core of this machine, no more: torch otherwise oversubscribes a 2-core box."""
+    """One core fewer than the machine has (``AUTOMEM_TORCH_THREADS`` overrides). Measured on the
+    2-core machine: with a model server or a test run beside it, 2 OpenMP threads trained 5-10x
+    slower than 1 (threads spin waiting for a core), at identical losses."""
     import torch
 
-    torch.set_num_threads(max(1, min(os.cpu_count() or 1, int(os.environ.get("AUTOMEM_TORCH_THREADS", "64")))))
+    default = max(1, (os.cpu_count() or 2) - 1)
+    torch.set_num_threads(max(1, int(os.environ.get("AUTOMEM_TORCH_THREADS", default))))
 
 
 def load_base(base: str = EMBEDDED_BASE):
