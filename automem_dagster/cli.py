@@ -69,7 +69,7 @@ from automem_dagster.training.sft import TrainingError
 
 DEMO_GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
 DEMO_MIN_EXAMPLES = 8
-DEMO_TRAIN_STEPS = 20
+DEMO_TRAIN_STEPS = 10
 ROUND_DEMO_GAMES = ("crafter", "minihack:Corridor-R3")
 STORAGE = Storage()
 
@@ -312,12 +312,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
     """A short proficiency round on Crafter: enough decisions to train on for a few steps, the
     same two evaluation seeds and step budget as the demo's structure round (so the champion's
-    evaluation is reused). The minimum dataset size is far below REFERENCE's 500 on purpose:
-    the demo shows the machinery, not a specialist worth keeping."""
+    evaluation is reused). The minimum dataset size is far below REFERENCE's 500, and every
+    decision without a penalty is taken, on purpose: the demo shows the machinery, not a
+    specialist worth keeping."""
     budget = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=20, eval_max_steps=10, eval_episodes=2,
                            concurrency=concurrency)
+    # The 135M model's decisions rarely score above 0 in 20 steps and its reviews are erratic, so the
+    # demo takes every decision that loses no points (still deduplicated, balanced, eval seeds out).
     curation = default_curation("crafter", min_examples=DEMO_MIN_EXAMPLES, weights=ScoreWeights(horizon=10),
-                                max_review_batches=2)
+                                accept_score=0.0, review_floor=0.0, max_review_batches=2)
     return ProficiencySettings(budget, curation, max_train_steps=DEMO_TRAIN_STEPS)
 
 
