@@ -69,7 +69,7 @@ from automem_dagster.training.sft import TrainingError
 
 DEMO_GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
 DEMO_MIN_EXAMPLES = 8
-DEMO_TRAIN_STEPS = 10
+DEMO_TRAIN_STEPS = 4
 ROUND_DEMO_GAMES = ("crafter", "minihack:Corridor-R3")
 STORAGE = Storage()
 
