@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -198,13 +198,22 @@ class Tracker:
 
     def log_evaluation(self, run: EvaluationRun) -> TrackedRun:
         """One MLflow run with the evaluation's params, metrics, tags and artifacts; FAILED if logging breaks."""
-        experiment_id = self.experiment_id(run.family)
-        with self._store(f"creating run {run.run_name} in experiment automem-{run.family}"):
-            run_id = self.client.create_run(experiment_id, run_name=run.run_name).info.run_id
-        with self._store(f"logging run {run.run_name} ({run_id})"):
+
+        def log(run_id: str) -> None:
+            self.client.log_batch(run_id, metrics=_metrics(run), params=_params(run), tags=_tags(run))
+            self._log_artifacts(run_id, run)
+
+        return self._logged_run(run.family, run.run_name, log)
+
+    def _logged_run(self, family: str, name: str, log: Callable[[str], None]) -> TrackedRun:
+        """Create run ``name`` in ``automem-<family>``, call ``log(run_id)``, and end the run FINISHED,
+        or FAILED (and re-raise) when logging breaks, so no run is left RUNNING."""
+        experiment_id = self.experiment_id(family)
+        with self._store(f"creating run {name} in experiment automem-{family}"):
+            run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
+        with self._store(f"logging run {name} ({run_id})"):
             try:
-                self.client.log_batch(run_id, metrics=_metrics(run), params=_params(run), tags=_tags(run))
-                self._log_artifacts(run_id, run)
+                log(run_id)
             except BaseException:
                 self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
                 raise
@@ -228,23 +237,16 @@ class Tracker:
         """One MLflow run for a LoRA training: settings as params, the loss curves as stepped
         metrics, the adapter and its curation records as artifacts, and a new version of the
         registered model ``automem-<family>-specialist`` whose source is the logged adapter."""
-        experiment_id = self.experiment_id(run.family)
-        name = f"v{run.scaffold_version}+{run.adapter}-training"
-        with self._store(f"creating run {name} in experiment automem-{run.family}"):
-            run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
-        with self._store(f"logging training run {name} ({run_id})"):
-            try:
-                self.client.log_batch(run_id, metrics=_training_metrics(run), params=_training_params(run),
-                                      tags=_training_tags(run))
-                self.client.log_artifacts(run_id, str(run.adapter_dir), "adapter")
-                for path in run.artifacts:
-                    self.client.log_artifact(run_id, str(path))
-                self._register(run, run_id)
-            except BaseException:
-                self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-                raise
-            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-        return TrackedRun(run_id, experiment_id, f"{self.ui_url}/#/experiments/{experiment_id}/runs/{run_id}")
+
+        def log(run_id: str) -> None:
+            self.client.log_batch(run_id, metrics=_training_metrics(run), params=_training_params(run),
+                                  tags=_training_tags(run))
+            self.client.log_artifacts(run_id, str(run.adapter_dir), "adapter")
+            for path in run.artifacts:
+                self.client.log_artifact(run_id, str(path))
+            self._register(run, run_id)
+
+        return self._logged_run(run.family, f"v{run.scaffold_version}+{run.adapter}-training", log)
 
     def _register(self, run: TrainingRun, run_id: str) -> None:
         model = specialist_model_name(run.family)
