@@ -51,8 +51,9 @@ FULL = {"episodes": {"crafter": 3, "minihack:Corridor-R3": 5, "nethack": 3},
         "max_steps": {"crafter": 300, "minihack:Corridor-R3": 100, "nethack": 300}, "profile_steps": 60}
 QUICK = {"episodes": {"crafter": 1, "minihack:Corridor-R3": 1, "nethack": 1},
          "max_steps": {"crafter": 8, "minihack:Corridor-R3": 8, "nethack": 8}, "profile_steps": 6}
-REAL_MODEL = {"episodes": {g: 2 for g in GAMES}, "max_steps": {g: 20 for g in GAMES}, "profile_steps": 5}
-"""Defaults with ``--endpoints``: a real model takes seconds per call, so fewer, shorter episodes."""
+REAL_MODEL = {"episodes": {g: 1 for g in GAMES}, "max_steps": {g: 20 for g in GAMES}, "profile_steps": 5}
+"""Defaults with ``--endpoints``: a real model takes about 5 s per step, so one short episode per game keeps the
+three games (60 steps, plus a profiled episode on a miss) under 10 minutes."""
 FIRST_SEED = 42
 HARNESS_MS_LIMIT = 2.0
 """Instant endpoint: the harness adds at most this many ms per step beyond the game's own step."""
