@@ -359,12 +359,16 @@ def print_round(result: RoundResult, report: RoundReport) -> None:
     if result.decision is not None:
         table.add_row("decision", result.decision.reason)
         table.add_row("champion", f"v{result.decision.champion_before} -> v{result.decision.champion_after}")
+    print_with_report(table, report)
+
+
+def print_with_report(table: Table, report: RoundReport) -> None:
+    """Print a round's table with the plots and MLflow runs its report produced, one row each."""
     for name, path in report.plots.items():
         table.add_row(f"plot: {name}", str(path))
     for name, run in report.runs.items():
         table.add_row(f"MLflow: {name}", run.url)
     Console().print(table)
-
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     manifest = json.loads((args.batch / "batch.json").read_text())
@@ -549,11 +553,7 @@ def print_proficiency(result: ProficiencyResult, report: RoundReport) -> None:
     if result.decision is not None:
         table.add_row("decision", result.decision.reason)
         table.add_row("specialist in service", f"{result.decision.champion_before} -> {result.decision.champion_after}")
-    for name, path in report.plots.items():
-        table.add_row(f"plot: {name}", str(path))
-    for name, run in report.runs.items():
-        table.add_row(f"MLflow: {name}", run.url)
-    Console().print(table)
+    print_with_report(table, report)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

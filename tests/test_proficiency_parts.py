@@ -12,8 +12,9 @@ from pydantic import ValidationError
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.loop.proficiency import ProficiencySettings, proficiency_seeds, specialist_endpoints
-from automem_dagster.loop.structure import RoundError, RoundSettings, Storage, diagnosis_seeds
+from automem_dagster.loop.structure import RoundError, RoundSettings, Storage, decide_paired, diagnosis_seeds
 from automem_dagster.meta.lora_config import recommend_lora, reply_schema, validate_settings
+from automem_dagster.rollout import BatchSummary, EpisodeSummary
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.training.registry import AdapterRecord, RegistryError, SpecialistRegistry
 from automem_dagster.training.settings import LoraSettings, default_settings
@@ -100,6 +101,20 @@ def test_registry_moves_the_pointer_only_on_keep(tmp_path):
     (tmp_path / "crafter.json").write_text("{not json")
     with pytest.raises(RegistryError, match="restore it"):
         SpecialistRegistry.load("crafter", tmp_path)
+
+
+def _batch(progression_by_seed: dict[int, float]) -> BatchSummary:
+    episodes = [EpisodeSummary(f"crafter__seed{s}", s, 10, p, 0.0, 1.0, 10) for s, p in progression_by_seed.items()]
+    return BatchSummary("unused", "crafter", episodes, None, None)
+
+
+def test_both_loops_gate_on_a_strict_win_over_the_same_seeds():
+    win = decide_paired(_batch({42: 0.2, 43: 0.1}), _batch({42: 0.0, 43: 0.1}), "specialist")
+    assert win.keep and win.reason.startswith("kept")
+    tie = decide_paired(_batch({42: 0.1, 43: 0.0}), _batch({42: 0.0, 43: 0.1}), "candidate")
+    assert not tie.keep and "tie" in tie.reason
+    with pytest.raises(RoundError, match=r"specialist seeds \[42\] and champion seeds \[42, 43\] differ: rerun"):
+        decide_paired(_batch({42: 0.5}), _batch({42: 0.0, 43: 0.0}), "specialist")
 
 
 def test_two_model_endpoints():

@@ -22,7 +22,14 @@ PR_SET_PDEATHSIG = 1
 
 
 def _stop_with_parent() -> None:
-    """Runs in the child before exec (Linux only; elsewhere a no-op)."""
+    """Runs in the child before exec: SIGTERM when the parent dies (Linux only; elsewhere a no-op).
+
+    An ignored or blocked SIGTERM survives exec, so a caller that ignores it would hand that on
+    and neither the death signal nor ``stop`` could end the server. That happens in practice:
+    under ``nohup ... &`` SIGINT is ignored, and Dagster's in-process execution maps SIGTERM to
+    SIGINT's handler. The child therefore takes SIGTERM's default action back first."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):

@@ -30,13 +30,12 @@ from automem_dagster.loop.structure import (
     Storage,
     batch_dir,
     champion_scaffold,
+    decide_paired,
     evaluate_stage,
-    per_seed,
     slug,
 )
 from automem_dagster.meta.curate import CurationResult, CurationSettings, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
-from automem_dagster.metrics.paired import compare_paired, decide
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
@@ -235,10 +234,6 @@ def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary
     """Paired comparison on the evaluation seeds; the specialist pointer moves only on a win."""
     reg = registry(storage, game_family(game))
     record = reg.record(adapter_id)
-    cand, champ = per_seed(specialist), per_seed(champion)
-    if set(cand) != set(champ):
-        raise RoundError(f"specialist seeds {sorted(cand)} and champion seeds {sorted(champ)} differ: "
-                         "rerun the evaluation to finish both batches")
     if record.decision is not None:
         # Decided, but the process died before the decision file was written: write it from the registry.
         keep = record.decision == "kept"
@@ -247,7 +242,7 @@ def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary
                                     champion.out_dir)
     else:
         before = reg.champion
-        decision = decide(compare_paired(cand, champ))
+        decision = decide_paired(specialist, champion, "specialist")
         comparison = asdict(decision.comparison)
         reg.decide(adapter_id, decision.keep, decision.reason, comparison)
         reg.save()

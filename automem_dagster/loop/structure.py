@@ -195,6 +195,17 @@ def per_seed(summary: BatchSummary) -> dict[int, float]:
     return {e.seed: e.progression for e in summary.episodes}
 
 
+def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str) -> Decision:
+    """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
+    beats the champion on the paired evaluation seeds. Refuses batches that do not cover the same
+    seeds (an interrupted evaluation), since an unpaired comparison would judge different games."""
+    mine, champ = per_seed(challenger), per_seed(champion)
+    if set(mine) != set(champ):
+        raise RoundError(f"{role} seeds {sorted(mine)} and champion seeds {sorted(champ)} differ: "
+                         "rerun the evaluation to finish both batches")
+    return decide(compare_paired(mine, champ))
+
+
 # --- stage 5: the decision ------------------------------------------------------------------
 
 @dataclass
@@ -228,11 +239,7 @@ def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, cha
     if record.parent != before:
         raise RoundError(f"{family} v{candidate_version} descends from v{record.parent}, but the champion is now "
                          f"v{before}: evaluate a revision of the current champion instead")
-    cand, champ = per_seed(candidate), per_seed(champion)
-    if set(cand) != set(champ):
-        raise RoundError(f"candidate seeds {sorted(cand)} and champion seeds {sorted(champ)} differ: "
-                         "rerun the evaluation to finish both batches")
-    decision: Decision = decide(compare_paired(cand, champ))
+    decision = decide_paired(candidate, champion, "candidate")
     lineage.record_decision(candidate_version, decision)
     if decision.keep:
         lineage.promote(candidate_version)

@@ -3,14 +3,12 @@
 import dagster as dg
 
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.metadata import behaviour_table, progression_table
+from automem_dagster.defs.common.gate import paired_evaluation_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
 from automem_dagster.loop.report import report_dir
 from automem_dagster.loop.structure import champion_scaffold, evaluate_stage, per_seed
-from automem_dagster.metrics.paired import compare_paired
-from automem_dagster.plots import plot_behaviour, png_markdown
 from automem_dagster.scaffold import load_scaffold
 
 GROUP = "evaluation"
@@ -45,29 +43,11 @@ def candidate_evaluation(context: dg.AssetExecutionContext, config: RoundConfig,
         return *played, clients.describe()
 
     cand, champ, described = endpoints.run(both, store.runs / "logs")
-    c = compare_paired(per_seed(cand), per_seed(champ))
     names = (f"candidate v{candidate.version}", f"champion v{champion.version}")
-    plot = plot_behaviour(cand.behaviour.as_dict(), champ.behaviour.as_dict(), f"{game}: {names[0]} vs {names[1]}",
-                          report_dir(store, game) / f"v{candidate.version}_behaviour.png", *names)
-    preview = (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
-               f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)")
-    context.log.info(f"{names[0]} {cand.progression} vs {names[1]} {champ.progression}: {preview}")
+    metadata = paired_evaluation_metadata(context, game, "candidate", cand, champ, names,
+                                          report_dir(store, game) / f"v{candidate.version}_behaviour.png")
     value = {**scaffold_candidate, "outcome": "evaluated", "champion": champion.version, "seeds": seeds,
              "eval_max_steps": settings.eval_max_steps, "candidate_batch": cand.out_dir, "champion_batch": champ.out_dir,
              "per_seed": {"candidate": per_seed(cand), "champion": per_seed(champ)}, "endpoints": described}
-    return dg.Output(value, metadata={
-        "outcome": "evaluated",
-        "candidate": f"v{candidate.version}",
-        "champion": f"v{champion.version}",
-        "candidate_mean": cand.progression.mean,
-        "candidate_se": cand.progression.stderr,
-        "champion_mean": champ.progression.mean,
-        "champion_se": champ.progression.stderr,
-        "progression": dg.MetadataValue.md(progression_table(dict(zip(names, (cand, champ), strict=True)))),
-        "paired_difference": preview,
-        "behaviour": dg.MetadataValue.md(behaviour_table({names[0]: cand.behaviour.as_dict(),
-                                                          names[1]: champ.behaviour.as_dict()})),
-        "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
-        "candidate_batch": dg.MetadataValue.path(cand.out_dir),
-        "champion_batch": dg.MetadataValue.path(champ.out_dir),
-    })
+    return dg.Output(value, metadata={"outcome": "evaluated", "candidate": f"v{candidate.version}",
+                                      "champion": f"v{champion.version}", **metadata})

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.metadata import behaviour_table, code_block, progression_table
+from automem_dagster.defs.common.gate import decide_once, mlflow_run_links, paired_evaluation_metadata
+from automem_dagster.defs.common.metadata import behaviour_table, code_block
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
@@ -37,8 +38,7 @@ from automem_dagster.loop.report import report_dir, report_specialist, report_tr
 from automem_dagster.loop.structure import champion_scaffold, per_seed
 from automem_dagster.meta.curate import CurationResult, DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
-from automem_dagster.metrics.paired import compare_paired
-from automem_dagster.plots import plot_behaviour, png_markdown
+from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
 from automem_dagster.scaffold import load_scaffold
 
@@ -265,34 +265,15 @@ def specialist_evaluation(context: dg.AssetExecutionContext, config: Proficiency
         return *played, clients.describe()
 
     spec, champ, described = endpoints.run(both, store.runs / "logs", config=two_model, lora=lora)
-    c = compare_paired(per_seed(spec), per_seed(champ))
     names = (f"v{scaffold.version} + {record.id}", f"v{scaffold.version} one-model")
-    plot = plot_behaviour(spec.behaviour.as_dict(), champ.behaviour.as_dict(), f"{game}: {names[0]} vs {names[1]}",
-                          report_dir(store, game) / f"{record.id}_behaviour.png", *names)
-    preview = (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
-               f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)")
-    context.log.info(f"{names[0]} {spec.progression} vs {names[1]} {champ.progression}: {preview}")
+    metadata = paired_evaluation_metadata(context, game, "specialist", spec, champ, names,
+                                          report_dir(store, game) / f"{record.id}_behaviour.png")
     value = {"game": game, "outcome": "evaluated", "adapter": record.id, "scaffold_version": scaffold.version,
              "seeds": seeds, "eval_max_steps": settings.budget.eval_max_steps, "specialist_batch": spec.out_dir,
              "champion_batch": champ.out_dir, "per_seed": {"specialist": per_seed(spec), "champion": per_seed(champ)},
              "endpoints": described, "loss_plot": lora_adapter.get("loss_plot")}
-    return dg.Output(value, metadata={
-        "outcome": "evaluated",
-        "adapter": record.id,
-        "scaffold": f"v{scaffold.version}",
-        "specialist_mean": spec.progression.mean,
-        "specialist_se": spec.progression.stderr,
-        "champion_mean": champ.progression.mean,
-        "champion_se": champ.progression.stderr,
-        "progression": dg.MetadataValue.md(progression_table(dict(zip(names, (spec, champ), strict=True)))),
-        "paired_difference": preview,
-        "behaviour": dg.MetadataValue.md(behaviour_table({names[0]: spec.behaviour.as_dict(),
-                                                          names[1]: champ.behaviour.as_dict()})),
-        "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
-        "endpoints": dg.MetadataValue.json(described),
-        "specialist_batch": dg.MetadataValue.path(spec.out_dir),
-        "champion_batch": dg.MetadataValue.path(champ.out_dir),
-    })
+    return dg.Output(value, metadata={"outcome": "evaluated", "adapter": record.id, "scaffold": f"v{scaffold.version}",
+                                      **metadata, "endpoints": dg.MetadataValue.json(described)})
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "mlflow"}, tags=TAGS)
@@ -308,13 +289,9 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
     adapter_id = specialist_evaluation["adapter"]
     specialist = load_summary(Path(specialist_evaluation["specialist_batch"]))
     champion = load_summary(Path(specialist_evaluation["champion_batch"]))
-    decision = load_specialist_decision(store, game, adapter_id)
-    tracker = None
-    if decision is None:
-        decision = decide_specialist_stage(game, adapter_id, specialist, champion, store)
-        tracker = mlflow.tracker()
-    else:
-        context.log.info(f"{adapter_id} was already decided: showing that decision (MLflow runs were logged then)")
+    decision, tracker = decide_once(
+        context, load_specialist_decision(store, game, adapter_id),
+        lambda: decide_specialist_stage(game, adapter_id, specialist, champion, store), mlflow, adapter_id)
     context.log.info(decision.reason)
     record = registry(store, game_family(game)).record(adapter_id)
     loss_plot = specialist_evaluation.get("loss_plot")
@@ -332,9 +309,7 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
         "mean_difference": decision.comparison["mean_difference"],
         "stderr_difference": decision.comparison["stderr_difference"],
     }
-    for role, run in report.runs.items():
-        metadata[f"mlflow_{role}_run"] = dg.MetadataValue.url(run.url)
-        context.log.info(f"MLflow {role} run: {run.url}")
+    metadata.update(mlflow_run_links(context, report.runs))
     if "progression" in report.plots:
         metadata["progression"] = dg.MetadataValue.md(
             png_markdown(report.plots["progression"], f"{game}: one-model champion vs two-model specialist"))

@@ -13,6 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.gate import decide_once, mlflow_run_links
 from automem_dagster.defs.common.metadata import behaviour_table, code_block
 from automem_dagster.defs.common.partitions import (
     ensure_version_partition,
@@ -230,13 +231,8 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
         })
     candidate = load_summary(Path(candidate_evaluation["candidate_batch"]))
     champion = load_summary(Path(candidate_evaluation["champion_batch"]))
-    record = load_decision(store, game, version)
-    tracker = None
-    if record is None:
-        record = decide_stage(game, version, candidate, champion, store)
-        tracker = mlflow.tracker()
-    else:
-        context.log.info(f"v{version} was already decided: showing that decision (MLflow runs were logged then)")
+    record, tracker = decide_once(context, load_decision(store, game, version),
+                                  lambda: decide_stage(game, version, candidate, champion, store), mlflow, f"v{version}")
     context.log.info(record.reason)
     result = RoundResult(game, record.champion_before, version, None,
                          _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"), None,
@@ -253,9 +249,7 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
         "stderr_difference": record.comparison["stderr_difference"],
         "lineage": dg.MetadataValue.md(code_block(render_tree(store.load_lineage(family)))),
     }
-    for role, run in report.runs.items():
-        metadata[f"mlflow_{role}_run"] = dg.MetadataValue.url(run.url)
-        context.log.info(f"MLflow {role} run: {run.url}")
+    metadata.update(mlflow_run_links(context, report.runs))
     if "progression" in report.plots:
         metadata["progression_by_version"] = dg.MetadataValue.md(
             png_markdown(report.plots["progression"], f"{game}: progression by scaffold version"))

@@ -1,0 +1,70 @@
+"""What the two loops' gates share in Dagster: the metadata of a paired evaluation, a promotion
+that decides once, and the MLflow links it shows.
+
+The structure loop gates a scaffold candidate, the proficiency loop a specialist adapter; both
+are judged against the one-model champion on the same fixed seeds, so their evaluation and
+promotion assets present the same figures in the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import dagster as dg
+
+from automem_dagster.defs.common.metadata import behaviour_table, progression_table
+from automem_dagster.defs.common.resources import MlflowResource
+from automem_dagster.loop.structure import per_seed
+from automem_dagster.metrics.paired import compare_paired
+from automem_dagster.plots import plot_behaviour, png_markdown
+from automem_dagster.rollout import BatchSummary
+from automem_dagster.tracking import Tracker
+
+Recorded = TypeVar("Recorded")
+
+
+def paired_evaluation_metadata(context: dg.AssetExecutionContext, game: str, role: str, challenger: BatchSummary,
+                               champion: BatchSummary, names: tuple[str, str], plot_path: Path) -> dict:
+    """Metadata of ``challenger`` (``role``: candidate or specialist) against ``champion`` on paired
+    seeds: both means ± SE, the paired difference with its bootstrap CI, the progression and
+    behaviour tables, the behaviour plot and both batch folders. Logs the comparison in one line."""
+    c = compare_paired(per_seed(challenger), per_seed(champion))
+    plot = plot_behaviour(challenger.behaviour.as_dict(), champion.behaviour.as_dict(),
+                          f"{game}: {names[0]} vs {names[1]}", plot_path, *names)
+    preview = (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
+               f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)")
+    context.log.info(f"{names[0]} {challenger.progression} vs {names[1]} {champion.progression}: {preview}")
+    return {
+        f"{role}_mean": challenger.progression.mean,
+        f"{role}_se": challenger.progression.stderr,
+        "champion_mean": champion.progression.mean,
+        "champion_se": champion.progression.stderr,
+        "progression": dg.MetadataValue.md(progression_table(dict(zip(names, (challenger, champion), strict=True)))),
+        "paired_difference": preview,
+        "behaviour": dg.MetadataValue.md(behaviour_table({names[0]: challenger.behaviour.as_dict(),
+                                                          names[1]: champion.behaviour.as_dict()})),
+        "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
+        f"{role}_batch": dg.MetadataValue.path(challenger.out_dir),
+        "champion_batch": dg.MetadataValue.path(champion.out_dir),
+    }
+
+
+def decide_once(context: dg.AssetExecutionContext, recorded: Recorded | None, decide: Callable[[], Recorded],
+                mlflow: MlflowResource, label: str) -> tuple[Recorded, Tracker | None]:
+    """The decision a promotion shows: ``recorded`` when a retried run finds one (its MLflow runs
+    were logged when it was taken, so no tracker), else a new one from ``decide`` with a tracker."""
+    if recorded is not None:
+        context.log.info(f"{label} was already decided: showing that decision (MLflow runs were logged then)")
+        return recorded, None
+    return decide(), mlflow.tracker()
+
+
+def mlflow_run_links(context: dg.AssetExecutionContext, runs: dict) -> dict:
+    """``mlflow_<role>_run`` URL metadata for each logged run, also written to the run's log."""
+    links = {}
+    for role, run in runs.items():
+        links[f"mlflow_{role}_run"] = dg.MetadataValue.url(run.url)
+        context.log.info(f"MLflow {role} run: {run.url}")
+    return links
