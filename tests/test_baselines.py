@@ -68,8 +68,8 @@ class Recording:
         self.reply = reply
         self.requests: list[tuple[list[dict], str | None]] = []
 
-    async def complete(self, messages, grammar=None, json_schema=None) -> Completion:
-        self.requests.append((messages, grammar))
+    async def complete(self, messages, grammar=None, json_schema=None, max_tokens=None) -> Completion:
+        self.requests.append((messages, grammar, max_tokens))
         return Completion(self.reply, 100, 5, 0.01, 1, "stop")
 
 
@@ -114,7 +114,7 @@ def test_window_keeps_the_last_n_steps_in_context():
     agent = WindowAgent("crafter", CRAFTER, lambda text: _parsed(text), client, window=3)
     decisions = drive(agent, [f"observation number {i}" for i in range(6)])
     assert [d.action for d in decisions] == ["move_north"] * 6
-    for step, (messages, grammar) in enumerate(client.requests):
+    for step, (messages, grammar, _) in enumerate(client.requests):
         assert grammar == action_grammar(list(CRAFTER))
         users = [m["content"] for m in messages if m["role"] == "user"]
         assert len(users) == min(step, 3) + 1
@@ -130,7 +130,7 @@ def test_window_leaves_out_old_steps_that_do_not_fit_the_context():
     client = Recording("<|ACTION|>do<|END|>", context_tokens=1024, max_tokens=160)
     agent = WindowAgent("crafter", CRAFTER, lambda text: _parsed(text), client, window=8)
     drive(agent, ["x" * 600 for _ in range(8)])
-    messages, _ = client.requests[-1]
+    messages, _, _ = client.requests[-1]
     assert 1 <= sum(m["role"] == "user" for m in messages) - 1 < 7
     assert sum(len(m["content"]) for m in messages) <= (1024 - 160) * 3
 
@@ -180,11 +180,24 @@ def test_cot_asks_for_bounded_reasoning():
     client = Recording("short thought\n<|ACTION|>do<|END|>")
     agent = ChainOfThoughtAgent("crafter", CRAFTER, lambda text: _parsed(text), client, window=2, reasoning_chars=120)
     (decision,) = drive(agent, ["obs"])
-    messages, grammar = client.requests[0]
+    messages, grammar, max_tokens = client.requests[0]
     assert grammar == reasoning_grammar(list(CRAFTER), 120)
-    assert "thought ::= [^<\\n]{1,120}" in grammar and 'root ::= thought "\\n" action' in grammar
+    assert "thought ::= [ -;=-~]{1,120}" in grammar and 'root ::= thought "\\n" action' in grammar
     assert "at most 120 characters" in messages[0]["content"]
     assert decision.action == "do" and decision.valid
+    assert max_tokens == 160                     # 120 + newline + the longest action line fits the endpoint's 160
+
+
+def test_cot_asks_for_enough_tokens_to_finish_its_longest_thought():
+    """An ASCII character is at most one token, so 300 characters, a newline and the longest
+    action line (``<|ACTION|>move_north<|END|>``, 27 characters) can take 328 tokens."""
+    client = Recording("short thought\n<|ACTION|>do<|END|>")
+    agent = ChainOfThoughtAgent("crafter", CRAFTER, lambda text: _parsed(text), client, window=2, reasoning_chars=300)
+    drive(agent, ["obs"])
+    assert client.requests[0][2] == 300 + 1 + 27
+    window = Recording("<|ACTION|>do<|END|>")
+    drive(WindowAgent("crafter", CRAFTER, lambda text: _parsed(text), window, window=2), ["obs"])
+    assert window.requests[0][2] == 160
 
 
 

@@ -33,7 +33,8 @@ WINDOWED = ("window", "cot")
 
 DEFAULT_WINDOW = 8
 REASONING_MAX_CHARS = 300
-"""The bound on a chain-of-thought line: about 75-100 tokens, inside the default ``max_tokens`` of 160."""
+"""The bound on a chain-of-thought line: about 75-100 tokens of real text, at most 300 (one per
+ASCII character), which is why a chain-of-thought call asks for more than the default ``max_tokens``."""
 
 CHARS_PER_TOKEN = 3
 """A cautious estimate for fitting the window into the endpoint's context (real text runs nearer 4)."""
@@ -106,6 +107,10 @@ class WindowAgent:
     def instruction(self) -> str:
         return prompts.BASELINE_ACTION
 
+    def max_tokens(self) -> int:
+        """Output tokens to ask for: the endpoint's own setting covers an action line."""
+        return self.client.config.max_tokens
+
     def observe_state(self, state: GameState) -> None:
         pass
 
@@ -115,7 +120,7 @@ class WindowAgent:
         self._pending = current
         past = list(self.history) if self.window else []
         cfg = self.client.config
-        budget = (cfg.context_tokens - cfg.max_tokens) * CHARS_PER_TOKEN
+        budget = (cfg.context_tokens - self.max_tokens()) * CHARS_PER_TOKEN
         fixed = len(self._system) + len(current) + len(self.instruction())
         while past and fixed + sum(len(p.message) + self._reply_chars for p in past) > budget:
             past.pop(0)
@@ -127,7 +132,8 @@ class WindowAgent:
         return messages
 
     async def step(self, step: int, observation: str) -> Decision:
-        comp = await self.client.complete(self.messages(step, observation), self.grammar())
+        comp = await self.client.complete(self.messages(step, observation), self.grammar(),
+                                          max_tokens=self.max_tokens())
         turn = TurnRecord.from_completion(self.phase, "game", comp)
         turn.errors += parse_ops(comp.text).errors
         parsed = resolve_action(turn, self.parse_action)
@@ -157,3 +163,8 @@ class ChainOfThoughtAgent(WindowAgent):
 
     def instruction(self) -> str:
         return prompts.BASELINE_COT
+
+    def max_tokens(self) -> int:
+        """Enough for the longest reply the grammar allows (reasoning line, newline, action line;
+        one token per character at most), so a long thought is never cut off before its action."""
+        return max(self.client.config.max_tokens, self.reasoning_chars + 1 + self._reply_chars)

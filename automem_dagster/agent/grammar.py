@@ -128,6 +128,7 @@ def action_grammar(actions: list[str]) -> str:
 def reasoning_grammar(actions: list[str], max_chars: int) -> str:
     """A chain-of-thought turn: one line of at most ``max_chars`` characters of reasoning, then one action.
 
-    The reasoning cannot contain ``<`` so it cannot start a token of its own, nor run on
-    past its bound (the same length rule as every other free-text rule here)."""
-    return f'root ::= thought "\\n" action\nthought ::= [^<\\n]{{1,{max_chars}}}\n{action_rule(actions)}\n'
+    The reasoning is printable ASCII without ``<``: it cannot start a token of its own, nor run
+    on past its bound (the same length rule as every other free-text rule here), and since an
+    ASCII character is never more than one token, the whole reply has a known bound in tokens."""
+    return f'root ::= thought "\\n" action\nthought ::= [ -;=-~]{{1,{max_chars}}}\n{action_rule(actions)}\n'

@@ -58,10 +58,11 @@ class LLMClient:
         )
 
     async def complete(self, messages: list[dict], grammar: str | None = None,
-                       json_schema: dict | None = None) -> Completion:
+                       json_schema: dict | None = None, max_tokens: int | None = None) -> Completion:
         """One chat completion, constrained by ``grammar`` (a GBNF grammar) or ``json_schema``
         when the endpoint's dialect allows it; with ``constrained: none`` neither is sent and
-        the caller validates the reply as it would anyway."""
+        the caller validates the reply as it would anyway. ``max_tokens`` replaces the endpoint's
+        for a caller whose grammar bounds a longer reply (a reasoning line before the action)."""
         cfg = self.config
         extra: dict = {}
         if grammar is not None and cfg.constrained == "gbnf":
@@ -79,7 +80,7 @@ class LLMClient:
             messages=messages,
             temperature=cfg.temperature,
             top_p=cfg.top_p,
-            max_tokens=cfg.max_tokens,
+            max_tokens=max_tokens or cfg.max_tokens,
             extra_body=extra or None,
         )
         if response_format is not None:
