@@ -2,10 +2,13 @@
 
 import json
 import os
+import shutil
 
 import pytest
 
+from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import embedded_server, scripted_server
+from automem_dagster.paths import SCAFFOLDS
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +37,13 @@ def scripted(tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def storage(tmp_path):
+    """Dagster's storage resource on a scratch project: a copy of the shipped scaffolds, and empty
+    runs, lineage and specialist folders, so no test touches the checkout's ``assets/``."""
+    scaffolds = tmp_path / "scaffolds"
+    shutil.copytree(SCAFFOLDS, scaffolds)
+    return StorageResource(runs=str(tmp_path / "runs"), scaffolds=str(scaffolds), lineage=str(tmp_path / "lineage"),
+                           specialists=str(tmp_path / "specialists"))

@@ -7,7 +7,6 @@ MLflow store live in tmp_path; the budget is 2 episodes of 3 (rollouts) and 10 (
 """
 
 import json
-import shutil
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -30,7 +29,6 @@ from automem_dagster.defs.structure.assets import (
 from automem_dagster.defs.structure.schedules import weekly_structure_round
 from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor
 from automem_dagster.loop.structure import diagnosis_seeds
-from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import episode_id
 from automem_dagster.scaffold import load_scaffold
 
@@ -95,13 +93,6 @@ def test_gate_sensor_requests_one_promotion_per_evaluated_game(tmp_path):
 
 
 # --- whole rounds, in process -----------------------------------------------------------------
-
-@pytest.fixture
-def storage(tmp_path):
-    scaffolds = tmp_path / "scaffolds"
-    shutil.copytree(SCAFFOLDS, scaffolds)
-    return StorageResource(runs=str(tmp_path / "runs"), scaffolds=str(scaffolds), lineage=str(tmp_path / "lineage"))
-
 
 def meta_rules(storage: StorageResource, patches: list[str]) -> list[dict]:
     store = storage.storage()

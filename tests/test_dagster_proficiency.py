@@ -13,14 +13,13 @@ champion answers ``noop``, so the specialist wins the gate and is kept.
 """
 
 import json
-import shutil
 
 import dagster as dg
 import pytest
 import yaml
 
 from automem_dagster.defs import defs
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource
 from automem_dagster.defs.proficiency.assets import (
     champion_specialist,
     lora_adapter,
@@ -33,7 +32,6 @@ from automem_dagster.defs.proficiency.checks import specialist_gate
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
 from automem_dagster.loop.proficiency import registry
-from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.tracking.mlflow_tracking import specialist_model_name
 
 ROUND = [training_rollouts, sft_dataset, lora_config, lora_adapter, specialist_evaluation, champion_specialist,
@@ -111,14 +109,6 @@ def test_gate_sensor_requests_one_promotion_per_evaluated_game(tmp_path):
 
 
 # --- whole rounds, in process -----------------------------------------------------------------
-
-@pytest.fixture
-def storage(tmp_path):
-    scaffolds = tmp_path / "scaffolds"
-    shutil.copytree(SCAFFOLDS, scaffolds)
-    return StorageResource(runs=str(tmp_path / "runs"), scaffolds=str(scaffolds), lineage=str(tmp_path / "lineage"),
-                           specialists=str(tmp_path / "specialists"))
-
 
 @pytest.fixture
 def resources(tmp_path, storage):

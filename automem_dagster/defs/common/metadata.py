@@ -1,6 +1,8 @@
-"""Markdown shaping for materialization metadata: tables and code blocks, nothing computed."""
+"""Shaping materialization metadata: tables, code blocks and a batch's summary, nothing computed."""
 
 from __future__ import annotations
+
+import dagster as dg
 
 from automem_dagster.rollout import BatchSummary
 
@@ -29,3 +31,17 @@ def progression_table(batches: dict[str, BatchSummary]) -> str:
         seeds = ", ".join(f"{e.seed}: {100 * e.progression:.1f}" for e in sorted(b.episodes, key=lambda e: e.seed))
         lines.append(f"| {name} | {b.progression.mean:.1f} ± {b.progression.stderr:.1f} | {b.progression.n} | {seeds} |")
     return "\n".join(lines)
+
+
+def rollout_metadata(summary: BatchSummary, scaffold_version: int, seeds: list[int]) -> dict:
+    """What the training-rollout assets of both loops show of the batch they played."""
+    p = summary.progression
+    return {
+        "outcome": "played",
+        "scaffold": f"v{scaffold_version}",
+        "progression": f"{p.mean:.1f} ± {p.stderr:.1f} % (n={p.n})",
+        "episodes": len(summary.episodes),
+        "seeds": dg.MetadataValue.json(seeds),
+        "behaviour": dg.MetadataValue.md(behaviour_table({f"v{scaffold_version}": summary.behaviour.as_dict()})),
+        "batch": dg.MetadataValue.path(summary.out_dir),
+    }

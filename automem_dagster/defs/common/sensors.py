@@ -5,6 +5,8 @@ materializations between two ticks (rounds of several games) each get their own 
 run key derived from the storage id makes one materialization start one run only.
 """
 
+from collections.abc import Callable
+
 import dagster as dg
 
 BATCH = 100
@@ -29,3 +31,22 @@ def sensor_result(records: list[dg.EventLogRecord], requests: list[dg.RunRequest
     if requests:
         return dg.SensorResult(run_requests=requests, cursor=cursor)
     return dg.SensorResult(skip_reason=dg.SkipReason(skipped), cursor=cursor)
+
+
+def promotion_requests(context: dg.SensorEvaluationContext, asset: str, challenger: str, run_key_prefix: str,
+                       tags: Callable[[dg.EventLogRecord], dict[str, str]]) -> dg.SensorResult | dg.SkipReason:
+    """The gate sensors of both loops: one promotion run for the game of every new ``asset``
+    materialization that evaluated a ``challenger`` (candidate or adapter). Evaluations without
+    one are skipped, since there is nothing to promote."""
+    records = new_materializations(context, asset)
+    if not records:
+        return dg.SkipReason(f"no new {asset} materialization")
+    requests = []
+    for record in records:
+        if metadata_text(record, "outcome") != "evaluated":
+            context.log.info(f"{record.partition_key}: no {challenger} in evaluation {record.storage_id}, "
+                             "nothing to promote")
+            continue
+        requests.append(dg.RunRequest(run_key=f"{run_key_prefix}-{record.storage_id}",
+                                      partition_key=record.partition_key, tags=tags(record)))
+    return sensor_result(records, requests, f"new evaluations had no {challenger}")

@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 
 from automem_dagster.defs.common.gate import decide_once, mlflow_run_links, paired_evaluation_metadata
-from automem_dagster.defs.common.metadata import behaviour_table, code_block
+from automem_dagster.defs.common.metadata import code_block, rollout_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
@@ -111,15 +111,7 @@ def training_rollouts(context: dg.AssetExecutionContext, config: ProficiencyConf
     summary = endpoints.run(lambda clients: training_rollout_stage(settings, champion, seeds, clients, store,
                                                                    episode_log(context.log)), store.runs / "logs")
     context.log.info(f"progression {summary.progression}: {summary.out_dir}")
-    return dg.Output(summary.out_dir, metadata={
-        "outcome": "played",
-        "scaffold": f"v{champion.version}",
-        "progression": f"{summary.progression.mean:.1f} ± {summary.progression.stderr:.1f} % (n={summary.progression.n})",
-        "episodes": len(summary.episodes),
-        "seeds": dg.MetadataValue.json(seeds),
-        "behaviour": dg.MetadataValue.md(behaviour_table({f"v{champion.version}": summary.behaviour.as_dict()})),
-        "batch": dg.MetadataValue.path(summary.out_dir),
-    })
+    return dg.Output(summary.out_dir, metadata=rollout_metadata(summary, champion.version, seeds))
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "parquet"}, tags=TAGS)

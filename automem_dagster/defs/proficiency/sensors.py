@@ -7,7 +7,7 @@ their promotion, and the run key (the materialization's storage id) starts one r
 
 import dagster as dg
 
-from automem_dagster.defs.common.sensors import metadata_text, new_materializations, sensor_result
+from automem_dagster.defs.common.sensors import metadata_text, promotion_requests
 from automem_dagster.defs.proficiency.jobs import promote_specialist_job
 
 
@@ -15,16 +15,7 @@ from automem_dagster.defs.proficiency.jobs import promote_specialist_job
 def specialist_gate_sensor(context: dg.SensorEvaluationContext):
     """Starts ``promote_specialist_job`` for the game of every new ``specialist_evaluation`` that
     evaluated an adapter, so the keep-or-rollback decision follows the evaluation."""
-    records = new_materializations(context, "specialist_evaluation")
-    if not records:
-        return dg.SkipReason("no new specialist_evaluation materialization")
-    requests = []
-    for record in records:
-        if metadata_text(record, "outcome") != "evaluated":
-            context.log.info(f"{record.partition_key}: no adapter in evaluation {record.storage_id}, nothing to promote")
-            continue
-        requests.append(dg.RunRequest(run_key=f"promote-specialist-{record.storage_id}",
-                                      partition_key=record.partition_key,
-                                      tags={"automem/specialist_evaluation": str(record.storage_id),
-                                            "automem/adapter": metadata_text(record, "adapter") or ""}))
-    return sensor_result(records, requests, "new evaluations had no adapter")
+    return promotion_requests(
+        context, "specialist_evaluation", "adapter", "promote-specialist",
+        lambda record: {"automem/specialist_evaluation": str(record.storage_id),
+                        "automem/adapter": metadata_text(record, "adapter") or ""})

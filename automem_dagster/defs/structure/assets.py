@@ -14,7 +14,7 @@ import dagster as dg
 
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.gate import decide_once, mlflow_run_links
-from automem_dagster.defs.common.metadata import behaviour_table, code_block
+from automem_dagster.defs.common.metadata import code_block, rollout_metadata
 from automem_dagster.defs.common.partitions import (
     ensure_version_partition,
     game_of,
@@ -96,17 +96,9 @@ def rollout_batch(context: dg.AssetExecutionContext, config: RoundConfig, endpoi
     summary = endpoints.run(lambda clients: rollout_stage(settings, champion, seeds, clients, store,
                                                           episode_log(context.log)), store.runs / "logs")
     context.log.info(f"progression {summary.progression}: {summary.out_dir}")
-    return dg.Output(summary.out_dir, metadata={
-        "outcome": "played",
-        "scaffold": f"v{champion.version}",
-        "progression": f"{summary.progression.mean:.1f} ± {summary.progression.stderr:.1f} % (n={summary.progression.n})",
-        "progression_mean": summary.progression.mean,
-        "progression_se": summary.progression.stderr,
-        "episodes": len(summary.episodes),
-        "seeds": dg.MetadataValue.json(seeds),
-        "behaviour": dg.MetadataValue.md(behaviour_table({f"v{champion.version}": summary.behaviour.as_dict()})),
-        "batch": dg.MetadataValue.path(summary.out_dir),
-    })
+    return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, champion.version, seeds),
+                                                "progression_mean": summary.progression.mean,
+                                                "progression_se": summary.progression.stderr})
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)

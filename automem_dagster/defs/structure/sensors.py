@@ -8,7 +8,7 @@ materialization starts one run only.
 
 import dagster as dg
 
-from automem_dagster.defs.common.sensors import metadata_text, new_materializations, sensor_result
+from automem_dagster.defs.common.sensors import metadata_text, new_materializations, promotion_requests, sensor_result
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
 
 
@@ -17,17 +17,8 @@ def evaluation_gate_sensor(context: dg.SensorEvaluationContext):
     """Starts ``promote_job`` for the game of every new ``candidate_evaluation`` that evaluated a
     candidate, so the keep-or-rollback decision follows the evaluation. Rounds without a candidate
     (revision rejected) are skipped: there is nothing to promote."""
-    records = new_materializations(context, "candidate_evaluation")
-    if not records:
-        return dg.SkipReason("no new candidate_evaluation materialization")
-    requests = []
-    for record in records:
-        if metadata_text(record, "outcome") != "evaluated":
-            context.log.info(f"{record.partition_key}: no candidate in evaluation {record.storage_id}, nothing to promote")
-            continue
-        requests.append(dg.RunRequest(run_key=f"promote-{record.storage_id}", partition_key=record.partition_key,
-                                      tags={"automem/evaluation": str(record.storage_id)}))
-    return sensor_result(records, requests, "new evaluations had no candidate")
+    return promotion_requests(context, "candidate_evaluation", "candidate", "promote",
+                              lambda record: {"automem/evaluation": str(record.storage_id)})
 
 
 @dg.sensor(job=structure_round_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
