@@ -58,11 +58,13 @@ class LLMClient:
         )
 
     async def complete(self, messages: list[dict], grammar: str | None = None,
-                       json_schema: dict | None = None, max_tokens: int | None = None) -> Completion:
+                       json_schema: dict | None = None, max_tokens: int | None = None,
+                       seed: int | None = None) -> Completion:
         """One chat completion, constrained by ``grammar`` (a GBNF grammar) or ``json_schema``
         when the endpoint's dialect allows it; with ``constrained: none`` neither is sent and
         the caller validates the reply as it would anyway. ``max_tokens`` replaces the endpoint's
-        for a caller whose grammar bounds a longer reply (a reasoning line before the action)."""
+        for a caller whose grammar bounds a longer reply (a reasoning line before the action).
+        ``seed`` is the request's sampling seed; an endpoint file's own ``seed`` wins over it."""
         cfg = self.config
         extra: dict = {}
         if grammar is not None and cfg.constrained == "gbnf":
@@ -85,8 +87,8 @@ class LLMClient:
         )
         if response_format is not None:
             kwargs["response_format"] = response_format
-        if cfg.seed is not None:
-            kwargs["seed"] = cfg.seed
+        if cfg.seed is not None or seed is not None:
+            kwargs["seed"] = cfg.seed if cfg.seed is not None else seed
         if cfg.frequency_penalty is not None:
             kwargs["frequency_penalty"] = cfg.frequency_penalty
         start = time.perf_counter()
