@@ -84,7 +84,7 @@ def scripted_rules(action: str) -> list[dict[str, str]]:
 def instant_endpoints(base_url: str) -> EndpointsConfig:
     """The game endpoint at the scripted server, free text (a scripted server understands no grammar)."""
     return EndpointsConfig(game=EndpointConfig(name="game", base_url=base_url, model="scripted", constrained="none",
-                                               max_retries=1, backoff_s=0.01))
+                                               max_retries=1))
 
 
 def step_figures(batch: Path) -> dict[str, Any]:

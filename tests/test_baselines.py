@@ -31,7 +31,7 @@ CRAFTER = {"noop": "nothing", "move_north": "go north", "do": "interact"}
 
 def endpoint(base_url: str, **extra) -> EndpointConfig:
     return EndpointConfig(name="game", base_url=base_url, model="scripted", constrained="none", max_retries=0,
-                          backoff_s=0.01, timeout_s=5, **extra)
+                          timeout_s=5, **extra)
 
 
 def clients_for(server) -> Clients:

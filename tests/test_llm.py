@@ -57,21 +57,21 @@ def test_scripted_reply_accounting_and_lora_body(scripted):
 def test_transient_errors_are_retried_then_reported(scripted, monkeypatch):
     monkeypatch.setenv("AUTOMEM_SECRET", "sk-very-secret-value")
     server = scripted([{"match": "", "status": 503}])
-    cfg = EndpointConfig(name="game", base_url="unused", max_retries=2, backoff_s=0.01, api_key_env="AUTOMEM_SECRET")
-    with pytest.raises(EndpointError, match="'game' failed 3 times") as err:
+    cfg = EndpointConfig(name="game", base_url="unused", max_retries=2, api_key_env="AUTOMEM_SECRET")
+    with pytest.raises(EndpointError, match=r"'game' \(.*\) failed after 3 attempts") as err:
         _complete(LLMClient(cfg, server.base_url))
     assert "sk-very-secret-value" not in str(err.value)
 
 
 def test_connection_refused_is_a_clear_error():
-    cfg = EndpointConfig(name="game", base_url="unused", max_retries=1, backoff_s=0.01, timeout_s=2)
+    cfg = EndpointConfig(name="game", base_url="unused", max_retries=1, timeout_s=2)
     with pytest.raises(EndpointError, match="check that the server is running"):
         _complete(LLMClient(cfg, f"http://127.0.0.1:{free_port()}/v1"))
 
 
 def test_client_errors_are_not_retried(scripted):
     server = scripted([{"match": "", "status": 400}])
-    cfg = EndpointConfig(name="game", base_url="unused", max_retries=3, backoff_s=0.01)
+    cfg = EndpointConfig(name="game", base_url="unused", max_retries=3)
     with pytest.raises(EndpointError, match="HTTP 400"):
         _complete(LLMClient(cfg, server.base_url))
 

@@ -23,7 +23,7 @@ RULES = [
 
 def _endpoints(tmp_path, server):
     path = tmp_path / "endpoints.yaml"
-    path.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 1, backoff_s: 0.01}}\n")
+    path.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 1}}\n")
     return path
 
 
@@ -101,7 +101,7 @@ def test_dead_endpoint_fails_clearly_and_keeps_what_finished(tmp_path, capsys):
 
     endpoints = tmp_path / "dead.yaml"
     endpoints.write_text(f"game: {{name: game, base_url: 'http://127.0.0.1:{free_port()}/v1', constrained: none, "
-                         "max_retries: 1, backoff_s: 0.01, timeout_s: 2}\n")
+                         "max_retries: 1, timeout_s: 2}\n")
     assert cli_main(_rollout_args(endpoints, tmp_path / "dead", seeds="42", steps=3)) == 2
     err = capsys.readouterr().err
     assert "fix the endpoint" in err and "rerun the same command" in err

@@ -2,17 +2,20 @@
 
 Each call returns its text together with the tokens and latency it cost, because
 trajectories record cost per call and the behaviour metrics are computed from them. Failures
-that retrying cannot fix (bad key, unknown model) surface at once as ``EndpointError``
-naming the endpoint; transient ones (connection refused, timeouts, 5xx, 429) are retried
-with exponential backoff a bounded number of times.
+that retrying cannot fix (bad key, unknown model, a refused parameter) surface at once as
+``EndpointError`` naming the endpoint and its server; transient ones (connection refused,
+timeouts, 408/409/429/5xx) are retried by the openai client itself, which backs off
+exponentially and honours a server's ``Retry-After``, so a batch of concurrent episodes does
+not hammer a provider that is rate-limiting it. The HTTP requests of every call are counted,
+so each turn still records how many attempts it took.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 import openai
 
@@ -48,68 +51,99 @@ class Completion:
     finish_reason: str | None
 
 
+@dataclass
+class _CallLog:
+    """The HTTP exchanges of one ``complete`` call, filled in by the HTTP client's event hooks."""
+
+    requests: int = 0
+    statuses: list[int] = field(default_factory=list)
+
+
+_CURRENT_CALL: ContextVar[_CallLog | None] = ContextVar("automem_current_call", default=None)
+
+
+async def _count_request(_request) -> None:
+    log = _CURRENT_CALL.get()
+    if log is not None:
+        log.requests += 1
+
+
+async def _record_status(response) -> None:
+    log = _CURRENT_CALL.get()
+    if log is not None:
+        log.statuses.append(response.status_code)
+
+
+def request_body(config: EndpointConfig, messages: list[dict], grammar: str | None = None,
+                 json_schema: dict | None = None, schema_name: str = "reply", max_tokens: int | None = None,
+                 seed: int | None = None) -> dict:
+    """The keyword arguments of one chat-completions request, exactly as they are sent.
+
+    Only what the endpoint file sets is sent (sampling, the output cap under its configured
+    field name, ``extra_body``). A grammar goes out in the server's dialect; a JSON schema as
+    OpenAI's ``response_format`` with ``strict: true``, which vLLM and llama.cpp accept too;
+    with ``constrained: none`` neither is sent. ``seed`` is the request's sampling seed; an
+    endpoint file's own ``seed`` wins over it."""
+    cfg = config
+    extra: dict = dict(cfg.extra_body)
+    if grammar is not None and cfg.constrained == "gbnf":
+        extra["grammar"] = grammar
+    elif grammar is not None and cfg.constrained == "vllm":
+        extra["structured_outputs"] = {"grammar": grammar}
+    if cfg.lora_id is not None:
+        extra["lora"] = [{"id": cfg.lora_id, "scale": 1.0}]
+    body: dict = {"model": cfg.model, "messages": messages, **cfg.sampling(),
+                  cfg.max_tokens_field: max_tokens or cfg.max_tokens}
+    if json_schema is not None and cfg.constrained != "none":
+        body["response_format"] = {"type": "json_schema",
+                                   "json_schema": {"name": schema_name, "schema": json_schema, "strict": True}}
+    if cfg.seed is not None or seed is not None:
+        body["seed"] = cfg.seed if cfg.seed is not None else seed
+    if extra:
+        body["extra_body"] = extra
+    return body
+
+
 class LLMClient:
     """An async client for one configured endpoint. ``base_url`` must be resolved (not ``embedded``)."""
 
     def __init__(self, config: EndpointConfig, base_url: str):
         self.config = config
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s, max_retries=0
-        )
+        self.base_url = base_url
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_count_request], "response": [_record_status]})
+        self._client = openai.AsyncOpenAI(base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s,
+                                          max_retries=config.max_retries, http_client=http)
+
+    def _where(self) -> str:
+        return f"endpoint {self.config.name!r} ({self.config.model} at {self.base_url})"
 
     async def complete(self, messages: list[dict], grammar: str | None = None,
                        json_schema: dict | None = None, max_tokens: int | None = None,
-                       seed: int | None = None) -> Completion:
+                       seed: int | None = None, schema_name: str = "reply") -> Completion:
         """One chat completion, constrained by ``grammar`` (a GBNF grammar) or ``json_schema``
-        when the endpoint's dialect allows it; with ``constrained: none`` neither is sent and
-        the caller validates the reply as it would anyway. ``max_tokens`` replaces the endpoint's
-        for a caller whose grammar bounds a longer reply (a reasoning line before the action).
-        ``seed`` is the request's sampling seed; an endpoint file's own ``seed`` wins over it."""
-        cfg = self.config
-        extra: dict = {}
-        if grammar is not None and cfg.constrained == "gbnf":
-            extra["grammar"] = grammar
-        elif grammar is not None and cfg.constrained == "vllm":
-            extra["structured_outputs"] = {"grammar": grammar}
-        response_format = None
-        if json_schema is not None and cfg.constrained != "none":
-            # OpenAI's structured-output form, which llama.cpp and vLLM both accept.
-            response_format = {"type": "json_schema", "json_schema": {"name": "reply", "schema": json_schema}}
-        if cfg.lora_id is not None:
-            extra["lora"] = [{"id": cfg.lora_id, "scale": 1.0}]
-        kwargs = dict(
-            model=cfg.model,
-            messages=messages,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            max_tokens=max_tokens or cfg.max_tokens,
-            extra_body=extra or None,
-        )
-        if response_format is not None:
-            kwargs["response_format"] = response_format
-        if cfg.seed is not None or seed is not None:
-            kwargs["seed"] = cfg.seed if cfg.seed is not None else seed
-        if cfg.frequency_penalty is not None:
-            kwargs["frequency_penalty"] = cfg.frequency_penalty
+        as the endpoint's mode allows (see ``request_body``); the caller validates the reply
+        as it would anyway. ``max_tokens`` replaces the endpoint's for a caller whose grammar
+        bounds a longer reply (a reasoning line before the action)."""
+        body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed)
+        log = _CallLog()
+        token = _CURRENT_CALL.set(log)
         start = time.perf_counter()
-        for attempt in range(1, cfg.max_retries + 2):
-            try:
-                resp = await self._client.chat.completions.create(**kwargs)
-                break
-            except _TRANSIENT as exc:
-                if attempt > cfg.max_retries:
-                    raise EndpointError(
-                        f"endpoint {cfg.name!r} failed {attempt} times ({type(exc).__name__}: {exc}); "
-                        "check that the server is running and reachable, or raise timeout_s/max_retries"
-                    ) from exc
-                await asyncio.sleep(cfg.backoff_s * 2 ** (attempt - 1))
-            except openai.APIStatusError as exc:
-                if exc.status_code == 400 and _OVERFLOW.search(str(exc)):
-                    raise ContextOverflow(f"endpoint {cfg.name!r}: the prompt exceeds its context ({_short(str(exc))})") from exc
-                raise EndpointError(
-                    f"endpoint {cfg.name!r} refused the request with HTTP {exc.status_code}: "
-                    f"{_short(str(exc))}; check model name, API key variable and request options"
-                ) from exc
+        try:
+            resp = await self._client.chat.completions.create(**body)
+        except _TRANSIENT as exc:
+            raise EndpointError(
+                f"{self._where()} failed after {max(log.requests, 1)} attempts ({type(exc).__name__}: {_short(str(exc))}); "
+                "check that the server is running and reachable, or raise timeout_s/max_retries"
+            ) from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code == 400 and _OVERFLOW.search(str(exc)):
+                raise ContextOverflow(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})") from exc
+            raise EndpointError(
+                f"{self._where()} refused the request with HTTP {exc.status_code}: {_short(str(exc))}; "
+                f"{_advice(exc.status_code)}"
+            ) from exc
+        finally:
+            _CURRENT_CALL.reset(token)
         latency = time.perf_counter() - start
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content if choice and choice.message else None) or ""
@@ -119,7 +153,7 @@ class LLMClient:
             input_tokens=usage.prompt_tokens if usage else 0,
             output_tokens=usage.completion_tokens if usage else 0,
             latency_s=latency,
-            attempts=attempt,
+            attempts=max(log.requests, 1),
             finish_reason=choice.finish_reason if choice else None,
         )
 
@@ -127,5 +161,14 @@ class LLMClient:
         await self._client.close()
 
 
-def _short(text: str, limit: int = 300) -> str:
+def _advice(status: int) -> str:
+    if status in (401, 403):
+        return "check the API key variable (api_key_env) and that the key may use this model"
+    if status == 404:
+        return "check base_url (it usually ends in /v1) and the model name the server lists at /v1/models"
+    return ("check the request options in the endpoints file: a provider may refuse a parameter "
+            "(drop temperature or top_p, set max_tokens_field: max_completion_tokens, or pick another constrained mode)")
+
+
+def _short(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + "..."

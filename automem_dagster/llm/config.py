@@ -4,15 +4,20 @@ Every model AutoMem-Dagster talks to (the game model, the memory specialist, the
 is an OpenAI-compatible endpoint described here, so moving from the embedded local model to
 vLLM or a hosted API is an edit to a YAML file, never to code. API keys are referenced by the
 name of an environment variable and are never stored in the config.
+
+Providers disagree on request parameters (a reasoning model refuses ``temperature`` and wants
+``max_completion_tokens``; some APIs refuse ``temperature`` together with ``top_p``), so every
+sampling parameter is optional and sent only when the file sets it, the output cap's field
+name is a setting, and ``extra_body`` passes provider-specific fields through untouched.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from automem_dagster.datafiles import load_yaml_model
 
@@ -21,45 +26,93 @@ EMBEDDED = "embedded"
 
 ENDPOINT_ROLES = ("game", "memory", "meta")
 
+Constrained = Literal["gbnf", "vllm", "json_schema", "none"]
+"""How replies are constrained: ``gbnf`` (llama.cpp's ``grammar`` field), ``vllm`` (vLLM's
+``structured_outputs`` grammar), ``json_schema`` (every turn and meta call as one JSON object
+under ``response_format`` with ``strict: true``: OpenAI, Anthropic's and Google's compatible
+layers, vLLM, llama.cpp) or ``none`` (free text, parsed tolerantly)."""
+
+ServerKind = Literal["llama.cpp", "vllm", "openai-compatible"]
+"""What is behind ``base_url``, for the features beyond the chat API: exact token counts
+(llama.cpp's and vLLM's ``/tokenize``) and runtime LoRA loading (vLLM)."""
+
+_RESERVED_BODY = frozenset({"model", "messages", "stream", "response_format", "n"})
+"""Request fields the project sets itself; ``extra_body`` may not override them."""
+
 
 class EndpointConfig(BaseModel):
     """One OpenAI-compatible endpoint.
 
-    ``constrained`` says which constrained-decoding dialect the server understands:
-    ``gbnf`` (llama.cpp's ``grammar`` field), ``vllm`` (vLLM structured outputs with a
-    grammar) or ``none`` (free text, parsed tolerantly). ``lora_id`` selects a LoRA adapter
-    loaded in a llama.cpp server per request.
+    ``base_url`` unset means ``$OPENAI_BASE_URL`` when that is set, else the embedded server;
+    ``api_key_env`` unset means ``$OPENAI_API_KEY`` when that is set (remote servers only).
+    ``lora_id`` selects a LoRA adapter loaded in a llama.cpp server per request.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    base_url: str = EMBEDDED
+    base_url: str | None = None
     model: str = "smollm2-135m-instruct"
     api_key_env: str | None = None
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    server: ServerKind | None = Field(None, description="unset: llama.cpp for the embedded server, else openai-compatible")
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="sent only when set")
+    top_p: float | None = Field(None, gt=0.0, le=1.0, description="sent only when set")
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0, description="sent only when set")
-    max_tokens: int = Field(160, ge=1, le=32_768)
+    max_tokens: int = Field(160, ge=1, le=131_072)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="provider-specific request fields, sent as given")
     timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(3, ge=0, le=10)
-    backoff_s: float = Field(0.5, ge=0)
-    constrained: Literal["gbnf", "vllm", "none"] = "gbnf"
+    max_retries: int = Field(3, ge=0, le=10, description="retries of transient failures, honouring Retry-After")
+    constrained: Constrained = "gbnf"
     context_tokens: int = Field(8192, ge=512, description="context window; long meta-LLM inputs are compressed to fit")
     lora_id: int | None = None
     seed: int | None = None
 
+    @model_validator(mode="after")
+    def _resolve_defaults(self) -> EndpointConfig:
+        if self.base_url is None:
+            self.base_url = os.environ.get("OPENAI_BASE_URL") or EMBEDDED
+        if self.server is None:
+            self.server = "llama.cpp" if self.base_url == EMBEDDED else "openai-compatible"
+        return self
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_reserved_fields(cls, body: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(_RESERVED_BODY & body.keys())
+        if clash:
+            raise ValueError(f"extra_body may not set {clash}: the project sets them itself")
+        return body
+
+    @property
+    def embedded(self) -> bool:
+        return self.base_url == EMBEDDED
+
+    def key_source(self) -> str | None:
+        """The environment variable the API key is read from, or None for a server without keys."""
+        if self.api_key_env is not None:
+            return self.api_key_env
+        if not self.embedded and os.environ.get("OPENAI_API_KEY"):
+            return "OPENAI_API_KEY"
+        return None
+
     def api_key(self) -> str:
         """The key from the named environment variable; local servers need none."""
-        if self.api_key_env is None:
+        source = self.key_source()
+        if source is None:
             return "not-needed"
-        key = os.environ.get(self.api_key_env)
+        key = os.environ.get(source)
         if not key:
             raise EndpointConfigError(
-                f"endpoint {self.name!r} reads its API key from ${self.api_key_env}, which is not set: "
-                f"export {self.api_key_env}=... or set api_key_env: null for a server without keys"
+                f"endpoint {self.name!r} reads its API key from ${source}, which is not set: "
+                f"export {source}=... or set api_key_env: null for a server without keys"
             )
         return key
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling parameters this endpoint sends: only those the file sets."""
+        fields = {"temperature": self.temperature, "top_p": self.top_p, "frequency_penalty": self.frequency_penalty}
+        return {k: v for k, v in fields.items() if v is not None}
 
 
 class EndpointsConfig(BaseModel):
@@ -77,8 +130,12 @@ class EndpointsConfig(BaseModel):
     def two_model(self) -> bool:
         return self.memory is not None and self.memory != self.game
 
+    def roles(self) -> dict[str, EndpointConfig]:
+        """The configured roles by name, in the order game, memory, meta."""
+        return {r: getattr(self, r) for r in ENDPOINT_ROLES if getattr(self, r) is not None}
+
     def uses_embedded(self) -> bool:
-        return any(e is not None and e.base_url == EMBEDDED for e in (self.game, self.memory, self.meta))
+        return any(e.embedded for e in self.roles().values())
 
 
 class EndpointConfigError(ValueError):

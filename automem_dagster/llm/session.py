@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from automem_dagster.llm.client import LLMClient
-from automem_dagster.llm.config import EMBEDDED, EndpointConfig, EndpointsConfig
+from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.embedded_server import embedded_server
 
 
@@ -29,7 +29,7 @@ class Clients:
             client = getattr(self, role)
             if client is not None:
                 cfg = client.config
-                out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model,
+                out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model, "server": cfg.server,
                              "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id}
         return out
 
@@ -46,7 +46,7 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
     def client(cfg: EndpointConfig | None) -> LLMClient | None:
         if cfg is None:
             return None
-        if cfg.base_url != EMBEDDED:
+        if not cfg.embedded:
             return LLMClient(cfg, cfg.base_url)
         # An embedded endpoint has one server slot's context, whatever its config says.
         slot = cfg.model_copy(update={"context_tokens": min(cfg.context_tokens, config.embedded_ctx_per_slot)})

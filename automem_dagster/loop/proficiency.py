@@ -22,7 +22,7 @@ from pathlib import Path
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import LLMClient
-from automem_dagster.llm.config import EMBEDDED, EndpointsConfig
+from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.structure import (
     RoundError,
@@ -181,7 +181,7 @@ def specialist_endpoints(config: EndpointsConfig, record: AdapterRecord) -> tupl
     GGUF and the memory endpoint is the game endpoint with that adapter selected per request."""
     if config.memory is not None:
         return config, []
-    if config.game.base_url != EMBEDDED:
+    if not config.game.embedded:
         raise RoundError(f"the game endpoint {config.game.base_url} is not the embedded server: add a `memory:` endpoint "
                          f"that serves adapter {record.id} ({record.adapter_dir}; vLLM: --enable-lora --lora-modules)")
     if record.gguf is None:
