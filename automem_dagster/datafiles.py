@@ -46,6 +46,17 @@ def load_yaml_model(path: Path, model: type[M], label: str, error: type[Exceptio
     return validate(model, read_yaml(path, label, error, missing_hint), label, path, error)
 
 
+def drop_nulls(data: object) -> object:
+    """``data`` without the object keys whose value is null, at every depth. A strict JSON
+    schema makes every optional field required and nullable, so in a reply null means "not
+    given" and the model's default applies (``llm.strict_schema``)."""
+    if isinstance(data, dict):
+        return {k: drop_nulls(v) for k, v in data.items() if v is not None}
+    if isinstance(data, list):
+        return [drop_nulls(v) for v in data]
+    return data
+
+
 def parse_json_reply(text: str, model: type[M]) -> tuple[M | None, str | None]:
     """``(value, None)`` for a model reply holding a valid ``model`` object (bare or in a ```json
     fence), else ``(None, error)`` saying what is wrong. Replies are untrusted text that may be
@@ -62,6 +73,6 @@ def parse_json_reply(text: str, model: type[M]) -> tuple[M | None, str | None]:
     if not isinstance(data, dict):
         return None, f"the reply must be a JSON object, got {type(data).__name__}"
     try:
-        return model.model_validate(data), None
+        return model.model_validate(drop_nulls(data)), None
     except ValidationError as exc:
         return None, f"the reply does not fit the schema: {validation_problems(exc)}"

@@ -8,6 +8,7 @@ from test_evidence import _step, _turn, _write
 
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm import EndpointConfig, LLMClient
+from automem_dagster.llm.strict_schema import strict_violations
 from automem_dagster.meta.diagnose import DiagnosisError, DiagnosisReply, diagnose, reply_schema
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.meta.revise import STRUCTURAL_FIELDS, propose_revision, revision_schema
@@ -30,30 +31,56 @@ def test_parse_json_reply_names_what_is_wrong():
     assert error is None and patch.limits == {"log_max_ops": 2}
 
 
+def _present(schema: dict) -> dict:
+    """The non-null branch of a strict schema's optional (nullable) property."""
+    branches = [b for b in schema.get("anyOf", [schema]) if b.get("type") != "null"]
+    assert len(branches) == 1
+    return branches[0]
+
+
 def test_revision_schema_is_narrowed_to_the_parent():
     parent = load_scaffold("crafter", 0)
     schema = revision_schema(parent)
-    alternatives = schema["anyOf"]
-    required = [alt["required"][0] for alt in alternatives]
-    assert set(required) <= set(STRUCTURAL_FIELDS) and "enable_operations" in required
-    props = alternatives[0]["properties"]
-    enable = props["enable_operations"]["items"]["enum"]
-    assert "UPSERT" in enable
-    assert not set(enable) & {op.value for op in parent.operations}
-    assert "READ" not in props["disable_operations"]["items"]["enum"]
-    assert set(props["set_policies"]["properties"]) == set(parent.model_writable_files())
+    assert strict_violations(schema) == []
+    alternatives = schema["properties"]["patch"]["anyOf"]
+    by_field = {}
     for alt in alternatives:
-        field = alt["required"][0]
-        assert alt["properties"][field].get("minItems", alt["properties"][field].get("minProperties")) == 1
+        # the one structural field an alternative stands for is the only one that is not nullable
+        fields = [k for k, v in alt["properties"].items() if k != "rationale" and "anyOf" not in v]
+        assert len(fields) == 1, fields
+        by_field[fields[0]] = alt["properties"]
+    assert set(by_field) <= set(STRUCTURAL_FIELDS) and "enable_operations" in by_field
+    props = by_field["enable_operations"]
+    enable = props["enable_operations"]["items"]["enum"]
+    assert "UPSERT" in enable and props["enable_operations"]["minItems"] == 1
+    assert not set(enable) & {op.value for op in parent.operations}
+    assert "READ" not in _present(props["disable_operations"])["items"]["enum"]
+    policies = _present(props["set_policies"])
+    assert set(policies["properties"]) == set(parent.model_writable_files())
     # Inside the structural field, only values that differ from the parent can be written.
-    assert props["limits"]["properties"]["log_max_ops"]["anyOf"] == [
+    limits = by_field["limits"]["limits"]["properties"]
+    assert _present(limits["log_max_ops"])["anyOf"] == [
         {"type": "integer", "minimum": 0, "maximum": parent.limits.log_max_ops - 1},
         {"type": "integer", "minimum": parent.limits.log_max_ops + 1, "maximum": 20}]
-    assert props["signals"]["properties"]["stuck"]["properties"]["enabled"] == {"type": "boolean", "const": True}
+    stuck = _present(by_field["signals"]["signals"]["properties"]["stuck"])
+    assert stuck["properties"]["enabled"] == {"type": "boolean", "enum": [True]}
     some_file = parent.model_writable_files()[0]
-    modes = props["set_policies"]["properties"][some_file]["properties"]["mode"]["enum"]
+    modes = _present(policies["properties"][some_file])["properties"]["mode"]["enum"]
     assert parent.file(some_file).policy.mode not in modes and len(modes) == 4
     json.dumps(schema)  # serialisable as a response_format
+
+
+def test_a_strict_revision_reply_with_nulls_and_a_bare_patch_both_parse():
+    from automem_dagster.meta.revise import parse_revision_reply
+
+    wrapped = json.dumps({"patch": {"enable_operations": ["UPSERT"], "rationale": "the map is rewritten every step",
+                                    "add_files": None, "limits": None, "log_prompt": None}})
+    patch, error = parse_revision_reply(wrapped)
+    assert error is None and patch.enable_operations == ["UPSERT"] and patch.add_files == []
+    bare, error = parse_revision_reply(json.dumps({"disable_operations": ["COUNT"], "rationale": "COUNT never helped in any episode"}))
+    assert error is None and bare.disable_operations == ["COUNT"]
+    none, error = parse_revision_reply(json.dumps({"patch": {"rationale": "x"}}))
+    assert none is None and "rationale" in error
 
 
 def test_reply_schema_lists_the_batch_episodes(tmp_path):

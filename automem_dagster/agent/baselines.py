@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from automem_dagster.agent import prompts
-from automem_dagster.agent.grammar import action_grammar, reasoning_grammar
 from automem_dagster.agent.memory_agent import Decision, TurnRecord, resolve_action
+from automem_dagster.agent.turn_format import TurnConstraint, action_turn, ask, reasoning_turn
 from automem_dagster.games.base import GameState
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.memory import parse_ops
@@ -101,8 +101,8 @@ class WindowAgent:
     def system_prompt(self, family: str, actions: dict[str, str]) -> str:
         return prompts.baseline_system_prompt(family, actions)
 
-    def grammar(self) -> str:
-        return action_grammar(self.actions)
+    def constraint(self) -> TurnConstraint:
+        return action_turn(self.actions)
 
     def instruction(self) -> str:
         return prompts.BASELINE_ACTION
@@ -132,8 +132,7 @@ class WindowAgent:
         return messages
 
     async def step(self, step: int, observation: str) -> Decision:
-        comp = await self.client.complete(self.messages(step, observation), self.grammar(),
-                                          max_tokens=self.max_tokens())
+        comp = await ask(self.client, self.messages(step, observation), self.constraint(), max_tokens=self.max_tokens())
         turn = TurnRecord.from_completion(self.phase, "game", comp)
         turn.errors += parse_ops(comp.text).errors
         parsed = resolve_action(turn, self.parse_action)
@@ -158,8 +157,8 @@ class ChainOfThoughtAgent(WindowAgent):
     def system_prompt(self, family: str, actions: dict[str, str]) -> str:
         return prompts.baseline_system_prompt(family, actions, self.reasoning_chars)
 
-    def grammar(self) -> str:
-        return reasoning_grammar(self.actions, self.reasoning_chars)
+    def constraint(self) -> TurnConstraint:
+        return reasoning_turn(self.actions, self.reasoning_chars)
 
     def instruction(self) -> str:
         return prompts.BASELINE_COT

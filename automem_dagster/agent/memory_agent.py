@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from automem_dagster.agent import prompts
-from automem_dagster.agent.grammar import READ_OPS, TurnGrammar, action_grammar
+from automem_dagster.agent.grammar import READ_OPS
 from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
+from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask
 from automem_dagster.games.base import GameState, ParsedAction, state_record
 from automem_dagster.llm.client import Completion, ContextOverflow, LLMClient
 from automem_dagster.memory import MemoryStore, Op, OpName, format_op, parse_ops
@@ -90,7 +91,7 @@ class MemoryAgent:
         self.parse_action = parse_action
         self.game_client = game_client
         self.memory_client = memory_client
-        self.grammar = TurnGrammar(
+        self.formats = TurnFormats(
             scaffold.operations, scaffold.limits.text_max_chars,
             scaffold.limits.key_max_chars, scaffold.limits.keyword_max_chars,
         )
@@ -153,8 +154,8 @@ class MemoryAgent:
         messages = self._messages(self._system, step, observation, warnings, prompts.LOG_PHASE)
         budget, turns = self.scaffold.limits.log_max_ops, []
         while budget > 0:
-            grammar = self.grammar.log_turn(self.store.files(), self._writable(), budget)
-            comp, dropped = await _complete_within_context(client, messages, grammar)
+            constraint = self.formats.log_turn(self.store.files(), self._writable(), budget)
+            comp, dropped = await _complete_within_context(client, messages, constraint)
             turn = TurnRecord.from_completion("log", endpoint, comp)
             turn.errors += dropped
             turns.append(turn)
@@ -191,8 +192,8 @@ class MemoryAgent:
         budget, turns, consulted = self.scaffold.limits.plan_max_ops, [], []
         actions = list(self.actions)
         while True:
-            grammar = self.grammar.plan_turn(self.store.files(), actions, consult=budget > 0, end_with_done=two_model)
-            comp, dropped = await _complete_within_context(client, messages, grammar)
+            constraint = self.formats.plan_turn(self.store.files(), actions, consult=budget > 0, end_with_done=two_model)
+            comp, dropped = await _complete_within_context(client, messages, constraint)
             turn = TurnRecord.from_completion("plan", endpoint, comp)
             turn.errors += dropped
             turns.append(turn)
@@ -219,7 +220,7 @@ class MemoryAgent:
         messages = self._messages(self._game_system, step, observation, warnings, prompts.plan_phase("game"))
         if consulted:
             messages[1]["content"] = "Memory consulted:\n" + "\n".join(consulted) + "\n\n" + messages[1]["content"]
-        comp = await self.game_client.complete(messages, action_grammar(list(self.actions)))
+        comp = await ask(self.game_client, messages, action_turn(list(self.actions)))
         turn = TurnRecord.from_completion("action", "game", comp)
         turn.errors += parse_ops(comp.text).errors
         return turn
@@ -250,14 +251,15 @@ def _result_lines(turn: TurnRecord) -> list[str]:
     return [f"{r.op} -> {r.result}" for r in turn.ops]
 
 
-async def _complete_within_context(client: LLMClient, messages: list[dict], grammar: str) -> tuple[Completion, list[str]]:
+async def _complete_within_context(client: LLMClient, messages: list[dict],
+                                   constraint: TurnConstraint) -> tuple[Completion, list[str]]:
     """A phase's next turn; when the conversation has outgrown the endpoint's context (a scaffold
     allowing many reads per phase), the oldest read results of this phase are dropped until it
     fits, and the turn records that. A first prompt that does not fit alone still fails."""
     notes: list[str] = []
     while True:
         try:
-            return await client.complete(messages, grammar), notes
+            return await ask(client, messages, constraint), notes
         except ContextOverflow:
             if len(messages) < 4:
                 raise

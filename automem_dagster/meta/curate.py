@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from automem_dagster.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.meta.decisions import DecisionError, MemoryDecision, ScoreWeights, extract_decisions
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.rollout.seeds import assert_disjoint
@@ -192,10 +193,11 @@ async def _review_batch(batch: list[MemoryDecision], meta: LLMClient):
     schema = ReviewReply.model_json_schema()
     schema["$defs"]["Verdict"]["properties"]["id"] = {"type": "integer", "enum": list(range(len(batch)))}
     schema["properties"]["verdicts"]["maxItems"] = len(batch)
+    schema = to_strict(schema)
     messages = [{"role": "system", "content": REVIEW_SYSTEM},
                 {"role": "user", "content": f"Decisions:\n\n{shown}\n\nGive a verdict (keep or not, with a short reason) "
                                             "for each decision id."}]
-    completion = await meta.complete(messages, json_schema=schema)
+    completion = await meta.complete(messages, json_schema=schema, schema_name="review")
     reply, error = parse_json_reply(completion.text, ReviewReply)
     if reply is None:
         return {}, f"review reply unusable: {error}", completion

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from automem_dagster.atomic import write_json_atomic, write_text_atomic
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm.client import ContextOverflow, LLMClient
+from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.meta.compress import estimate_tokens, render_for_diagnosis
 from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, collect_evidence, tally
 from automem_dagster.meta.replies import Attempt
@@ -148,7 +149,7 @@ def reply_schema(evidence: Evidence) -> dict:
     finding = schema["$defs"]["Finding"]["properties"]
     finding["episode"] = {"type": "string", "enum": [e.episode for e in evidence.episodes]}
     finding["step"] = {"type": "integer", "minimum": 0, "maximum": max(e.steps for e in evidence.episodes) - 1}
-    return schema
+    return to_strict(schema)
 
 
 def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dict], list[dict]]:
@@ -192,7 +193,7 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
     attempts: list[Attempt] = []
     while len(attempts) < max_attempts:
         try:
-            completion = await client.complete(messages, json_schema=schema)
+            completion = await client.complete(messages, json_schema=schema, schema_name="diagnosis")
         except ContextOverflow as exc:
             # chars/4 underestimates dense text such as ASCII maps: render again in half the budget.
             if budget // 2 < MIN_BUDGET:

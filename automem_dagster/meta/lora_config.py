@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.datafiles import parse_json_reply, validation_problems
 from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.training.settings import TARGET_MODULES, LoraSettings
 
@@ -68,7 +69,7 @@ def reply_schema() -> dict:
     settings = schema["$defs"]["LoraSettings"]["properties"]
     settings["target_modules"]["items"] = {"type": "string", "enum": list(TARGET_MODULES)}
     settings["target_modules"]["maxItems"] = len(TARGET_MODULES)
-    return schema
+    return to_strict(schema)
 
 
 def describe_dataset(stats: dict, base: dict) -> str:
@@ -91,7 +92,7 @@ async def recommend_lora(stats: dict, base: dict, defaults: LoraSettings, client
                  + defaults.model_dump_json() + ". Reply with your reasoning and the settings."}]
     attempts: list[Attempt] = []
     while len(attempts) < max_attempts:
-        completion = await client.complete(messages, json_schema=reply_schema())
+        completion = await client.complete(messages, json_schema=reply_schema(), schema_name="lora_settings")
         reply, error = parse_json_reply(completion.text, LoraReply)
         if reply is not None and reply.settings.max_length > base["context"]:
             reply, error = None, f"max_length {reply.settings.max_length} exceeds the base's context of {base['context']}"

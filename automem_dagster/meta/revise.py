@@ -15,9 +15,12 @@ import copy
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from automem_dagster.atomic import write_json_atomic, write_text_atomic
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.memory.ops import OP_SYNTAX, OpName
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.scaffold.io import diff_scaffolds, scaffold_yaml, structural_changes
@@ -75,7 +78,8 @@ class Revision:
 
 
 def revision_schema(parent: Scaffold) -> dict:
-    """The patch schema narrowed to ``parent``, as alternatives that each require one structural field.
+    """The patch schema narrowed to ``parent``, as alternatives that each require one structural field,
+    under the reply's one key ``patch`` (strict mode wants an object at the root, not ``anyOf``).
 
     Within a field, only values that differ from the parent can be written (a new mode for a
     file, a limit other than the current one, a signal switched the other way), so the field
@@ -109,7 +113,26 @@ def revision_schema(parent: Scaffold) -> dict:
         alt_props.update({k: v for k, v in props.items() if k not in alt_props})
         alternatives.append({"type": "object", "properties": alt_props, "required": [name, "rationale"],
                              "additionalProperties": False})
-    return {"$defs": base["$defs"], "anyOf": alternatives}
+    return to_strict({"$defs": base["$defs"], "type": "object", "properties": {"patch": {"anyOf": alternatives}},
+                      "required": ["patch"], "additionalProperties": False})
+
+
+class RevisionReply(BaseModel):
+    """The reply ``revision_schema`` asks for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    patch: ScaffoldPatch
+
+
+def parse_revision_reply(text: str) -> tuple[ScaffoldPatch | None, str | None]:
+    """The patch in a reply: ``{"patch": {...}}`` as the schema asks, or a bare patch from a
+    backend that was sent no schema (``constrained: none``)."""
+    reply, error = parse_json_reply(text, RevisionReply)
+    if reply is not None:
+        return reply.patch, None
+    bare, bare_error = parse_json_reply(text, ScaffoldPatch)
+    return (bare, None) if bare is not None else (None, error if '"patch"' in text else bare_error)
 
 
 def revision_messages(parent: Scaffold, diagnosis_md: str) -> list[dict]:
@@ -127,8 +150,8 @@ async def propose_revision(parent: Scaffold, diagnosis_md: str, diagnosis_dir: P
     schema = revision_schema(parent)
     attempts: list[Attempt] = []
     for _ in range(max_attempts):
-        completion = await client.complete(messages, json_schema=schema)
-        patch, error = parse_json_reply(completion.text, ScaffoldPatch)
+        completion = await client.complete(messages, json_schema=schema, schema_name="revision")
+        patch, error = parse_revision_reply(completion.text)
         candidate = None
         if patch is not None:
             try:
