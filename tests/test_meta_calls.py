@@ -77,7 +77,8 @@ def test_a_strict_revision_reply_with_nulls_and_a_bare_patch_both_parse():
                                     "add_files": None, "limits": None, "log_prompt": None}})
     patch, error = parse_revision_reply(wrapped)
     assert error is None and patch.enable_operations == ["UPSERT"] and patch.add_files == []
-    bare, error = parse_revision_reply(json.dumps({"disable_operations": ["COUNT"], "rationale": "COUNT never helped in any episode"}))
+    bare = json.dumps({"disable_operations": ["COUNT"], "rationale": "COUNT never helped in any episode"})
+    bare, error = parse_revision_reply(bare)
     assert error is None and bare.disable_operations == ["COUNT"]
     none, error = parse_revision_reply(json.dumps({"patch": {"rationale": "x"}}))
     assert none is None and "rationale" in error
@@ -87,7 +88,8 @@ def test_reply_schema_lists_the_batch_episodes(tmp_path):
     paths = [write_episode(tmp_path, "crafter__seed7", 4),
              write_episode(tmp_path, "crafter__seed8", 6)]
     schema = reply_schema(collect_evidence(paths))
-    finding = schema["$defs"]["Finding"]["properties"]
+    assert strict_violations(schema) == []
+    finding = schema["properties"]["findings"]["items"]["properties"]
     assert finding["episode"]["enum"] == ["crafter__seed7", "crafter__seed8"]
     assert finding["step"] == {"type": "integer", "minimum": 0, "maximum": 5}
 

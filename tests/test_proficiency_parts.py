@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
+from automem_dagster.llm.strict_schema import strict_violations
 from automem_dagster.loop.proficiency import ProficiencySettings, proficiency_seeds, specialist_endpoints
 from automem_dagster.loop.structure import RoundError, RoundSettings, Storage, decide_paired, diagnosis_seeds
 from automem_dagster.meta.lora_config import recommend_lora, reply_schema, validate_settings
@@ -45,7 +46,9 @@ def test_a_config_outside_bounds_is_rejected(change, field):
 
 
 def test_the_reply_schema_carries_the_bounds():
-    props = reply_schema()["$defs"]["LoraSettings"]["properties"]
+    schema = reply_schema()
+    assert strict_violations(schema) == []
+    props = schema["properties"]["settings"]["properties"]
     assert props["rank"]["maximum"] == 256 and props["learning_rate"]["maximum"] == 1e-3
     assert "lm_head" not in props["target_modules"]["items"]["enum"]
 
