@@ -24,13 +24,17 @@ def embedded(tmp_path_factory):
 
 @pytest.fixture
 def scripted(tmp_path):
-    """Factory: ``scripted(rules)`` starts a scripted OpenAI-compatible server; all are stopped at teardown."""
+    """Factory: ``scripted(rules, provider=None)`` starts a scripted OpenAI-compatible server (enforcing
+    ``provider``'s rules when given, see ``llm/scripted_provider.py``); ``server.request_log`` holds every
+    request it received, one JSON line each. All are stopped at teardown."""
     servers = []
 
-    def start(rules: list[dict]):
-        path = tmp_path / f"rules{len(servers)}.json"
-        path.write_text(json.dumps(rules))
-        server = scripted_server(path, tmp_path / f"scripted{len(servers)}.log").start()
+    def start(rules: list[dict], provider: dict | None = None):
+        n = len(servers)
+        path = tmp_path / f"rules{n}.json"
+        path.write_text(json.dumps({"rules": rules, **({"provider": provider} if provider else {})}))
+        server = scripted_server(path, tmp_path / f"scripted{n}.log", request_log=tmp_path / f"requests{n}.jsonl").start()
+        server.request_log = tmp_path / f"requests{n}.jsonl"
         servers.append(server)
         return server
 

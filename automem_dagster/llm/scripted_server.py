@@ -9,8 +9,16 @@ use it as an instant endpoint to measure the harness's own overhead. It speaks t
 Rules file (JSON): ``[{"match": "substring", "reply": "text"} | {"match": "...", "status": 500}]``
 (a failing rule may carry ``"error": "message"``, e.g. a server's context-overflow wording).
 The first rule whose ``match`` occurs in the request's messages (all of them, joined) wins;
-a rule may carry ``"replies": [...]`` to cycle through several texts, and ``"delay_s"`` to
-answer after a pause (a stand-in for model latency in tests and benchmarks).
+a rule may carry ``"replies": [...]`` to cycle through several texts, ``"delay_s"`` to
+answer after a pause (a stand-in for model latency in tests and benchmarks), ``"times": N``
+to apply to its first N matches only, and ``"headers"`` to add to its answer (a 429 with
+``{"Retry-After": "1"}``).
+
+The file may instead be ``{"rules": [...], "provider": {...}}``: the server then also enforces
+what a hosted provider enforces before any rule is consulted (``scripted_provider.py``: served models,
+the API key, refused and mutually exclusive parameters, OpenAI's strict-schema rules), with
+that provider's error shapes. ``--log FILE`` appends every request (time, headers, body) as
+one JSON line, for tests that check what was sent and when.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from automem_dagster.llm.process import ServerProcess, free_port
+from automem_dagster.llm.scripted_provider import Provider
 
 
 class _Rules:
@@ -33,40 +42,54 @@ class _Rules:
         self.lock = threading.Lock()
         self.requests = 0
 
-    def answer(self, body: dict) -> tuple[int, str, float]:
+    def answer(self, body: dict) -> tuple[int, str, float, dict]:
+        """``(status, reply or error message, delay, extra headers)`` of the first matching rule."""
         text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         with self.lock:
             self.requests += 1
             for i, rule in enumerate(self.rules):
-                if rule.get("match", "") in text:
-                    delay = float(rule.get("delay_s", 0.0))
-                    if "status" in rule:
-                        return int(rule["status"]), rule.get("error", f"scripted failure {rule['status']}"), delay
-                    replies = rule.get("replies") or [rule.get("reply", "")]
-                    reply = replies[self.counters[i] % len(replies)]
-                    self.counters[i] += 1
-                    return 200, reply, delay
-        return 200, "", 0.0
+                if rule.get("match", "") not in text or self.counters[i] >= rule.get("times", float("inf")):
+                    continue
+                delay, headers = float(rule.get("delay_s", 0.0)), dict(rule.get("headers", {}))
+                replies = rule.get("replies") or [rule.get("reply", "")]
+                reply = replies[self.counters[i] % len(replies)]
+                self.counters[i] += 1
+                if "status" in rule:
+                    return int(rule["status"]), rule.get("error", f"scripted failure {rule['status']}"), delay, headers
+                return 200, reply, delay, headers
+        return 200, "", 0.0, {}
 
 
-def make_handler(rules: _Rules):
+def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None):
+    log_lock = threading.Lock()
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:  # keep test output quiet
             pass
 
-        def _send(self, status: int, payload: dict) -> None:
+        def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, str(value))
             self.end_headers()
             self.wfile.write(data)
+
+        def _log(self, body: dict) -> None:
+            if log_path is None:
+                return
+            line = json.dumps({"t": time.time(), "path": self.path, "headers": dict(self.headers), "body": body})
+            with log_lock, open(log_path, "a") as f:
+                f.write(line + "\n")
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/health", "/v1/health"):
                 self._send(200, {"status": "ok"})
             elif self.path.rstrip("/") == "/v1/models":
-                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+                names = provider.models if provider and provider.models else ["scripted"]
+                self._send(200, {"object": "list", "data": [{"id": n, "object": "model"} for n in names]})
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -75,10 +98,15 @@ def make_handler(rules: _Rules):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            status, reply, delay = rules.answer(body)
+            self._log(body)
+            refusal = provider.refusal(body, self.headers.get("Authorization")) if provider else None
+            if refusal is not None:
+                self._send(*refusal)
+                return
+            status, reply, delay, headers = rules.answer(body)
             time.sleep(delay)
             if status != 200:
-                self._send(status, {"error": {"message": reply, "type": "server_error"}})
+                self._send(status, {"error": {"message": reply, "type": "server_error"}}, headers)
                 return
             prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
             self._send(200, {
@@ -92,10 +120,13 @@ def make_handler(rules: _Rules):
     return Handler
 
 
-def scripted_server(rules_path: Path, log_path: Path, port: int | None = None) -> ServerProcess:
+def scripted_server(rules_path: Path, log_path: Path, port: int | None = None,
+                    request_log: Path | None = None) -> ServerProcess:
     """The scripted server as a managed child process (call ``.start()`` or use ``with``)."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "automem_dagster.llm.scripted_server", "--port", str(port), "--rules", str(rules_path)]
+    if request_log is not None:
+        cmd += ["--log", str(request_log)]
     return ServerProcess(cmd, port, Path(log_path), "scripted server")
 
 
@@ -103,9 +134,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--rules", type=Path, required=True)
+    parser.add_argument("--log", type=Path, default=None)
     args = parser.parse_args()
-    rules = _Rules(json.loads(args.rules.read_text()))
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(rules))
+    spec = json.loads(args.rules.read_text())
+    if isinstance(spec, list):
+        spec = {"rules": spec}
+    provider = Provider(**spec["provider"]) if "provider" in spec else None
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(_Rules(spec.get("rules", [])), provider, args.log))
     print(f"scripted server listening on 127.0.0.1:{args.port}", flush=True)
     server.serve_forever()
 

@@ -1,0 +1,79 @@
+"""What a hosted provider refuses before it runs a model, for the scripted server.
+
+Tests cannot reach OpenAI or Anthropic, so the scripted server can be told to refuse requests
+the way they document and answer them, with their error shapes; a client change that sends a
+parameter a provider refuses then fails a test here instead of a user's first real round.
+What is enforced, and where it is written down:
+
+* ``models``: an unknown model is HTTP 404, code ``model_not_found`` (OpenAI's error codes
+  guide, platform.openai.com/docs/guides/error-codes).
+* ``api_key``: a missing or wrong bearer key is HTTP 401, code ``invalid_api_key`` (same guide).
+* ``refuse_params``: parameters the model does not take: OpenAI's reasoning models answer
+  HTTP 400 ``unsupported_parameter`` for ``max_tokens`` ("Use 'max_completion_tokens'
+  instead", platform.openai.com/docs/guides/reasoning) and ``unsupported_value`` for a
+  ``temperature`` other than 1.
+* ``exclusive_params``: pairs that may not be sent together: Anthropic's API reference says to
+  alter ``temperature`` or ``top_p`` but not both (Messages, ``top_p``), and since Claude Opus 4.1
+  its models answer HTTP 400 "`temperature` and `top_p` cannot both be specified for this
+  model. Please use only one.", also through its OpenAI-compatible layer, in its own shape.
+* ``strict_schemas``: a ``response_format`` of type ``json_schema`` with ``strict: true`` whose
+  schema breaks the strict subset is HTTP 400 ``invalid_request_error`` with param
+  ``response_format`` (platform.openai.com/docs/guides/structured-outputs, "Supported
+  schemas"); the rules are ``strict_schema.strict_violations``.
+* ``error_shape``: ``openai`` (``{"error": {"message", "type", "param", "code"}}``) or
+  ``anthropic`` (``{"type": "error", "error": {"type", "message"}}``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from automem_dagster.llm.strict_schema import strict_violations
+
+
+@dataclass
+class Provider:
+    models: list[str] = field(default_factory=list)
+    api_key: str | None = None
+    refuse_params: list[str] = field(default_factory=list)
+    exclusive_params: list[list[str]] = field(default_factory=list)
+    strict_schemas: bool = False
+    error_shape: str = "openai"
+
+    def _error(self, status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
+               code: str | None = None) -> tuple[int, dict]:
+        if self.error_shape == "anthropic":
+            return status, {"type": "error", "error": {"type": kind, "message": message}}
+        return status, {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+    def refusal(self, body: dict, authorization: str | None) -> tuple[int, dict] | None:
+        """``(status, error payload)`` when the provider would refuse ``body``, else None."""
+        if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+            shown = (authorization or "")[-4:]
+            return self._error(401, f"Incorrect API key provided: ...{shown}.", code="invalid_api_key")
+        model = body.get("model")
+        if self.models and model not in self.models:
+            return self._error(404, f"The model `{model}` does not exist or you do not have access to it.",
+                               code="model_not_found")
+        for param in self.refuse_params:
+            if param in body:
+                if param == "temperature" and body[param] == 1:
+                    continue
+                if param == "temperature":
+                    return self._error(400, f"Unsupported value: 'temperature' does not support {body[param]} with this "
+                                       "model. Only the default (1) value is supported.", param=param, code="unsupported_value")
+                hint = " Use 'max_completion_tokens' instead." if param == "max_tokens" else ""
+                return self._error(400, f"Unsupported parameter: '{param}' is not supported with this model.{hint}",
+                                   param=param, code="unsupported_parameter")
+        for pair in self.exclusive_params:
+            if all(p in body for p in pair):
+                names = " and ".join(f"`{p}`" for p in pair)
+                return self._error(400, f"{names} cannot both be specified for this model. Please use only one.")
+        fmt = body.get("response_format") or {}
+        if self.strict_schemas and fmt.get("type") == "json_schema" and fmt.get("json_schema", {}).get("strict"):
+            spec = fmt["json_schema"]
+            problems = strict_violations(spec.get("schema", {}))
+            if problems:
+                return self._error(400, f"Invalid schema for response_format '{spec.get('name')}': {problems[0]}",
+                                   param="response_format")
+        return None

@@ -1,0 +1,138 @@
+"""Endpoints against scripted servers that refuse what real providers refuse.
+
+The scripted server enforces, with each provider's error shape, the rules written down in
+``llm/scripted_provider.py`` (OpenAI's parameter rules for reasoning models, Anthropic's
+temperature/top_p rule, OpenAI's strict-schema subset, unknown models and keys) and answers a
+rate limit with ``Retry-After``. Each test here failed on the request path before this module:
+sampling parameters were always sent, ``max_tokens`` could not be renamed, schemas were sent
+without ``strict`` (and the revision schema's root was ``anyOf``), and retries ignored
+``Retry-After``.
+"""
+
+import asyncio
+import json
+
+import pytest
+
+from automem_dagster.llm import EndpointConfig, EndpointError, LLMClient
+from automem_dagster.llm.client import request_body
+from automem_dagster.llm.strict_schema import strict_violations, to_strict
+from automem_dagster.meta.revise import revision_schema
+from automem_dagster.scaffold import load_scaffold
+
+HI = [{"role": "user", "content": "hi"}]
+REASONING_MODEL = {"models": ["o-reasoner"], "refuse_params": ["temperature", "max_tokens", "top_p"]}
+ANTHROPIC = {"models": ["claude-x"], "exclusive_params": [["temperature", "top_p"]], "error_shape": "anthropic"}
+
+
+def _call(server, schema=None, **cfg):
+    async def go():
+        client = LLMClient(EndpointConfig(name="meta", **{"constrained": "json_schema", **cfg}), server.base_url)
+        try:
+            return await client.complete(HI, json_schema=schema, schema_name="probe")
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def _requests(server) -> list[dict]:
+    return [json.loads(line) for line in server.request_log.read_text().splitlines()]
+
+
+def test_only_what_the_file_sets_is_sent():
+    bare = request_body(EndpointConfig(name="m", base_url="http://x/v1", model="o-reasoner"), HI)
+    assert set(bare) == {"model", "messages", "max_tokens"}
+    cfg = EndpointConfig(name="m", base_url="http://x/v1", model="o", temperature=0.2, max_tokens_field="max_completion_tokens",
+                         extra_body={"reasoning_effort": "low"})
+    body = request_body(cfg, HI, json_schema={"type": "object"}, seed=7)
+    assert body["temperature"] == 0.2 and "top_p" not in body and body["max_completion_tokens"] == 160
+    assert "max_tokens" not in body and body["seed"] == 7 and body["extra_body"] == {"reasoning_effort": "low"}
+    assert body["response_format"]["json_schema"]["strict"] is True
+    none = request_body(cfg.model_copy(update={"constrained": "none"}), HI, json_schema={"type": "object"})
+    assert "response_format" not in none
+
+
+def test_extra_body_cannot_override_what_the_project_sets():
+    with pytest.raises(ValueError, match="extra_body may not set"):
+        EndpointConfig(name="m", extra_body={"model": "other"})
+
+
+def test_a_reasoning_model_refuses_temperature_and_max_tokens_with_openais_error(scripted):
+    server = scripted([{"match": "hi", "reply": '{"ok": true}'}], REASONING_MODEL)
+    with pytest.raises(EndpointError, match=r"HTTP 400.*Unsupported value: 'temperature'"):
+        _call(server, model="o-reasoner", temperature=0.7, max_tokens_field="max_completion_tokens")
+    with pytest.raises(EndpointError, match=r"HTTP 400.*'max_tokens' is not supported.*max_completion_tokens"):
+        _call(server, model="o-reasoner")
+    ok = _call(server, model="o-reasoner", max_tokens_field="max_completion_tokens")
+    assert ok.text == '{"ok": true}'
+    assert "temperature" not in _requests(server)[-1]["body"]
+
+
+def test_anthropic_refuses_temperature_with_top_p_in_its_own_shape(scripted):
+    server = scripted([{"match": "hi", "reply": "fine"}], ANTHROPIC)
+    with pytest.raises(EndpointError, match="cannot both be specified"):
+        _call(server, model="claude-x", temperature=0.5, top_p=0.9)
+    assert _call(server, model="claude-x", temperature=0.5).text == "fine"
+
+
+def test_unknown_model_and_wrong_key_are_named(scripted, monkeypatch):
+    server = scripted([{"match": "", "reply": "x"}], {"models": ["real-model"], "api_key": "sk-right"})
+    monkeypatch.setenv("PROVIDER_KEY", "sk-wrong")
+    with pytest.raises(EndpointError, match=r"HTTP 401.*api_key_env"):
+        _call(server, model="real-model", api_key_env="PROVIDER_KEY")
+    monkeypatch.setenv("PROVIDER_KEY", "sk-right")
+    with pytest.raises(EndpointError, match=r"HTTP 404.*does not exist.*/v1/models"):
+        _call(server, model="typo-model", api_key_env="PROVIDER_KEY")
+    assert _call(server, model="real-model", api_key_env="PROVIDER_KEY").text == "x"
+
+
+def test_strict_provider_takes_the_projects_schemas_and_refuses_the_old_root(scripted):
+    server = scripted([{"match": "hi", "reply": "{}"}], {"strict_schemas": True})
+    parent = load_scaffold("crafter", 0)
+    assert _call(server, schema=revision_schema(parent)).text == "{}"
+    old_root = {"anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}}]}
+    with pytest.raises(EndpointError, match=r"Invalid schema for response_format 'probe'.*root must be an object"):
+        _call(server, schema=old_root)
+    sent = _requests(server)[0]["body"]["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["strict"] is True
+
+
+def test_rate_limit_retry_after_is_honoured_and_attempts_counted(scripted):
+    """OpenAI's client waits what ``Retry-After`` says (up to 60 s): the second attempt comes no
+    sooner. The hand-written retry it replaced slept 0.5 s whatever the server said."""
+    server = scripted([{"match": "hi", "status": 429, "error": "Rate limit reached", "times": 1,
+                        "headers": {"Retry-After": "2"}},
+                       {"match": "hi", "reply": "after the wait"}])
+    comp = _call(server, max_retries=2)
+    assert comp.text == "after the wait" and comp.attempts == 2
+    first, second = _requests(server)
+    assert second["t"] - first["t"] >= 1.9 and second["headers"].get("x-stainless-retry-count") == "1"
+
+
+def test_openai_environment_variables_fill_what_a_file_leaves_out(monkeypatch, scripted):
+    server = scripted([{"match": "hi", "reply": "from env"}], {"api_key": "sk-env"})
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    cfg = EndpointConfig(name="meta", model="m", constrained="none")
+    assert cfg.base_url == server.base_url and cfg.key_source() == "OPENAI_API_KEY"
+    assert _call(server, model="m", base_url=None).text == "from env"
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert EndpointConfig(name="game").embedded and EndpointConfig(name="game").api_key() == "not-needed"
+
+
+def test_to_strict_rewrites_what_strict_mode_refuses():
+    loose = {"$defs": {"Item": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}},
+                                "required": ["name"]}},
+             "type": "object", "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/Item"},
+                                                        "uniqueItems": True, "default": []},
+                                              "flag": {"type": "boolean", "const": True}},
+             "required": ["flag"]}
+    assert len(strict_violations(loose)) >= 4
+    strict = to_strict(loose)
+    assert strict_violations(strict) == []
+    items = strict["properties"]["items"]["anyOf"][0]
+    assert items["items"]["properties"]["name"]["pattern"].endswith("{0,20}$")
+    assert strict["properties"]["flag"] == {"type": "boolean", "enum": [True]}
+    with pytest.raises(ValueError, match="root must be an object"):
+        to_strict({"anyOf": [{"type": "object"}]})
