@@ -15,6 +15,7 @@ from rich.table import Table
 
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED
 from automem_dagster.atomic import write_json_atomic
+from automem_dagster.commands import endpoints as endpoints_command
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError, load_endpoints
@@ -72,6 +73,8 @@ DEMO_MIN_EXAMPLES = 8
 DEMO_TRAIN_STEPS = 4
 ROUND_DEMO_GAMES = ("crafter", "minihack:Corridor-R3")
 STORAGE = Storage()
+COMMAND_MODULES = (endpoints_command,)
+"""Commands that live in modules of their own (``automem_dagster/commands``)."""
 
 console = Console(stderr=True)
 
@@ -265,13 +268,15 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", type=Path, default=None, help="PNG path (default: runs/reports/<game>/agents.png)")
     lineage = sub.add_parser("lineage", help="the version tree of a game family with decisions and scores")
     lineage.add_argument("--game", required=True, help="crafter, minihack or nethack (or a minihack:<Task>)")
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        return args.run(args) if hasattr(args, "run") else COMMANDS[args.command](args)
     except (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,
             EndpointError, ValueError, argparse.ArgumentTypeError, DatasetTooSmall, CurationError, RegistryError,
             TrainingError, BaseModelError) as exc:

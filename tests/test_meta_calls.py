@@ -9,7 +9,7 @@ from test_evidence import _step, _turn, _write
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.strict_schema import strict_violations
-from automem_dagster.meta.diagnose import DiagnosisError, DiagnosisReply, diagnose, reply_schema
+from automem_dagster.meta.diagnose import DiagnosisError, DiagnosisReply, batch_reply_schema, diagnose
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.meta.revise import STRUCTURAL_FIELDS, propose_revision, revision_schema
 from automem_dagster.scaffold import load_scaffold
@@ -87,7 +87,7 @@ def test_a_strict_revision_reply_with_nulls_and_a_bare_patch_both_parse():
 def test_reply_schema_lists_the_batch_episodes(tmp_path):
     paths = [write_episode(tmp_path, "crafter__seed7", 4),
              write_episode(tmp_path, "crafter__seed8", 6)]
-    schema = reply_schema(collect_evidence(paths))
+    schema = batch_reply_schema(collect_evidence(paths))
     assert strict_violations(schema) == []
     finding = schema["properties"]["findings"]["items"]["properties"]
     assert finding["episode"]["enum"] == ["crafter__seed7", "crafter__seed8"]

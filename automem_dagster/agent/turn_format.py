@@ -155,10 +155,18 @@ def json_turn_text(reply: str) -> str:
     return reply
 
 
+JSON_REPLY_NOTE = "Reply with one JSON object in the required response format, compact on one line."
+"""Added to the system message of a JSON turn: the prompts describe the token syntax, and a JSON
+grammar lets a model pad its reply with whitespace (llama.cpp allows a line break and up to 20
+spaces between tokens), which a small model does until ``max_tokens`` without this note."""
+
+
 async def ask(client: LLMClient, messages: list[dict], constraint: TurnConstraint, **kwargs) -> Completion:
     """One turn under ``constraint`` in the form the client's endpoint takes; the reply always
     comes back in the token syntax."""
     if client.config.constrained == "json_schema":
-        comp = await client.complete(messages, json_schema=constraint.schema, schema_name=constraint.name, **kwargs)
+        system, *rest = messages
+        noted = [{**system, "content": f"{system['content']}\n\n{JSON_REPLY_NOTE}"}, *rest]
+        comp = await client.complete(noted, json_schema=constraint.schema, schema_name=constraint.name, **kwargs)
         return replace(comp, text=json_turn_text(comp.text))
     return await client.complete(messages, constraint.grammar, **kwargs)

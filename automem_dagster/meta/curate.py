@@ -188,12 +188,17 @@ async def _review(borderline: list[MemoryDecision], settings: CurationSettings, 
     return attempts
 
 
+def review_schema(decisions: int) -> dict:
+    """The review reply's schema for a batch of ``decisions``: one verdict per decision id."""
+    schema = ReviewReply.model_json_schema()
+    schema["$defs"]["Verdict"]["properties"]["id"] = {"type": "integer", "enum": list(range(decisions))}
+    schema["properties"]["verdicts"]["maxItems"] = decisions
+    return to_strict(schema)
+
+
 async def _review_batch(batch: list[MemoryDecision], meta: LLMClient):
     shown = "\n\n".join(_describe(i, d) for i, d in enumerate(batch))
-    schema = ReviewReply.model_json_schema()
-    schema["$defs"]["Verdict"]["properties"]["id"] = {"type": "integer", "enum": list(range(len(batch)))}
-    schema["properties"]["verdicts"]["maxItems"] = len(batch)
-    schema = to_strict(schema)
+    schema = review_schema(len(batch))
     messages = [{"role": "system", "content": REVIEW_SYSTEM},
                 {"role": "user", "content": f"Decisions:\n\n{shown}\n\nGive a verdict (keep or not, with a short reason) "
                                             "for each decision id."}]

@@ -143,13 +143,17 @@ def evidence_digest(evidence: dict) -> str:
     return "\n".join(lines)
 
 
-def reply_schema(evidence: Evidence) -> dict:
-    """The reply's JSON schema, narrowed to this batch: episodes by name, steps within range."""
+def reply_schema(episodes: list[str], max_step: int) -> dict:
+    """The reply's JSON schema, narrowed to a batch: its episodes by name, steps 0..``max_step``."""
     schema = DiagnosisReply.model_json_schema()
     finding = schema["$defs"]["Finding"]["properties"]
-    finding["episode"] = {"type": "string", "enum": [e.episode for e in evidence.episodes]}
-    finding["step"] = {"type": "integer", "minimum": 0, "maximum": max(e.steps for e in evidence.episodes) - 1}
+    finding["episode"] = {"type": "string", "enum": list(episodes)}
+    finding["step"] = {"type": "integer", "minimum": 0, "maximum": max_step}
     return to_strict(schema)
+
+
+def batch_reply_schema(evidence: Evidence) -> dict:
+    return reply_schema([e.episode for e in evidence.episodes], max(e.steps for e in evidence.episodes) - 1)
 
 
 def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dict], list[dict]]:
@@ -187,7 +191,7 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
                              f"after max_tokens {cfg.max_tokens} and the scaffold; raise context_tokens or lower max_tokens")
     ask = ("\n\nDiagnose this batch: a summary, then findings that each cite an episode and a step shown above, "
            "the scaffold part that caused it, and a proposed scaffold change.")
-    schema = reply_schema(evidence)
+    schema = batch_reply_schema(evidence)
     rendered = render_for_diagnosis(paths, evidence, budget)
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": head + rendered.text + ask}]
     attempts: list[Attempt] = []

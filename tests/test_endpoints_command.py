@@ -1,0 +1,114 @@
+"""``automem endpoints``: the schemas a user can check against a provider, and a pre-round check
+that names why a role is unusable; JSON-schema mode end to end on the embedded server."""
+
+import asyncio
+import json
+import shutil
+
+import pytest
+
+from automem_dagster.cli import main
+from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.llm.process import free_port
+from automem_dagster.llm.session import connect
+from automem_dagster.llm.strict_schema import strict_violations
+from automem_dagster.loop.structure import RoundSettings, Storage, run_round
+from automem_dagster.paths import DEFAULT_ENDPOINTS, SCAFFOLDS
+
+GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_every_schema_sent_fits_openais_strict_subset(game, capsys):
+    assert main(["endpoints", "schemas", "--game", game]) == 0
+    schemas = json.loads(capsys.readouterr().out)
+    assert {"log_turn", "plan_turn", "action_turn", "diagnosis", "revision", "review", "lora_settings"} <= set(schemas)
+    assert {name: strict_violations(s) for name, s in schemas.items()} == {name: [] for name in schemas}
+
+
+def _check(tmp_path, capsys, body: str, *extra: str) -> tuple[int, str]:
+    path = tmp_path / "endpoints.yaml"
+    path.write_text(body)
+    code = main(["endpoints", "check", "--endpoints", str(path), *extra])
+    return code, capsys.readouterr().out
+
+
+def test_check_names_a_wrong_port(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, f"game: {{name: game, base_url: 'http://127.0.0.1:{free_port()}/v1'}}\n")
+    assert code == 1 and "UNUSABLE" in out and "not reachable" in out and "check that the server is running" in out
+
+
+def test_check_names_an_unset_key_variable_without_a_request(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("AUTOMEM_NO_SUCH_KEY", raising=False)
+    body = "game: {name: game, base_url: 'http://127.0.0.1:9/v1', api_key_env: AUTOMEM_NO_SUCH_KEY}\n"
+    code, out = _check(tmp_path, capsys, body, "--dry-run")
+    assert code == 1 and "$AUTOMEM_NO_SUCH_KEY, which is not set" in out
+
+
+def test_check_names_an_unknown_model_and_passes_a_good_role(tmp_path, capsys, scripted):
+    server = scripted([{"match": "", "reply": '{"action": "north"}'}],
+                      {"models": ["served-model"], "strict_schemas": True})
+    good = f"{{name: game, base_url: '{server.base_url}', model: served-model, constrained: json_schema}}"
+    bad = f"{{name: meta, base_url: '{server.base_url}', model: typo-model, constrained: json_schema}}"
+    code, out = _check(tmp_path, capsys, f"game: {good}\nmeta: {bad}\n")
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert code == 1
+    assert "ok" in lines["game"] and "mode honoured" in lines["game"]
+    assert "UNUSABLE" in lines["meta"] and "typo-model` does not exist" in lines["meta"]
+
+
+@pytest.mark.integration
+def test_check_passes_on_the_shipped_embedded_file(tmp_path, capsys):
+    code = main(["endpoints", "check", "--endpoints", str(DEFAULT_ENDPOINTS)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.count("mode honoured") == 2
+
+
+def _json_mode(config: EndpointsConfig) -> EndpointsConfig:
+    return config.model_copy(update={r: c.model_copy(update={"constrained": "json_schema"})
+                                     for r, c in config.roles().items()})
+
+
+@pytest.mark.integration
+def test_a_crafter_rollout_in_json_schema_mode_has_only_valid_actions(tmp_path):
+    """The embedded server (llama.cpp) takes the strict turn schemas: 2 episodes x 10 steps. Under a
+    JSON grammar llama.cpp decodes the 135M model at a few tokens per second, so the scaffold's LOG
+    and PLAN budgets are cut to keep the test short; the turn forms are the same."""
+    from automem_dagster.rollout import RolloutSpec, run_batch
+    from automem_dagster.scaffold import load_scaffold
+
+    config = _json_mode(EndpointsConfig.model_validate({"game": {"name": "game", "temperature": 0.7, "max_tokens": 300}}))
+    v0 = load_scaffold("crafter", 0)
+    short = v0.model_copy(update={"limits": v0.limits.model_copy(update={"log_max_ops": 2, "plan_max_ops": 1,
+                                                                          "text_max_chars": 32})})
+    spec = RolloutSpec("crafter", short, [42, 43], 10, tmp_path / "batch")
+
+    async def go():
+        async with connect(config, tmp_path / "logs") as clients:
+            return await run_batch(spec, clients)
+
+    summary = asyncio.run(go())
+    assert len(summary.episodes) == 2 and all(e.valid_action_rate == 1.0 for e in summary.episodes)
+    assert summary.behaviour.malformed_turn_rate == 0.0
+
+
+@pytest.mark.integration
+def test_a_structure_round_with_json_schema_meta_calls_completes(tmp_path):
+    from automem_dagster.llm.config import load_endpoints
+
+    scaffolds = tmp_path / "scaffolds"
+    shutil.copytree(SCAFFOLDS, scaffolds)
+    storage = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
+    shipped = load_endpoints(DEFAULT_ENDPOINTS)
+    config = shipped.model_copy(update={"meta": shipped.meta.model_copy(update={"constrained": "json_schema"})})
+    settings = RoundSettings("crafter", rollout_episodes=1, rollout_max_steps=4, eval_max_steps=4, eval_episodes=1)
+
+    async def go():
+        async with connect(config, tmp_path / "logs") as clients:
+            return await run_round(settings, clients, storage)
+
+    result = asyncio.run(go())
+    assert result.revision is not None and (result.candidate is None or result.decision is not None)
+    diagnosis = json.loads(next((tmp_path / "runs" / "diagnoses").rglob("diagnosis.json")).read_text())
+    assert diagnosis["findings"]
