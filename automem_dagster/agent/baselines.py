@@ -36,6 +36,9 @@ REASONING_MAX_CHARS = 300
 """The bound on a chain-of-thought line: about 75-100 tokens of real text, at most 300 (one per
 ASCII character), which is why a chain-of-thought call asks for more than the default ``max_tokens``."""
 
+JSON_OVERHEAD_TOKENS = 24
+"""What ``{"thought": "", "action": ""}`` costs beyond its values, with room for a few spaces."""
+
 CHARS_PER_TOKEN = 3
 """A cautious estimate for fitting the window into the endpoint's context (real text runs nearer 4)."""
 
@@ -165,5 +168,7 @@ class ChainOfThoughtAgent(WindowAgent):
 
     def max_tokens(self) -> int:
         """Enough for the longest reply the grammar allows (reasoning line, newline, action line;
-        one token per character at most), so a long thought is never cut off before its action."""
-        return max(self.client.config.max_tokens, self.reasoning_chars + 1 + self._reply_chars)
+        one token per character at most), so a long thought is never cut off before its action;
+        a JSON reply (``constrained: json_schema``) also spends tokens on its keys and quotes."""
+        json_keys = JSON_OVERHEAD_TOKENS if self.client.config.constrained == "json_schema" else 0
+        return max(self.client.config.max_tokens, self.reasoning_chars + 1 + self._reply_chars + json_keys)
