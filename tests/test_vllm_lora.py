@@ -30,7 +30,13 @@ from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.vllm_lora import adapter_name, list_models, serve_adapter, unload_adapter
-from automem_dagster.loop.proficiency import ProficiencySettings, specialist_endpoints, specialist_evaluation_stage
+from automem_dagster.loop.proficiency import (
+    ProficiencySettings,
+    lora_config_stage,
+    serving_rank_limit,
+    specialist_endpoints,
+    specialist_evaluation_stage,
+)
 from automem_dagster.loop.structure import RoundError, RoundSettings, Storage
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.training.registry import AdapterRecord
@@ -175,3 +181,49 @@ def test_a_vllm_game_endpoint_serves_the_specialist_when_no_memory_endpoint_is_g
     server = vllm()
     config, _ = specialist_endpoints(EndpointsConfig(game=endpoints(server).game), record(tmp_path, "a1"), "crafter")
     assert config.two_model and config.memory.name == "memory" and config.memory.model.startswith("automem-crafter-a1-")
+
+
+# --- the LoRA rank follows the serving vLLM's --max-lora-rank --------------------------------
+
+SETTINGS = {"alpha": 32, "dropout": 0.05, "learning_rate": 2e-4, "epochs": 1, "batch_size": 4,
+            "target_modules": ["q_proj", "v_proj"], "max_length": 1024}
+STATS = {"examples": 400, "kept_decisions": 250, "episodes": 8, "examples_by_phase": {"log": 220, "plan": 180},
+         "mean_prompt_chars": 2400, "mean_completion_chars": 60}
+BASE_INFO = {"name": "SmolLM2-135M-Instruct", "hidden_size": 576, "layers": 30, "parameters": 134_000_000,
+             "context": 8192}
+
+
+def test_the_rank_limit_comes_from_the_endpoint_and_bounds_the_meta_recommendation(scripted, tmp_path):
+    from automem_dagster.meta.lora_config import recommend_lora
+    from automem_dagster.training.settings import default_settings
+
+    served = EndpointConfig(name="memory", base_url="http://127.0.0.1:8000/v1", model=BASE, server="vllm",
+                            max_lora_rank=16)
+    assert serving_rank_limit(EndpointsConfig(game=served)) == 16
+    assert serving_rank_limit(EndpointsConfig(game=served.model_copy(update={"server": "openai-compatible"}))) is None
+    big = json.dumps({"reasoning": "400 examples bear a large rank here", "settings": {**SETTINGS, "rank": 64,
+                                                                                        "alpha": 128}})
+    fits = json.dumps({"reasoning": "within the server's limit of sixteen", "settings": {**SETTINGS, "rank": 16}})
+    server = scripted([{"match": "That reply was rejected", "reply": fits}, {"match": "at most 16", "reply": big}])
+
+    async def go():
+        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        try:
+            return await recommend_lora(STATS, BASE_INFO, default_settings(576), client, 3, max_rank=16)
+        finally:
+            await client.close()
+
+    choice = asyncio.run(go())
+    assert choice.settings.rank == 16 and "exceeds the serving vLLM's --max-lora-rank 16" in choice.attempts[0].error
+
+
+def test_given_settings_above_the_rank_limit_are_refused_before_training(tmp_path):
+    from automem_dagster.meta.curate import CurationResult
+    from automem_dagster.training.settings import LoraSettings
+
+    given = LoraSettings(**{**SETTINGS, "rank": 64, "alpha": 128})
+    settings = ProficiencySettings(RoundSettings("crafter"), lora=given)
+    data = CurationResult(str(tmp_path), 400, STATS)
+    with pytest.raises(RoundError, match=r"LoRA rank 64 \(given, .*\) exceeds the serving vLLM's --max-lora-rank 16"):
+        asyncio.run(lora_config_stage(data, settings, None, max_rank=16))
+    assert asyncio.run(lora_config_stage(data, settings, None, max_rank=64)).settings.rank == 64

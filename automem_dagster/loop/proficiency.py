@@ -122,22 +122,39 @@ async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySet
 # --- stage 3: LoRA configuration ------------------------------------------------------------
 
 async def lora_config_stage(data: CurationResult, settings: ProficiencySettings, meta: LLMClient | None,
-                            path: Path | None = None) -> LoraChoice:
+                            path: Path | None = None, max_rank: int | None = None) -> LoraChoice:
     """``lora_config.json`` (beside the dataset unless ``path`` says otherwise): given settings,
-    else the meta-LLM's within bounds; a configuration already chosen is read back."""
+    else the meta-LLM's within bounds; a configuration already chosen is read back. ``max_rank``
+    (``serving_rank_limit``) is the serving vLLM's ``--max-lora-rank``: no rank above it is
+    chosen, and given or earlier settings above it are refused before hours of training."""
     from automem_dagster.training.base_model import describe_base
 
     path = path or Path(data.out_dir) / "lora_config.json"
     if settings.lora is None and path.exists():
-        return LoraChoice.load(path)
-    if settings.lora is not None:
+        choice = LoraChoice.load(path)
+    elif settings.lora is not None:
         choice = LoraChoice(settings.lora, "given", "settings given by the user", settings.lora)
     else:
         base = describe_base(settings.base)
         defaults = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
-        choice = await recommend_lora(data.stats, base, defaults, meta, settings.budget.max_attempts)
-    choice.save(path)
+        if max_rank is not None and defaults.rank > max_rank:
+            defaults = defaults.model_copy(update={"rank": max_rank, "alpha": 2 * max_rank})
+        choice = await recommend_lora(data.stats, base, defaults, meta, settings.budget.max_attempts, max_rank)
+        choice.save(path)
+    if max_rank is not None and choice.settings.rank > max_rank:
+        raise RoundError(f"LoRA rank {choice.settings.rank} ({choice.source}, {path}) exceeds the serving vLLM's "
+                         f"--max-lora-rank {max_rank}: the server would refuse the adapter. Give a rank of at most "
+                         f"{max_rank} (or delete {path} to choose again), or restart vLLM with a larger --max-lora-rank "
+                         "and raise max_lora_rank in the endpoints file")
+    if settings.lora is not None:
+        choice.save(path)
     return choice
+
+
+def serving_rank_limit(config: EndpointsConfig) -> int | None:
+    """The ``max_lora_rank`` of the vLLM endpoint that will serve the specialist, if one says so."""
+    server = config.memory or config.game
+    return server.max_lora_rank if server.server == "vllm" else None
 
 
 # --- stage 4: training ----------------------------------------------------------------------
@@ -346,7 +363,7 @@ async def run_proficiency_round(settings: ProficiencySettings, config: Endpoints
             say("curation: scoring memory decisions, the meta-LLM reviews borderline ones")
             data = await curate_stage(Path(rollout.out_dir), scaffold, settings, clients.meta, storage, say)
             say("LoRA configuration: the meta-LLM recommends, within bounds")
-            choice = await lora_config_stage(data, settings, clients.meta)
+            choice = await lora_config_stage(data, settings, clients.meta, max_rank=serving_rank_limit(config))
         say(f"training: {choice.source} settings {choice.settings.model_dump_json()}")
         record = train_stage(data, choice, scaffold, settings, storage, train_progress)
         result = ProficiencyResult(settings.game, scaffold.version, record, rollout, data, choice)

@@ -28,6 +28,7 @@ from automem_dagster.loop.proficiency import (
     lora_config_stage,
     proficiency_seeds,
     registry,
+    serving_rank_limit,
     specialist_endpoints,
     specialist_evaluation_stage,
     train_stage,
@@ -163,7 +164,9 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     data = _curated(sft_dataset["dataset_dir"])
-    choice = endpoints.run(lambda clients: lora_config_stage(data, settings, clients.meta), store.runs / "logs")
+    limit = serving_rank_limit(endpoints.config())
+    choice = endpoints.run(lambda clients: lora_config_stage(data, settings, clients.meta, max_rank=limit),
+                           store.runs / "logs")
     path = Path(data.out_dir) / "lora_config.json"
     context.log.info(f"{choice.source} settings: {choice.settings.model_dump_json()}")
     attempts = "\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(choice.attempts, 1)) or "(none: not asked)"
