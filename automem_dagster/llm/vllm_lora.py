@@ -14,20 +14,17 @@ vLLM's behaviour relied on (``vllm/frontend/entrypoints/serve/lora/api_router.py
 answers 200 with plain text, a refusal a JSON ``{"error": {"message", "type", "code"}}``
 whose message says why (an adapter rank above ``--max-lora-rank``, a path the server cannot
 see, a name already loaded). Those messages are passed on with what to do about them.
-
-Plain ``urllib``: a handful of synchronous calls before an evaluation needs no client.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from automem_dagster.llm.config import EndpointConfig
+from automem_dagster.llm.server_api import call, error_message
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 """The files of a peft folder that vLLM reads: they alone decide the adapter's content hash."""
@@ -50,12 +47,6 @@ class ServedAdapter:
     path: str
     rank: int
     loaded_now: bool
-
-
-def server_root(base_url: str) -> str:
-    """``http://host:8000/v1`` -> ``http://host:8000``: vLLM's LoRA and tokenize routes live at the root."""
-    root = base_url.rstrip("/")
-    return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
 def adapter_files(adapter_dir: Path) -> list[Path]:
@@ -96,7 +87,7 @@ def list_models(endpoint: EndpointConfig) -> list[dict]:
     """``GET /v1/models``: the base model(s) and every loaded adapter (``id``, ``root``, ``parent``)."""
     status, body = _call(endpoint, "GET", "/v1/models")
     if status != 200:
-        raise VllmLoraError(f"{_where(endpoint)}: GET /v1/models answered HTTP {status} ({_message(body)}): "
+        raise VllmLoraError(f"{_where(endpoint)}: GET /v1/models answered HTTP {status} ({error_message(body)}): "
                             "check base_url and that the vLLM server is running")
     try:
         return list(json.loads(body)["data"])
@@ -143,12 +134,12 @@ def unload_adapter(endpoint: EndpointConfig, name: str) -> bool:
         return True
     if status == 404 and _is_error_json(body):
         return False
-    raise VllmLoraError(f"{_where(endpoint)}: unloading {name} answered HTTP {status} ({_message(body)})")
+    raise VllmLoraError(f"{_where(endpoint)}: unloading {name} answered HTTP {status} ({error_message(body)})")
 
 
 def _load_refusal(endpoint: EndpointConfig, name: str, folder: Path, rank: int, status: int, body: str) -> str:
     """What a refused load means and what to do, from vLLM's status and message."""
-    where, message = _where(endpoint), _message(body)
+    where, message = _where(endpoint), error_message(body)
     if status == 404 and not _is_error_json(body):
         return (f"{where} has no runtime LoRA API (POST /v1/load_lora_adapter answered 404 {message}): restart vLLM "
                 f"with {RUNTIME_ENV} and --enable-lora, so the specialist evaluation can load adapter {name}")
@@ -172,17 +163,8 @@ def _where(endpoint: EndpointConfig) -> str:
 
 
 def _call(endpoint: EndpointConfig, method: str, route: str, payload: dict | None = None) -> tuple[int, str]:
-    """One request to the server root; (status, body text). Connection failures name the server."""
-    headers = {"Content-Type": "application/json"}
-    if endpoint.key_source() is not None:
-        headers["Authorization"] = f"Bearer {endpoint.api_key()}"
-    data = json.dumps(payload).encode() if payload is not None else None
-    request = urllib.request.Request(server_root(endpoint.base_url) + route, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:
-            return resp.status, resp.read().decode(errors="replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
+        return call(endpoint, method, route, payload, timeout_s=TIMEOUT_S)
     except OSError as exc:
         raise VllmLoraError(f"{_where(endpoint)} is unreachable ({exc}): start the vLLM server or fix base_url") from exc
 
@@ -193,13 +175,3 @@ def _is_error_json(body: str) -> bool:
         return isinstance(json.loads(body).get("error"), dict)
     except (ValueError, AttributeError):
         return False
-
-
-def _message(body: str) -> str:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body.strip()[:300] or "empty body"
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        return str(data["error"].get("message", data["error"]))[:300]
-    return json.dumps(data)[:300]
