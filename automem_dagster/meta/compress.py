@@ -189,6 +189,11 @@ class _Compressor:
         ])
 
     def fit(self) -> RenderedBatch:
+        """The chosen layout with its token count by ``measure``."""
+        rendered = self._search()
+        return replace(rendered, tokens=self.measure(rendered.text))
+
+    def _search(self) -> RenderedBatch:
         every, total = len(self.priority), len(self.episodes)
         for window in range(self.window, -1, -1) if every else [0]:
             rendered = self.render(window, every, total)
@@ -200,7 +205,7 @@ class _Compressor:
             needed = self.measure(self.render(0, 0, 0).text)
             raise ValueError(f"budget_tokens={self.budget} is too small even to say what was compressed "
                              f"(that takes ~{needed} tokens); raise the budget")
-        return replace(rendered, tokens=self.measure(rendered.text))
+        return rendered
 
     def fits(self, rendered: RenderedBatch) -> bool:
         return self.measure(rendered.text) <= self.budget
