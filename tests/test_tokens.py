@@ -33,11 +33,12 @@ FINDING = json.dumps({"summary": "It idled for the whole episode.", "findings": 
      "proposed_change": "enable the stuck signal"}]})
 
 
-def map_batch(folder, steps: int = 40):
-    """One finished episode whose observations are ASCII maps (dense text) and idle turns."""
+def map_batch(folder, steps: int = 40, maps: int = 1):
+    """One finished episode whose observations are ``maps`` ASCII maps (dense text) and idle turns."""
     folder.mkdir(parents=True, exist_ok=True)
-    return [_write(folder, "crafter__seed7", [_step("noop", (0, 0), [_turn("plan", 10)], observation=f"{MAP}\nstep {i}")
-                                              for i in range(steps)])]
+    observation = "\n".join([MAP] * maps)
+    return [_write(folder, "crafter__seed7", [_step("noop", (0, 0), [_turn("plan", 10)],
+                                                    observation=f"{observation}\nstep {i}") for i in range(steps)])]
 
 
 def head_and_ask(scaffold) -> tuple[str, str]:
@@ -131,10 +132,11 @@ def chat_requests(server) -> list[dict]:
 
 
 def test_the_diagnosis_fits_vllms_context_in_one_request_by_exact_count(vllm_meta, tmp_path):
-    """Today's chars/4 budget sends a prompt of maps over max_model_len, and only the refusal
-    shrinks it; counted by the server, the first request fits."""
+    """chars/4 takes 14 steps of maps (about 1,300 estimated tokens, 3,229 by the server) to fit
+    half the room and sends a prompt over max_model_len, which only the refusal shrinks; counted
+    by the server, the first request fits."""
     batch = tmp_path / "batch"
-    map_batch(batch / "trajectories", steps=40)
+    map_batch(batch / "trajectories", steps=14, maps=3)
     config = EndpointConfig(name="meta", base_url=vllm_meta.base_url, model="meta-model", server="vllm",
                             constrained="none", context_tokens=4096, max_tokens=300)
 
@@ -148,7 +150,7 @@ def test_the_diagnosis_fits_vllms_context_in_one_request_by_exact_count(vllm_met
     result = asyncio.run(run())
     requests = chat_requests(vllm_meta)
     assert len(requests) == 1 and requests[0]["prompt_tokens"] + 300 <= 4096
-    assert "needs 3851 tokens (exact, vllm /tokenize), over the budget" in result.compression_notes[0]
+    assert "needs 3229 tokens (exact, vllm /tokenize), over the budget" in result.compression_notes[0]
     assert len(result.attempts) == 1 and result.findings[0]["step"] == 3
 
 
