@@ -148,8 +148,8 @@ def _load_refusal(endpoint: EndpointConfig, name: str, folder: Path, rank: int, 
                 "filesystem, so make the runs/ folder visible to it at the same path (shared volume or bind mount)")
     if "rank" in message.lower():
         return (f"{where} refused adapter {name} of rank {rank} ({message}): restart vLLM with --max-lora-rank {rank} "
-                "or more (one of 8, 16, 32, 64, 128, 256, 320, 512), or set the memory endpoint's max_lora_rank so "
-                "training picks a rank the server accepts")
+                "or more, or set the memory endpoint's max_lora_rank to the server's --max-lora-rank so training "
+                "picks a rank it accepts")
     return (f"{where} refused to load adapter {name} from {folder} with HTTP {status} ({message}); "
             "see the vLLM server log")
 
