@@ -166,6 +166,12 @@ def test_an_adapter_above_the_servers_rank_limit_is_refused_with_the_fix(vllm, t
     assert served.loaded_now and served.rank == 16
 
 
+def test_an_adapter_folder_the_server_cannot_see_is_refused_with_the_fix(vllm, tmp_path):
+    server = vllm(visible_root=tmp_path / "server-volume")          # a server in a container, say
+    with pytest.raises(RoundError, match=r"cannot see adapter folder .*No adapter found for .*same path"):
+        specialist_endpoints(endpoints(server), record(tmp_path, "a1"), "crafter")
+
+
 def test_a_memory_endpoint_naming_another_base_or_an_unreachable_server_is_named(vllm, tmp_path):
     server = vllm()
     config = endpoints(server)

@@ -5,7 +5,8 @@ No vLLM runs on these machines, so the code that talks to one is tested against 
 answers with vLLM's routes, status codes, error shapes and messages (read from vLLM's
 ``entrypoints/openai`` serving code; ``docs/vllm.md`` lists them): the LoRA routes exist only
 with runtime updating on (else FastAPI's 404 ``{"detail": "Not Found"}``); a load checks the
-folder exists and reads the rank from its ``adapter_config.json`` against ``--max-lora-rank``;
+folder exists (``--visible-root`` hides the rest, as a container sees only its volumes) and
+reads the rank from its ``adapter_config.json`` against ``--max-lora-rank``;
 a chat request must name the base model or a loaded adapter, and its prompt plus ``max_tokens``
 must fit ``--max-model-len``. Chat replies come from the same rules file as
 ``scripted_server``. Its tokenizer is a stand-in too: a word or a single symbol is one token,
@@ -45,8 +46,10 @@ def count_messages(messages: list[dict]) -> int:
 class _State:
     """The server's loaded adapters and the chat requests seen, shared by the handler threads."""
 
-    def __init__(self, base_model: str, max_lora_rank: int, runtime_lora: bool, max_model_len: int):
+    def __init__(self, base_model: str, max_lora_rank: int, runtime_lora: bool, max_model_len: int,
+                 visible_root: Path | None = None):
         self.base_model = base_model
+        self.visible_root = visible_root
         self.max_lora_rank = max_lora_rank
         self.runtime_lora = runtime_lora
         self.max_model_len = max_model_len
@@ -69,7 +72,8 @@ class _State:
             return _error(400, f"The lora adapter '{name}' has already been loaded. If you want to load the adapter "
                           "in place, set 'load_inplace' to True.", "InvalidUserInput", None)
         config = Path(path) / "adapter_config.json"
-        if not config.is_file():
+        hidden = self.visible_root is not None and not Path(path).resolve().is_relative_to(self.visible_root.resolve())
+        if hidden or not config.is_file():
             return _error(404, f"Loading lora {name} failed: No adapter found for {path}", "NotFoundError", None)
         rank = int(json.loads(config.read_text())["r"])
         if rank > self.max_lora_rank:
@@ -164,13 +168,16 @@ def make_vllm_handler(rules: _Rules, state: _State):
 
 
 def scripted_vllm(rules_path: Path, log_path: Path, *, base_model: str = "base", max_lora_rank: int = 16,
-                  runtime_lora: bool = True, max_model_len: int = 8192, port: int | None = None) -> ServerProcess:
+                  runtime_lora: bool = True, max_model_len: int = 8192, visible_root: Path | None = None,
+                  port: int | None = None) -> ServerProcess:
     """The stand-in as a managed child process (call ``.start()`` or use ``with``)."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "automem_dagster.llm.scripted_vllm", "--port", str(port), "--rules", str(rules_path),
            "--base-model", base_model, "--max-lora-rank", str(max_lora_rank), "--max-model-len", str(max_model_len)]
     if not runtime_lora:
         cmd.append("--no-runtime-lora")
+    if visible_root is not None:
+        cmd += ["--visible-root", str(visible_root)]
     return ServerProcess(cmd, port, Path(log_path), "scripted vLLM server")
 
 
@@ -183,8 +190,10 @@ def main() -> None:
     parser.add_argument("--max-model-len", type=int, default=8192)
     parser.add_argument("--no-runtime-lora", action="store_true",
                         help="as without VLLM_ALLOW_RUNTIME_LORA_UPDATING=True: no load/unload routes")
+    parser.add_argument("--visible-root", type=Path, default=None,
+                        help="only adapter paths under this folder exist for the server (a container's volume)")
     args = parser.parse_args()
-    state = _State(args.base_model, args.max_lora_rank, not args.no_runtime_lora, args.max_model_len)
+    state = _State(args.base_model, args.max_lora_rank, not args.no_runtime_lora, args.max_model_len, args.visible_root)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_vllm_handler(_Rules(json.loads(args.rules.read_text())),
                                                                                 state))
     print(f"scripted vLLM server listening on 127.0.0.1:{args.port}", flush=True)
