@@ -8,12 +8,13 @@ or replaced adapter always gets a new name, and a name that is already listed is
 content, so loading it again is skipped. After loading, ``GET /v1/models`` must list the name
 with the endpoint's base model as its ``parent`` before any memory turn is sent with it.
 
-vLLM's behaviour relied on (``vllm/frontend/entrypoints/serve/lora/api_router.py`` and
-``openai/models/serving.py``; ``docs/vllm.md``): the load and unload routes exist only when the server runs with
-``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` (else 404 ``{"detail": "Not Found"}``); a load
-answers 200 with plain text, a refusal a JSON ``{"error": {"message", "type", "code"}}``
-whose message says why (an adapter rank above ``--max-lora-rank``, a path the server cannot
-see, a name already loaded). Those messages are passed on with what to do about them.
+vLLM's behaviour relied on (``vllm/entrypoints/serve/lora/api_router.py`` and
+``vllm/entrypoints/openai/models/serving.py``; ``docs/vllm.md``): the load and unload routes
+exist only when the server runs with ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` (else 404
+``{"detail": "Not Found"}``); a load answers 200 with plain text, a refusal a JSON
+``{"error": {"message", "type", "code"}}`` whose message says why (an adapter rank above
+``--max-lora-rank``, a path the server cannot see, a name already loaded). Those messages are
+passed on with what to do about them.
 """
 
 from __future__ import annotations
