@@ -2,7 +2,8 @@
 
 The facts come first and come from code (``evidence.collect_evidence``): failure points, file
 usage, context growth. The meta-LLM then reads the batch, compressed to its context if needed
-(``compress.render_for_diagnosis``), and explains those failures in terms of the scaffold,
+(``compress.render_for_diagnosis``; tokens counted by the endpoint's own server where it can,
+``llm/tokens.py``, and the budget in ``docs/meta-input-budget.md``), and explains those failures in terms of the scaffold,
 citing episodes and steps. Its reply is constrained to a JSON schema built for the batch (the
 episode names are an enum, steps are bounded) and validated again here: a finding that cites
 a step the episode does not have is dropped with the reason kept, and a reply with no usable
@@ -172,11 +173,15 @@ def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dic
     return kept, dropped
 
 
+def diagnosis_messages(prompt: str) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
+
+
 def input_budget(cfg: EndpointConfig, counter: TokenCounter, prompt: str) -> int:
     """Tokens the rendered batch may take: the endpoint's ``context_tokens`` less its reply's
     ``max_tokens`` and the fixed prompt (system prompt, scaffold, evidence, chat template), less
     ``MARGIN_TOKENS`` when the server counts, or halved (``INPUT_SHARE``) when chars/4 estimates."""
-    fixed = counter.count_messages([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}])
+    fixed = counter.count_messages(diagnosis_messages(prompt))
     room = cfg.context_tokens - cfg.max_tokens - fixed
     budget = room - MARGIN_TOKENS if counter.exact else int(room * INPUT_SHARE)
     if budget < MIN_BUDGET:
@@ -195,8 +200,7 @@ def fit_messages(paths: list[Path], evidence: Evidence, budget: int, counter: To
     for _ in range(3):
         if not counter.exact:
             return rendered
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": head + rendered.text + ask}]
-        over = counter.count_messages(messages) + cfg.max_tokens - cfg.context_tokens
+        over = counter.count_messages(diagnosis_messages(head + rendered.text + ask)) + cfg.max_tokens - cfg.context_tokens
         if over <= 0:
             return rendered
         budget -= over + MARGIN_TOKENS
@@ -225,7 +229,7 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
     counter = TokenCounter.for_client(client)
     budget = input_budget(client.config, counter, head + ask)
     rendered = fit_messages(paths, evidence, budget, counter, client.config, head, ask)
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": head + rendered.text + ask}]
+    messages = diagnosis_messages(head + rendered.text + ask)
     attempts: list[Attempt] = []
     while len(attempts) < max_attempts:
         try:
@@ -233,7 +237,8 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
         except ContextOverflow as exc:
             # chars/4 underestimates dense text such as ASCII maps: render again in half the budget.
             if budget // 2 < MIN_BUDGET:
-                raise DiagnosisError(f"{exc}, even with the trajectories compressed to ~{budget} estimated tokens: "
+                raise DiagnosisError(f"{exc}, even with the trajectories compressed to {budget} tokens "
+                                     f"({counter.method}): "
                                      f"raise the endpoint's context (context_tokens, embedded_ctx_per_slot)") from exc
             budget //= 2
             rendered = render_for_diagnosis(paths, evidence, budget, counter=counter)
