@@ -173,6 +173,15 @@ def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dic
     return kept, dropped
 
 
+def prompt_parts(scaffold: Scaffold, evidence: Evidence) -> tuple[str, str]:
+    """The user prompt's text before the rendered batch (scaffold, evidence) and after it (the ask)."""
+    head = (f"Game: {scaffold.game}. Scaffold version {scaffold.version}:\n```yaml\n{scaffold_yaml(scaffold)}```\n\n"
+            f"Evidence computed from the trajectories:\n{evidence_digest(evidence.as_dict())}\n\nTrajectories:\n")
+    ask = ("\n\nDiagnose this batch: a summary, then findings that each cite an episode and a step shown above, "
+           "the scaffold part that caused it, and a proposed scaffold change.")
+    return head, ask
+
+
 def diagnosis_messages(prompt: str) -> list[dict]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
 
@@ -220,11 +229,7 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
     if not paths:
         raise DiagnosisError(f"{batch}: no finished trajectories to diagnose; run or resume the rollout first")
     evidence = collect_evidence(paths, [f.name for f in scaffold.files])
-    digest = evidence_digest(evidence.as_dict())
-    head = (f"Game: {scaffold.game}. Scaffold version {scaffold.version}:\n```yaml\n{scaffold_yaml(scaffold)}```\n\n"
-            f"Evidence computed from the trajectories:\n{digest}\n\nTrajectories:\n")
-    ask = ("\n\nDiagnose this batch: a summary, then findings that each cite an episode and a step shown above, "
-           "the scaffold part that caused it, and a proposed scaffold change.")
+    head, ask = prompt_parts(scaffold, evidence)
     schema = reply_schema(evidence)
     counter = TokenCounter.for_client(client)
     budget = input_budget(client.config, counter, head + ask)
