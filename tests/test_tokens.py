@@ -42,7 +42,8 @@ def map_batch(folder, steps: int = 40, maps: int = 1):
 
 
 def head_and_ask(scaffold) -> tuple[str, str]:
-    """The fixed parts of a diagnosis prompt, shaped as ``diagnose`` shapes them (evidence digest aside)."""
+    """A short fixed prompt around the batch (``diagnose``'s own, ``prompt_parts``, carries the whole
+    scaffold and would leave a 4096-token context little room to show the difference)."""
     return f"Game: crafter. Scaffold version {scaffold.version}.\n\nTrajectories:\n", "\n\nDiagnose this batch."
 
 
