@@ -122,15 +122,15 @@ def test_both_loops_gate_on_a_strict_win_over_the_same_seeds():
 
 def test_two_model_endpoints():
     embedded = EndpointsConfig(game=EndpointConfig(name="game"))
-    config, lora = specialist_endpoints(embedded, _record("a1"))
+    config, lora = specialist_endpoints(embedded, _record("a1"), "crafter")
     assert config.two_model and config.memory.lora_id == 0 and config.memory.name == "memory"
     assert [str(p) for p in lora] == ["adapter.gguf"]
     served = EndpointsConfig(game=EndpointConfig(name="game", base_url="http://127.0.0.1:8000/v1"),
                              memory=EndpointConfig(name="memory", base_url="http://127.0.0.1:8000/v1", model="specialist"))
-    assert specialist_endpoints(served, _record("a1")) == (served, [])
+    assert specialist_endpoints(served, _record("a1"), "crafter") == (served, [])
     remote = EndpointsConfig(game=EndpointConfig(name="game", base_url="http://127.0.0.1:8000/v1"))
     with pytest.raises(RoundError, match="add a `memory:` endpoint"):
-        specialist_endpoints(remote, _record("a1"))
+        specialist_endpoints(remote, _record("a1"), "crafter")
 
 
 def test_training_seeds_avoid_evaluation_and_diagnosis_seeds(tmp_path):

@@ -66,6 +66,8 @@ class EndpointConfig(BaseModel):
     constrained: Constrained = "gbnf"
     context_tokens: int = Field(8192, ge=512, description="context window; long meta-LLM inputs are compressed to fit")
     lora_id: int | None = None
+    max_lora_rank: int | None = Field(None, ge=1, le=512, description="a vLLM server's --max-lora-rank: trained "
+                                      "specialists stay within it")
     seed: int | None = None
 
     @model_validator(mode="after")

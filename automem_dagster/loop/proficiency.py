@@ -24,6 +24,7 @@ from automem_dagster.games import game_family
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import Clients, connect
+from automem_dagster.llm.vllm_lora import VllmLoraError, adapter_name, confirm_served, serve_adapter
 from automem_dagster.loop.structure import (
     RoundError,
     RoundSettings,
@@ -121,22 +122,39 @@ async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySet
 # --- stage 3: LoRA configuration ------------------------------------------------------------
 
 async def lora_config_stage(data: CurationResult, settings: ProficiencySettings, meta: LLMClient | None,
-                            path: Path | None = None) -> LoraChoice:
+                            path: Path | None = None, max_rank: int | None = None) -> LoraChoice:
     """``lora_config.json`` (beside the dataset unless ``path`` says otherwise): given settings,
-    else the meta-LLM's within bounds; a configuration already chosen is read back."""
+    else the meta-LLM's within bounds; a configuration already chosen is read back. ``max_rank``
+    (``serving_rank_limit``) is the serving vLLM's ``--max-lora-rank``: no rank above it is
+    chosen, and given or earlier settings above it are refused before hours of training."""
     from automem_dagster.training.base_model import describe_base
 
     path = path or Path(data.out_dir) / "lora_config.json"
     if settings.lora is None and path.exists():
-        return LoraChoice.load(path)
-    if settings.lora is not None:
+        choice = LoraChoice.load(path)
+    elif settings.lora is not None:
         choice = LoraChoice(settings.lora, "given", "settings given by the user", settings.lora)
     else:
         base = describe_base(settings.base)
         defaults = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
-        choice = await recommend_lora(data.stats, base, defaults, meta, settings.budget.max_attempts)
-    choice.save(path)
+        if max_rank is not None and defaults.rank > max_rank:
+            defaults = defaults.model_copy(update={"rank": max_rank, "alpha": 2 * max_rank})
+        choice = await recommend_lora(data.stats, base, defaults, meta, settings.budget.max_attempts, max_rank)
+        choice.save(path)
+    if max_rank is not None and choice.settings.rank > max_rank:
+        raise RoundError(f"LoRA rank {choice.settings.rank} ({choice.source}, {path}) exceeds the serving vLLM's "
+                         f"--max-lora-rank {max_rank}: the server would refuse the adapter. Give a rank of at most "
+                         f"{max_rank} (or delete {path} to choose again), or restart vLLM with a larger --max-lora-rank "
+                         "and raise max_lora_rank in the endpoints file")
+    if settings.lora is not None:
+        choice.save(path)
     return choice
+
+
+def serving_rank_limit(config: EndpointsConfig) -> int | None:
+    """The ``max_lora_rank`` of the vLLM endpoint that will serve the specialist, if one says so."""
+    server = config.memory or config.game
+    return server.max_lora_rank if server.server == "vllm" else None
 
 
 # --- stage 4: training ----------------------------------------------------------------------
@@ -173,21 +191,59 @@ def one_model(clients: Clients) -> Clients:
     return Clients(clients.game, None, clients.meta)
 
 
-def specialist_endpoints(config: EndpointsConfig, record: AdapterRecord) -> tuple[EndpointsConfig, list[Path]]:
+def specialist_endpoints(config: EndpointsConfig, record: AdapterRecord,
+                         family: str) -> tuple[EndpointsConfig, list[Path]]:
     """Endpoints of the two-model agent and the adapters the embedded server must load.
 
-    A ``memory:`` endpoint in the config is used as given (production: the adapter as a LoRA
-    module of the game model's vLLM server). Otherwise the embedded server loads the adapter's
-    GGUF and the memory endpoint is the game endpoint with that adapter selected per request."""
-    if config.memory is not None:
+    A vLLM memory endpoint (``server: vllm``; without a ``memory:`` endpoint, a vLLM game
+    endpoint serves it too) gets the adapter's peft folder loaded through the runtime LoRA API
+    under a name carrying its content hash, confirmed in the server's model list, and that name
+    becomes the memory endpoint's ``model``: the evaluation can only score this adapter. Another
+    configured ``memory:`` endpoint is used as given. Otherwise the embedded server loads the
+    adapter's GGUF and the memory endpoint is the game endpoint with that adapter selected per
+    request."""
+    memory = config.memory
+    if memory is None and config.game.server == "vllm":
+        memory = config.game.model_copy(update={"name": "memory"})
+    if memory is not None and memory.server == "vllm":
+        try:
+            served = serve_adapter(memory, served_name(family, record), Path(record.adapter_dir))
+        except VllmLoraError as exc:
+            raise RoundError(f"specialist {record.id}: {exc}") from exc
+        return config.model_copy(update={"memory": memory.model_copy(update={"model": served.name})}), []
+    if memory is not None:
         return config, []
     if not config.game.embedded:
         raise RoundError(f"the game endpoint {config.game.base_url} is not the embedded server: add a `memory:` endpoint "
-                         f"that serves adapter {record.id} ({record.adapter_dir}; vLLM: --enable-lora --lora-modules)")
+                         f"that serves adapter {record.id} ({record.adapter_dir}; vLLM: `server: vllm` with runtime "
+                         "LoRA loading, see docs/vllm.md)")
     if record.gguf is None:
         raise RoundError(f"adapter {record.id} has no GGUF export for the embedded server: retrain with base `embedded`")
     memory = config.game.model_copy(update={"name": "memory", "lora_id": 0})
     return config.model_copy(update={"memory": memory}), [Path(record.gguf)]
+
+
+def served_name(family: str, record: AdapterRecord) -> str:
+    """The model name a vLLM server serves ``record`` under (its content hash included)."""
+    try:
+        return adapter_name(family, record.id, Path(record.adapter_dir))
+    except VllmLoraError as exc:
+        raise RoundError(f"specialist {record.id}: {exc}") from exc
+
+
+def check_specialist_served(memory: LLMClient, family: str, record: AdapterRecord) -> None:
+    """Refuse to evaluate a vLLM memory endpoint that does not name ``record``'s adapter, or whose
+    server no longer lists it: another adapter's score must never be credited to this one."""
+    if memory.config.server != "vllm":
+        return
+    name = served_name(family, record)
+    if memory.config.model != name:
+        raise RoundError(f"the memory endpoint sends model {memory.config.model!r}, not adapter {record.id} ({name}): "
+                         "build the endpoints with specialist_endpoints, which loads the adapter and names it")
+    try:
+        confirm_served(memory.config.model_copy(update={"base_url": memory.base_url}), name)
+    except VllmLoraError as exc:
+        raise RoundError(f"specialist {record.id}: {exc}") from exc
 
 
 def specialist_batch_dir(storage: Storage, game: str, version: int, seeds: list[int], max_steps: int,
@@ -203,6 +259,7 @@ async def specialist_evaluation_stage(settings: ProficiencySettings, scaffold: S
     specialist as its memory endpoint. The champion's batch is shared with the structure loop."""
     if clients.memory is None:
         raise RoundError("the specialist evaluation needs a memory endpoint serving the adapter (specialist_endpoints)")
+    check_specialist_served(clients.memory, settings.family, record)
     budget = settings.budget
     seeds = budget.eval_seed_list(storage.seeds_file)
     out = specialist_batch_dir(storage, settings.game, scaffold.version, seeds, budget.eval_max_steps, record.id)
@@ -306,12 +363,12 @@ async def run_proficiency_round(settings: ProficiencySettings, config: Endpoints
             say("curation: scoring memory decisions, the meta-LLM reviews borderline ones")
             data = await curate_stage(Path(rollout.out_dir), scaffold, settings, clients.meta, storage, say)
             say("LoRA configuration: the meta-LLM recommends, within bounds")
-            choice = await lora_config_stage(data, settings, clients.meta)
+            choice = await lora_config_stage(data, settings, clients.meta, max_rank=serving_rank_limit(config))
         say(f"training: {choice.source} settings {choice.settings.model_dump_json()}")
         record = train_stage(data, choice, scaffold, settings, storage, train_progress)
         result = ProficiencyResult(settings.game, scaffold.version, record, rollout, data, choice)
     result.training = training_record(result.adapter)
-    two_model, lora = specialist_endpoints(config, result.adapter)
+    two_model, lora = specialist_endpoints(config, result.adapter, settings.family)
     async with connect(two_model, log_dir, lora=lora) as clients:
         result.endpoints = clients.describe()
         say(f"evaluation: specialist {result.adapter.id} + frozen game model vs the one-model champion "

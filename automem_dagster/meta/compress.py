@@ -10,35 +10,38 @@ is not seeing. To fit, the excerpt window shrinks first, then excerpts are dropp
 episodes taking turns, so every kind of failure keeps an example as long as possible), then
 whole episodes; the result is always within the budget or a ``ValueError`` says why not.
 
-Tokens are estimated as characters / 4 (``estimate_tokens``): the meta-LLM may sit behind any
-OpenAI-compatible endpoint, so there is no one tokenizer to count with, and four characters per
-token is the usual average for English prose and code under BPE tokenizers. ASCII maps
-tokenize denser than prose, so pass a budget with a margin below the model's context length.
+Tokens are counted by a ``TokenCounter`` (``llm/tokens.py``): exactly by the meta endpoint's
+server where it has a tokenize route (llama.cpp, vLLM), else as characters / 4, which undercounts
+ASCII maps, so such a budget needs a margin below the context. The search over layouts renders
+dozens of candidates, so with an exact counter it does not count each one on the server: it
+estimates with a characters-per-token ratio calibrated on one exact count of the full text, then
+counts the layout it chose exactly; if that is over the budget (summary lines tokenize
+differently from steps), the ratio is calibrated again on that layout and the search repeated,
+and as a last resort the search counts every candidate exactly. The result is within the budget
+by the counter's own count.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain, groupby, zip_longest
 from pathlib import Path
 from typing import TypeVar
 
+from automem_dagster.llm.tokens import TokenCounter, estimate_tokens
 from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, FailurePoint, recorded_op, tally
 from automem_dagster.rollout.trajectory import read_trajectory
 
-CHARS_PER_TOKEN = 4
+CALIBRATIONS = 3
+"""Searches with a calibrated ratio before every candidate is counted exactly (see the module docstring)."""
 DEFAULT_WINDOW = 3
 """Steps shown verbatim on either side of a failure point (of each end of a stretch)."""
 
 NOTE_PREFIX = "COMPRESSED: "
 
 _T = TypeVar("_T")
-
-
-def estimate_tokens(text: str) -> int:
-    """Tokens ``text`` is taken to cost: characters / 4, rounded up (see the module docstring)."""
-    return -(-len(text) // CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class RenderedBatch:
     compressed: bool
     omitted_steps: int
     notes: list[str]
+    tokens: int = 0
+    """The text's tokens by the counter it was fitted with."""
 
 
 def render_step(record: dict, points: Sequence[FailurePoint] = ()) -> str:
@@ -67,15 +72,35 @@ def render_step(record: dict, points: Sequence[FailurePoint] = ()) -> str:
 
 def render_for_diagnosis(
     trajectory_paths: Iterable[Path], evidence: Evidence, budget_tokens: int, window: int = DEFAULT_WINDOW,
+    counter: TokenCounter | None = None,
 ) -> RenderedBatch:
-    """The batch as text of at most ``budget_tokens`` estimated tokens, compressed only if needed."""
+    """The batch as text of at most ``budget_tokens`` tokens by ``counter`` (default chars/4),
+    compressed only if needed."""
     if window < 0:
         raise ValueError(f"window must be 0 or more steps, got {window}")
+    counter = counter or TokenCounter.estimate()
     episodes = [_Episode.load(Path(path), evidence.failure_points) for path in trajectory_paths]
     full = _batch_text(episodes, [[True] * len(e.steps) for e in episodes], [])
-    if estimate_tokens(full) <= budget_tokens:
-        return RenderedBatch(full, compressed=False, omitted_steps=0, notes=[])
-    return _Compressor(episodes, estimate_tokens(full), budget_tokens, window).fit()
+    full_tokens = counter.count(full)
+    if full_tokens <= budget_tokens:
+        return RenderedBatch(full, compressed=False, omitted_steps=0, notes=[], tokens=full_tokens)
+    if not counter.exact:
+        return _Compressor(episodes, full_tokens, budget_tokens, window, estimate_tokens, counter.method).fit()
+    chars_per_token = len(full) / full_tokens
+    for _ in range(CALIBRATIONS):
+        calibrated = _Compressor(episodes, full_tokens, budget_tokens, window,
+                                 lambda text, ratio=chars_per_token: math.ceil(len(text) / ratio), counter.method)
+        try:
+            rendered = calibrated.fit()
+        except ValueError:
+            break
+        tokens = counter.count(rendered.text)
+        if not counter.exact:  # the server stopped counting: the chars/4 search decides
+            return _Compressor(episodes, full_tokens, budget_tokens, window, estimate_tokens, counter.method).fit()
+        if tokens <= budget_tokens:
+            return replace(rendered, tokens=tokens)
+        chars_per_token = len(rendered.text) / tokens
+    return _Compressor(episodes, full_tokens, budget_tokens, window, counter.count, counter.method).fit()
 
 
 @dataclass(frozen=True)
@@ -151,16 +176,24 @@ class _Episode:
 class _Compressor:
     """Finds the most detailed compressed layout that fits: window, then excerpts, then episodes."""
 
-    def __init__(self, episodes: list[_Episode], full_tokens: int, budget: int, window: int):
+    def __init__(self, episodes: list[_Episode], full_tokens: int, budget: int, window: int,
+                 measure: Callable[[str], int], method: str):
         self.episodes = episodes
         self.full_tokens = full_tokens
         self.budget = budget
         self.window = window
+        self.measure = measure
+        self.method = method
         self.priority = _interleave([
             _interleave([[p for p in e.points if p.kind == kind] for e in episodes]) for kind in FAILURE_KINDS
         ])
 
     def fit(self) -> RenderedBatch:
+        """The chosen layout with its token count by ``measure``."""
+        rendered = self._search()
+        return replace(rendered, tokens=self.measure(rendered.text))
+
+    def _search(self) -> RenderedBatch:
         every, total = len(self.priority), len(self.episodes)
         for window in range(self.window, -1, -1) if every else [0]:
             rendered = self.render(window, every, total)
@@ -169,13 +202,13 @@ class _Compressor:
         rendered = (self._largest(every - 1, lambda m: self.render(0, m, total))
                     or self._largest(total - 1, lambda kept: self.render(0, 0, kept)))
         if rendered is None:
-            needed = estimate_tokens(self.render(0, 0, 0).text)
+            needed = self.measure(self.render(0, 0, 0).text)
             raise ValueError(f"budget_tokens={self.budget} is too small even to say what was compressed "
                              f"(that takes ~{needed} tokens); raise the budget")
         return rendered
 
     def fits(self, rendered: RenderedBatch) -> bool:
-        return estimate_tokens(rendered.text) <= self.budget
+        return self.measure(rendered.text) <= self.budget
 
     def render(self, window: int, excerpts: int, kept: int) -> RenderedBatch:
         """The batch with the first ``excerpts`` failure points by priority and the first ``kept`` episodes."""
@@ -190,7 +223,9 @@ class _Compressor:
 
     def _notes(self, window: int, excerpts: int, kept: int, omitted: int, steps: int) -> list[str]:
         every, total = len(self.priority), len(self.episodes)
-        notes = [f"the full step-by-step text needs ~{self.full_tokens} tokens (chars/4), over the budget of {self.budget}; "
+        approx = "~" if self.method == "chars/4" else ""
+        notes = [f"the full step-by-step text needs {approx}{self.full_tokens} tokens ({self.method}), over the budget "
+                 f"of {self.budget}; "
                  f"{omitted} of {steps} steps are summarised in spans ('~~' lines) or omitted instead of shown verbatim"]
         if not every:
             notes.append("the batch has no failure points, so every episode is summarised in spans")

@@ -2,7 +2,8 @@
 
 The facts come first and come from code (``evidence.collect_evidence``): failure points, file
 usage, context growth. The meta-LLM then reads the batch, compressed to its context if needed
-(``compress.render_for_diagnosis``), and explains those failures in terms of the scaffold,
+(``compress.render_for_diagnosis``; tokens counted by the endpoint's own server where it can,
+``llm/tokens.py``, and the budget in ``docs/meta-input-budget.md``), and explains those failures in terms of the scaffold,
 citing episodes and steps. Its reply is constrained to a JSON schema built for the batch (the
 episode names are an enum, steps are bounded) and validated again here: a finding that cites
 a step the episode does not have is dropped with the reason kept, and a reply with no usable
@@ -22,8 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from automem_dagster.atomic import write_json_atomic, write_text_atomic
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm.client import ContextOverflow, LLMClient
+from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.llm.strict_schema import to_strict
-from automem_dagster.meta.compress import estimate_tokens, render_for_diagnosis
+from automem_dagster.llm.tokens import TokenCounter
+from automem_dagster.meta.compress import RenderedBatch, render_for_diagnosis
 from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, collect_evidence, tally
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.rollout.trajectory import finished_episodes
@@ -32,10 +35,14 @@ from automem_dagster.scaffold.model import Scaffold
 
 MAX_ATTEMPTS = 3
 MIN_BUDGET = 200
-"""Estimated tokens below which the rendered batch would say too little to diagnose from."""
+"""Tokens below which the rendered batch would say too little to diagnose from."""
 INPUT_SHARE = 0.5
-"""Share of the context left for the rendered batch after the reply and the fixed prompt: the
-chars/4 estimate undercounts ASCII maps, so half is the margin that keeps the call in context."""
+"""Share of the context left for the rendered batch after the reply and the fixed prompt when
+tokens are estimated (chars/4): it undercounts ASCII maps, so half is the margin that keeps the
+call in context."""
+MARGIN_TOKENS = 32
+"""With exact counts, what is kept free besides the reply: the batch and the prompt around it
+are counted apart, and tokens may merge differently where they meet."""
 
 FindingKind = Literal[(*FAILURE_KINDS, "other")]
 
@@ -171,6 +178,52 @@ def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dic
     return kept, dropped
 
 
+def prompt_parts(scaffold: Scaffold, evidence: Evidence) -> tuple[str, str]:
+    """The user prompt's text before the rendered batch (scaffold, evidence) and after it (the ask)."""
+    head = (f"Game: {scaffold.game}. Scaffold version {scaffold.version}:\n```yaml\n{scaffold_yaml(scaffold)}```\n\n"
+            f"Evidence computed from the trajectories:\n{evidence_digest(evidence.as_dict())}\n\nTrajectories:\n")
+    ask = ("\n\nDiagnose this batch: a summary, then findings that each cite an episode and a step shown above, "
+           "the scaffold part that caused it, and a proposed scaffold change.")
+    return head, ask
+
+
+def diagnosis_messages(prompt: str) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
+
+
+def input_budget(cfg: EndpointConfig, counter: TokenCounter, prompt: str) -> int:
+    """Tokens the rendered batch may take: the endpoint's ``context_tokens`` less its reply's
+    ``max_tokens`` and the fixed prompt (system prompt, scaffold, evidence, chat template), less
+    ``MARGIN_TOKENS`` when the server counts, or halved (``INPUT_SHARE``) when chars/4 estimates."""
+    fixed = counter.count_messages(diagnosis_messages(prompt))
+    room = cfg.context_tokens - cfg.max_tokens - fixed
+    budget = room - MARGIN_TOKENS if counter.exact else int(room * INPUT_SHARE)
+    if budget < MIN_BUDGET:
+        raise DiagnosisError(f"endpoint {cfg.name!r}: context_tokens {cfg.context_tokens} leaves no room for trajectories "
+                             f"after max_tokens {cfg.max_tokens} and the scaffold ({fixed} tokens, {counter.method}); "
+                             "raise context_tokens or lower max_tokens")
+    return budget
+
+
+def fit_messages(paths: list[Path], evidence: Evidence, budget: int, counter: TokenCounter, cfg: EndpointConfig,
+                 head: str, ask: str) -> RenderedBatch:
+    """The batch rendered within ``budget``; with exact counts the whole request is counted once
+    more, and a request still over the context (the parts merge into fewer or more tokens than
+    counted apart) is rendered again in a budget smaller by the overshoot."""
+    rendered = render_for_diagnosis(paths, evidence, budget, counter=counter)
+    for _ in range(3):
+        if not counter.exact:
+            return rendered
+        over = counter.count_messages(diagnosis_messages(head + rendered.text + ask)) + cfg.max_tokens - cfg.context_tokens
+        if over <= 0:
+            return rendered
+        budget -= over + MARGIN_TOKENS
+        if budget < MIN_BUDGET:
+            break
+        rendered = render_for_diagnosis(paths, evidence, budget, counter=counter)
+    return rendered
+
+
 async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_dir: Path,
                    max_attempts: int = MAX_ATTEMPTS) -> Diagnosis:
     """Diagnose one finished rollout batch of ``scaffold`` and save it in ``out_dir``. Raises
@@ -181,19 +234,12 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
     if not paths:
         raise DiagnosisError(f"{batch}: no finished trajectories to diagnose; run or resume the rollout first")
     evidence = collect_evidence(paths, [f.name for f in scaffold.files])
-    digest = evidence_digest(evidence.as_dict())
-    head = (f"Game: {scaffold.game}. Scaffold version {scaffold.version}:\n```yaml\n{scaffold_yaml(scaffold)}```\n\n"
-            f"Evidence computed from the trajectories:\n{digest}\n\nTrajectories:\n")
-    cfg = client.config
-    budget = int((cfg.context_tokens - cfg.max_tokens - estimate_tokens(SYSTEM_PROMPT + head)) * INPUT_SHARE)
-    if budget < MIN_BUDGET:
-        raise DiagnosisError(f"endpoint {cfg.name!r}: context_tokens {cfg.context_tokens} leaves no room for trajectories "
-                             f"after max_tokens {cfg.max_tokens} and the scaffold; raise context_tokens or lower max_tokens")
-    ask = ("\n\nDiagnose this batch: a summary, then findings that each cite an episode and a step shown above, "
-           "the scaffold part that caused it, and a proposed scaffold change.")
+    head, ask = prompt_parts(scaffold, evidence)
     schema = batch_reply_schema(evidence)
-    rendered = render_for_diagnosis(paths, evidence, budget)
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": head + rendered.text + ask}]
+    counter = TokenCounter.for_client(client)
+    budget = input_budget(client.config, counter, head + ask)
+    rendered = fit_messages(paths, evidence, budget, counter, client.config, head, ask)
+    messages = diagnosis_messages(head + rendered.text + ask)
     attempts: list[Attempt] = []
     while len(attempts) < max_attempts:
         try:
@@ -201,10 +247,11 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
         except ContextOverflow as exc:
             # chars/4 underestimates dense text such as ASCII maps: render again in half the budget.
             if budget // 2 < MIN_BUDGET:
-                raise DiagnosisError(f"{exc}, even with the trajectories compressed to ~{budget} estimated tokens: "
+                raise DiagnosisError(f"{exc}, even with the trajectories compressed to {budget} tokens "
+                                     f"({counter.method}): "
                                      f"raise the endpoint's context (context_tokens, embedded_ctx_per_slot)") from exc
             budget //= 2
-            rendered = render_for_diagnosis(paths, evidence, budget)
+            rendered = render_for_diagnosis(paths, evidence, budget, counter=counter)
             messages[1]["content"] = head + rendered.text + ask
             continue
         reply, error = parse_json_reply(completion.text, DiagnosisReply)
@@ -216,7 +263,8 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
         if error is None:
             result = Diagnosis(game=scaffold.game, scaffold_version=scaffold.version, batch_dir=str(batch),
                                summary=reply.summary, findings=kept, dropped=dropped, evidence=evidence.as_dict(),
-                               compression_notes=rendered.notes, attempts=attempts)
+                               compression_notes=rendered.notes + ([counter.note] if counter.note else []),
+                               attempts=attempts)
             result.save(out_dir)
             return result
         messages += [{"role": "assistant", "content": completion.text},

@@ -82,20 +82,25 @@ def describe_dataset(stats: dict, base: dict) -> str:
 
 
 async def recommend_lora(stats: dict, base: dict, defaults: LoraSettings, client: LLMClient | None,
-                         max_attempts: int = MAX_ATTEMPTS) -> LoraChoice:
-    """Ask ``client`` for a configuration (``base``: name, parameters, hidden_size, layers, context)."""
+                         max_attempts: int = MAX_ATTEMPTS, max_rank: int | None = None) -> LoraChoice:
+    """Ask ``client`` for a configuration (``base``: name, parameters, hidden_size, layers, context);
+    ``max_rank`` is the serving vLLM's ``--max-lora-rank``, told to the meta-LLM and enforced."""
     if client is None:
         return LoraChoice(defaults, "default", "no meta endpoint configured: REFERENCE defaults scaled to the base",
                           defaults)
     messages = [{"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": describe_dataset(stats, base) + "\n\nA sound starting point is "
-                 + defaults.model_dump_json() + ". Reply with your reasoning and the settings."}]
+                 + defaults.model_dump_json() + "." + (f" The serving vLLM accepts rank at most {max_rank}."
+                                                       if max_rank else "")
+                 + " Reply with your reasoning and the settings."}]
     attempts: list[Attempt] = []
     while len(attempts) < max_attempts:
         completion = await client.complete(messages, json_schema=reply_schema(), schema_name="lora_settings")
         reply, error = parse_json_reply(completion.text, LoraReply)
         if reply is not None and reply.settings.max_length > base["context"]:
             reply, error = None, f"max_length {reply.settings.max_length} exceeds the base's context of {base['context']}"
+        elif reply is not None and max_rank is not None and reply.settings.rank > max_rank:
+            reply, error = None, f"rank {reply.settings.rank} exceeds the serving vLLM's --max-lora-rank {max_rank}"
         attempts.append(Attempt.of(completion, error))
         if reply is not None:
             return LoraChoice(reply.settings, "meta-LLM", reply.reasoning, defaults, attempts)

@@ -28,6 +28,7 @@ from automem_dagster.loop.proficiency import (
     lora_config_stage,
     proficiency_seeds,
     registry,
+    serving_rank_limit,
     specialist_endpoints,
     specialist_evaluation_stage,
     train_stage,
@@ -163,7 +164,9 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     data = _curated(sft_dataset["dataset_dir"])
-    choice = endpoints.run(lambda clients: lora_config_stage(data, settings, clients.meta), store.runs / "logs")
+    limit = serving_rank_limit(endpoints.config())
+    choice = endpoints.run(lambda clients: lora_config_stage(data, settings, clients.meta, max_rank=limit),
+                           store.runs / "logs")
     path = Path(data.out_dir) / "lora_config.json"
     context.log.info(f"{choice.source} settings: {choice.settings.model_dump_json()}")
     attempts = "\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(choice.attempts, 1)) or "(none: not asked)"
@@ -238,16 +241,17 @@ def specialist_evaluation(context: dg.AssetExecutionContext, config: Proficiency
                           storage: StorageResource, lora_adapter: dict) -> dg.Output:
     """The two-model agent (the specialist does the memory operations, the frozen game model picks
     the actions) against the one-model champion, the same scaffold, on the same fixed evaluation
-    seeds (paired). The embedded server loads the adapter's GGUF; a configured ``memory:`` endpoint
-    (a vLLM LoRA module) is used as given. The decision is not taken here: the ``specialist_gate``
-    check previews it and ``champion_specialist`` takes it."""
+    seeds (paired). The embedded server loads the adapter's GGUF; a vLLM memory endpoint loads its
+    peft folder at run time under a name carrying its content hash, verified before the first turn.
+    The decision is not taken here: the ``specialist_gate`` check previews it and
+    ``champion_specialist`` takes it."""
     settings = config.settings(game_of(context.partition_key))
     game, family = settings.game, settings.family
     store = storage.storage()
     record = registry(store, family).record(lora_adapter["adapter"])
     scaffold = load_scaffold(family, record.scaffold_version, store.scaffolds)
     seeds = settings.budget.eval_seed_list(store.seeds_file)
-    two_model, lora = specialist_endpoints(endpoints.config(), record)
+    two_model, lora = specialist_endpoints(endpoints.config(), record, family)
     context.log.info(f"specialist {record.id} + frozen game model vs the one-model champion v{scaffold.version} on "
                      f"seeds {seeds}, {settings.budget.eval_max_steps} steps each")
     progress = episode_log(context.log)
