@@ -115,3 +115,20 @@ def test_a_server_stops_when_the_process_that_started_it_is_killed(tmp_path, par
         time.sleep(0.2)
     os.killpg(server_pid, signal.SIGKILL)
     pytest.fail(f"server {server_pid} outlived its killed parent by 15 s")
+
+
+def test_the_memory_role_gets_a_client_only_for_a_specialist_evaluation(tmp_path):
+    """A file naming a ``memory:`` endpoint (the specialist's server) must not turn the structure loop's
+    or the training rollouts' one-model agent into a two-model one."""
+    from automem_dagster.llm.config import EndpointsConfig
+    from automem_dagster.llm.session import connect
+
+    config = EndpointsConfig(game=EndpointConfig(name="game", base_url="http://127.0.0.1:9/v1"),
+                             memory=EndpointConfig(name="memory", base_url="http://127.0.0.1:9/v1", model="specialist"))
+
+    async def clients(two_model):
+        async with connect(config, tmp_path, two_model=two_model) as c:
+            return c.memory is not None
+
+    assert asyncio.run(clients(False)) is False
+    assert asyncio.run(clients(True)) is True

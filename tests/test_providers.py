@@ -136,3 +136,16 @@ def test_to_strict_rewrites_what_strict_mode_refuses():
     assert strict["properties"]["flag"] == {"type": "boolean", "enum": [True]}
     with pytest.raises(ValueError, match="root must be an object"):
         to_strict({"anyOf": [{"type": "object"}]})
+
+
+def test_turn_schemas_stay_valid_when_the_model_has_deleted_every_file():
+    """Found on the embedded server: a store emptied by DELETEs gave ``"enum": []``, which llama.cpp
+    (and OpenAI) refuse; an operation with no file to act on is left out instead."""
+    from automem_dagster.agent.turn_format import TurnFormats
+
+    v0 = load_scaffold("crafter", 0)
+    formats = TurnFormats(v0.operations, 32, 16, 16)
+    for constraint in (formats.log_turn([], [], 3), formats.plan_turn([], ["noop", "do"], consult=True)):
+        assert strict_violations(constraint.schema) == [], constraint.name
+    assert strict_violations({"type": "object", "properties": {"f": {"type": "string", "enum": []}},
+                              "required": ["f"], "additionalProperties": False})

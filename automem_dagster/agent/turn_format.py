@@ -83,12 +83,11 @@ class TurnFormats:
                 continue
             if op is OpName.CREATE:
                 file = {"type": "string", "pattern": _NEW_FILE}
-            elif op in WRITE_OPS:
-                if not writable:
-                    continue
-                file = _enum(writable)
             else:
-                file = _enum(files)
+                names = writable if op in WRITE_OPS else files
+                if not names:  # a model may have deleted every file; an empty enum is not a schema
+                    continue
+                file = _enum(names)
             out.append(_obj({"op": _enum([op.value]), "file": file,
                              **{arg: self._arg_schemas[arg] for arg in _ARGS[op]}}))
         return out

@@ -35,7 +35,10 @@ class Clients:
 
 
 @asynccontextmanager
-async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | None = None):
+async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | None = None, two_model: bool = False):
+    """Clients for ``config``'s roles. The ``memory`` role is the memory specialist's endpoint: it
+    gets a client only with ``two_model`` (a specialist evaluation), so a file that names one does
+    not turn the structure loop's or the training rollouts' one-model agent into a two-model one."""
     server = None
     if config.uses_embedded():
         server = embedded_server(
@@ -52,7 +55,7 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
         slot = cfg.model_copy(update={"context_tokens": min(cfg.context_tokens, config.embedded_ctx_per_slot)})
         return LLMClient(slot, server.base_url)
 
-    clients = Clients(client(config.game), client(config.memory) if config.two_model else None, client(config.meta))
+    clients = Clients(client(config.game), client(config.memory) if two_model and config.two_model else None, client(config.meta))
     try:
         yield clients
     finally:

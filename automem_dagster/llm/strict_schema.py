@@ -162,6 +162,8 @@ def _check(node: dict, path: str, depth: int, problems: list[str], totals: dict)
         for name, sub in props.items():
             _check(sub, f"{path}.{name}", depth + 1, problems, totals)
     enum = node.get("enum", [])
+    if "enum" in node and not enum:
+        problems.append(f"{path}: enum must be a non-empty array")
     if "const" in node:
         totals["chars"] += len(str(node["const"]))
     totals["enum_values"] += len(enum)

@@ -369,7 +369,7 @@ async def run_proficiency_round(settings: ProficiencySettings, config: Endpoints
         result = ProficiencyResult(settings.game, scaffold.version, record, rollout, data, choice)
     result.training = training_record(result.adapter)
     two_model, lora = specialist_endpoints(config, result.adapter, settings.family)
-    async with connect(two_model, log_dir, lora=lora) as clients:
+    async with connect(two_model, log_dir, lora=lora, two_model=True) as clients:
         result.endpoints = clients.describe()
         say(f"evaluation: specialist {result.adapter.id} + frozen game model vs the one-model champion "
             f"v{scaffold.version} on seeds {settings.budget.eval_seed_list(storage.seeds_file)}")

@@ -31,19 +31,20 @@ class LLMEndpointsResource(dg.ConfigurableResource):
         return load_endpoints(Path(self.endpoints_file))
 
     @asynccontextmanager
-    async def clients(self, log_dir: Path, config: EndpointsConfig | None = None, lora: list[Path] | None = None):
+    async def clients(self, log_dir: Path, config: EndpointsConfig | None = None, lora: list[Path] | None = None,
+                      two_model: bool = False):
         """Live clients; an embedded server is started on entry and stopped on exit, also on failure.
         ``config`` replaces the file's endpoints (the two-model agent) and ``lora`` lists GGUF adapters
-        for the embedded server."""
-        async with connect(config or self.config(), log_dir, lora=lora) as clients:
+        for the embedded server; ``two_model`` gives the memory role a client (``llm.session.connect``)."""
+        async with connect(config or self.config(), log_dir, lora=lora, two_model=two_model) as clients:
             yield clients
 
     def run(self, stage: Callable[[Clients], Awaitable[T]], log_dir: Path, config: EndpointsConfig | None = None,
-            lora: list[Path] | None = None) -> T:
+            lora: list[Path] | None = None, two_model: bool = False) -> T:
         """``stage(clients)`` on a fresh event loop, inside ``clients``: how a sync asset calls an async stage."""
 
         async def go() -> T:
-            async with self.clients(log_dir, config, lora) as clients:
+            async with self.clients(log_dir, config, lora, two_model) as clients:
                 return await stage(clients)
 
         return asyncio.run(go())

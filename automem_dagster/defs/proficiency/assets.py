@@ -260,7 +260,8 @@ def specialist_evaluation(context: dg.AssetExecutionContext, config: Proficiency
         played = await specialist_evaluation_stage(settings, scaffold, record, clients, store, progress)
         return *played, clients.describe()
 
-    spec, champ, described = endpoints.run(both, store.runs / "logs", config=two_model, lora=lora)
+    spec, champ, described = endpoints.run(both, store.runs / "logs", config=two_model, lora=lora,
+                                                two_model=True)
     names = (f"v{scaffold.version} + {record.id}", f"v{scaffold.version} one-model")
     metadata = paired_evaluation_metadata(context, game, "specialist", spec, champ, names,
                                           report_dir(store, game) / f"{record.id}_behaviour.png")
