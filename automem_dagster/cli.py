@@ -27,6 +27,7 @@ from automem_dagster.loop.proficiency import (
     default_curation,
     lora_config_stage,
     run_proficiency_round,
+    serving_rank_limit,
 )
 from automem_dagster.loop.report import (
     RoundReport,
@@ -510,7 +511,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
     async def choose():
         async with session(args.endpoints) as (clients, _):
-            return await lora_config_stage(data, settings, clients.meta, out / "lora_config.json")
+            return await lora_config_stage(data, settings, clients.meta, out / "lora_config.json",
+                                           max_rank=serving_rank_limit(load_endpoints(args.endpoints)))
 
     choice = asyncio.run(choose())
     console.print(f"LoRA settings ({choice.source}): {choice.settings.model_dump_json()}")
