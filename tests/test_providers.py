@@ -149,3 +149,44 @@ def test_turn_schemas_stay_valid_when_the_model_has_deleted_every_file():
         assert strict_violations(constraint.schema) == [], constraint.name
     assert strict_violations({"type": "object", "properties": {"f": {"type": "string", "enum": []}},
                               "required": ["f"], "additionalProperties": False})
+
+
+def test_a_hosted_game_model_plays_through_json_turns(tmp_path, scripted):
+    """With ``constrained: json_schema`` every LOG and PLAN turn goes out as a strict schema (a provider
+    that enforces the subset takes them) and the JSON replies become memory operations and actions."""
+    from automem_dagster.agent import MemoryAgent
+    from automem_dagster.games import make_game
+    from automem_dagster.memory import Journal, MemoryStore
+
+    server = scripted([
+        {"match": "Phase: LOG", "reply": json.dumps({"writes": [{"op": "APPEND", "file": "actions_log.txt",
+                                                                  "text": "went west"}], "read": None})},
+        {"match": "Phase: PLAN", "replies": [json.dumps({"next": {"op": "READ", "file": "actions_log.txt"}}),
+                                             json.dumps({"next": {"action": "move_west"}})]},
+    ], {"models": ["hosted"], "strict_schemas": True, "refuse_params": ["top_p"]})
+
+    async def go():
+        game = make_game("crafter", max_steps=10)
+        store = MemoryStore(tmp_path / "files", journal=Journal(tmp_path / "journal.jsonl"))
+        client = LLMClient(EndpointConfig(name="game", model="hosted", constrained="json_schema"), server.base_url)
+        agent = MemoryAgent(load_scaffold("crafter", 0), store, game.actions(), game.parse_action, client)
+        result, decisions = game.reset(7), []
+        for t in range(3):
+            agent.observe_state(result.state)
+            decision = await agent.step(t, result.observation)
+            result = game.step(decision.action)
+            agent.record_outcome(decision.action, result.reward)
+            decisions.append(decision)
+        await client.close()
+        game.close()
+        return store, decisions
+
+    store, decisions = asyncio.run(go())
+    assert [d.action for d in decisions] == ["move_west"] * 3 and all(d.valid for d in decisions)
+    turns = [t for d in decisions for t in d.turns]
+    assert not any(t.errors for t in turns)
+    assert decisions[1].turns[0].text == "<|APPEND|>actions_log.txt|went west\n<|DONE|>"
+    assert decisions[0].turns[0].text == "<|READ|>actions_log.txt" and decisions[0].turns[0].ops[0].ok
+    assert store.read_text("actions_log.txt").splitlines() == ["went west", "went west"]
+    names = {r["body"]["response_format"]["json_schema"]["name"] for r in _requests(server)}
+    assert names == {"log_turn", "plan_turn"}
