@@ -76,6 +76,7 @@ DEMO_MIN_EXAMPLES = 8
 DEMO_TRAIN_STEPS = 4
 ROUND_DEMO_GAMES = ("crafter", "minihack:Corridor-R3")
 STORAGE = Storage()
+ONE_MODEL_HELP = "the agent does its own memory operations even if the endpoints file has a memory endpoint"
 
 console = Console(stderr=True)
 
@@ -138,8 +139,10 @@ async def session(endpoints_path: Path, needs_model: bool = True):
             yield clients, progress
 
 
-async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
+async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path, single: bool = False) -> list[BatchSummary]:
+    """Play ``specs``; with ``single`` the agent does its own memory operations (no memory endpoint)."""
     async with session(endpoints_path, needs_model=any(s.agent != "random" for s in specs)) as (clients, progress):
+        clients = one_model(clients) if single else clients
         return [await run_batch(spec, clients, progress) for spec in specs]
 
 
@@ -203,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rollout_args(rollout, with_game=True)
     rollout.add_argument("--training", action="store_true",
                          help="draw --episodes seeds from the training range (disjoint from evaluation seeds)")
+    rollout.add_argument("--one-model", action="store_true",
+                         help=ONE_MODEL_HELP)
     _add_agent_args(rollout)
     demo = sub.add_parser("demo", help="short rollouts on Crafter, MiniHack and NetHack, a structure-loop round on "
                                        "Crafter and MiniHack, then a proficiency round on Crafter")
@@ -261,8 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     finetune.add_argument("--lora-settings", type=Path, default=None, help="JSON LoRA settings; skips the meta-LLM")
     finetune.add_argument("--metrics", type=Path, default=None,
                           help="where to write the run's figures as JSON (default: <out>/metrics.json)")
-    finetune.add_argument("--loss-curve", type=Path, default=None,
-                          help="also write the loss curves as a table for `dvc plots` (rows: step, train/validation loss)")
+    finetune.add_argument("--loss-curves", type=Path, default=None,
+                          help="also write train.json and validation.json (rows: step, loss) there for `dvc plots`")
     _add_common_args(finetune, max_steps=50)
     compare = sub.add_parser("compare", help="plot progression by agent (random, baselines, scaffold versions, "
                                              "specialists) from MLflow, on one seed set and step budget")
@@ -295,7 +300,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             raise argparse.ArgumentTypeError("--training draws its own seeds: give --episodes, not --seeds")
         args.seeds = training_seeds(args.game, args.episodes)
     games = [args.game] if args.command == "rollout" else list(DEMO_GAMES)
-    for summary in asyncio.run(_run_specs(rollout_specs(args, games), args.endpoints)):
+    for summary in asyncio.run(_run_specs(rollout_specs(args, games), args.endpoints, getattr(args, "one_model", False))):
         print_summary(summary)
     return 0
 
@@ -526,8 +531,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         "initial_validation_loss": result.initial_validation_loss, "final_validation_loss": result.final_validation_loss,
         "steps": result.global_step, "seconds_per_step": result.seconds_per_step,
         "tokens_per_second": result.tokens_per_second, "peak_rss_mb": result.peak_rss_mb})
-    if args.loss_curve:
-        write_json_atomic(args.loss_curve, loss_rows(json.loads((out / RESULT_FILE).read_text())))
+    if args.loss_curves:
+        for curve, rows in loss_rows(json.loads((out / RESULT_FILE).read_text())).items():
+            write_json_atomic(args.loss_curves / f"{curve}.json", rows)
     Console().print(f"validation loss {result.initial_validation_loss:.3f} -> {result.final_validation_loss:.3f} "
                     f"after {result.global_step} steps; adapter: {result.adapter_dir}")
     return 0
@@ -605,7 +611,7 @@ def _add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--specialist", type=Path, default=None,
                    help="play the two-model agent with the adapter of a `finetune --out` folder doing memory")
     p.add_argument("--one-model", action="store_true",
-                   help="the agent does its own memory operations even if the endpoints file has a memory endpoint")
+                   help=ONE_MODEL_HELP)
     p.add_argument("--metrics", type=Path, default=None, help="where to write metrics.json (default: <out>/metrics.json)")
 
 

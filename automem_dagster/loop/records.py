@@ -102,14 +102,12 @@ def behaviour_rows(batches: dict[str, BatchSummary | None]) -> list[dict]:
     return rows
 
 
-def loss_rows(training: dict) -> list[dict]:
-    """The LoRA run's loss curves from its ``training.json``: one row per logged step, with the
-    training loss and, at the steps where it was measured, the validation loss."""
-    by_step: dict[int, dict] = {}
-    for key in ("train_loss", "validation_loss"):
-        for step, loss in training.get(key, []):
-            by_step.setdefault(int(step), {"step": int(step)})[key] = loss
-    return [by_step[step] for step in sorted(by_step)]
+def loss_rows(training: dict) -> dict[str, list[dict]]:
+    """The LoRA run's loss curves from its ``training.json``: ``{"train": rows, "validation": rows}``,
+    rows ``{"step", "loss"}``. Two tables, because validation is measured at fewer steps and
+    DVC's line plots need every row of a table to hold the plotted field."""
+    return {curve: [{"step": int(step), "loss": loss} for step, loss in training.get(f"{curve}_loss", [])]
+            for curve in ("train", "validation")}
 
 
 def write_decision(role: str, challenger_dir: Path, champion_dir: Path, record_path: Path,
