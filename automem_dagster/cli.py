@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     curate_p.add_argument("--min-examples", type=int, default=None, help="minimum dataset size (default: REFERENCE's)")
     curate_p.add_argument("--horizon", type=int, default=50, help="K: steps after a decision it is credited with")
     curate_p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls at most")
+    curate_p.add_argument("--accept-score", type=float, default=None,
+                          help="take decisions scoring at least this without review (default 1.0; 0 takes every "
+                               "decision that loses no points, as the demo does for the embedded model)")
     _add_common_args(curate_p, max_steps=50)
     finetune = sub.add_parser("finetune", help="choose LoRA settings (meta-LLM) and train an adapter on a curated dataset")
     finetune.add_argument("--game", required=True)
@@ -483,6 +486,8 @@ def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:
                  "max_review_batches": getattr(args, "review_batches", 10)}
     if getattr(args, "min_examples", None) is not None:
         overrides["min_examples"] = args.min_examples
+    if getattr(args, "accept_score", None) is not None:
+        overrides["accept_score"] = args.accept_score
     lora_file = getattr(args, "lora_settings", None)
     lora = validate_settings(json.loads(lora_file.read_text())) if lora_file else None
     budget = RoundSettings(args.game, getattr(args, "episodes", 4), args.max_steps, getattr(args, "eval_max_steps", 50),

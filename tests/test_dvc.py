@@ -80,7 +80,8 @@ class Project:
         p = cls(root)
         p.set_params(endpoints="endpoints.yaml", rollout={"episodes": 2, "max_steps": 3},
                      evaluate={"episodes": 2, "max_steps": 3},
-                     curate={"min_examples": 4, "horizon": 3, "review_batches": 2}, finetune={"max_steps": 2}, **params)
+                     curate={"min_examples": 4, "horizon": 3, "review_batches": 2, "accept_score": 1.0},
+                     finetune={"max_steps": 2}, **params)
         p.git("init", "-q")
         p.git("config", "user.email", "test@example.invalid")
         p.git("config", "user.name", "test")
