@@ -200,16 +200,20 @@ def test_dvc_repro_runs_both_rounds_to_their_decisions(reproduced):
 def test_an_edit_reruns_exactly_the_stages_that_depend_on_it(reproduced, tmp_path):
     original, _ = reproduced
     p = original.clone(tmp_path / "clone")
-    # The lineage numbers the candidate: only revise reads it. The endpoints: every model stage.
-    lineage = p.root / "assets" / "lineage" / "crafter.json"
-    lineage.write_text(lineage.read_text().replace('"decision": "baseline"', '"decision": "baseline" '))
-    assert p.stale() == {"revise"}
-    p.git("checkout", "--", "assets")
+    # The endpoints file: every stage that calls a model.
     (p.root / "endpoints.yaml").write_text((p.root / "endpoints.yaml").read_text() + "# edited\n")
     assert p.stale() == {"rollout", "diagnose", "revise", "evaluate_champion", "evaluate_candidate", "curate",
                          "finetune", "evaluate_specialist"}
     p.git("checkout", "--", "endpoints.yaml")
     assert "up to date" in p.dvc("status")
+
+    # The lineage numbers the candidate: only revise reads it, and what revise changes follows; the
+    # champion's evaluation is reused, not played again.
+    lineage = p.root / "assets" / "lineage" / "crafter.json"
+    lineage.write_text(lineage.read_text().replace('"decision": "baseline"', '"decision": "baseline" '))
+    assert p.stale() == {"revise"}
+    log = p.dvc("repro")
+    assert "revise" in ran(log) and ran(log) <= {"revise", "evaluate_candidate", "decide"}
 
     # A shorter evaluation reruns the three evaluations and both decisions; nothing upstream.
     p.set_params(evaluate={"episodes": 2, "max_steps": 2})
