@@ -206,8 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rollout_args(rollout, with_game=True)
     rollout.add_argument("--training", action="store_true",
                          help="draw --episodes seeds from the training range (disjoint from evaluation seeds)")
-    rollout.add_argument("--one-model", action="store_true",
-                         help=ONE_MODEL_HELP)
+    rollout.add_argument("--one-model", action="store_true", help=ONE_MODEL_HELP)
     _add_agent_args(rollout)
     demo = sub.add_parser("demo", help="short rollouts on Crafter, MiniHack and NetHack, a structure-loop round on "
                                        "Crafter and MiniHack, then a proficiency round on Crafter")
@@ -615,8 +614,7 @@ def _add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
                    help="play the candidate of a `propose --out` folder (a rejected revision: record it, play nothing)")
     p.add_argument("--specialist", type=Path, default=None,
                    help="play the two-model agent with the adapter of a `finetune --out` folder doing memory")
-    p.add_argument("--one-model", action="store_true",
-                   help=ONE_MODEL_HELP)
+    p.add_argument("--one-model", action="store_true", help=ONE_MODEL_HELP)
     p.add_argument("--metrics", type=Path, default=None, help="where to write metrics.json (default: <out>/metrics.json)")
 
 

@@ -66,8 +66,8 @@ class Project:
                     "DVC_NO_ANALYTICS": "1"}
 
     @classmethod
-    def create(cls, root: Path, server, **params) -> "Project":
-        """A new repository whose endpoints all point at ``server``, with tiny budgets and ``params``."""
+    def create(cls, root: Path, server) -> "Project":
+        """A new repository whose endpoints all point at ``server``, with tiny budgets."""
         root.mkdir()
         for name in PROJECT_FILES:
             (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, root / name)
@@ -81,7 +81,7 @@ class Project:
         p.set_params(endpoints="endpoints.yaml", rollout={"episodes": 2, "max_steps": 3},
                      evaluate={"episodes": 2, "max_steps": 3},
                      curate={"min_examples": 4, "horizon": 3, "review_batches": 2, "accept_score": 1.0},
-                     finetune={"max_steps": 2}, **params)
+                     finetune={"max_steps": 2})
         p.git("init", "-q")
         p.git("config", "user.email", "test@example.invalid")
         p.git("config", "user.name", "test")

@@ -59,7 +59,8 @@ def decision_record(role: str, challenger_dir: Path, champion_dir: Path) -> dict
 
     ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, rejected, so ``dvc metrics diff``
     and ``dvc exp show`` line decisions up across experiments; the comparison fields are AutoMem's
-    paired statistics in percent (None when a rejected revision left nothing to compare)."""
+    paired statistics in percent, ``candidate_mean`` being the challenger's whatever its role (None
+    when a rejected revision left nothing to compare)."""
     challenger, champion = read_evaluation(challenger_dir), read_evaluation(champion_dir)
     if champion is None:
         raise ValueError(f"{champion_dir} holds a rejection marker, not the champion's evaluation: "
