@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[1]
 DVC = REPO / ".venv-dvc" / "bin" / "dvc"
 BIN = Path(sys.executable).parent  # the environment running the tests, which holds `automem`
-PROJECT_FILES = ("dvc.yaml", "params.yaml", ".gitignore", "assets", "dvc_templates")
+PROJECT_FILES = ("dvc.yaml", "params.yaml", ".gitignore", ".dvcignore", "assets", "dvc_templates")
 STRUCTURE = ("rollout", "diagnose", "revise", "evaluate_champion", "evaluate_candidate", "decide")
 PROFICIENCY = ("curate", "finetune", "evaluate_specialist", "decide_specialist")
 EVALUATIONS = ("evaluate_champion", "evaluate_candidate", "evaluate_specialist", "decide", "decide_specialist")
@@ -136,8 +136,9 @@ def ran(log: str) -> set[str]:
 
 
 def digests(folder: Path) -> dict[str, str]:
+    """Every file's hash, less the trainer's checkpoints (.dvcignore keeps them out of the cache)."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+            for p in sorted(folder.rglob("*")) if p.is_file() and "checkpoints" not in p.parts}
 
 
 def decision_metrics(p: Project) -> dict:
@@ -231,6 +232,8 @@ def test_a_fresh_clone_pulls_the_round_and_reproduces_the_decisions_without_runn
     # The dataset and the adapter came from the remote, byte for byte.
     for folder in ("outputs/curate", "outputs/finetune"):
         assert digests(p.root / folder) == digests(original.root / folder) != {}
+    assert (p.root / "outputs" / "finetune" / "adapter.gguf").exists()
+    assert not (p.root / "outputs" / "finetune" / "checkpoints").exists()
     log = p.dvc("repro")
     assert ran(log) == set() and "Data and pipelines are up to date" in log
     assert p.changed() == set()
