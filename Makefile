@@ -13,7 +13,7 @@ DVC := $(DVC_VENV)/bin/dvc
 DVC_STAMP := $(DVC_VENV)/.installed
 DVC_REMOTE ?= $(HOME)/automem-dvc-remote
 
-.PHONY: install run test lint unit dvc-install dvc-remote dvc-repro dagster mlflow-ui
+.PHONY: install run test lint unit dvc-install dvc-remote dvc-repro dvc-exp dagster mlflow-ui
 
 install: $(STAMP)
 
@@ -67,3 +67,8 @@ dvc-remote: dvc-install
 # and read the project data of this checkout. One stage: make dvc-repro DVC_ARGS=evaluate
 dvc-repro: install dvc-install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AUTOMEM_HOME="$(CURDIR)" $(DVC) repro $(DVC_ARGS)
+
+# An experiment on the same pipeline: make dvc-exp DVC_ARGS="-S rollout.episodes=8 -S evaluate.max_steps=50"
+# (then .venv-dvc/bin/dvc exp show)
+dvc-exp: install dvc-install
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AUTOMEM_HOME="$(CURDIR)" $(DVC) exp run $(DVC_ARGS)

@@ -25,10 +25,13 @@ from automem_dagster.loop.proficiency import (
     ProficiencySettings,
     curate_stage,
     default_curation,
+    exported_adapter,
     lora_config_stage,
     run_proficiency_round,
     serving_rank_limit,
+    specialist_endpoints,
 )
+from automem_dagster.loop.records import loss_rows, write_decision, write_rejected
 from automem_dagster.loop.report import (
     RoundReport,
     agent_points,
@@ -61,7 +64,7 @@ from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import BatchSummary, RolloutError, RolloutSpec, run_batch
 from automem_dagster.rollout.seeds import eval_seeds, training_seeds
-from automem_dagster.scaffold import ScaffoldError
+from automem_dagster.scaffold import ScaffoldError, load_scaffold_file
 from automem_dagster.scaffold.lineage import LineageError, render_tree
 from automem_dagster.scaffold.model import GAME_FAMILIES
 from automem_dagster.tracking import Tracker, TrackingError, default_tracking_uri
@@ -139,6 +142,7 @@ async def session(endpoints_path: Path, needs_model: bool = True):
 
 
 async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
+    """Play ``specs`` with the one-model agent (a ``memory:`` endpoint serves only specialist evaluations)."""
     async with session(endpoints_path, needs_model=any(s.agent != "random" for s in specs)) as (clients, progress):
         return [await run_batch(spec, clients, progress) for spec in specs]
 
@@ -232,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     _add_common_args(evaluate, max_steps=50)
     _add_agent_args(evaluate)
+    _add_pipeline_evaluate_args(evaluate)
     train = sub.add_parser("train", help="one proficiency-loop round: training rollouts, curation, LoRA configuration, "
                                          "training, two-model evaluation, keep or roll back")
     _add_round_args(train, purpose="curate memory decisions from", episodes=8, max_steps=100)
@@ -251,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     curate_p.add_argument("--min-examples", type=int, default=None, help="minimum dataset size (default: REFERENCE's)")
     curate_p.add_argument("--horizon", type=int, default=50, help="K: steps after a decision it is credited with")
     curate_p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls at most")
+    curate_p.add_argument("--accept-score", type=float, default=None,
+                          help="take decisions scoring at least this without review (default 1.0; 0 takes every "
+                               "decision that loses no points, as the demo does for the embedded model)")
     _add_common_args(curate_p, max_steps=50)
     finetune = sub.add_parser("finetune", help="choose LoRA settings (meta-LLM) and train an adapter on a curated dataset")
     finetune.add_argument("--game", required=True)
@@ -260,6 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     finetune.add_argument("--lora-settings", type=Path, default=None, help="JSON LoRA settings; skips the meta-LLM")
     finetune.add_argument("--metrics", type=Path, default=None,
                           help="where to write the run's figures as JSON (default: <out>/metrics.json)")
+    finetune.add_argument("--loss-curves", type=Path, default=None,
+                          help="also write train.json and validation.json (rows: step, loss) there for `dvc plots`")
     _add_common_args(finetune, max_steps=50)
     compare = sub.add_parser("compare", help="plot progression by agent (random, baselines, scaffold versions, "
                                              "specialists) from MLflow, on one seed set and step budget")
@@ -271,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     lineage.add_argument("--game", required=True, help="crafter, minihack or nethack (or a minihack:<Task>)")
     for module in COMMAND_MODULES:
         module.register(sub)
+    _add_decide_parser(sub)
     return parser
 
 
@@ -413,6 +424,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    if args.candidate or args.specialist:
+        return cmd_evaluate_into(args)
     baseline = args.agent != "memory"
     if baseline and args.decide:
         raise argparse.ArgumentTypeError(f"--decide keeps or rolls back a scaffold candidate; the {args.agent} "
@@ -435,7 +448,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     summary, champion, described = asyncio.run(go())
     print_summary(summary)
-    write_json_atomic(Path(summary.out_dir) / "metrics.json", evaluation_metrics(summary))
+    write_json_atomic(args.metrics or Path(summary.out_dir) / "metrics.json", evaluation_metrics(summary))
     tracker = None if args.no_tracking else Tracker()
     if champion is None:
         # A scaffold given as a file has no version in the project's lineage to file the run under.
@@ -474,6 +487,8 @@ def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:
                  "max_review_batches": getattr(args, "review_batches", 10)}
     if getattr(args, "min_examples", None) is not None:
         overrides["min_examples"] = args.min_examples
+    if getattr(args, "accept_score", None) is not None:
+        overrides["accept_score"] = args.accept_score
     lora_file = getattr(args, "lora_settings", None)
     lora = validate_settings(json.loads(lora_file.read_text())) if lora_file else None
     budget = RoundSettings(args.game, getattr(args, "episodes", 4), args.max_steps, getattr(args, "eval_max_steps", 50),
@@ -502,7 +517,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
 def cmd_finetune(args: argparse.Namespace) -> int:
     """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out, no registry."""
     from automem_dagster.training.gguf_lora import export_gguf_lora
-    from automem_dagster.training.sft import train_adapter
+    from automem_dagster.training.sft import RESULT_FILE, train_adapter
 
     settings = proficiency_settings(args)
     stats = json.loads((args.dataset / "stats.json").read_text())
@@ -523,6 +538,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         "initial_validation_loss": result.initial_validation_loss, "final_validation_loss": result.final_validation_loss,
         "steps": result.global_step, "seconds_per_step": result.seconds_per_step,
         "tokens_per_second": result.tokens_per_second, "peak_rss_mb": result.peak_rss_mb})
+    if args.loss_curves:
+        for curve, rows in loss_rows(json.loads((out / RESULT_FILE).read_text())).items():
+            write_json_atomic(args.loss_curves / f"{curve}.json", rows)
     Console().print(f"validation loss {result.initial_validation_loss:.3f} -> {result.final_validation_loss:.3f} "
                     f"after {result.global_step} steps; adapter: {result.adapter_dir}")
     return 0
@@ -592,9 +610,74 @@ def print_where_to_look() -> None:
     )
 
 
+# --- the DVC pipeline's stages: one batch or one decision per command, into the paths given -----
+
+def _add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--candidate", type=Path, default=None,
+                   help="play the candidate of a `propose --out` folder (a rejected revision: record it, play nothing)")
+    p.add_argument("--specialist", type=Path, default=None,
+                   help="play the two-model agent with the adapter of a `finetune --out` folder doing memory")
+    p.add_argument("--metrics", type=Path, default=None, help="where to write metrics.json (default: <out>/metrics.json)")
+
+
+def _add_decide_parser(sub) -> None:
+    decide_p = sub.add_parser("decide", help="keep or roll back a candidate or specialist against the champion from "
+                                             "two evaluation folders; writes the decision record and plot tables")
+    decide_p.add_argument("--role", choices=("candidate", "specialist"), required=True)
+    decide_p.add_argument("--challenger", type=Path, required=True, help="the candidate's or specialist's evaluation")
+    decide_p.add_argument("--champion", type=Path, required=True, help="the champion's evaluation on the same seeds")
+    decide_p.add_argument("--record", type=Path, required=True, help="decision record (JSON, flat: DVC metrics)")
+    decide_p.add_argument("--progression", type=Path, required=True, help="table: progression ± SE per agent")
+    decide_p.add_argument("--behaviour", type=Path, required=True, help="table: behaviour rates per agent")
+
+
+def cmd_evaluate_into(args: argparse.Namespace) -> int:
+    """One evaluation batch into ``--out``, as a pipeline stage needs it: no lineage, no MLflow, no
+    champion lookup; ``--candidate`` with a rejected revision writes the rejection instead."""
+    both = args.candidate is not None and args.specialist is not None
+    if args.out is None or args.decide or args.agent != "memory" or both:
+        raise argparse.ArgumentTypeError("--candidate and --specialist play one memory-agent batch into --out: give "
+                                         "--out, at most one of --candidate/--specialist, no --decide, no --agent")
+    metrics = args.metrics or args.out / "metrics.json"
+    if args.candidate is not None:
+        if not (args.candidate / "revision.json").exists():
+            raise ValueError(f"--candidate {args.candidate}: no revision.json there; run `automem propose --out` first")
+        if not (args.candidate / "candidate.yaml").exists():
+            marker = write_rejected(args.out, args.candidate)
+            write_json_atomic(metrics, {"episodes": 0, "rejected": 1})
+            Console().print(f"the revision was rejected, nothing to evaluate: {marker['rejected_reason']}")
+            return 0
+        scaffold = load_scaffold_file(args.candidate / "candidate.yaml")
+    else:
+        scaffold = resolve_scaffold(args.game, args.scaffold, STORAGE)
+    config, lora = load_endpoints(args.endpoints), []
+    if args.specialist is not None:
+        config, lora = specialist_endpoints(config, exported_adapter(args.specialist, scaffold.version),
+                                            game_family(args.game))
+    seeds = RoundSettings(args.game, eval_episodes=args.eval_episodes).eval_seed_list(STORAGE.seeds_file)
+
+    async def go() -> BatchSummary:
+        async with connect(config, RUNS / "logs", lora=lora, two_model=args.specialist is not None) as clients:
+            with episode_progress() as progress:
+                return await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, STORAGE,
+                                            args.concurrency, progress, out=args.out)
+
+    summary = asyncio.run(go())
+    print_summary(summary)
+    write_json_atomic(metrics, evaluation_metrics(summary))
+    return 0
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    """The DVC pipeline's decide stages: the loops' gate on two evaluation folders, as files."""
+    record = write_decision(args.role, args.challenger, args.champion, args.record, args.progression, args.behaviour)
+    Console().print(f"{record['outcome']}: {record['reason']}")
+    return 0
+
+
 COMMANDS = {"rollout": cmd_rollout, "demo": cmd_demo, "revise": cmd_revise, "diagnose": cmd_diagnose,
             "propose": cmd_propose, "evaluate": cmd_evaluate, "lineage": cmd_lineage, "train": cmd_train,
-            "curate": cmd_curate, "finetune": cmd_finetune, "compare": cmd_compare}
+            "curate": cmd_curate, "finetune": cmd_finetune, "compare": cmd_compare, "decide": cmd_decide}
 
 
 if __name__ == "__main__":

@@ -163,6 +163,25 @@ def adapter_dir(storage: Storage, game: str, adapter_id: str) -> Path:
     return storage.runs / "adapters" / slug(game) / adapter_id
 
 
+def exported_adapter(folder: Path, scaffold_version: int) -> AdapterRecord:
+    """An adapter trained outside the registry (``automem finetune --out``, the DVC stage) as a
+    record ``specialist_endpoints`` can serve. Paths are taken from ``folder`` itself, not from
+    ``training.json``, so an adapter pulled from a DVC remote into another checkout still resolves;
+    its dataset is identified by the training run's fingerprint, which hashes the dataset's bytes."""
+    from automem_dagster.training.sft import ADAPTER, RESULT_FILE
+
+    folder = Path(folder)
+    missing = [name for name in (RESULT_FILE, "lora_config.json", ADAPTER) if not (folder / name).exists()]
+    if missing:
+        raise RoundError(f"{folder} is not a trained adapter (missing {', '.join(missing)}): "
+                         "run `automem finetune --out` (the DVC finetune stage) first")
+    training = json.loads((folder / RESULT_FILE).read_text())
+    gguf = folder / "adapter.gguf"
+    return AdapterRecord(folder.name, scaffold_version, training["fingerprint"], training["dataset"],
+                         str(folder / ADAPTER), str(gguf) if gguf.exists() else None,
+                         LoraChoice.load(folder / "lora_config.json").source)
+
+
 def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, settings: ProficiencySettings,
                 storage: Storage, progress=None) -> AdapterRecord:
     """Train (or resume) the next adapter, export it for the embedded server, and register it as pending."""

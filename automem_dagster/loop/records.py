@@ -1,0 +1,124 @@
+"""A round's decision and its evidence as flat files, for tools that compare runs by file (DVC).
+
+The CLI's and Dagster's rounds record a decision in the lineage or the specialist registry and
+move the champion pointer. A DVC pipeline cannot: those files are inputs of its own stages, so a
+stage writing them would make the pipeline stale after every run. Its decide stages therefore
+apply the same gate (``decide_paired``, shared by both loops) and write what it found as a flat
+record (``dvc metrics``) and tables for ``dvc plots``; promoting a kept version stays a person's
+(or the CLI's) act.
+
+A revision the meta-LLM could not produce is an outcome of the round, not a failure: its
+evaluation stage leaves a ``rejected.json`` marker instead of a batch, and the record says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from automem_dagster.atomic import write_json_atomic
+from automem_dagster.loop.structure import decide_paired
+from automem_dagster.rollout import BatchSummary
+from automem_dagster.rollout.summary import load_summary
+
+REJECTED = "rejected.json"
+"""Written into a candidate's evaluation folder when there was no candidate to evaluate."""
+
+COMPARISON_FIELDS = ("candidate_mean", "champion_mean", "mean_difference", "stderr_difference", "ci_low", "ci_high", "n")
+
+
+def write_rejected(out: Path, revision_dir: Path) -> dict:
+    """Record in ``out`` that the revision in ``revision_dir`` was rejected, so nothing was played."""
+    revision = json.loads((Path(revision_dir) / "revision.json").read_text())
+    marker = {"rejected_reason": revision["rejected_reason"], "parent_version": revision["parent_version"]}
+    write_json_atomic(Path(out) / REJECTED, marker)
+    return marker
+
+
+def batch_label(batch_dir: Path) -> str:
+    """How a batch is named in records and plots: its scaffold version, ``+ specialist`` for two models."""
+    manifest = json.loads((Path(batch_dir) / "batch.json").read_text())
+    return f"v{manifest['scaffold_version']}" + (" + specialist" if manifest.get("two_model") else "")
+
+
+def read_evaluation(batch_dir: Path) -> BatchSummary | None:
+    """The evaluated batch in ``batch_dir``; None when it holds a rejection marker instead.
+
+    Refuses a folder that is neither, naming it: the stage that should have filled it did not finish."""
+    folder = Path(batch_dir)
+    if (folder / REJECTED).exists():
+        return None
+    if not (folder / "batch.json").exists():
+        raise ValueError(f"{folder} holds neither an evaluated batch (batch.json) nor a {REJECTED} marker: "
+                         "rerun the evaluation stage that writes it (`dvc repro`)")
+    return load_summary(folder)
+
+
+def decision_record(role: str, challenger_dir: Path, champion_dir: Path) -> dict:
+    """Keep or roll back the ``role`` (candidate or specialist) against the champion, as a flat record.
+
+    ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, rejected, so ``dvc metrics diff``
+    and ``dvc exp show`` line decisions up across experiments; the comparison fields are AutoMem's
+    paired statistics in percent, ``candidate_mean`` being the challenger's whatever its role (None
+    when a rejected revision left nothing to compare)."""
+    challenger, champion = read_evaluation(challenger_dir), read_evaluation(champion_dir)
+    if champion is None:
+        raise ValueError(f"{champion_dir} holds a rejection marker, not the champion's evaluation: "
+                         "point --champion at the champion's evaluation folder")
+    base = {"role": role, "champion": batch_label(champion_dir)}
+    if challenger is None:
+        marker = json.loads((Path(challenger_dir) / REJECTED).read_text())
+        return {**base, "challenger": None, "outcome": "rejected", "keep": 0,
+                "reason": f"no {role} to evaluate: {marker['rejected_reason']}",
+                **dict.fromkeys(COMPARISON_FIELDS)}
+    decision = decide_paired(challenger, champion, role)
+    comparison = decision.comparison
+    return {**base, "challenger": batch_label(challenger_dir), "outcome": "kept" if decision.keep else "rolled_back",
+            "keep": int(decision.keep), "reason": decision.reason,
+            **{name: getattr(comparison, name) for name in COMPARISON_FIELDS}}
+
+
+def progression_rows(batches: dict[str, BatchSummary | None]) -> list[dict]:
+    """One row per evaluated agent: mean progression in percent and the mean ± one standard error."""
+    rows = []
+    for label, summary in batches.items():
+        if summary is None or summary.progression is None:
+            continue
+        p = summary.progression
+        rows.append({"agent": label, "progression": p.mean, "progression_low": p.mean - p.stderr,
+                     "progression_high": p.mean + p.stderr, "episodes": p.n})
+    return rows
+
+
+def behaviour_rows(batches: dict[str, BatchSummary | None]) -> list[dict]:
+    """One row per agent and behaviour rate (unproductive actions, redundant writes, empty searches,
+    invalid actions, malformed turns; pooled over the batch's episodes). Rates share one scale, so
+    they fit one chart; token and time figures stay in the evaluation's metrics file."""
+    rows = []
+    for label, summary in batches.items():
+        if summary is None or summary.behaviour is None:
+            continue
+        rows += [{"agent": label, "metric": name, "value": value}
+                 for name, value in summary.behaviour.as_dict().items() if name.endswith("_rate")]
+    return rows
+
+
+def loss_rows(training: dict) -> dict[str, list[dict]]:
+    """The LoRA run's loss curves from its ``training.json``: ``{"train": rows, "validation": rows}``,
+    rows ``{"step", "loss"}``. Two tables, because validation is measured at fewer steps and
+    DVC's line plots need every row of a table to hold the plotted field."""
+    return {curve: [{"step": int(step), "loss": loss} for step, loss in training.get(f"{curve}_loss", [])]
+            for curve in ("train", "validation")}
+
+
+def write_decision(role: str, challenger_dir: Path, champion_dir: Path, record_path: Path,
+                   progression_path: Path, behaviour_path: Path) -> dict:
+    """Decide and write the record and both plot tables; returns the record."""
+    record = decision_record(role, challenger_dir, champion_dir)
+    batches = {record["champion"]: read_evaluation(champion_dir)}
+    if record["challenger"] is not None:
+        batches[record["challenger"]] = read_evaluation(challenger_dir)
+    write_json_atomic(progression_path, progression_rows(batches))
+    write_json_atomic(behaviour_path, behaviour_rows(batches))
+    write_json_atomic(record_path, record)
+    return record
