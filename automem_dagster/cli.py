@@ -636,8 +636,8 @@ def cmd_evaluate_into(args: argparse.Namespace) -> int:
     champion lookup; ``--candidate`` with a rejected revision writes the rejection instead."""
     both = args.candidate is not None and args.specialist is not None
     if args.out is None or args.decide or args.agent != "memory" or both:
-        raise argparse.ArgumentTypeError("--candidate and --specialist play one memory-agent batch into --out: give "
-                                         "--out, at most one of --candidate/--specialist, no --decide, no --agent")
+        raise argparse.ArgumentTypeError("give --out and at most one of --candidate/--specialist (each plays one "
+                                         "memory-agent batch into --out), and no --decide or --agent")
     metrics = args.metrics or args.out / "metrics.json"
     if args.candidate is not None:
         if not (args.candidate / "revision.json").exists():
