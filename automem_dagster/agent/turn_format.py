@@ -11,7 +11,7 @@ format whatever the backend.
 JSON forms (every object strict: all keys present, ``null`` for "none"):
 
 * LOG: ``{"writes": [op, ...], "read": op | null}``: writes, then one read (its result comes
-  back) or ``null`` for ``<|DONE|>``;
+  back) or ``null`` for ``<|DONE|>``; writes and read together stay within the operation budget;
 * PLAN: ``{"next": op | {"action": a} | {"done": true}}``: one read-only consultation, or the
   end of the phase (the action in one-model mode, ``done`` for the two-model memory model);
 * action: ``{"action": a}``; chain of thought: ``{"thought": "...", "action": a}``.
@@ -96,10 +96,12 @@ class TurnFormats:
         """Writes then DONE, or writes then one read; ``remaining`` >= 1 operations are left."""
         writes = self._op_schemas(WRITE_OPS, files, writable)
         reads = self._op_schemas(READ_OPS, files, writable)
+        may_read = bool(reads) and (remaining > 1 or not writes)
         props = {}
         if writes:
-            props["writes"] = {"type": "array", "items": {"anyOf": writes}, "maxItems": remaining}
-        may_read = reads and (remaining > 1 or not writes)
+            # Strict mode cannot tie the number of writes to whether a read follows, so a turn that
+            # may end on a read gets one write fewer: writes and read never exceed the budget.
+            props["writes"] = {"type": "array", "items": {"anyOf": writes}, "maxItems": remaining - may_read}
         props["read"] = {"anyOf": [*reads, {"type": "null"}]} if may_read else {"type": "null"}
         return TurnConstraint("log_turn", self.grammar.log_turn(files, writable, remaining), _obj(props))
 
