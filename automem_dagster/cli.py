@@ -55,6 +55,7 @@ from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
 from automem_dagster.meta.lora_config import validate_settings
 from automem_dagster.meta.revise import propose_revision
+from automem_dagster.metrics.paired import GATE_RULES, GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import BatchSummary, RolloutError, RolloutSpec, run_batch
@@ -192,6 +193,23 @@ def _add_round_args(p: argparse.ArgumentParser, purpose: str = "diagnose", episo
     p.add_argument("--no-tracking", action="store_true", help="do not log the evaluations to MLflow")
 
 
+def _add_gate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gate", choices=GATE_RULES, default="higher_mean",
+                   help="keep rule: higher_mean (AutoMem's, default) or significant (a paired permutation test "
+                        "must put the gain beyond chance); see README, 'Which gate'")
+    p.add_argument("--gate-level", type=float, default=0.05, help="significant gate: p-value to beat (default 0.05)")
+    p.add_argument("--gate-min-seeds", type=int, default=5, help="significant gate: fewest paired seeds (default 5)")
+
+
+def gate_policy(args: argparse.Namespace) -> GatePolicy:
+    """The round's gate from its options (commands without them: AutoMem's rule)."""
+    try:
+        return GatePolicy(getattr(args, "gate", "higher_mean"), getattr(args, "gate_level", 0.05),
+                          getattr(args, "gate_min_seeds", 5))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: fix --gate, --gate-level or --gate-min-seeds") from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="automem", description="AutoMem-Dagster: learned agent memory as MLOps.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -207,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-round", action="store_true", help="only the rollouts, no structure or proficiency round")
     revise = sub.add_parser("revise", help="one structure-loop round: rollouts, diagnosis, revision, evaluation, decision")
     _add_round_args(revise)
+    _add_gate_args(revise)
     diagnose_p = sub.add_parser("diagnose", help="ask the meta-LLM to diagnose a finished rollout batch")
     diagnose_p.add_argument("--game", required=True)
     diagnose_p.add_argument("--batch", type=Path, required=True, help="a rollout batch directory")
@@ -226,11 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--decide", action="store_true",
                           help="also evaluate the champion, then keep or roll back this pending candidate")
     evaluate.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    _add_gate_args(evaluate)
     _add_common_args(evaluate, max_steps=50)
     _add_agent_args(evaluate)
     train = sub.add_parser("train", help="one proficiency-loop round: training rollouts, curation, LoRA configuration, "
                                          "training, two-model evaluation, keep or roll back")
     _add_round_args(train, purpose="curate memory decisions from", episodes=8, max_steps=100)
+    _add_gate_args(train)
     train.add_argument("--min-examples", type=int, default=None,
                        help="stop below this many curated examples (default: REFERENCE.md's minimum for the game)")
     train.add_argument("--horizon", type=int, default=50, help="K: steps after a memory decision it is credited with")
@@ -326,7 +347,7 @@ def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
 
 def cmd_revise(args: argparse.Namespace) -> int:
     settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
-                             args.concurrency, args.attempts)
+                             args.concurrency, args.attempts, gate_policy(args))
     _round(settings, args.endpoints, tracker=None if args.no_tracking else Tracker())
     print_where_to_look()
     return 0
@@ -440,7 +461,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                                         STORAGE, args.max_steps, agent=args.agent, **windowed))
             Console().print(f"MLflow: {run.url}")
         return 0
-    decision = decide_stage(args.game, scaffold.version, summary, champion, STORAGE)
+    decision = decide_stage(args.game, scaffold.version, summary, champion, STORAGE, gate_policy(args))
     result = RoundResult(args.game, decision.champion_before, scaffold.version, None, None, None, None, summary, champion,
                          decision)
     print_round(result, report_round(result, STORAGE, tracker, described, args.max_steps))
@@ -471,7 +492,8 @@ def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:
     lora_file = getattr(args, "lora_settings", None)
     lora = validate_settings(json.loads(lora_file.read_text())) if lora_file else None
     budget = RoundSettings(args.game, getattr(args, "episodes", 4), args.max_steps, getattr(args, "eval_max_steps", 50),
-                           getattr(args, "eval_episodes", None), args.concurrency, getattr(args, "attempts", 3))
+                           getattr(args, "eval_episodes", None), args.concurrency, getattr(args, "attempts", 3),
+                           gate_policy(args))
     return ProficiencySettings(budget, default_curation(args.game, **overrides), base=getattr(args, "base", "embedded"),
                                max_train_steps=getattr(args, "max_train_steps", None), lora=lora)
 

@@ -31,11 +31,13 @@ from automem_dagster.loop.structure import (
     batch_dir,
     champion_scaffold,
     decide_paired,
+    decision_evidence,
     evaluate_stage,
     slug,
 )
 from automem_dagster.meta.curate import CurationResult, CurationSettings, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
@@ -227,11 +229,13 @@ class SpecialistDecision:
     comparison: dict
     specialist_batch: str
     champion_batch: str
+    gate: dict = field(default_factory=dict)
+    sampling: dict = field(default_factory=dict)
 
 
 def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary, champion: BatchSummary,
-                            storage: Storage) -> SpecialistDecision:
-    """Paired comparison on the evaluation seeds; the specialist pointer moves only on a win."""
+                            storage: Storage, gate: GatePolicy | None = None) -> SpecialistDecision:
+    """Paired comparison on the evaluation seeds under ``gate``; the specialist pointer moves only on a keep."""
     reg = registry(storage, game_family(game))
     record = reg.record(adapter_id)
     if record.decision is not None:
@@ -242,12 +246,13 @@ def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary
                                     champion.out_dir)
     else:
         before = reg.champion
-        decision = decide_paired(specialist, champion, "specialist")
+        decision = decide_paired(specialist, champion, "specialist", gate)
         comparison = asdict(decision.comparison)
         reg.decide(adapter_id, decision.keep, decision.reason, comparison)
         reg.save()
         result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
-                                    decision.reason, comparison, specialist.out_dir, champion.out_dir)
+                                    decision.reason, comparison, specialist.out_dir, champion.out_dir,
+                                    **decision_evidence(decision, specialist, champion, "specialist"))
     write_json_atomic(storage.runs / "decisions" / slug(game) / f"specialist-{adapter_id}.json", asdict(result))
     return result
 
@@ -319,6 +324,6 @@ async def run_proficiency_round(settings: ProficiencySettings, config: Endpoints
         result.specialist_eval, result.champion_eval = await specialist_evaluation_stage(
             settings, scaffold, result.adapter, clients, storage, progress)
     result.decision = decide_specialist_stage(settings.game, result.adapter.id, result.specialist_eval,
-                                              result.champion_eval, storage)
+                                              result.champion_eval, storage, settings.budget.gate)
     say(result.decision.reason)
     return result

@@ -48,6 +48,7 @@ def candidate_evaluation(context: dg.AssetExecutionContext, config: RoundConfig,
                                           report_dir(store, game) / f"v{candidate.version}_behaviour.png")
     value = {**scaffold_candidate, "outcome": "evaluated", "champion": champion.version, "seeds": seeds,
              "eval_max_steps": settings.eval_max_steps, "candidate_batch": cand.out_dir, "champion_batch": champ.out_dir,
-             "per_seed": {"candidate": per_seed(cand), "champion": per_seed(champ)}, "endpoints": described}
+             "per_seed": {"candidate": per_seed(cand), "champion": per_seed(champ)}, "endpoints": described,
+             "gate": settings.gate.as_dict()}
     return dg.Output(value, metadata={"outcome": "evaluated", "candidate": f"v{candidate.version}",
                                       "champion": f"v{champion.version}", **metadata})

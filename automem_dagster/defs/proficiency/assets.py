@@ -38,6 +38,7 @@ from automem_dagster.loop.report import report_dir, report_specialist, report_tr
 from automem_dagster.loop.structure import champion_scaffold, per_seed
 from automem_dagster.meta.curate import CurationResult, DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
 from automem_dagster.scaffold import load_scaffold
@@ -263,7 +264,7 @@ def specialist_evaluation(context: dg.AssetExecutionContext, config: Proficiency
     value = {"game": game, "outcome": "evaluated", "adapter": record.id, "scaffold_version": scaffold.version,
              "seeds": seeds, "eval_max_steps": settings.budget.eval_max_steps, "specialist_batch": spec.out_dir,
              "champion_batch": champ.out_dir, "per_seed": {"specialist": per_seed(spec), "champion": per_seed(champ)},
-             "endpoints": described, "loss_plot": lora_adapter.get("loss_plot")}
+             "endpoints": described, "loss_plot": lora_adapter.get("loss_plot"), "gate": settings.budget.gate.as_dict()}
     return dg.Output(value, metadata={"outcome": "evaluated", "adapter": record.id, "scaffold": f"v{scaffold.version}",
                                       **metadata, "endpoints": dg.MetadataValue.json(described)})
 
@@ -283,7 +284,8 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
     champion = load_summary(Path(specialist_evaluation["champion_batch"]))
     decision, tracker = decide_once(
         context, load_specialist_decision(store, game, adapter_id),
-        lambda: decide_specialist_stage(game, adapter_id, specialist, champion, store), mlflow, adapter_id)
+        lambda: decide_specialist_stage(game, adapter_id, specialist, champion, store,
+                                        GatePolicy(**specialist_evaluation.get("gate", {}))), mlflow, adapter_id)
     context.log.info(decision.reason)
     record = registry(store, game_family(game)).record(adapter_id)
     loss_plot = specialist_evaluation.get("loss_plot")

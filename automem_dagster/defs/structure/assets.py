@@ -40,6 +40,7 @@ from automem_dagster.loop.structure import (
 )
 from automem_dagster.loop.structure import champion_scaffold as load_champion
 from automem_dagster.meta.diagnose import Diagnosis
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
 from automem_dagster.scaffold import content_hash, load_scaffold, scaffold_path, scaffold_yaml
@@ -224,7 +225,9 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
     candidate = load_summary(Path(candidate_evaluation["candidate_batch"]))
     champion = load_summary(Path(candidate_evaluation["champion_batch"]))
     record, tracker = decide_once(context, load_decision(store, game, version),
-                                  lambda: decide_stage(game, version, candidate, champion, store), mlflow, f"v{version}")
+                                  lambda: decide_stage(game, version, candidate, champion, store,
+                                                       GatePolicy(**candidate_evaluation.get("gate", {}))),
+                                  mlflow, f"v{version}")
     context.log.info(record.reason)
     result = RoundResult(game, record.champion_before, version, None,
                          _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"), None,
