@@ -18,6 +18,7 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError, load_endpoints
+from automem_dagster.llm.process import ServerStartError
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
@@ -60,6 +61,7 @@ from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import BatchSummary, RolloutError, RolloutSpec, run_batch
 from automem_dagster.rollout.seeds import eval_seeds, training_seeds
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import ScaffoldError
 from automem_dagster.scaffold.lineage import LineageError, render_tree
 from automem_dagster.scaffold.model import GAME_FAMILIES
@@ -295,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,
             EndpointError, ValueError, argparse.ArgumentTypeError, DatasetTooSmall, CurationError, RegistryError,
-            TrainingError, BaseModelError) as exc:
+            TrainingError, BaseModelError, ServerStartError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
 
@@ -392,7 +394,7 @@ def print_with_report(table: Table, report: RoundReport) -> None:
     Console().print(table)
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    manifest = json.loads((args.batch / "batch.json").read_text())
+    manifest = read_manifest(args.batch)
     scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", STORAGE)
 
     async def go():
@@ -499,7 +501,7 @@ def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:
 
 
 def cmd_curate(args: argparse.Namespace) -> int:
-    manifest = json.loads((args.batch / "batch.json").read_text())
+    manifest = read_manifest(args.batch)
     scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", STORAGE)
     settings = proficiency_settings(args)
 

@@ -247,12 +247,13 @@ def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary
     else:
         before = reg.champion
         decision = decide_paired(specialist, champion, "specialist", gate)
+        evidence = decision_evidence(decision, specialist, champion, "specialist")  # read before anything is written
         comparison = asdict(decision.comparison)
         reg.decide(adapter_id, decision.keep, decision.reason, comparison)
         reg.save()
         result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
                                     decision.reason, comparison, specialist.out_dir, champion.out_dir,
-                                    **decision_evidence(decision, specialist, champion, "specialist"))
+                                    **evidence)
     write_json_atomic(storage.runs / "decisions" / slug(game) / f"specialist-{adapter_id}.json", asdict(result))
     return result
 

@@ -32,6 +32,7 @@ from automem_dagster.paths import RUNS, SCAFFOLDS
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE, assert_disjoint, eval_seeds, training_seeds
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
 from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT
 from automem_dagster.scaffold.lineage import Lineage
@@ -210,11 +211,8 @@ def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, g
 
 def sampling_of(batch: BatchSummary) -> dict:
     """How the batch's requests were seeded, as its batch.json recorded it (``agent.sampling``)."""
-    try:
-        manifest = json.loads((Path(batch.out_dir) / "batch.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = {}
-    return manifest.get("sampling_seeds") or {"note": "not recorded: the batch was played before requests carried seeds"}
+    recorded = read_manifest(Path(batch.out_dir)).get("sampling_seeds")
+    return recorded or {"note": "not recorded: the batch was played before requests carried seeds"}
 
 
 def decision_evidence(decision: Decision, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
@@ -262,13 +260,14 @@ def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, cha
         raise RoundError(f"{family} v{candidate_version} descends from v{record.parent}, but the champion is now "
                          f"v{before}: evaluate a revision of the current champion instead")
     decision = decide_paired(candidate, champion, "candidate", gate)
+    evidence = decision_evidence(decision, candidate, champion, "candidate")  # read before anything is written
     lineage.record_decision(candidate_version, decision)
     if decision.keep:
         lineage.promote(candidate_version)
     lineage.save()
     result = DecisionRecord(game, candidate_version, before, lineage.champion().version, decision.keep, decision.reason,
                             asdict(decision.comparison), candidate.out_dir, champion.out_dir,
-                            **decision_evidence(decision, candidate, champion, "candidate"))
+                            **evidence)
     write_json_atomic(storage.runs / "decisions" / slug(game) / f"v{candidate_version}.json", asdict(result))
     return result
 

@@ -9,11 +9,11 @@ atomic file replace, so a failure at any earlier point leaves the service as it 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
+from automem_dagster.datafiles import read_json_file
 from automem_dagster.paths import ASSETS
 
 DEFAULT_ROOT = ASSETS / "specialists"
@@ -53,8 +53,9 @@ class SpecialistRegistry:
         path = Path(root) / f"{family}.json"
         if not path.exists():
             return cls(family, path)
+        advice = "restore it from version control (`git checkout` or `dvc checkout`)"
+        data = read_json_file(path, "specialist registry", RegistryError, advice)
         try:
-            data = json.loads(path.read_text())
             return cls(family, path, data["champion"], [AdapterRecord(**a) for a in data["adapters"]])
         except (ValueError, KeyError, TypeError) as exc:
             raise RegistryError(f"{path} is not a specialist registry ({exc}): restore it from version control "

@@ -41,6 +41,7 @@ from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
 
 GROUP = "proficiency"
@@ -129,7 +130,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     batch = Path(training_rollouts)
-    version = json.loads((batch / "batch.json").read_text())["scaffold_version"]
+    version = read_manifest(batch)["scaffold_version"]
     scaffold = load_scaffold(settings.family, version, store.scaffolds)
     context.log.info(f"curating {batch} (scaffold v{version}), at least {settings.curation.min_examples} examples")
     try:

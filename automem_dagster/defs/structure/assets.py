@@ -6,7 +6,6 @@ small dicts; everything else is read back from the files the stages wrote. ``sca
 stands beside the chain: one partition per version, for looking at a version's YAML and fate.
 """
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import content_hash, load_scaffold, scaffold_path, scaffold_yaml
 from automem_dagster.scaffold.lineage import render_tree
 
@@ -113,7 +113,7 @@ def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints:
         return dg.Output(None, metadata={"outcome": "skipped"})
     store = storage.storage()
     batch = Path(rollout_batch)
-    version = json.loads((batch / "batch.json").read_text())["scaffold_version"]
+    version = read_manifest(batch)["scaffold_version"]
     scaffold = load_scaffold(game_family(game_of(context.partition_key)), version, store.scaffolds)
     context.log.info(f"diagnosing {batch} (scaffold v{version})")
     result, out = endpoints.run(lambda clients: diagnose_stage(batch, scaffold, clients, store, config.max_attempts),
