@@ -163,8 +163,8 @@ def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, se
         gguf = str(export_gguf_lora(Path(result.adapter_dir), out / "adapter.gguf"))
     record = AdapterRecord(adapter_id, scaffold.version, data.stats["dataset_hash"], data.out_dir,
                            str(result.adapter_dir), gguf, choice.source)
-    reg.add(record)
-    reg.save()
+    with SpecialistRegistry.updating(settings.family, storage.specialists) as current:
+        current.add(record)  # refuses an id another round registered meanwhile
     return record
 
 
@@ -236,24 +236,23 @@ class SpecialistDecision:
 def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary, champion: BatchSummary,
                             storage: Storage, gate: GatePolicy | None = None) -> SpecialistDecision:
     """Paired comparison on the evaluation seeds under ``gate``; the specialist pointer moves only on a keep."""
-    reg = registry(storage, game_family(game))
-    record = reg.record(adapter_id)
-    if record.decision is not None:
-        # Decided, but the process died before the decision file was written: write it from the registry.
-        keep = record.decision == "kept"
-        result = SpecialistDecision(game, adapter_id, record.scaffold_version, None if keep else reg.champion,
-                                    reg.champion, keep, record.reason, record.comparison, specialist.out_dir,
-                                    champion.out_dir)
-    else:
-        before = reg.champion
-        decision = decide_paired(specialist, champion, "specialist", gate)
-        evidence = decision_evidence(decision, specialist, champion, "specialist")  # read before anything is written
-        comparison = asdict(decision.comparison)
-        reg.decide(adapter_id, decision.keep, decision.reason, comparison)
-        reg.save()
-        result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
-                                    decision.reason, comparison, specialist.out_dir, champion.out_dir,
-                                    **evidence)
+    with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:  # one step across processes
+        record = reg.record(adapter_id)
+        if record.decision is not None:
+            # Decided, but the process died before the decision file was written: write it from the registry.
+            keep = record.decision == "kept"
+            result = SpecialistDecision(game, adapter_id, record.scaffold_version, None if keep else reg.champion,
+                                        reg.champion, keep, record.reason, record.comparison, specialist.out_dir,
+                                        champion.out_dir)
+        else:
+            before = reg.champion
+            decision = decide_paired(specialist, champion, "specialist", gate)
+            evidence = decision_evidence(decision, specialist, champion, "specialist")  # read before anything is written
+            comparison = asdict(decision.comparison)
+            reg.decide(adapter_id, decision.keep, decision.reason, comparison)
+            result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
+                                        decision.reason, comparison, specialist.out_dir, champion.out_dir,
+                                        **evidence)
     write_json_atomic(storage.runs / "decisions" / slug(game) / f"specialist-{adapter_id}.json", asdict(result))
     return result
 

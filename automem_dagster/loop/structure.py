@@ -81,6 +81,10 @@ class Storage:
     def load_lineage(self, family: str) -> Lineage:
         return Lineage.load(family, self.lineage, self.scaffolds)
 
+    def update_lineage(self, family: str):
+        """``with storage.update_lineage(family) as lineage:`` change it under its cross-process lock."""
+        return Lineage.updating(family, self.lineage, self.scaffolds)
+
 
 def slug(game: str) -> str:
     """A game name usable as one path component (``minihack:Corridor-R3`` -> ``minihack-Corridor-R3``)."""
@@ -168,9 +172,12 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
     revision.save(out)
     if register and revision.accepted:
         candidate = load_scaffold_file(out / "candidate.yaml")
-        save_scaffold(candidate, storage.scaffolds)
-        lineage.record_candidate(candidate.version, parent.version, content_hash(candidate), diagnosis_path)
-        lineage.save()
+        with storage.update_lineage(parent.game) as current:
+            if current.next_version() != candidate.version:
+                raise RoundError(f"another round registered {parent.game} v{candidate.version} while this one was "
+                                 f"revising; this revision is kept in {out}: rerun the round to revise from the new state")
+            save_scaffold(candidate, storage.scaffolds)
+            current.record_candidate(candidate.version, parent.version, content_hash(candidate), diagnosis_path)
     return revision, out
 
 
@@ -251,21 +258,21 @@ def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, cha
     and on a candidate that is not a pending child of the current champion.
     """
     family = game_family(game)
-    lineage = storage.load_lineage(family)
-    before = lineage.champion().version
-    record = lineage.record(candidate_version)
-    if record.decision is not None:
-        raise RoundError(f"{family} v{candidate_version} was already decided ({record.decision}); start a new round")
-    if record.parent != before:
-        raise RoundError(f"{family} v{candidate_version} descends from v{record.parent}, but the champion is now "
-                         f"v{before}: evaluate a revision of the current champion instead")
-    decision = decide_paired(candidate, champion, "candidate", gate)
-    evidence = decision_evidence(decision, candidate, champion, "candidate")  # read before anything is written
-    lineage.record_decision(candidate_version, decision)
-    if decision.keep:
-        lineage.promote(candidate_version)
-    lineage.save()
-    result = DecisionRecord(game, candidate_version, before, lineage.champion().version, decision.keep, decision.reason,
+    with storage.update_lineage(family) as lineage:  # read, check, decide and save as one step across processes
+        before = lineage.champion().version
+        record = lineage.record(candidate_version)
+        if record.decision is not None:
+            raise RoundError(f"{family} v{candidate_version} was already decided ({record.decision}); start a new round")
+        if record.parent != before:
+            raise RoundError(f"{family} v{candidate_version} descends from v{record.parent}, but the champion is now "
+                             f"v{before}: evaluate a revision of the current champion instead")
+        decision = decide_paired(candidate, champion, "candidate", gate)
+        evidence = decision_evidence(decision, candidate, champion, "candidate")  # read before anything is written
+        lineage.record_decision(candidate_version, decision)
+        if decision.keep:
+            lineage.promote(candidate_version)
+        after = lineage.champion().version
+    result = DecisionRecord(game, candidate_version, before, after, decision.keep, decision.reason,
                             asdict(decision.comparison), candidate.out_dir, champion.out_dir,
                             **evidence)
     write_json_atomic(storage.runs / "decisions" / slug(game) / f"v{candidate_version}.json", asdict(result))

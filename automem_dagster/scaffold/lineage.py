@@ -13,6 +13,8 @@ The in-memory ``Lineage`` is changed by ``record_candidate``, ``record_decision`
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from automem_dagster.atomic import write_text_atomic
 from automem_dagster.datafiles import read_text_file, validation_problems
+from automem_dagster.locking import file_lock
 from automem_dagster.metrics.paired import Decision, PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
 from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path
@@ -124,6 +127,16 @@ class Lineage:
         if not path.exists() and not path.is_symlink():
             return cls(_baseline(game, Path(scaffolds)), path, Path(scaffolds))
         return cls(_read(path, game), path, Path(scaffolds))
+
+    @classmethod
+    @contextmanager
+    def updating(cls, game: str, root: Path = DEFAULT_ROOT, scaffolds: Path = SCAFFOLDS) -> Iterator[Lineage]:
+        """Load, let the caller change, and save the lineage under its cross-process lock, so two rounds
+        changing it at once both keep their change; nothing is saved when the caller raises."""
+        with file_lock(Path(root) / f"{game}.json"):
+            lineage = cls.load(game, root, scaffolds)
+            yield lineage
+            lineage.save()
 
     @property
     def game(self) -> str:

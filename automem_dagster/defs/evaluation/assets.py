@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.config import ROLLOUT_RETRY, RoundConfig
 from automem_dagster.defs.common.gate import paired_evaluation_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.progress import episode_log
@@ -15,7 +15,8 @@ GROUP = "evaluation"
 TAGS = {"domain": "evaluation"}
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+          retry_policy=ROLLOUT_RETRY)
 def candidate_evaluation(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
                          storage: StorageResource, scaffold_candidate: dict) -> dg.Output:
     """Candidate and champion on the same fixed evaluation seeds (paired), with progression ± SE and

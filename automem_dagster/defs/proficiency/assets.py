@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from automem_dagster.defs.common.config import ROLLOUT_RETRY
 from automem_dagster.defs.common.gate import decide_once, mlflow_run_links, paired_evaluation_metadata
 from automem_dagster.defs.common.metadata import code_block, rollout_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
@@ -90,7 +91,8 @@ def _training_log(log):
     return progress
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+          retry_policy=ROLLOUT_RETRY)
 def training_rollouts(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                       storage: StorageResource) -> dg.Output:
     """The champion scaffold played by the one-model agent on fresh training seeds (disjoint from
@@ -235,7 +237,8 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
                      metadata=metadata)
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+          retry_policy=ROLLOUT_RETRY)
 def specialist_evaluation(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                           storage: StorageResource, lora_adapter: dict) -> dg.Output:
     """The two-model agent (the specialist does the memory operations, the frozen game model picks

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.config import ROLLOUT_RETRY, RoundConfig
 from automem_dagster.defs.common.gate import decide_once, mlflow_run_links
 from automem_dagster.defs.common.metadata import code_block, rollout_metadata
 from automem_dagster.defs.common.partitions import (
@@ -74,7 +74,8 @@ def scaffold_version(context: dg.AssetExecutionContext, storage: StorageResource
     })
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+          retry_policy=ROLLOUT_RETRY)
 def rollout_batch(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
                   storage: StorageResource) -> dg.Output:
     """The champion scaffold played on fresh training seeds (disjoint from the evaluation seeds): the
