@@ -75,6 +75,8 @@ class LLMClient:
         if json_schema is not None and cfg.constrained != "none":
             # OpenAI's structured-output form, which llama.cpp and vLLM both accept.
             response_format = {"type": "json_schema", "json_schema": {"name": "reply", "schema": json_schema}}
+        if cfg.constrained == "gbnf" and not cfg.cache_prompt:
+            extra["cache_prompt"] = False
         if cfg.lora_id is not None:
             extra["lora"] = [{"id": cfg.lora_id, "scale": 1.0}]
         kwargs = dict(

@@ -48,6 +48,8 @@ class EndpointConfig(BaseModel):
     context_tokens: int = Field(8192, ge=512, description="context window; long meta-LLM inputs are compressed to fit")
     lora_id: int | None = None
     seed: int | None = None
+    cache_prompt: bool = Field(True, description="llama.cpp: reuse a cached prompt prefix (fast); false makes "
+                                                 "seeded reruns bit-identical (llama.cpp's README)")
 
     def api_key(self) -> str:
         """The key from the named environment variable; local servers need none."""
