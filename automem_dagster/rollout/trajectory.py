@@ -72,7 +72,7 @@ STEP_KEYS = ("observation", "action", "action_valid", "reward", "progression", "
              "state", "wall_s")
 """What every step line holds (``rollout.runner`` writes them), so readers can index them freely."""
 TURN_KEYS = ("phase", "text", "ops", "errors", "input_tokens", "output_tokens", "latency_s")
-_REPLAY = "delete it (nothing else refers to it) and rerun the same rollout command to replay that episode"
+_REPLAY = "delete it and rerun the same rollout command to replay that episode (nothing else refers to it)"
 
 
 def read_trajectory(path: Path) -> tuple[dict, list[dict], dict]:
