@@ -244,3 +244,12 @@ def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
     again = tmp_path / "again"
     _bench("training_throughput").synthetic_dataset(again, examples=30, episodes=4, seed=0)
     assert (again / "dataset.parquet").read_bytes() == (tmp_path / "dataset.parquet").read_bytes()  # deterministic
+
+
+@pytest.mark.integration
+def test_crn_narrowing_quick_on_the_embedded_model(tmp_path, capsys):
+    """Integration: B with A's sampling seeds decides like A more often than B with its own seeds."""
+    result = _run("crn_narrowing", tmp_path, capsys)
+    agreement = result["results"]["action_agreement"]
+    assert agreement["shared"] > agreement["independent"]
+    assert result["results"]["reward"]["se_shared"] <= result["results"]["reward"]["se_independent"]
