@@ -19,6 +19,7 @@ from automem_dagster.commands import endpoints as endpoints_command
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError, load_endpoints
+from automem_dagster.llm.process import ServerStartError
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
@@ -60,10 +61,12 @@ from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
 from automem_dagster.meta.lora_config import validate_settings
 from automem_dagster.meta.revise import propose_revision
+from automem_dagster.metrics.paired import GATE_RULES, GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import BatchSummary, RolloutError, RolloutSpec, run_batch
 from automem_dagster.rollout.seeds import eval_seeds, training_seeds
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import ScaffoldError, load_scaffold_file
 from automem_dagster.scaffold.lineage import LineageError, render_tree
 from automem_dagster.scaffold.model import GAME_FAMILIES
@@ -200,6 +203,23 @@ def _add_round_args(p: argparse.ArgumentParser, purpose: str = "diagnose", episo
     p.add_argument("--no-tracking", action="store_true", help="do not log the evaluations to MLflow")
 
 
+def _add_gate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gate", choices=GATE_RULES, default="higher_mean",
+                   help="keep rule: higher_mean (AutoMem's, default) or significant (a paired permutation test "
+                        "must put the gain beyond chance); see README, 'Which gate'")
+    p.add_argument("--gate-level", type=float, default=0.05, help="significant gate: p-value to beat (default 0.05)")
+    p.add_argument("--gate-min-seeds", type=int, default=5, help="significant gate: fewest paired seeds (default 5)")
+
+
+def gate_policy(args: argparse.Namespace) -> GatePolicy:
+    """The round's gate from its options (commands without them: AutoMem's rule)."""
+    try:
+        return GatePolicy(getattr(args, "gate", "higher_mean"), getattr(args, "gate_level", 0.05),
+                          getattr(args, "gate_min_seeds", 5))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: fix --gate, --gate-level or --gate-min-seeds") from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="automem", description="AutoMem-Dagster: learned agent memory as MLOps.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -215,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-round", action="store_true", help="only the rollouts, no structure or proficiency round")
     revise = sub.add_parser("revise", help="one structure-loop round: rollouts, diagnosis, revision, evaluation, decision")
     _add_round_args(revise)
+    _add_gate_args(revise)
     diagnose_p = sub.add_parser("diagnose", help="ask the meta-LLM to diagnose a finished rollout batch")
     diagnose_p.add_argument("--game", required=True)
     diagnose_p.add_argument("--batch", type=Path, required=True, help="a rollout batch directory")
@@ -234,12 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--decide", action="store_true",
                           help="also evaluate the champion, then keep or roll back this pending candidate")
     evaluate.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    _add_gate_args(evaluate)
     _add_common_args(evaluate, max_steps=50)
     _add_agent_args(evaluate)
     _add_pipeline_evaluate_args(evaluate)
     train = sub.add_parser("train", help="one proficiency-loop round: training rollouts, curation, LoRA configuration, "
                                          "training, two-model evaluation, keep or roll back")
     _add_round_args(train, purpose="curate memory decisions from", episodes=8, max_steps=100)
+    _add_gate_args(train)
     train.add_argument("--min-examples", type=int, default=None,
                        help="stop below this many curated examples (default: REFERENCE.md's minimum for the game)")
     train.add_argument("--horizon", type=int, default=50, help="K: steps after a memory decision it is credited with")
@@ -291,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args) if hasattr(args, "run") else COMMANDS[args.command](args)
     except (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,
             EndpointError, ValueError, argparse.ArgumentTypeError, DatasetTooSmall, CurationError, RegistryError,
-            TrainingError, BaseModelError) as exc:
+            TrainingError, BaseModelError, ServerStartError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
 
@@ -343,7 +366,7 @@ def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
 
 def cmd_revise(args: argparse.Namespace) -> int:
     settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
-                             args.concurrency, args.attempts)
+                             args.concurrency, args.attempts, gate_policy(args))
     _round(settings, args.endpoints, tracker=None if args.no_tracking else Tracker())
     print_where_to_look()
     return 0
@@ -388,7 +411,7 @@ def print_with_report(table: Table, report: RoundReport) -> None:
     Console().print(table)
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    manifest = json.loads((args.batch / "batch.json").read_text())
+    manifest = read_manifest(args.batch)
     scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", STORAGE)
 
     async def go():
@@ -459,7 +482,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                                         STORAGE, args.max_steps, agent=args.agent, **windowed))
             Console().print(f"MLflow: {run.url}")
         return 0
-    decision = decide_stage(args.game, scaffold.version, summary, champion, STORAGE)
+    decision = decide_stage(args.game, scaffold.version, summary, champion, STORAGE, gate_policy(args))
     result = RoundResult(args.game, decision.champion_before, scaffold.version, None, None, None, None, summary, champion,
                          decision)
     print_round(result, report_round(result, STORAGE, tracker, described, args.max_steps))
@@ -492,13 +515,14 @@ def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:
     lora_file = getattr(args, "lora_settings", None)
     lora = validate_settings(json.loads(lora_file.read_text())) if lora_file else None
     budget = RoundSettings(args.game, getattr(args, "episodes", 4), args.max_steps, getattr(args, "eval_max_steps", 50),
-                           getattr(args, "eval_episodes", None), args.concurrency, getattr(args, "attempts", 3))
+                           getattr(args, "eval_episodes", None), args.concurrency, getattr(args, "attempts", 3),
+                           gate_policy(args))
     return ProficiencySettings(budget, default_curation(args.game, **overrides), base=getattr(args, "base", "embedded"),
                                max_train_steps=getattr(args, "max_train_steps", None), lora=lora)
 
 
 def cmd_curate(args: argparse.Namespace) -> int:
-    manifest = json.loads((args.batch / "batch.json").read_text())
+    manifest = read_manifest(args.batch)
     scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", STORAGE)
     settings = proficiency_settings(args)
 

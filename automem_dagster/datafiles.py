@@ -19,6 +19,40 @@ M = TypeVar("M", bound=BaseModel)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 
 
+def read_text_file(path: Path, label: str, error: type[Exception], advice: str, missing_hint: str | None = None) -> str:
+    """The UTF-8 text of ``path``; ``error`` names the file, what is wrong with it and ``advice``.
+
+    Every project file a person might damage (lineage, registry, trajectories, batch manifests)
+    is read through here, so a stray byte or a directory in the file's place gets the same kind
+    of answer: which file, where (line and byte), and what to do. Nothing is changed on disk.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise error(f"{label} {path} does not exist: {missing_hint or advice}") from exc
+    except IsADirectoryError as exc:
+        raise error(f"{label} {path} is a directory, not a file: move the directory aside, then {advice}") from exc
+    except OSError as exc:
+        raise error(f"cannot read {label} {path} ({exc.strerror}): {advice}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise error(f"{label} {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, "
+                    f"line {line}): {advice}") from exc
+
+
+def read_json_file(path: Path, label: str, error: type[Exception], advice: str, missing_hint: str | None = None) -> object:
+    """The parsed JSON of ``path``, with ``read_text_file``'s errors and the line and column of bad JSON."""
+    text = read_text_file(path, label, error, advice, missing_hint)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{label} {path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
+                    f"{advice}") from exc
+
+
 def validation_problems(exc: ValidationError) -> str:
     """``field.path: message; ...`` for every error pydantic found."""
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())

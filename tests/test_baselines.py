@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 from automem_dagster import cli
 from automem_dagster.agent.baselines import ChainOfThoughtAgent, RandomAgent, WindowAgent
 from automem_dagster.agent.grammar import action_grammar, reasoning_grammar
+from automem_dagster.agent.sampling import request_seed
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.client import Completion, LLMClient
 from automem_dagster.llm.session import Clients
@@ -67,9 +68,11 @@ class Recording:
         self.config = endpoint("http://127.0.0.1:9/v1", **config)
         self.reply = reply
         self.requests: list[tuple[list[dict], str | None]] = []
+        self.seeds: list[int | None] = []
 
-    async def complete(self, messages, grammar=None, json_schema=None, max_tokens=None) -> Completion:
+    async def complete(self, messages, grammar=None, json_schema=None, max_tokens=None, seed=None) -> Completion:
         self.requests.append((messages, grammar, max_tokens))
+        self.seeds.append(seed)
         return Completion(self.reply, 100, 5, 0.01, 1, "stop")
 
 
@@ -124,6 +127,8 @@ def test_window_keeps_the_last_n_steps_in_context():
     assert "(your previous action earned +1)" in client.requests[2][0][-1]["content"]
     turn = decisions[0].turns[0]
     assert (turn.phase, turn.endpoint, turn.input_tokens, turn.errors) == ("action", "game", 100, [])
+    # Each request is seeded from (episode seed, step, phase, turn): distinct per step, the same on a rerun.
+    assert client.seeds == [request_seed(0, step, "action", 0) for step in range(6)] and len(set(client.seeds)) == 6
 
 
 def test_window_leaves_out_old_steps_that_do_not_fit_the_context():

@@ -96,9 +96,10 @@ def test_harness_overhead_profile_and_endpoints_file(tmp_path, capsys, scripted)
 
 def _step(i, turns, valid=True, wall=0.5):
     """A step record as the runner writes it; ``turns`` are (phase, input tokens, output tokens)."""
-    return {"step": i, "action": "noop", "action_valid": valid, "wall_s": wall,
-            "turns": [{"phase": p, "input_tokens": n_in, "output_tokens": n_out, "latency_s": 0.1}
-                      for p, n_in, n_out in turns]}
+    return {"step": i, "observation": "", "action": "noop", "action_valid": valid, "reward": 0.0, "progression": 0.0,
+            "done": False, "warnings": [], "state": {}, "wall_s": wall,
+            "turns": [{"phase": p, "text": "", "ops": [], "errors": [], "input_tokens": n_in, "output_tokens": n_out,
+                       "latency_s": 0.1} for p, n_in, n_out in turns]}
 
 
 def _write_batch(batch, episodes):
@@ -243,3 +244,12 @@ def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
     again = tmp_path / "again"
     _bench("training_throughput").synthetic_dataset(again, examples=30, episodes=4, seed=0)
     assert (again / "dataset.parquet").read_bytes() == (tmp_path / "dataset.parquet").read_bytes()  # deterministic
+
+
+@pytest.mark.integration
+def test_crn_narrowing_quick_on_the_embedded_model(tmp_path, capsys):
+    """Integration: B with A's sampling seeds decides like A more often than B with its own seeds."""
+    result = _run("crn_narrowing", tmp_path, capsys)
+    agreement = result["results"]["action_agreement"]
+    assert agreement["shared"] > agreement["independent"]
+    assert result["results"]["reward"]["se_shared"] <= result["results"]["reward"]["se_independent"]

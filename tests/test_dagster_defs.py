@@ -65,6 +65,11 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
     assert game_partitions.get_partition_keys() == ["crafter", "minihack-Corridor-R3", "nethack"]
     assert [game_of(k) for k in game_partitions.get_partition_keys()] == ["crafter", "minihack:Corridor-R3", "nethack"]
     assert parse_version_key("minihack-v12") == ("minihack", 12)
+    # Assets that play episodes retry (a batch resumes, so a retry replays only unfinished episodes).
+    for name in ("rollout_batch", "candidate_evaluation", "training_rollouts", "specialist_evaluation"):
+        policy = defs.resolve_assets_def(name).op.retry_policy
+        assert policy is not None and policy.max_retries >= 1, name
+    assert defs.resolve_assets_def("champion_scaffold").op.retry_policy is None  # a decision is taken once
 
 
 def test_weekly_schedule_starts_one_round_per_game():

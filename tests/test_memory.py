@@ -513,3 +513,55 @@ def test_journal_truncates_long_results(tmp_path: Path) -> None:
 def test_journal_inside_root_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="inside the memory root"):
         MemoryStore(tmp_path / "m", journal=Journal(tmp_path / "m" / "journal.jsonl"))
+
+
+# ----- one rule for file names, on the parser's path and on direct calls -------------------------
+
+
+def test_spaces_around_a_name_name_the_same_file_on_both_paths(tmp_path: Path) -> None:
+    parsed_store, direct_store = (MemoryStore(tmp_path / side) for side in ("parsed", "direct"))
+    for s in (parsed_store, direct_store):
+        s.init_file("map.txt", "0,0: tree")
+    assert one(parsed_store, "<|DELETE|>map.txt ").ok
+    assert direct_store.execute(Op(OpName.DELETE, "map.txt ")).ok
+    assert parsed_store.files() == direct_store.files() == []
+
+
+def test_a_name_broken_by_a_newline_is_refused_on_both_paths(store: MemoryStore) -> None:
+    parsed = parse_ops("<|CREATE|>file\n.txt")
+    assert parsed.ops == [] and "a newline inside the file name" in parsed.errors[0]
+    result = store.execute(Op(OpName.CREATE, "file\n.txt"))
+    assert not result.ok and "control characters" in result.text
+    assert store.files() == []
+    # Prose on the next line is not a broken name.
+    assert [op.file for op in parse_ops("<|READ|>map.txt\nThen I go west.").ops] == ["map.txt"]
+
+
+@pytest.mark.parametrize("name", ["MAP.TXT", "Map.txt", "STRATEGY.TXT"])
+def test_a_name_differing_from_a_file_only_by_case_is_refused_with_why(store: MemoryStore, name: str) -> None:
+    store.init_file("map.txt", "0,0: tree")
+    store.init_file("strategy.txt", "be careful", FilePolicy(mode="reference"))
+    for op in (Op(OpName.CREATE, name), Op(OpName.READ, name), Op(OpName.WRITE, name, ("overwritten",))):
+        for result in (store.execute(op), *(store.execute(p) for p in parse_ops(format_op(op)).ops)):
+            assert not result.ok and "only by case" in result.text and "case-insensitive filesystem" in result.text
+    assert store.files() == ["map.txt", "strategy.txt"] and store.read_text("strategy.txt") == "be careful\n"
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("map.txt.", "ends with '.', which Windows drops"),
+    ("CON", "device name Windows reserves"),
+    ("nul", "device name Windows reserves"),
+    ("com1.txt", "device name Windows reserves"),
+])
+def test_trailing_dots_and_reserved_device_names_are_refused_with_why(store: MemoryStore, name: str, why: str) -> None:
+    for result in (store.execute(Op(OpName.CREATE, name)), one_or_error(store, f"<|CREATE|>{name}")):
+        assert not result.ok and why in result.text
+    with pytest.raises(MemoryStoreError, match=why):
+        store.init_file(name, "x")
+    assert store.files() == []
+
+
+def one_or_error(store: MemoryStore, text: str) -> OpResult:
+    """The parsed op's result, or the parser's refusal as a failed result."""
+    parsed = parse_ops(text)
+    return store.execute(parsed.ops[0]) if parsed.ops else OpResult(False, parsed.errors[0])

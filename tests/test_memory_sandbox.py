@@ -61,7 +61,10 @@ HOSTILE_NAMES = [
     "notes.txt/",
     "../ep-1/notes.txt",
     "../../outside/secret.txt",
-    " notes.txt",
+    "notes.txt.",
+    "CON",
+    "nul.txt",
+    "file\n.txt",
 ]
 
 # Real system paths: refused by name, and only ever probed with read-only operations.

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from automem_dagster.metrics.paired import compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
 
 CHAMPION = {42: 0.2, 43: 0.4, 44: 0.1, 45: 0.3, 46: 0.0}
 CANDIDATE = {42: 0.3, 43: 0.4, 44: 0.3, 45: 0.3, 46: 0.1}  # differences 0.1, 0, 0.2, 0, 0.1
@@ -72,3 +72,62 @@ def test_empty_side_and_percent_values_are_rejected():
         compare_paired({**CANDIDATE, 42: 30.0}, CHAMPION)
     with pytest.raises(ValueError, match="confidence"):
         compare_paired(CANDIDATE, CHAMPION, confidence=95)
+
+
+# --- gate policies ---------------------------------------------------------------------------------
+
+
+def test_permutation_p_value_is_the_exact_share_of_sign_flips():
+    # Three nonzero gains and two ties: only the 4 flips that keep all three gains positive reach +8.
+    assert compare_paired(CANDIDATE, CHAMPION).p_value == pytest.approx(4 / 32)
+    # Five gains of one size: only the all-positive assignment, 1 of 32.
+    assert compare_paired(dict.fromkeys(range(5), 0.5), dict.fromkeys(range(5), 0.2)).p_value == pytest.approx(1 / 32)
+    assert compare_paired(CHAMPION, CANDIDATE).p_value == pytest.approx(1.0)
+
+
+def test_the_default_gate_is_automems_strictly_higher_mean():
+    decision = decide(compare_paired(CANDIDATE, CHAMPION))
+    assert decision.policy == GatePolicy() and decision.policy.rule == "higher_mean"
+    assert decision.keep and "gate higher_mean" in decision.reason
+
+
+def test_significant_gate_rolls_back_a_gain_chance_explains():
+    significant = GatePolicy("significant", level=0.05, min_seeds=5)
+    decision = decide(compare_paired(CANDIDATE, CHAMPION), significant)
+    assert not decision.keep and "chance" in decision.reason and "p 0.125" in decision.reason
+    assert decision.policy == significant
+    # The case: one piece of wood on 2 seeds (2.27 % vs 0.00 %) is kept by the old rule only.
+    wood = compare_paired({1: 1 / 22, 2: 0.0}, {1: 0.0, 2: 0.0})
+    assert decide(wood).keep
+    few = decide(wood, significant)
+    assert not few.keep and "only 2 seeds" in few.reason and "at least 5" in few.reason
+
+
+def test_significant_gate_keeps_a_consistent_gain_and_never_a_loss_or_tie():
+    significant = GatePolicy("significant", level=0.05, min_seeds=5)
+    better = {s: 0.3 + 0.01 * s for s in range(6)}
+    worse = {s: 0.1 + 0.01 * s for s in range(6)}
+    kept = decide(compare_paired(better, worse), significant)
+    assert kept.keep and kept.comparison.p_value == pytest.approx(1 / 64)
+    assert not decide(compare_paired(worse, better), significant).keep
+    assert not decide(compare_paired(better, better), significant).keep
+
+
+@pytest.mark.parametrize("kwargs", [{"rule": "best"}, {"level": 0.0}, {"level": 5}, {"min_seeds": 0}])
+def test_gate_policy_refuses_bad_settings_and_says_what_to_use(kwargs):
+    with pytest.raises(ValueError, match="gate"):
+        GatePolicy(**kwargs)
+
+
+def test_the_gate_is_chosen_per_round_on_the_cli_and_in_dagster_config(capsys):
+    from automem_dagster.cli import build_parser, gate_policy
+    from automem_dagster.cli import main as cli_main
+    from automem_dagster.defs.common.config import RoundConfig
+
+    args = build_parser().parse_args(["revise", "--game", "crafter", "--gate", "significant", "--gate-level", "0.1",
+                                      "--gate-min-seeds", "8"])
+    assert gate_policy(args) == GatePolicy("significant", 0.1, 8)
+    assert gate_policy(build_parser().parse_args(["train", "--game", "crafter"])) == GatePolicy()
+    assert RoundConfig(gate="significant", gate_min_seeds=8).settings("crafter").gate == GatePolicy("significant", 0.05, 8)
+    assert cli_main(["revise", "--game", "crafter", "--gate", "significant", "--gate-level", "2"]) == 2
+    assert "--gate-level" in capsys.readouterr().err

@@ -8,6 +8,7 @@ really ties.
 """
 
 import asyncio
+import dataclasses
 import json
 import shutil
 
@@ -19,6 +20,7 @@ from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import RoundSettings, Storage, diagnosis_seeds, run_round
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import RolloutError, episode_id
 from automem_dagster.scaffold import load_scaffold
@@ -59,13 +61,13 @@ def patch_reply(marker: str = "") -> str:
     return json.dumps(patch)
 
 
-def run(storage, server, tracker=None):
+def run(storage, server, tracker=None, settings=SETTINGS):
     endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
     config = EndpointsConfig(game=EndpointConfig(name="game", **endpoint), meta=EndpointConfig(name="meta", **endpoint))
 
     async def go():
         async with connect(config, storage.runs / "logs") as clients:
-            result = await run_round(SETTINGS, clients, storage)
+            result = await run_round(settings, clients, storage)
             return result, clients.describe()
 
     result, described = asyncio.run(go())
@@ -102,6 +104,21 @@ def test_a_winning_revision_is_kept_and_tracked(storage, scripted, tmp_path):
     artifacts = {a.path for a in tracker.client.list_artifacts(report.runs["candidate"].run_id)}
     assert {"diff.md", "diagnosis.md", "decision.json"} <= artifacts
     assert report.plots["progression"].read_bytes()[:4] == b"\x89PNG"
+    # The decision file says which gate decided and how each side's requests were seeded.
+    stored = json.loads((storage.runs / "decisions" / "crafter" / "v1.json").read_text())
+    assert stored["gate"] == {"rule": "higher_mean", "level": 0.05, "min_seeds": 5}
+    assert set(stored["sampling"]) == {"candidate", "champion"}
+    assert stored["sampling"]["candidate"]["game"].startswith("best effort")
+
+
+def test_the_significant_gate_rolls_back_a_win_on_too_few_seeds(storage, scripted):
+    server = scripted(meta_rules(storage, patch_reply("WIN-MARKER")) + GAME_RULES)
+    significant = dataclasses.replace(SETTINGS, gate=GatePolicy("significant", 0.05, 5))
+    result, _ = run(storage, server, settings=significant)
+    assert result.candidate_eval.progression.mean > result.champion_eval.progression.mean
+    assert result.outcome == "rolled_back" and "only 2 seeds" in result.decision.reason
+    assert result.decision.gate["rule"] == "significant"
+    assert storage.load_lineage("crafter").champion().version == 0
 
 
 def test_a_tying_revision_is_rolled_back(storage, scripted):

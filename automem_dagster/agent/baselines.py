@@ -21,6 +21,7 @@ from typing import Protocol
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.memory_agent import Decision, TurnRecord, resolve_action
+from automem_dagster.agent.sampling import request_seed
 from automem_dagster.agent.turn_format import TurnConstraint, action_turn, ask, reasoning_turn
 from automem_dagster.games.base import GameState
 from automem_dagster.llm.client import LLMClient
@@ -82,18 +83,20 @@ class WindowAgent:
     the current observation, and one constrained call for the action.
 
     Past turns show the action only, so a chain of thought never piles up in the context. When
-    the prompt would not fit the endpoint's context the oldest steps are left out.
+    the prompt would not fit the endpoint's context the oldest steps are left out. Each request's
+    sampling seed comes from ``episode_seed`` and the step, so a rerun draws the same replies.
     """
 
     phase = "action"
 
     def __init__(self, family: str, actions: dict[str, str], parse_action, client: LLMClient,
-                 window: int = DEFAULT_WINDOW):
+                 window: int = DEFAULT_WINDOW, episode_seed: int = 0):
         if window < 0:
             raise ValueError(f"window {window}: the history length must be 0 or more steps")
         self.actions = list(actions)
         self.parse_action = parse_action
         self.client = client
+        self.episode_seed = episode_seed
         self.window = window
         self.history: deque[_Past] = deque(maxlen=window or None)
         self._system = self.system_prompt(family, actions)
@@ -135,7 +138,8 @@ class WindowAgent:
         return messages
 
     async def step(self, step: int, observation: str) -> Decision:
-        comp = await ask(self.client, self.messages(step, observation), self.constraint(), max_tokens=self.max_tokens())
+        comp = await ask(self.client, self.messages(step, observation), self.constraint(), max_tokens=self.max_tokens(),
+                         seed=request_seed(self.episode_seed, step, self.phase, 0))
         turn = TurnRecord.from_completion(self.phase, "game", comp)
         turn.errors += parse_ops(comp.text).errors
         parsed = resolve_action(turn, self.parse_action)
@@ -153,9 +157,9 @@ class ChainOfThoughtAgent(WindowAgent):
     phase = "cot"
 
     def __init__(self, family: str, actions: dict[str, str], parse_action, client: LLMClient,
-                 window: int = DEFAULT_WINDOW, reasoning_chars: int = REASONING_MAX_CHARS):
+                 window: int = DEFAULT_WINDOW, reasoning_chars: int = REASONING_MAX_CHARS, episode_seed: int = 0):
         self.reasoning_chars = reasoning_chars
-        super().__init__(family, actions, parse_action, client, window)
+        super().__init__(family, actions, parse_action, client, window, episode_seed)
 
     def system_prompt(self, family: str, actions: dict[str, str]) -> str:
         return prompts.baseline_system_prompt(family, actions, self.reasoning_chars)

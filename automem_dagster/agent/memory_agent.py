@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.grammar import READ_OPS
+from automem_dagster.agent.sampling import request_seed
 from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
 from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask
 from automem_dagster.games.base import GameState, ParsedAction, state_record
@@ -73,7 +74,9 @@ class MemoryAgent:
     """Plays one episode: holds the episode's memory store and recent history.
 
     ``memory_client`` is None in one-model mode. ``parse_action`` resolves model text to a
-    game action (tolerant, with the game's default on failure).
+    game action (tolerant, with the game's default on failure). ``episode_seed`` seeds every
+    request's sampling (``agent.sampling.request_seed``), so a rerun of the episode is identical
+    on endpoints that honour seeds.
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class MemoryAgent:
         parse_action,
         game_client: LLMClient,
         memory_client: LLMClient | None = None,
+        episode_seed: int = 0,
     ):
         self.scaffold = scaffold
         self.store = store
@@ -91,6 +95,7 @@ class MemoryAgent:
         self.parse_action = parse_action
         self.game_client = game_client
         self.memory_client = memory_client
+        self.episode_seed = episode_seed
         self.formats = TurnFormats(
             scaffold.operations, scaffold.limits.text_max_chars,
             scaffold.limits.key_max_chars, scaffold.limits.keyword_max_chars,
@@ -155,7 +160,8 @@ class MemoryAgent:
         budget, turns = self.scaffold.limits.log_max_ops, []
         while budget > 0:
             constraint = self.formats.log_turn(self.store.files(), self._writable(), budget)
-            comp, dropped = await _complete_within_context(client, messages, constraint)
+            seed = request_seed(self.episode_seed, step, "log", len(turns))
+            comp, dropped = await _complete_within_context(client, messages, constraint, seed)
             turn = TurnRecord.from_completion("log", endpoint, comp)
             turn.errors += dropped
             turns.append(turn)
@@ -193,14 +199,15 @@ class MemoryAgent:
         actions = list(self.actions)
         while True:
             constraint = self.formats.plan_turn(self.store.files(), actions, consult=budget > 0, end_with_done=two_model)
-            comp, dropped = await _complete_within_context(client, messages, constraint)
+            seed = request_seed(self.episode_seed, step, "plan", len(turns))
+            comp, dropped = await _complete_within_context(client, messages, constraint, seed)
             turn = TurnRecord.from_completion("plan", endpoint, comp)
             turn.errors += dropped
             turns.append(turn)
             parsed = parse_ops(comp.text)
             turn.errors += parsed.errors
             if parsed.action is not None and not two_model:
-                return turns, self.parse_action(parsed.action)
+                return turns, checked_action(turn, parsed.action, self.parse_action)
             reads = [op for op in parsed.ops if op.name is not OpName.DONE][:budget]
             for op in reads:
                 turn.ops.append(self._execute(op, "plan"))
@@ -220,7 +227,8 @@ class MemoryAgent:
         messages = self._messages(self._game_system, step, observation, warnings, prompts.plan_phase("game"))
         if consulted:
             messages[1]["content"] = "Memory consulted:\n" + "\n".join(consulted) + "\n\n" + messages[1]["content"]
-        comp = await ask(self.game_client, messages, action_turn(list(self.actions)))
+        comp = await ask(self.game_client, messages, action_turn(list(self.actions)),
+                         seed=request_seed(self.episode_seed, step, "action", 0))
         turn = TurnRecord.from_completion("action", "game", comp)
         turn.errors += parse_ops(comp.text).errors
         return turn
@@ -244,22 +252,33 @@ def resolve_action(turn: TurnRecord, parse_action) -> ParsedAction:
     action = parse_ops(turn.text).action
     if action is None:
         turn.errors.append("no <|ACTION|>...<|END|> in the game model's reply; the action is read from the text")
-    return parse_action(action if action is not None else turn.text)
+        return parse_action(turn.text)
+    return checked_action(turn, action, parse_action)
+
+
+def checked_action(turn: TurnRecord, action: str, parse_action) -> ParsedAction:
+    """The game action an ``<|ACTION|>`` token names; one outside the game's vocabulary (after its
+    tolerant synonyms) makes the turn malformed, since a well-formed token around nonsense is no clean turn."""
+    parsed = parse_action(action)
+    if not parsed.valid:
+        fallback = parsed.note or "the default was used"
+        turn.errors.append(f"<|ACTION|>{action[:60]}<|END|> names no action of this game; {fallback}")
+    return parsed
 
 
 def _result_lines(turn: TurnRecord) -> list[str]:
     return [f"{r.op} -> {r.result}" for r in turn.ops]
 
 
-async def _complete_within_context(client: LLMClient, messages: list[dict],
-                                   constraint: TurnConstraint) -> tuple[Completion, list[str]]:
+async def _complete_within_context(client: LLMClient, messages: list[dict], constraint: TurnConstraint,
+                                   seed: int | None = None) -> tuple[Completion, list[str]]:
     """A phase's next turn; when the conversation has outgrown the endpoint's context (a scaffold
     allowing many reads per phase), the oldest read results of this phase are dropped until it
     fits, and the turn records that. A first prompt that does not fit alone still fails."""
     notes: list[str] = []
     while True:
         try:
-            return await ask(client, messages, constraint), notes
+            return await ask(client, messages, constraint, seed=seed), notes
         except ContextOverflow:
             if len(messages) < 4:
                 raise

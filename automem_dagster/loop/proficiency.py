@@ -32,11 +32,13 @@ from automem_dagster.loop.structure import (
     batch_dir,
     champion_scaffold,
     decide_paired,
+    decision_evidence,
     evaluate_stage,
     slug,
 )
 from automem_dagster.meta.curate import CurationResult, CurationSettings, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
@@ -198,8 +200,8 @@ def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, se
         gguf = str(export_gguf_lora(Path(result.adapter_dir), out / "adapter.gguf"))
     record = AdapterRecord(adapter_id, scaffold.version, data.stats["dataset_hash"], data.out_dir,
                            str(result.adapter_dir), gguf, choice.source)
-    reg.add(record)
-    reg.save()
+    with SpecialistRegistry.updating(settings.family, storage.specialists) as current:
+        current.add(record)  # refuses an id another round registered meanwhile
     return record
 
 
@@ -303,27 +305,30 @@ class SpecialistDecision:
     comparison: dict
     specialist_batch: str
     champion_batch: str
+    gate: dict = field(default_factory=dict)
+    sampling: dict = field(default_factory=dict)
 
 
 def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary, champion: BatchSummary,
-                            storage: Storage) -> SpecialistDecision:
-    """Paired comparison on the evaluation seeds; the specialist pointer moves only on a win."""
-    reg = registry(storage, game_family(game))
-    record = reg.record(adapter_id)
-    if record.decision is not None:
-        # Decided, but the process died before the decision file was written: write it from the registry.
-        keep = record.decision == "kept"
-        result = SpecialistDecision(game, adapter_id, record.scaffold_version, None if keep else reg.champion,
-                                    reg.champion, keep, record.reason, record.comparison, specialist.out_dir,
-                                    champion.out_dir)
-    else:
-        before = reg.champion
-        decision = decide_paired(specialist, champion, "specialist")
-        comparison = asdict(decision.comparison)
-        reg.decide(adapter_id, decision.keep, decision.reason, comparison)
-        reg.save()
-        result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
-                                    decision.reason, comparison, specialist.out_dir, champion.out_dir)
+                            storage: Storage, gate: GatePolicy | None = None) -> SpecialistDecision:
+    """Paired comparison on the evaluation seeds under ``gate``; the specialist pointer moves only on a keep."""
+    with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:  # one step across processes
+        record = reg.record(adapter_id)
+        if record.decision is not None:
+            # Decided, but the process died before the decision file was written: write it from the registry.
+            keep = record.decision == "kept"
+            result = SpecialistDecision(game, adapter_id, record.scaffold_version, None if keep else reg.champion,
+                                        reg.champion, keep, record.reason, record.comparison, specialist.out_dir,
+                                        champion.out_dir)
+        else:
+            before = reg.champion
+            decision = decide_paired(specialist, champion, "specialist", gate)
+            evidence = decision_evidence(decision, specialist, champion, "specialist")  # read before anything is written
+            comparison = asdict(decision.comparison)
+            reg.decide(adapter_id, decision.keep, decision.reason, comparison)
+            result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
+                                        decision.reason, comparison, specialist.out_dir, champion.out_dir,
+                                        **evidence)
     write_json_atomic(storage.runs / "decisions" / slug(game) / f"specialist-{adapter_id}.json", asdict(result))
     return result
 
@@ -395,6 +400,6 @@ async def run_proficiency_round(settings: ProficiencySettings, config: Endpoints
         result.specialist_eval, result.champion_eval = await specialist_evaluation_stage(
             settings, scaffold, result.adapter, clients, storage, progress)
     result.decision = decide_specialist_stage(settings.game, result.adapter.id, result.specialist_eval,
-                                              result.champion_eval, storage)
+                                              result.champion_eval, storage, settings.budget.gate)
     say(result.decision.reason)
     return result

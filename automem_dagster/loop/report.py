@@ -124,8 +124,8 @@ def report_training(game: str, adapter: AdapterRecord, training: dict, storage: 
                  if training.get(k) is not None},
         adapter_dir=Path(adapter.adapter_dir),
         artifacts=[p for p in (data_dir / "stats.json", data_dir / "lora_config.json", plot) if p.exists()]))
-    reg.mark_logged(adapter.id, run.run_id)
-    reg.save()
+    with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:
+        reg.mark_logged(adapter.id, run.run_id)
     return plot, run
 
 

@@ -27,11 +27,12 @@ from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
-from automem_dagster.metrics.paired import Decision, compare_paired, decide
+from automem_dagster.metrics.paired import Decision, GatePolicy, compare_paired, decide
 from automem_dagster.paths import RUNS, SCAFFOLDS
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE, assert_disjoint, eval_seeds, training_seeds
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
 from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT
 from automem_dagster.scaffold.lineage import Lineage
@@ -45,7 +46,8 @@ class RoundError(RuntimeError):
 @dataclass(frozen=True)
 class RoundSettings:
     """The budget of one round. Defaults are AutoMem's evaluation sets (``assets/seeds``);
-    ``eval_episodes`` takes the first k evaluation seeds for a cheap local round."""
+    ``eval_episodes`` takes the first k evaluation seeds for a cheap local round; ``gate`` is the
+    keep-or-rollback policy (AutoMem's strictly higher mean unless a round asks for ``significant``)."""
 
     game: str
     rollout_episodes: int = 4
@@ -54,6 +56,7 @@ class RoundSettings:
     eval_episodes: int | None = None
     concurrency: int = 2
     max_attempts: int = 3
+    gate: GatePolicy = field(default_factory=GatePolicy)
 
     @property
     def family(self) -> str:
@@ -77,6 +80,10 @@ class Storage:
 
     def load_lineage(self, family: str) -> Lineage:
         return Lineage.load(family, self.lineage, self.scaffolds)
+
+    def update_lineage(self, family: str):
+        """``with storage.update_lineage(family) as lineage:`` change it under its cross-process lock."""
+        return Lineage.updating(family, self.lineage, self.scaffolds)
 
 
 def slug(game: str) -> str:
@@ -165,9 +172,12 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
     revision.save(out)
     if register and revision.accepted:
         candidate = load_scaffold_file(out / "candidate.yaml")
-        save_scaffold(candidate, storage.scaffolds)
-        lineage.record_candidate(candidate.version, parent.version, content_hash(candidate), diagnosis_path)
-        lineage.save()
+        with storage.update_lineage(parent.game) as current:
+            if current.next_version() != candidate.version:
+                raise RoundError(f"another round registered {parent.game} v{candidate.version} while this one was "
+                                 f"revising; this revision is kept in {out}: rerun the round to revise from the new state")
+            save_scaffold(candidate, storage.scaffolds)
+            current.record_candidate(candidate.version, parent.version, content_hash(candidate), diagnosis_path)
     return revision, out
 
 
@@ -195,15 +205,28 @@ def per_seed(summary: BatchSummary) -> dict[int, float]:
     return {e.seed: e.progression for e in summary.episodes}
 
 
-def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str) -> Decision:
+def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> Decision:
     """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
-    beats the champion on the paired evaluation seeds. Refuses batches that do not cover the same
-    seeds (an interrupted evaluation), since an unpaired comparison would judge different games."""
+    beats the champion on the paired evaluation seeds under ``gate``. Refuses batches that do not cover
+    the same seeds (an interrupted evaluation), since an unpaired comparison would judge different games."""
     mine, champ = per_seed(challenger), per_seed(champion)
     if set(mine) != set(champ):
         raise RoundError(f"{role} seeds {sorted(mine)} and champion seeds {sorted(champ)} differ: "
                          "rerun the evaluation to finish both batches")
-    return decide(compare_paired(mine, champ))
+    return decide(compare_paired(mine, champ), gate)
+
+
+def sampling_of(batch: BatchSummary) -> dict:
+    """How the batch's requests were seeded, as its batch.json recorded it (``agent.sampling``)."""
+    recorded = read_manifest(Path(batch.out_dir)).get("sampling_seeds")
+    return recorded or {"note": "not recorded: the batch was played before requests carried seeds"}
+
+
+def decision_evidence(decision: Decision, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
+    """What a decision record keeps beside the comparison: the gate policy it was taken under and
+    whether each side's endpoints honour sampling seeds (so whether a rerun would replay it)."""
+    return {"gate": decision.policy.as_dict(),
+            "sampling": {role: sampling_of(challenger), "champion": sampling_of(champion)}}
 
 
 # --- stage 5: the decision ------------------------------------------------------------------
@@ -221,31 +244,37 @@ class DecisionRecord:
     comparison: dict
     candidate_batch: str
     champion_batch: str
+    gate: dict = field(default_factory=dict)
+    """The gate policy the decision was taken under (``GatePolicy``); empty in records from before policies."""
+    sampling: dict = field(default_factory=dict)
+    """Per side, how each endpoint treated the requests' sampling seeds (``agent.sampling.seed_support``)."""
 
 
 def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, champion: BatchSummary,
-                 storage: Storage) -> DecisionRecord:
+                 storage: Storage, gate: GatePolicy | None = None) -> DecisionRecord:
     """Compare on the paired seeds, record the decision, and move the champion pointer on keep.
 
     Refuses to decide on batches that do not cover the same seeds (an interrupted evaluation),
     and on a candidate that is not a pending child of the current champion.
     """
     family = game_family(game)
-    lineage = storage.load_lineage(family)
-    before = lineage.champion().version
-    record = lineage.record(candidate_version)
-    if record.decision is not None:
-        raise RoundError(f"{family} v{candidate_version} was already decided ({record.decision}); start a new round")
-    if record.parent != before:
-        raise RoundError(f"{family} v{candidate_version} descends from v{record.parent}, but the champion is now "
-                         f"v{before}: evaluate a revision of the current champion instead")
-    decision = decide_paired(candidate, champion, "candidate")
-    lineage.record_decision(candidate_version, decision)
-    if decision.keep:
-        lineage.promote(candidate_version)
-    lineage.save()
-    result = DecisionRecord(game, candidate_version, before, lineage.champion().version, decision.keep, decision.reason,
-                            asdict(decision.comparison), candidate.out_dir, champion.out_dir)
+    with storage.update_lineage(family) as lineage:  # read, check, decide and save as one step across processes
+        before = lineage.champion().version
+        record = lineage.record(candidate_version)
+        if record.decision is not None:
+            raise RoundError(f"{family} v{candidate_version} was already decided ({record.decision}); start a new round")
+        if record.parent != before:
+            raise RoundError(f"{family} v{candidate_version} descends from v{record.parent}, but the champion is now "
+                             f"v{before}: evaluate a revision of the current champion instead")
+        decision = decide_paired(candidate, champion, "candidate", gate)
+        evidence = decision_evidence(decision, candidate, champion, "candidate")  # read before anything is written
+        lineage.record_decision(candidate_version, decision)
+        if decision.keep:
+            lineage.promote(candidate_version)
+        after = lineage.champion().version
+    result = DecisionRecord(game, candidate_version, before, after, decision.keep, decision.reason,
+                            asdict(decision.comparison), candidate.out_dir, champion.out_dir,
+                            **evidence)
     write_json_atomic(storage.runs / "decisions" / slug(game) / f"v{candidate_version}.json", asdict(result))
     return result
 
@@ -319,7 +348,8 @@ async def run_round(settings: RoundSettings, clients: Clients, storage: Storage 
                                                  storage, settings.concurrency, progress)
     result.champion_eval = await evaluate_stage(settings.game, champion, seeds, settings.eval_max_steps, clients,
                                                 storage, settings.concurrency, progress)
-    result.decision = decide_stage(settings.game, candidate.version, result.candidate_eval, result.champion_eval, storage)
+    result.decision = decide_stage(settings.game, candidate.version, result.candidate_eval, result.champion_eval, storage,
+                                   settings.gate)
     say(result.decision.reason)
     return result
 

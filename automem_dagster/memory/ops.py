@@ -151,6 +151,13 @@ def _count_problem(text: str) -> str | None:
     return None
 
 
+def file_name(raw: str) -> str:
+    """A file argument as a name: spaces and tabs around it separate it from the syntax (as around
+    every argument), so ``<|READ|>map.txt <|DONE|>`` and a direct ``Op(READ, "map.txt ")`` both name
+    ``map.txt``. Anything else (a newline, a trailing dot) stays and the store's one name rule judges it."""
+    return raw.strip(" \t")
+
+
 def format_op(op: Op) -> str:
     """Render ``op`` in token syntax; parsing the result gives back the same name, file and args."""
     if op.file is None:
@@ -181,6 +188,9 @@ def parse_ops(text: str) -> ParseResult:
             result.errors.append(_unknown(match.group(1), fragment))
             continue
         parsed = _parse_op(name, arg, fragment)
+        if isinstance(parsed, Op) and _broken_name(name, text, match.end() + len(arg)):
+            parsed = (f"{quote(fragment + text[match.end() + len(arg):][:20])}: a newline inside the file name; "
+                      "a name is one line (e.g. notes.txt)")
         if isinstance(parsed, Op):
             result.ops.append(parsed)
         else:
@@ -219,6 +229,16 @@ def _parse_op(name: OpName, arg: str, fragment: str) -> Op | str:
         return f"{quote(fragment)}: too many arguments ({name.value} takes {', '.join(params)}); {expected}"
     if len(pieces) < len(params):
         return f"{quote(fragment)}: missing {', '.join(params[len(pieces) :])}; {expected}"
-    op = Op(name, pieces[0], tuple(pieces[1:]), fragment)
+    op = Op(name, file_name(pieces[0]), tuple(pieces[1:]), fragment)
     problem = validate_op(op)
     return f"{quote(fragment)}: {problem}; {expected}" if problem else op
+
+
+_NAME_CONTINUES = re.compile(r"\n[._-][A-Za-z0-9_.-]")
+"""A newline right before '.', '_' or '-' and more name: a name broken over two lines (``file\n.txt``)."""
+
+
+def _broken_name(name: OpName, text: str, end: int) -> bool:
+    """True when a file-only operation's name is cut by a newline that the name visibly continues after,
+    so ``<|CREATE|>file\n.txt`` is refused instead of acting on ``file``."""
+    return _PARAMS[name] == ("file",) and _NAME_CONTINUES.match(text, end) is not None

@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .journal import Journal
-from .ops import OP_SYNTAX, READ_ONLY_OPS, Op, OpName, OpResult, format_op, quote, validate_op
+from .ops import OP_SYNTAX, READ_ONLY_OPS, Op, OpName, OpResult, file_name, format_op, quote, validate_op
 from .policy import FilePolicy
 
 Phase = Literal["log", "plan"]
@@ -38,6 +38,8 @@ _NAME_HINT = "use a plain file name such as notes.txt (ASCII letters, digits, '_
 # Control characters, Unicode line/paragraph separators and lone surrogates; tab is allowed.
 _BAD_IN_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _BAD_IN_CONTENT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", "CLOCK$", *(f"{port}{n}" for port in ("COM", "LPT") for n in range(1, 10))})
+"""Device names Windows reserves in every folder, whatever the extension (``nul.txt`` is the device too)."""
 _FREE = FilePolicy()
 _SUMMARY_LINE_CHARS = 120
 
@@ -77,8 +79,13 @@ def name_problem(name: str, max_len: int = 64) -> str | None:
         return "it contains '..'"
     if name.startswith("."):
         return "it starts with '.'"
+    if name[-1] in " .":
+        return (f"it ends with {name[-1]!r}, which Windows drops, so it would name another file "
+                f"({name.rstrip(' .')!r})")
     if not _NAME.fullmatch(name):
         return "it contains characters other than letters, digits, '_', '.' and '-'"
+    if name.split(".")[0].upper() in _RESERVED:
+        return f"{name.split('.')[0]!r} is a device name Windows reserves (CON, PRN, AUX, NUL, COM1-9, LPT1-9)"
     return None
 
 
@@ -219,12 +226,13 @@ class MemoryStore:
         if op.name is OpName.DONE:
             return OpResult(True, "memory phase done")
         assert op.file is not None  # validate_op guarantees a file for every other operation
-        self._path(op.file)
+        name = file_name(op.file)  # the parser's rule, so a direct call and model text name the same file
+        self._path(name)
         self._check_args(op)
-        refusal = self._policy(op.file).refusal(op.name, op.file)
+        refusal = self._policy(name).refusal(op.name, name)
         if refusal:
             raise MemoryStoreError(refusal)
-        return self._handlers[op.name](op.file, tuple(arg.strip() for arg in op.args))
+        return self._handlers[op.name](name, tuple(arg.strip() for arg in op.args))
 
     def _harness(self, label: str, name: str, run: Callable[[], OpResult]) -> OpResult:
         """Journal a harness call and raise its refusal, since the harness must not ignore one."""
@@ -281,6 +289,12 @@ class MemoryStore:
         path = os.path.join(self.root, name)
         if os.path.realpath(os.path.dirname(path)) != str(self.root):
             raise MemoryStoreError(f"{name} is not inside the memory folder; {_NAME_HINT}")
+        twins = [entry for entry in os.listdir(self.root) if entry != name and entry.casefold() == name.casefold()]
+        if twins:
+            raise MemoryStoreError(
+                f"invalid file name {quote(name)}: it differs from the existing {twins[0]} only by case, and on a "
+                f"case-insensitive filesystem (macOS, Windows) both are one file under {twins[0]}'s policy; "
+                f"use {twins[0]} or another name")
         return path
 
     def _check_stat(self, name: str, info: os.stat_result) -> None:

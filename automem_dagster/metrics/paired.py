@@ -5,15 +5,22 @@ Both agents play the same evaluation seeds, so the comparison is made on the per
 differences: a seed that is hard for both cancels out, which is what makes a handful of
 episodes informative. Everything is reported in percent, like ``summarize_progression``.
 
-The decision rule is AutoMem's: a candidate is kept only if its mean progression on the
-fixed seeds is strictly higher than the champion's. The standard error and the bootstrap
-interval are recorded as evidence for a person reading the lineage; they do not change the
-decision, because the rule the results were published under does not use them.
+Two gate policies (``GatePolicy``), chosen per round and recorded with the decision:
+
+- ``higher_mean`` (the default, AutoMem's published rule): keep a candidate whose mean
+  progression on the fixed seeds is strictly higher than the champion's. The standard error,
+  the bootstrap interval and the permutation p-value are recorded as evidence only.
+- ``significant``: keep only when the paired difference is positive beyond chance: at least
+  ``min_seeds`` paired seeds, and a one-sided paired permutation test (sign flips of the per-seed
+  differences) with p <= ``level``. Noise such as one lucky piece of wood on 2 seeds is then
+  rolled back instead of kept.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -23,6 +30,36 @@ TIE_TOLERANCE = 1e-9
 """Percentage points below which two means count as equal. Progressions are ratios such as
 k/22 that floats cannot hold exactly, so two seed sets with the same real total can sum to
 means an ulp apart; without a tolerance such a tie would be kept as a win."""
+
+
+GATE_RULES = ("higher_mean", "significant")
+EXACT_PERMUTATION_MAX_SEEDS = 16
+"""Up to this many seeds the permutation test enumerates all 2**n sign flips (65,536); above, it samples."""
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    """How keep-or-rollback judges a paired comparison; see the module docstring for the two rules."""
+
+    rule: Literal["higher_mean", "significant"] = "higher_mean"
+    level: float = 0.05
+    min_seeds: int = 5
+
+    def __post_init__(self) -> None:
+        if self.rule not in GATE_RULES:
+            raise ValueError(f"gate rule {self.rule!r}: use one of {', '.join(GATE_RULES)}")
+        if not 0.0 < self.level < 1.0:
+            raise ValueError(f"gate level {self.level}: a significance level between 0 and 1, e.g. 0.05")
+        if self.min_seeds < 1:
+            raise ValueError(f"gate min_seeds {self.min_seeds}: at least 1 paired seed")
+
+    def describe(self) -> str:
+        if self.rule == "higher_mean":
+            return "higher_mean (strictly higher mean on the fixed seeds)"
+        return f"significant (one-sided paired permutation p <= {self.level:g}, at least {self.min_seeds} seeds)"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -43,6 +80,8 @@ class PairedComparison:
     ci_high: float
     n: int
     seeds: tuple[int, ...]
+    p_value: float = 1.0
+    """One-sided paired permutation p-value of a mean difference this large or larger by chance."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +91,7 @@ class Decision:
     keep: bool
     reason: str
     comparison: PairedComparison
+    policy: GatePolicy = field(default_factory=GatePolicy)
 
 
 def compare_paired(
@@ -84,24 +124,54 @@ def compare_paired(
         ci_high=ci_high,
         n=len(seeds),
         seeds=tuple(seeds),
+        p_value=permutation_p_value(np.subtract(cand, champ), rng_seed),
     )
 
 
-def decide(comparison: PairedComparison) -> Decision:
-    """Keep only a strictly higher mean; a tie or a loss rolls back (AutoMem's rule)."""
+def decide(comparison: PairedComparison, policy: GatePolicy | None = None) -> Decision:
+    """Keep or roll back under ``policy`` (default: AutoMem's strictly-higher-mean rule); a tie or a
+    loss always rolls back, and ``significant`` also rolls back a win that chance explains."""
+    policy = policy or GatePolicy()
     c = comparison
     gap = c.candidate_mean - c.champion_mean
     evidence = (f"difference {c.mean_difference:+.2f} points, SE {c.stderr_difference:.2f}, "
-                f"bootstrap CI [{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds")
+                f"bootstrap CI [{c.ci_low:+.2f}, {c.ci_high:+.2f}], permutation p {c.p_value:.3f}, "
+                f"{c.n} paired seeds; gate {policy.rule}")
     if gap > TIE_TOLERANCE:
+        if policy.rule == "significant" and c.n < policy.min_seeds:
+            reason = (f"rolled back: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% on only "
+                      f"{c.n} seeds, and the significant gate needs at least {policy.min_seeds} ({evidence})")
+            return Decision(keep=False, reason=reason, comparison=c, policy=policy)
+        if policy.rule == "significant" and c.p_value > policy.level:
+            reason = (f"rolled back: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}%, but "
+                      f"chance explains it (p {c.p_value:.3f} > {policy.level:g}) ({evidence})")
+            return Decision(keep=False, reason=reason, comparison=c, policy=policy)
         reason = f"kept: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% ({evidence})"
-        return Decision(keep=True, reason=reason, comparison=c)
+        return Decision(keep=True, reason=reason, comparison=c, policy=policy)
     if gap >= -TIE_TOLERANCE:
         reason = (f"rolled back: tie, candidate and champion both average {c.champion_mean:.2f}% "
                   f"and a revision must be strictly better ({evidence})")
-        return Decision(keep=False, reason=reason, comparison=c)
+        return Decision(keep=False, reason=reason, comparison=c, policy=policy)
     reason = f"rolled back: candidate {c.candidate_mean:.2f}% is below champion {c.champion_mean:.2f}% ({evidence})"
-    return Decision(keep=False, reason=reason, comparison=c)
+    return Decision(keep=False, reason=reason, comparison=c, policy=policy)
+
+
+def permutation_p_value(differences: np.ndarray, rng_seed: int = 0, n_samples: int = 20_000) -> float:
+    """One-sided paired permutation (sign-flip) test of a positive mean difference.
+
+    Under the null hypothesis that candidate and champion are exchangeable on every seed, each
+    per-seed difference is as likely to have either sign; the p-value is the share of the 2**n
+    sign assignments whose mean is at least the observed one (all of them up to
+    ``EXACT_PERMUTATION_MAX_SEEDS`` seeds, else ``n_samples`` drawn with ``rng_seed``). With n
+    seeds the smallest possible p-value is 2**-n: 5 seeds can reach 0.031, 4 seeds only 0.0625.
+    """
+    d = np.asarray(differences, dtype=float)
+    observed = d.mean() - TIE_TOLERANCE / 100.0
+    if len(d) <= EXACT_PERMUTATION_MAX_SEEDS:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
+    else:
+        signs = np.random.default_rng(rng_seed).choice((1.0, -1.0), size=(n_samples, len(d)))
+    return float(np.mean((signs * d).mean(axis=1) >= observed))
 
 
 def _paired_seeds(candidate: dict[int, float], champion: dict[int, float]) -> list[int]:

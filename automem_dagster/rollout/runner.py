@@ -12,7 +12,6 @@ ones from their start, so a killed batch resumes to the same set of trajectories
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from automem_dagster.agent import MemoryAgent
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
+from automem_dagster.agent.sampling import sampling_record
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family, make_game
 from automem_dagster.games.base import Game, state_record
@@ -30,7 +30,7 @@ from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
-from automem_dagster.rollout.trajectory import TrajectoryWriter, episode_id, trajectory_path
+from automem_dagster.rollout.trajectory import TrajectoryWriter, episode_id, read_manifest, trajectory_path
 from automem_dagster.scaffold import Scaffold, content_hash
 
 
@@ -74,6 +74,8 @@ class RolloutSpec:
             # Only the memory agent uses a memory endpoint; a baseline plays with the game model alone.
             "two_model": self.agent == "memory" and clients.memory is not None,
             **self.agent_settings(),
+            # Whether a rerun replays the batch: requests carry seeds, and what each server does with them.
+            "sampling_seeds": sampling_record(clients) if self.agent != "random" else {"random": "seeded by the episode seed"},
         }
 
 
@@ -84,7 +86,7 @@ Progress = Callable[[str, int, bool], None]
 def _check_manifest(path: Path, manifest: dict) -> None:
     if path.exists():
         # Batches from before baselines existed have no ``agent``: they are memory-agent batches.
-        previous = {"agent": "memory", **json.loads(path.read_text())}
+        previous = {"agent": "memory", **read_manifest(path.parent)}
         keys = ("game", "max_steps", "two_model", "agent", "window")
         if manifest["agent"] == "memory":
             keys += ("scaffold_hash",)      # a baseline does not use the scaffold, so a new champion is no conflict
@@ -188,10 +190,12 @@ def make_agent(spec: RolloutSpec, seed: int, game: Game, clients: Clients, mem_r
     if spec.agent == "memory":
         mem_root.mkdir(parents=True)
         store = MemoryStore(mem_root / "files", journal=Journal(mem_root / "journal.jsonl"))
-        return MemoryAgent(spec.scaffold, store, game.actions(), game.parse_action, clients.game, clients.memory)
+        return MemoryAgent(spec.scaffold, store, game.actions(), game.parse_action, clients.game, clients.memory,
+                           episode_seed=seed)
     if spec.agent == "random":
         return RandomAgent(game.actions(), seed)
     if clients.game is None:
         raise RolloutError(f"the {spec.agent} baseline needs a game endpoint: pass --endpoints with a `game:` entry")
     kind = WindowAgent if spec.agent == "window" else ChainOfThoughtAgent
-    return kind(game_family(spec.game), game.actions(), game.parse_action, clients.game, spec.window)
+    return kind(game_family(spec.game), game.actions(), game.parse_action, clients.game, spec.window,
+                episode_seed=seed)

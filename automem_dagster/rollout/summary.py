@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
+from automem_dagster.datafiles import read_json_file
 from automem_dagster.metrics import BehaviourMetrics, ProgressionSummary, behaviour_metrics, summarize_progression
-from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
+from automem_dagster.rollout.trajectory import TrajectoryError, finished_episodes, read_manifest, read_trajectory
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class BatchSummary:
 def summarize_batch(out_dir: Path) -> BatchSummary:
     """Read every finished trajectory of a batch, write ``summary.json`` and return it."""
     out = Path(out_dir)
-    manifest = json.loads((out / "batch.json").read_text())
+    manifest = read_manifest(out)
     episodes, step_lists = [], []
     for path in finished_episodes(out):
         header, steps, end = read_trajectory(path)
@@ -64,7 +64,8 @@ def load_summary(out_dir: Path) -> BatchSummary:
     path = Path(out_dir) / "summary.json"
     if not path.exists():
         return summarize_batch(out_dir)
-    data = json.loads(path.read_text())
+    data = read_json_file(path, "batch summary", TrajectoryError,
+                          "delete summary.json: it is rebuilt from the trajectories, which stay as they are")
     return BatchSummary(
         out_dir=data["out_dir"], game=data["game"], episodes=[EpisodeSummary(**e) for e in data["episodes"]],
         progression=ProgressionSummary(**data["progression"]) if data["progression"] else None,

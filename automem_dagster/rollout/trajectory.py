@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import IO
 
+from automem_dagster.datafiles import read_json_file, read_text_file
+
 PARTIAL_SUFFIX = ".partial"
 
 
@@ -66,37 +68,80 @@ class TrajectoryWriter:
             self._fh = None
 
 
+STEP_KEYS = ("observation", "action", "action_valid", "reward", "progression", "done", "warnings", "turns",
+             "state", "wall_s")
+"""What every step line holds (``rollout.runner`` writes them), so readers can index them freely."""
+TURN_KEYS = ("phase", "text", "ops", "errors", "input_tokens", "output_tokens", "latency_s")
+_REPLAY = "delete it and rerun the same rollout command to replay that episode (nothing else refers to it)"
+
+
 def read_trajectory(path: Path) -> tuple[dict, list[dict], dict]:
-    """(header, steps, end) of a finished episode; a clear error for anything else."""
+    """(header, steps, end) of a finished episode; a clear error for anything else.
+
+    Errors name the file, the line and what to do. A single blank line at the end (an editor's
+    final newline) is tolerated; a blank line anywhere else is corruption. Nothing is changed.
+    """
     path = Path(path)
     header, steps, end = None, [], None
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise TrajectoryError(f"cannot read trajectory {path}: {exc}") from exc
+    lines = read_text_file(path, "trajectory", TrajectoryError, _REPLAY).splitlines()
+    if lines and not lines[-1].strip():
+        lines.pop()
     for number, line in enumerate(lines, 1):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TrajectoryError(
-                f"trajectory {path} line {number} is not JSON ({exc.msg}); the file is corrupted: "
-                "delete it and rerun the rollout to replay that episode"
+                f"trajectory {path} line {number} is not JSON ({exc.msg}); the file is corrupted: {_REPLAY}"
             ) from exc
         kind = record.get("type") if isinstance(record, dict) else None
         if kind == "header" and header is None and number == 1:
             header = record
         elif kind == "step" and header is not None and end is None:
             if record.get("step") != len(steps):
-                raise TrajectoryError(f"trajectory {path} line {number}: expected step {len(steps)}, found {record.get('step')}")
+                raise TrajectoryError(f"trajectory {path} line {number}: expected step {len(steps)}, "
+                                      f"found {record.get('step')}: {_REPLAY}")
+            _check_step(path, number, record)
             steps.append(record)
         elif kind == "end" and header is not None and end is None:
             end = record
         else:
-            raise TrajectoryError(f"trajectory {path} line {number}: unexpected record type {kind!r}")
+            raise TrajectoryError(f"trajectory {path} line {number}: unexpected record type {kind!r}: {_REPLAY}")
     if header is None or end is None:
-        raise TrajectoryError(f"trajectory {path} is incomplete (no {'header' if header is None else 'end'} line)")
+        raise TrajectoryError(f"trajectory {path} is incomplete (no {'header' if header is None else 'end'} line): "
+                              f"{_REPLAY}")
     return header, steps, end
+
+
+def _check_step(path: Path, number: int, record: dict) -> None:
+    """Refuse a step line that lacks what readers index, naming the missing keys, so a damaged line
+    fails here with its file and line instead of as a KeyError deep in the metrics."""
+    missing = [k for k in STEP_KEYS if k not in record]
+    turns = record.get("turns")
+    if not missing and not isinstance(turns, list):
+        missing = ["turns (a list)"]
+    for turn in turns if not missing else ():
+        lacking = [k for k in TURN_KEYS if not isinstance(turn, dict) or k not in turn]
+        if lacking:
+            missing = [f"turns[{turns.index(turn)}].{k}" for k in lacking]
+            break
+    if missing:
+        raise TrajectoryError(f"trajectory {path} line {number} (step {record['step']}) lacks {', '.join(missing)}; "
+                              f"the file is damaged or was not written by this rollout: {_REPLAY}")
 
 
 def finished_episodes(batch_dir: Path) -> list[Path]:
     return sorted((Path(batch_dir) / "trajectories").glob("*.jsonl"))
+
+
+def read_manifest(batch_dir: Path) -> dict:
+    """A batch's ``batch.json`` (what the batch is: game, scaffold, seeds, agent), with errors that name
+    the file and what to do; readers and the resume check both come through here."""
+    path = Path(batch_dir) / "batch.json"
+    advice = ("restore it from version control, or rerun the rollout with a new --out folder "
+              "(the trajectories in this one are kept)")
+    missing = (f"is {Path(batch_dir)} a batch folder? Pass the folder a rollout wrote "
+               "(it holds batch.json and trajectories/)")
+    manifest = read_json_file(path, "batch manifest", TrajectoryError, advice, missing)
+    if not isinstance(manifest, dict) or "game" not in manifest:
+        raise TrajectoryError(f"batch manifest {path} is not a batch description (no \"game\" field): {advice}")
+    return manifest

@@ -13,6 +13,8 @@ The in-memory ``Lineage`` is changed by ``record_candidate``, ``record_decision`
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -20,7 +22,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from automem_dagster.atomic import write_text_atomic
-from automem_dagster.datafiles import validation_problems
+from automem_dagster.datafiles import read_text_file, validation_problems
+from automem_dagster.locking import file_lock
 from automem_dagster.metrics.paired import Decision, PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
 from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path
@@ -121,9 +124,19 @@ class Lineage:
         if game not in GAME_FAMILIES:
             raise LineageError(f"unknown game family {game!r}: lineages are kept per family, one of {GAME_FAMILIES}")
         path = Path(root) / f"{game}.json"
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return cls(_baseline(game, Path(scaffolds)), path, Path(scaffolds))
         return cls(_read(path, game), path, Path(scaffolds))
+
+    @classmethod
+    @contextmanager
+    def updating(cls, game: str, root: Path = DEFAULT_ROOT, scaffolds: Path = SCAFFOLDS) -> Iterator[Lineage]:
+        """Load, let the caller change, and save the lineage under its cross-process lock, so two rounds
+        changing it at once both keep their change; nothing is saved when the caller raises."""
+        with file_lock(Path(root) / f"{game}.json"):
+            lineage = cls.load(game, root, scaffolds)
+            yield lineage
+            lineage.save()
 
     @property
     def game(self) -> str:
@@ -237,7 +250,7 @@ def _read(path: Path, game: str) -> LineageFile:
     advice = (f"restore it from version control (git/dvc checkout {path}); deleting it restarts the lineage "
               f"from v0 as champion and loses the recorded history")
     try:
-        data = LineageFile.model_validate_json(path.read_text())
+        data = LineageFile.model_validate_json(read_text_file(path, "lineage file", LineageError, advice))
     except ValidationError as exc:
         raise LineageError(f"lineage file {path} is corrupted ({validation_problems(exc)}): {advice}") from exc
     if data.game != game:

@@ -9,11 +9,14 @@ atomic file replace, so a failure at any earlier point leaves the service as it 
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
+from automem_dagster.datafiles import read_json_file
+from automem_dagster.locking import file_lock
 from automem_dagster.paths import ASSETS
 
 DEFAULT_ROOT = ASSETS / "specialists"
@@ -53,12 +56,23 @@ class SpecialistRegistry:
         path = Path(root) / f"{family}.json"
         if not path.exists():
             return cls(family, path)
+        advice = "restore it from version control (`git checkout` or `dvc checkout`)"
+        data = read_json_file(path, "specialist registry", RegistryError, advice)
         try:
-            data = json.loads(path.read_text())
             return cls(family, path, data["champion"], [AdapterRecord(**a) for a in data["adapters"]])
         except (ValueError, KeyError, TypeError) as exc:
             raise RegistryError(f"{path} is not a specialist registry ({exc}): restore it from version control "
                                 "(`git checkout` or `dvc checkout`)") from exc
+
+    @classmethod
+    @contextmanager
+    def updating(cls, family: str, root: Path = DEFAULT_ROOT) -> Iterator[SpecialistRegistry]:
+        """Load, let the caller change, and save the registry under its cross-process lock (see
+        ``automem_dagster.locking``); nothing is saved when the caller raises."""
+        with file_lock(Path(root) / f"{family}.json"):
+            reg = cls.load(family, root)
+            yield reg
+            reg.save()
 
     def save(self) -> Path:
         write_json_atomic(self.path, {"family": self.family, "champion": self.champion,

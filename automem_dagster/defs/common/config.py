@@ -6,6 +6,11 @@ import dagster as dg
 from pydantic import Field
 
 from automem_dagster.loop.structure import RoundSettings
+from automem_dagster.metrics.paired import GatePolicy
+
+ROLLOUT_RETRY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL)
+"""For the assets that play episodes: a batch resumes (finished episodes are kept), so a retry after a
+server hiccup or a killed worker only replays the unfinished ones; 30 s then 60 s lets a server recover."""
 
 
 class RoundConfig(dg.Config):
@@ -17,7 +22,13 @@ class RoundConfig(dg.Config):
     eval_episodes: int | None = Field(2, ge=1, description="first k evaluation seeds; null for the whole fixed set")
     concurrency: int = Field(2, ge=1, description="episodes played at once")
     max_attempts: int = Field(3, ge=1, description="meta-LLM attempts per diagnosis or revision")
+    gate: str = Field("higher_mean", description="keep rule: higher_mean (AutoMem's) or significant (beyond chance)")
+    gate_level: float = Field(0.05, gt=0, lt=1, description="significant gate: one-sided permutation p-value to beat")
+    gate_min_seeds: int = Field(5, ge=1, description="significant gate: fewest paired seeds it keeps on")
+
+    def gate_policy(self) -> GatePolicy:
+        return GatePolicy(self.gate, self.gate_level, self.gate_min_seeds)
 
     def settings(self, game: str) -> RoundSettings:
         return RoundSettings(game, self.rollout_episodes, self.rollout_max_steps, self.eval_max_steps,
-                             self.eval_episodes, self.concurrency, self.max_attempts)
+                             self.eval_episodes, self.concurrency, self.max_attempts, self.gate_policy())

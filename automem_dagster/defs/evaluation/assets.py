@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.config import ROLLOUT_RETRY, RoundConfig
 from automem_dagster.defs.common.gate import paired_evaluation_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.progress import episode_log
@@ -15,7 +15,8 @@ GROUP = "evaluation"
 TAGS = {"domain": "evaluation"}
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+          retry_policy=ROLLOUT_RETRY)
 def candidate_evaluation(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
                          storage: StorageResource, scaffold_candidate: dict) -> dg.Output:
     """Candidate and champion on the same fixed evaluation seeds (paired), with progression ± SE and
@@ -48,6 +49,7 @@ def candidate_evaluation(context: dg.AssetExecutionContext, config: RoundConfig,
                                           report_dir(store, game) / f"v{candidate.version}_behaviour.png")
     value = {**scaffold_candidate, "outcome": "evaluated", "champion": champion.version, "seeds": seeds,
              "eval_max_steps": settings.eval_max_steps, "candidate_batch": cand.out_dir, "champion_batch": champ.out_dir,
-             "per_seed": {"candidate": per_seed(cand), "champion": per_seed(champ)}, "endpoints": described}
+             "per_seed": {"candidate": per_seed(cand), "champion": per_seed(champ)}, "endpoints": described,
+             "gate": settings.gate.as_dict()}
     return dg.Output(value, metadata={"outcome": "evaluated", "candidate": f"v{candidate.version}",
                                       "champion": f"v{champion.version}", **metadata})

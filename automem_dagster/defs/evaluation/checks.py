@@ -4,19 +4,20 @@ import dagster as dg
 
 from automem_dagster.defs.common.partitions import game_partitions
 from automem_dagster.defs.evaluation.assets import candidate_evaluation
-from automem_dagster.metrics.paired import compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
 
 
 @dg.asset_check(asset=candidate_evaluation, partitions_def=game_partitions, blocking=False)
 def evaluation_gate(candidate_evaluation: dict) -> dg.AssetCheckResult:
-    """Passes iff the candidate's mean progression on the fixed seeds is strictly higher than the
-    champion's (AutoMem's keep rule); a tie or a loss fails with a warning, as does a round without
-    a candidate. The standard error and the bootstrap interval are shown as evidence only."""
+    """Passes iff the round's gate policy would keep the candidate: by default a strictly higher mean
+    progression on the fixed seeds (AutoMem's rule), or with ``gate: significant`` a difference beyond
+    chance; a tie or a loss fails with a warning, as does a round without a candidate."""
     if candidate_evaluation["outcome"] != "evaluated":
         return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata={
             "reason": f"no candidate: {candidate_evaluation.get('reason') or 'nothing was evaluated'}"})
     scores = candidate_evaluation["per_seed"]
-    decision = decide(compare_paired(scores["candidate"], scores["champion"]))
+    decision = decide(compare_paired(scores["candidate"], scores["champion"]),
+                      GatePolicy(**candidate_evaluation.get("gate", {})))
     c = decision.comparison
     return dg.AssetCheckResult(passed=decision.keep, severity=dg.AssetCheckSeverity.WARN, metadata={
         "candidate": f"v{candidate_evaluation['candidate']}",
@@ -25,5 +26,7 @@ def evaluation_gate(candidate_evaluation: dict) -> dg.AssetCheckResult:
         "difference": c.mean_difference,
         "se": c.stderr_difference,
         "ci": f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
+        "p_value": c.p_value,
+        "gate": decision.policy.describe(),
         "reason": decision.reason,
     })

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from automem_dagster.defs.common.config import ROLLOUT_RETRY
 from automem_dagster.defs.common.gate import decide_once, mlflow_run_links, paired_evaluation_metadata
 from automem_dagster.defs.common.metadata import code_block, rollout_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
@@ -39,8 +40,10 @@ from automem_dagster.loop.report import report_dir, report_specialist, report_tr
 from automem_dagster.loop.structure import champion_scaffold, per_seed
 from automem_dagster.meta.curate import CurationResult, DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
 
 GROUP = "proficiency"
@@ -89,7 +92,8 @@ def _training_log(log):
     return progress
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+          retry_policy=ROLLOUT_RETRY)
 def training_rollouts(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                       storage: StorageResource) -> dg.Output:
     """The champion scaffold played by the one-model agent on fresh training seeds (disjoint from
@@ -129,7 +133,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     batch = Path(training_rollouts)
-    version = json.loads((batch / "batch.json").read_text())["scaffold_version"]
+    version = read_manifest(batch)["scaffold_version"]
     scaffold = load_scaffold(settings.family, version, store.scaffolds)
     context.log.info(f"curating {batch} (scaffold v{version}), at least {settings.curation.min_examples} examples")
     try:
@@ -236,7 +240,8 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
                      metadata=metadata)
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+          retry_policy=ROLLOUT_RETRY)
 def specialist_evaluation(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                           storage: StorageResource, lora_adapter: dict) -> dg.Output:
     """The two-model agent (the specialist does the memory operations, the frozen game model picks
@@ -268,7 +273,7 @@ def specialist_evaluation(context: dg.AssetExecutionContext, config: Proficiency
     value = {"game": game, "outcome": "evaluated", "adapter": record.id, "scaffold_version": scaffold.version,
              "seeds": seeds, "eval_max_steps": settings.budget.eval_max_steps, "specialist_batch": spec.out_dir,
              "champion_batch": champ.out_dir, "per_seed": {"specialist": per_seed(spec), "champion": per_seed(champ)},
-             "endpoints": described, "loss_plot": lora_adapter.get("loss_plot")}
+             "endpoints": described, "loss_plot": lora_adapter.get("loss_plot"), "gate": settings.budget.gate.as_dict()}
     return dg.Output(value, metadata={"outcome": "evaluated", "adapter": record.id, "scaffold": f"v{scaffold.version}",
                                       **metadata, "endpoints": dg.MetadataValue.json(described)})
 
@@ -288,7 +293,8 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
     champion = load_summary(Path(specialist_evaluation["champion_batch"]))
     decision, tracker = decide_once(
         context, load_specialist_decision(store, game, adapter_id),
-        lambda: decide_specialist_stage(game, adapter_id, specialist, champion, store), mlflow, adapter_id)
+        lambda: decide_specialist_stage(game, adapter_id, specialist, champion, store,
+                                        GatePolicy(**specialist_evaluation.get("gate", {}))), mlflow, adapter_id)
     context.log.info(decision.reason)
     record = registry(store, game_family(game)).record(adapter_id)
     loss_plot = specialist_evaluation.get("loss_plot")

@@ -4,16 +4,17 @@ import dagster as dg
 
 from automem_dagster.defs.common.partitions import game_partitions
 from automem_dagster.defs.proficiency.assets import specialist_evaluation
-from automem_dagster.metrics.paired import compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
 
 
 @dg.asset_check(asset=specialist_evaluation, partitions_def=game_partitions, blocking=False)
 def specialist_gate(specialist_evaluation: dict) -> dg.AssetCheckResult:
-    """Passes iff the two-model agent's mean progression on the fixed seeds is strictly higher than
-    the one-model champion's (the same keep rule as for scaffolds); a tie or a loss fails with a
-    warning. The standard error and the bootstrap interval are shown as evidence only."""
+    """Passes iff the round's gate policy would keep the two-model agent against the one-model
+    champion (the same policies as for scaffolds: strictly higher mean by default, or ``significant``);
+    a tie or a loss fails with a warning."""
     scores = specialist_evaluation["per_seed"]
-    decision = decide(compare_paired(scores["specialist"], scores["champion"]))
+    decision = decide(compare_paired(scores["specialist"], scores["champion"]),
+                      GatePolicy(**specialist_evaluation.get("gate", {})))
     c = decision.comparison
     return dg.AssetCheckResult(passed=decision.keep, severity=dg.AssetCheckSeverity.WARN, metadata={
         "adapter": specialist_evaluation["adapter"],
@@ -22,5 +23,7 @@ def specialist_gate(specialist_evaluation: dict) -> dg.AssetCheckResult:
         "difference": c.mean_difference,
         "se": c.stderr_difference,
         "ci": f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
+        "p_value": c.p_value,
+        "gate": decision.policy.describe(),
         "reason": decision.reason,
     })

@@ -6,13 +6,12 @@ small dicts; everything else is read back from the files the stages wrote. ``sca
 stands beside the chain: one partition per version, for looking at a version's YAML and fate.
 """
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.config import ROLLOUT_RETRY, RoundConfig
 from automem_dagster.defs.common.gate import decide_once, mlflow_run_links
 from automem_dagster.defs.common.metadata import code_block, rollout_metadata
 from automem_dagster.defs.common.partitions import (
@@ -40,8 +39,10 @@ from automem_dagster.loop.structure import (
 )
 from automem_dagster.loop.structure import champion_scaffold as load_champion
 from automem_dagster.meta.diagnose import Diagnosis
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import content_hash, load_scaffold, scaffold_path, scaffold_yaml
 from automem_dagster.scaffold.lineage import render_tree
 
@@ -73,7 +74,8 @@ def scaffold_version(context: dg.AssetExecutionContext, storage: StorageResource
     })
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
+@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+          retry_policy=ROLLOUT_RETRY)
 def rollout_batch(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
                   storage: StorageResource) -> dg.Output:
     """The champion scaffold played on fresh training seeds (disjoint from the evaluation seeds): the
@@ -112,7 +114,7 @@ def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints:
         return dg.Output(None, metadata={"outcome": "skipped"})
     store = storage.storage()
     batch = Path(rollout_batch)
-    version = json.loads((batch / "batch.json").read_text())["scaffold_version"]
+    version = read_manifest(batch)["scaffold_version"]
     scaffold = load_scaffold(game_family(game_of(context.partition_key)), version, store.scaffolds)
     context.log.info(f"diagnosing {batch} (scaffold v{version})")
     result, out = endpoints.run(lambda clients: diagnose_stage(batch, scaffold, clients, store, config.max_attempts),
@@ -224,7 +226,9 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
     candidate = load_summary(Path(candidate_evaluation["candidate_batch"]))
     champion = load_summary(Path(candidate_evaluation["champion_batch"]))
     record, tracker = decide_once(context, load_decision(store, game, version),
-                                  lambda: decide_stage(game, version, candidate, champion, store), mlflow, f"v{version}")
+                                  lambda: decide_stage(game, version, candidate, champion, store,
+                                                       GatePolicy(**candidate_evaluation.get("gate", {}))),
+                                  mlflow, f"v{version}")
     context.log.info(record.reason)
     result = RoundResult(game, record.champion_before, version, None,
                          _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"), None,

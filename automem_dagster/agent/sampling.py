@@ -1,0 +1,57 @@
+"""Per-request sampling seeds: the same (episode seed, step, phase, turn) always gets the same seed.
+
+Fixing the environment's seed alone leaves the model's sampling free, so a rerun at temperature
+above 0 plays another episode. Every request therefore carries a seed derived from where it
+falls in the episode: on servers that honour seeds (llama.cpp, vLLM; OpenAI best effort) a rerun
+is identical, and a candidate and its champion meet the same sampling noise at the same point
+(common random numbers, which narrows their paired comparison). The derivation is a SHA-256 of
+the four parts, not Python's ``hash()``, which is salted per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+SEED_BITS = 31
+"""Seeds stay below 2**31: llama.cpp and vLLM take a signed 32-bit or 64-bit seed, OpenAI an int."""
+
+
+def request_seed(episode_seed: int, step: int, phase: str, turn: int) -> int:
+    """The sampling seed of the ``turn``-th request of ``phase`` at ``step`` of the episode played on ``episode_seed``."""
+    digest = hashlib.sha256(f"{episode_seed}|{step}|{phase}|{turn}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (1 << SEED_BITS)
+
+
+_SERVERS_WORD = {
+    "gbnf": "honoured: llama.cpp's server samples from the request's seed",
+    "vllm": "honoured: vLLM samples from the request's seed",
+    "none": "best effort: an OpenAI-style API treats the seed as a hint (compare system_fingerprint); "
+            "a rerun may differ",
+}
+
+
+def seed_support(config: Any) -> str:
+    """What the endpoint does with per-request seeds, in the server's own terms, for the records.
+
+    ``config`` is an ``EndpointConfig``. The dialect names the server family (``gbnf``: llama.cpp,
+    ``vllm``: vLLM, ``none``: anything else, typically a hosted API). The integration test
+    ``test_memory_agent_rerun_at_temperature_is_identical`` is the rerun check for the embedded
+    server; for a remote server, rerun one short batch into a second folder and compare.
+    """
+    if config.temperature == 0:
+        return "not needed: temperature 0 samples greedily"
+    if config.seed is not None:
+        return f"fixed by the endpoint file: every request uses seed {config.seed} (no per-position seeds)"
+    if config.constrained == "gbnf" and config.cache_prompt:
+        return (_SERVERS_WORD["gbnf"] + ", but with cache_prompt on its logits over a cached prefix may differ in "
+                "the last bits (llama.cpp's README), so a rerun can part where two tokens nearly tie; "
+                "cache_prompt: false makes reruns identical")
+    return _SERVERS_WORD[config.constrained]
+
+
+def sampling_record(clients: Any) -> dict[str, str]:
+    """Per role that plays (game, memory), how its requests are seeded: batch.json keeps it and the
+    keep-or-rollback decision quotes it, so a reader knows whether a rerun would replay the batch."""
+    return {role: seed_support(client.config)
+            for role in ("game", "memory") if (client := getattr(clients, role, None)) is not None}
