@@ -216,7 +216,8 @@ def test_memory_agent_rerun_at_temperature_is_identical(game_name, embedded, tmp
     same model replies and actions, because every request carries a seed from its position. The prompt
     cache is off: llama.cpp's logits over a cached prefix can differ in the last bits, enough to part a
     rerun where two tokens are nearly tied (seen on NetHack at the third step)."""
-    config = EndpointConfig(name="game", base_url="unused", constrained="gbnf", temperature=0.7, cache_prompt=False)
+    config = EndpointConfig(name="game", base_url="unused", server="llama.cpp", constrained="gbnf", temperature=0.7,
+                            cache_prompt=False)
 
     async def play(tmp):
         game = make_game(game_name, max_steps=10)
@@ -250,12 +251,12 @@ def test_an_action_outside_the_vocabulary_in_a_well_formed_token_is_a_malformed_
 
 
 @pytest.mark.parametrize(("fields", "says"), [
-    ({"constrained": "gbnf"}, "cache_prompt: false makes reruns identical"),
-    ({"constrained": "gbnf", "cache_prompt": False}, "honoured: llama.cpp"),
-    ({"constrained": "vllm"}, "honoured: vLLM"),
-    ({"constrained": "none"}, "best effort"),
-    ({"constrained": "gbnf", "seed": 7}, "every request uses seed 7"),
-    ({"constrained": "none", "temperature": 0.0}, "greedily"),
+    ({"server": "llama.cpp"}, "cache_prompt: false makes reruns identical"),
+    ({"server": "llama.cpp", "cache_prompt": False}, "honoured: llama.cpp"),
+    ({"server": "vllm", "constrained": "vllm"}, "honoured: vLLM"),
+    ({"server": "openai-compatible", "constrained": "json_schema"}, "best effort"),
+    ({"server": "llama.cpp", "seed": 7}, "every request uses seed 7"),
+    ({"server": "openai-compatible", "temperature": 0.0}, "greedily"),
 ])
 def test_seed_support_states_what_each_server_does_with_seeds(fields, says):
     from automem_dagster.agent.sampling import seed_support

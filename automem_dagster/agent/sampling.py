@@ -24,18 +24,18 @@ def request_seed(episode_seed: int, step: int, phase: str, turn: int) -> int:
 
 
 _SERVERS_WORD = {
-    "gbnf": "honoured: llama.cpp's server samples from the request's seed",
+    "llama.cpp": "honoured: llama.cpp's server samples from the request's seed",
     "vllm": "honoured: vLLM samples from the request's seed",
-    "none": "best effort: an OpenAI-style API treats the seed as a hint (compare system_fingerprint); "
-            "a rerun may differ",
+    "openai-compatible": "best effort: an OpenAI-style API treats the seed as a hint (compare system_fingerprint); "
+                         "a rerun may differ",
 }
 
 
 def seed_support(config: Any) -> str:
     """What the endpoint does with per-request seeds, in the server's own terms, for the records.
 
-    ``config`` is an ``EndpointConfig``. The dialect names the server family (``gbnf``: llama.cpp,
-    ``vllm``: vLLM, ``none``: anything else, typically a hosted API). The integration test
+    ``config`` is an ``EndpointConfig``; its ``server`` names the server family (llama.cpp, vLLM,
+    or any other OpenAI-compatible API, typically a hosted one). The integration test
     ``test_memory_agent_rerun_at_temperature_is_identical`` is the rerun check for the embedded
     server; for a remote server, rerun one short batch into a second folder and compare.
     """
@@ -43,11 +43,11 @@ def seed_support(config: Any) -> str:
         return "not needed: temperature 0 samples greedily"
     if config.seed is not None:
         return f"fixed by the endpoint file: every request uses seed {config.seed} (no per-position seeds)"
-    if config.constrained == "gbnf" and config.cache_prompt:
-        return (_SERVERS_WORD["gbnf"] + ", but with cache_prompt on its logits over a cached prefix may differ in "
+    if config.server == "llama.cpp" and config.cache_prompt:
+        return (_SERVERS_WORD["llama.cpp"] + ", but with cache_prompt on its logits over a cached prefix may differ in "
                 "the last bits (llama.cpp's README), so a rerun can part where two tokens nearly tie; "
                 "cache_prompt: false makes reruns identical")
-    return _SERVERS_WORD[config.constrained]
+    return _SERVERS_WORD[config.server]
 
 
 def sampling_record(clients: Any) -> dict[str, str]:

@@ -90,7 +90,7 @@ def request_body(config: EndpointConfig, messages: list[dict], grammar: str | No
         extra["grammar"] = grammar
     elif grammar is not None and cfg.constrained == "vllm":
         extra["structured_outputs"] = {"grammar": grammar}
-    if cfg.constrained == "gbnf" and not cfg.cache_prompt:
+    if cfg.server == "llama.cpp" and not cfg.cache_prompt:
         extra["cache_prompt"] = False
     if cfg.lora_id is not None:
         extra["lora"] = [{"id": cfg.lora_id, "scale": 1.0}]
