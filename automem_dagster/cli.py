@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_round_args(train, purpose="curate memory decisions from", episodes=8, max_steps=100)
     _add_gate_args(train)
     train.add_argument("--min-examples", type=int, default=None,
-                       help="stop below this many curated examples (default: REFERENCE.md's minimum for the game)")
+                       help="stop below this many curated examples (default: the AutoMem paper's minimum for the game)")
     train.add_argument("--horizon", type=int, default=50, help="K: steps after a memory decision it is credited with")
     train.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls for borderline decisions")
     train.add_argument("--max-train-steps", type=int, default=None, help="cap on optimizer steps (a short local run)")
@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     curate_p.add_argument("--game", required=True)
     curate_p.add_argument("--batch", type=Path, required=True, help="a rollout batch on training seeds")
     curate_p.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")
-    curate_p.add_argument("--min-examples", type=int, default=None, help="minimum dataset size (default: REFERENCE's)")
+    curate_p.add_argument("--min-examples", type=int, default=None, help="minimum dataset size (default: the AutoMem paper's)")
     curate_p.add_argument("--horizon", type=int, default=50, help="K: steps after a decision it is credited with")
     curate_p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls at most")
     curate_p.add_argument("--accept-score", type=float, default=None,
@@ -352,7 +352,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
     """A short proficiency round on Crafter: enough decisions to train on for a few steps, the
     same two evaluation seeds and step budget as the demo's structure round (so the champion's
-    evaluation is reused). The minimum dataset size is far below REFERENCE's 500, and every
+    evaluation is reused). The minimum dataset size is far below the paper's 500, and every
     decision without a penalty is taken, on purpose: the demo shows the machinery, not a
     specialist worth keeping."""
     budget = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=20, eval_max_steps=10, eval_episodes=2,

@@ -7,7 +7,7 @@ memory-decision dataset built here: Crafter-like LOG and PLAN turns shaped like 
 memory file index, recent actions, the observation and the phase; about 300 prompt tokens),
 whose completions follow fixed rules from the observation (LOG: UPSERT what is seen, APPEND the
 outcome, DONE; PLAN: SEARCH when a vital sign is low, else READ the strategy, DONE), so the
-validation loss has something to learn. Settings are ``default_settings`` for the base (REFERENCE's
+validation loss has something to learn. Settings are ``default_settings`` for the base (the AutoMem paper's
 configuration scaled to its width), with the step budget capped by ``--steps``.
 
 Seconds per step and tokens per second count the optimizer steps only (evaluation and checkpoint

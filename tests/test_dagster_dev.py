@@ -1,6 +1,6 @@
 """``dagster dev`` loads the project's definitions and serves the asset graph over GraphQL.
 
-Started the way SETUP.md says it stops cleanly: Popen in its own session, DAGSTER_HOME in a
+Started the way docs/install.md's notes say it stops cleanly: Popen in its own session, DAGSTER_HOME in a
 tmp dir, stopped by its process group (SIGTERM, then SIGKILL if it lingers).
 """
 

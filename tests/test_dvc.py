@@ -3,7 +3,7 @@
 The pipeline is copied with the project data into a fresh git repository under a temporary
 folder, its ``endpoints`` parameter pointed at a scripted OpenAI-compatible server (game, memory
 and meta roles), and run with ``dvc`` from its own virtual environment (``make dvc-install``:
-SETUP.md explains why DVC cannot share the main environment). The stages call the main
+docs/install.md explains why DVC cannot share the main environment). The stages call the main
 environment's ``automem``; the specialist is a real two-step LoRA training on the embedded base.
 
 One module-scoped round (both loops, through both decisions) is reproduced once and pushed to

@@ -29,7 +29,7 @@ GOOD = {"rank": 16, "alpha": 32, "dropout": 0.05, "learning_rate": 0.0002, "epoc
 
 def test_defaults_scale_reference_to_the_base():
     small, large = default_settings(576), default_settings(5120)
-    assert (large.rank, large.alpha, large.learning_rate) == (128, 256, 5e-5)      # REFERENCE.md as published
+    assert (large.rank, large.alpha, large.learning_rate) == (128, 256, 5e-5)      # the AutoMem paper's, as published
     assert (small.rank, small.alpha) == (16, 32) and small.learning_rate > large.learning_rate
 
 

@@ -51,7 +51,7 @@ PROFICIENCY_SEED_OFFSET = 49_500
 training stream, so they never replay the structure loop's diagnosis episodes (first half)."""
 
 MIN_EXAMPLES = {"minihack": 300, "crafter": 500, "nethack": 800}
-"""REFERENCE.md: 300 (MiniHack) to 800 (NetHack); Crafter's episodes are between the two in length."""
+"""The AutoMem paper: 300 (MiniHack) to 800 (NetHack); Crafter's episodes are between the two in length."""
 
 
 @dataclass(frozen=True)

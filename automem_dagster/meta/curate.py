@@ -48,7 +48,7 @@ something important just happened. Reply with JSON only."""
 
 
 class CurationSettings(BaseModel):
-    """Thresholds of one curation; REFERENCE.md's minimum sizes are 300 (MiniHack) to 800 (NetHack)."""
+    """Thresholds of one curation; The AutoMem paper's minimum sizes are 300 (MiniHack) to 800 (NetHack)."""
 
     model_config = ConfigDict(extra="forbid")
 

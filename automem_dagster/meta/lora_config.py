@@ -2,7 +2,7 @@
 
 The reply is requested under a JSON schema carrying ``LoraSettings``' bounds, and validated
 against them again (an unconstrained endpoint gets no schema): a value out of range is
-answered with the reason and asked again. When no attempt is usable the scaled REFERENCE.md
+answered with the reason and asked again. When no attempt is usable the AutoMem paper's scaled
 defaults are used and the record says so, with every reply kept, so a training never waits
 on a meta-LLM that cannot produce a valid configuration.
 """
@@ -86,7 +86,7 @@ async def recommend_lora(stats: dict, base: dict, defaults: LoraSettings, client
     """Ask ``client`` for a configuration (``base``: name, parameters, hidden_size, layers, context);
     ``max_rank`` is the serving vLLM's ``--max-lora-rank``, told to the meta-LLM and enforced."""
     if client is None:
-        return LoraChoice(defaults, "default", "no meta endpoint configured: REFERENCE defaults scaled to the base",
+        return LoraChoice(defaults, "default", "no meta endpoint configured: the AutoMem paper's defaults scaled to the base",
                           defaults)
     messages = [{"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": describe_dataset(stats, base) + "\n\nA sound starting point is "
@@ -107,7 +107,7 @@ async def recommend_lora(stats: dict, base: dict, defaults: LoraSettings, client
         messages += [{"role": "assistant", "content": completion.text},
                      {"role": "user", "content": f"That reply was rejected: {error}. Reply again within the bounds."}]
     return LoraChoice(defaults, "default", f"no usable recommendation in {max_attempts} attempts (last: "
-                      f"{attempts[-1].error}); REFERENCE defaults scaled to the base", defaults, attempts)
+                      f"{attempts[-1].error}); the AutoMem paper's defaults scaled to the base", defaults, attempts)
 
 
 def validate_settings(data: object) -> LoraSettings:

@@ -4,7 +4,7 @@
 serves), dequantized to fp32 by transformers; any other value is a Hugging Face model name or
 local directory, used as given on a GPU machine. A GGUF-loaded model carries transformers'
 GGUF quantizer marker, which makes peft/trl refuse to train and save it although the weights
-are plain fp32 after dequantization, so the marker is cleared here (SETUP.md).
+are plain fp32 after dequantization, so the marker is cleared here (docs/install.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The meta-LLM recommends these from the dataset's statistics (``meta/lora_config.py``); the
 bounds here are what makes a recommendation usable at all, so an out-of-range value is an
 error naming the field, never silently clipped. ``default_settings`` scales AutoMem's
-published configuration (REFERENCE.md: rank 128-256 with alpha = 2 x rank, lr 5e-5, 1-4
+published configuration (the AutoMem paper: rank 128-256 with alpha = 2 x rank, lr 5e-5, 1-4
 epochs, cosine schedule, warmup 0.05, on a 32B model with hidden size 5120) to the base.
 """
 
@@ -45,12 +45,12 @@ class LoraSettings(BaseModel):
         if len(set(self.target_modules)) != len(self.target_modules):
             raise ValueError("target_modules lists a module twice")
         if not 0.5 <= self.alpha / self.rank <= 4:
-            raise ValueError(f"alpha/rank = {self.alpha}/{self.rank}: keep the LoRA scale between 0.5 and 4 (REFERENCE: 2)")
+            raise ValueError(f"alpha/rank = {self.alpha}/{self.rank}: keep the LoRA scale between 0.5 and 4 (the paper: 2)")
         return self
 
 
 def default_settings(hidden_size: int, max_length: int = 2048) -> LoraSettings:
-    """REFERENCE.md's configuration scaled to a base with ``hidden_size``: the rank shrinks with
+    """The AutoMem paper's configuration scaled to a base with ``hidden_size``: the rank shrinks with
     the width (a power of two, at least 8), alpha stays 2 x rank, and the learning rate grows
     with the square root of the shrink, as smaller LoRAs on smaller models need larger steps."""
     shrink = REFERENCE_HIDDEN / hidden_size

@@ -160,7 +160,7 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
                 storage: StorageResource, sft_dataset: dict | None) -> dg.Output:
     """The LoRA configuration of the training: the settings given in the run config, else the
     meta-LLM's recommendation from the dataset's statistics, validated against the bounds (no
-    usable reply: REFERENCE.md's defaults scaled to the base, and the record says so). Saved as
+    usable reply: the AutoMem paper's defaults scaled to the base, and the record says so). Saved as
     ``lora_config.json`` beside the dataset; one already chosen is read back."""
     if sft_dataset is None:
         context.log.info("no dataset this round (a pending adapter is resumed): nothing to configure")

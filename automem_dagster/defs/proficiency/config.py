@@ -14,12 +14,12 @@ from automem_dagster.meta.lora_config import validate_settings
 
 class ProficiencyConfig(RoundConfig):
     """Small local defaults, as for a structure round; raise them in the launchpad for a real round
-    (REFERENCE.md: 300 to 800 curated examples, full epochs instead of a capped step count)."""
+    (the AutoMem paper: 300 to 800 curated examples, full epochs instead of a capped step count)."""
 
     rollout_max_steps: int = Field(20, ge=1, description="steps per training-rollout episode")
     min_examples: int | None = Field(16, ge=1, description=(
-        "stop before training below this many curated examples; REFERENCE.md's 300 (MiniHack) to 800 (NetHack) "
-        "for a real run, null for the game's REFERENCE minimum"))
+        "stop before training below this many curated examples; the AutoMem paper's 300 (MiniHack) to 800 (NetHack) "
+        "for a real run, null for the game's minimum from the paper"))
     horizon: int = Field(10, ge=1, description="K: steps after a memory decision whose outcome it is credited with")
     max_review_batches: int = Field(2, ge=0, description="meta-LLM calls reviewing borderline decisions, at most")
     max_train_steps: int | None = Field(20, ge=1, description="cap on optimizer steps; null to train the full epochs")
