@@ -51,7 +51,7 @@ def request_schemas(game: str, scaffold: Scaffold) -> dict[str, dict]:
     formats = TurnFormats(scaffold.operations, scaffold.limits.text_max_chars, scaffold.limits.key_max_chars,
                           scaffold.limits.keyword_max_chars)
     files = [f.name for f in scaffold.files]
-    writable = [f.name for f in scaffold.files if f.policy.mode not in ("reference", "synced")]
+    writable = scaffold.model_writable_files()
     episodes = [f"{game.replace(':', '-')}__seed{s}" for s in eval_seeds(game)]
     return {
         "log_turn": formats.log_turn(files, writable, scaffold.limits.log_max_ops).schema,
@@ -133,7 +133,7 @@ async def check_endpoints(config: EndpointsConfig, log_dir: Path, dry_run: bool 
             try:
                 honoured, why, comp = await _probe(role, client)
             except EndpointError as exc:
-                check.ok, check.reachable, check.reason = False, "refused the request" in str(exc), str(exc)
+                check.ok, check.reachable, check.reason = False, exc.status is not None, str(exc)
                 continue
             check.reachable, check.honoured, check.ok = True, honoured, honoured
             check.latency_s = round(time.perf_counter() - start, 3)

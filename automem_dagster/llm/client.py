@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import openai
 
@@ -30,7 +30,12 @@ _TRANSIENT = (
 
 
 class EndpointError(RuntimeError):
-    """An endpoint could not produce a completion; the message says which and what to do."""
+    """An endpoint could not produce a completion; the message says which and what to do.
+    ``status`` is the server's HTTP status when it answered, None when it could not be reached."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class ContextOverflow(EndpointError):
@@ -53,10 +58,9 @@ class Completion:
 
 @dataclass
 class _CallLog:
-    """The HTTP exchanges of one ``complete`` call, filled in by the HTTP client's event hooks."""
+    """The HTTP requests of one ``complete`` call, counted by the HTTP client's event hook."""
 
     requests: int = 0
-    statuses: list[int] = field(default_factory=list)
 
 
 _CURRENT_CALL: ContextVar[_CallLog | None] = ContextVar("automem_current_call", default=None)
@@ -66,12 +70,6 @@ async def _count_request(_request) -> None:
     log = _CURRENT_CALL.get()
     if log is not None:
         log.requests += 1
-
-
-async def _record_status(response) -> None:
-    log = _CURRENT_CALL.get()
-    if log is not None:
-        log.statuses.append(response.status_code)
 
 
 def request_body(config: EndpointConfig, messages: list[dict], grammar: str | None = None,
@@ -112,7 +110,7 @@ class LLMClient:
     def __init__(self, config: EndpointConfig, base_url: str):
         self.config = config
         self.base_url = base_url
-        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_count_request], "response": [_record_status]})
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_count_request]})
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s,
                                           max_retries=config.max_retries, http_client=http)
 
@@ -139,10 +137,11 @@ class LLMClient:
             ) from exc
         except openai.APIStatusError as exc:
             if exc.status_code == 400 and _OVERFLOW.search(str(exc)):
-                raise ContextOverflow(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})") from exc
+                raise ContextOverflow(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})",
+                                      exc.status_code) from exc
             raise EndpointError(
                 f"{self._where()} refused the request with HTTP {exc.status_code}: {_short(str(exc))}; "
-                f"{_advice(exc.status_code)}"
+                f"{_advice(exc.status_code)}", exc.status_code
             ) from exc
         finally:
             _CURRENT_CALL.reset(token)
