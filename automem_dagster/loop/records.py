@@ -20,6 +20,7 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.structure import decide_paired
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.summary import load_summary
+from automem_dagster.rollout.trajectory import read_manifest
 
 REJECTED = "rejected.json"
 """Written into a candidate's evaluation folder when there was no candidate to evaluate."""
@@ -37,7 +38,7 @@ def write_rejected(out: Path, revision_dir: Path) -> dict:
 
 def batch_label(batch_dir: Path) -> str:
     """How a batch is named in records and plots: its scaffold version, ``+ specialist`` for two models."""
-    manifest = json.loads((Path(batch_dir) / "batch.json").read_text())
+    manifest = read_manifest(batch_dir)
     return f"v{manifest['scaffold_version']}" + (" + specialist" if manifest.get("two_model") else "")
 
 
@@ -55,27 +56,36 @@ def read_evaluation(batch_dir: Path) -> BatchSummary | None:
 
 
 def decision_record(role: str, challenger_dir: Path, champion_dir: Path) -> dict:
+    """The flat decision record of ``_decide``."""
+    return _decide(role, challenger_dir, champion_dir)[0]
+
+
+def _decide(role: str, challenger_dir: Path, champion_dir: Path) -> tuple[dict, dict[str, BatchSummary]]:
     """Keep or roll back the ``role`` (candidate or specialist) against the champion, as a flat record.
 
     ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, rejected, so ``dvc metrics diff``
     and ``dvc exp show`` line decisions up across experiments; the comparison fields are AutoMem's
     paired statistics in percent, ``candidate_mean`` being the challenger's whatever its role (None
-    when a rejected revision left nothing to compare)."""
+    when a rejected revision left nothing to compare). Also returns the evaluated batches by label,
+    read once, for the plot tables."""
     challenger, champion = read_evaluation(challenger_dir), read_evaluation(champion_dir)
     if champion is None:
         raise ValueError(f"{champion_dir} holds a rejection marker, not the champion's evaluation: "
                          "point --champion at the champion's evaluation folder")
     base = {"role": role, "champion": batch_label(champion_dir)}
+    batches = {base["champion"]: champion}
     if challenger is None:
         marker = json.loads((Path(challenger_dir) / REJECTED).read_text())
         return {**base, "challenger": None, "outcome": "rejected", "keep": 0,
                 "reason": f"no {role} to evaluate: {marker['rejected_reason']}",
-                **dict.fromkeys(COMPARISON_FIELDS)}
+                **dict.fromkeys(COMPARISON_FIELDS)}, batches
     decision = decide_paired(challenger, champion, role)
     comparison = decision.comparison
-    return {**base, "challenger": batch_label(challenger_dir), "outcome": "kept" if decision.keep else "rolled_back",
+    label = batch_label(challenger_dir)
+    batches[label] = challenger
+    return {**base, "challenger": label, "outcome": "kept" if decision.keep else "rolled_back",
             "keep": int(decision.keep), "reason": decision.reason,
-            **{name: getattr(comparison, name) for name in COMPARISON_FIELDS}}
+            **{name: getattr(comparison, name) for name in COMPARISON_FIELDS}}, batches
 
 
 def progression_rows(batches: dict[str, BatchSummary | None]) -> list[dict]:
@@ -114,10 +124,7 @@ def loss_rows(training: dict) -> dict[str, list[dict]]:
 def write_decision(role: str, challenger_dir: Path, champion_dir: Path, record_path: Path,
                    progression_path: Path, behaviour_path: Path) -> dict:
     """Decide and write the record and both plot tables; returns the record."""
-    record = decision_record(role, challenger_dir, champion_dir)
-    batches = {record["champion"]: read_evaluation(champion_dir)}
-    if record["challenger"] is not None:
-        batches[record["challenger"]] = read_evaluation(challenger_dir)
+    record, batches = _decide(role, challenger_dir, champion_dir)
     write_json_atomic(progression_path, progression_rows(batches))
     write_json_atomic(behaviour_path, behaviour_rows(batches))
     write_json_atomic(record_path, record)
