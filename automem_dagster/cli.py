@@ -18,7 +18,7 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import endpoints as endpoints_command
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import EndpointError
-from automem_dagster.llm.config import EndpointConfigError, load_endpoints
+from automem_dagster.llm.config import RULES, EndpointConfig, EndpointConfigError, EndpointsConfig, load_endpoints
 from automem_dagster.llm.process import ServerStartError
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.proficiency import (
@@ -61,6 +61,7 @@ from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
 from automem_dagster.meta.lora_config import validate_settings
 from automem_dagster.meta.revise import propose_revision
+from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
 from automem_dagster.metrics.paired import GATE_RULES, GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.plots import plot_agent_comparison
@@ -130,12 +131,30 @@ def episode_progress():
         yield progress
 
 
+META_CHOICES = {
+    "rules": "the rules meta: deterministic, no model; each finding is a rule that fired on the computed evidence "
+             "(dead files, redundant writes, prompt growth, stuck and back-and-forth stretches, failing operations) "
+             "and each change is the structural fix that rule names. The structure loop's baseline",
+    "endpoints": "the endpoints file's meta role (by default the embedded SmolLM2-135M, a 135M model: its diagnoses "
+                 "and patches are mostly noise, and each call takes about a minute on 2 cores)",
+}
+
+
+def endpoints_with_meta(path: Path, meta: str = "endpoints") -> EndpointsConfig:
+    """The endpoints file, with its meta role replaced by the rules meta when ``meta`` is ``rules``."""
+    config = load_endpoints(path)
+    if meta == "endpoints":
+        return config
+    return config.model_copy(update={"meta": EndpointConfig(name="meta", base_url=RULES)})
+
+
 @asynccontextmanager
-async def session(endpoints_path: Path, needs_model: bool = True):
+async def session(endpoints_path: Path, needs_model: bool = True, meta: str = "endpoints"):
     """Live clients and a progress callback for episodes; the embedded server is stopped on exit.
 
-    Without ``needs_model`` (the random baseline) no endpoint is read or started and there are no clients."""
-    config = load_endpoints(endpoints_path) if needs_model else None
+    Without ``needs_model`` (the random baseline) no endpoint is read or started and there are no clients.
+    ``meta`` is ``endpoints`` (the file's meta role) or ``rules`` (the rules meta, ``META_CHOICES``)."""
+    config = endpoints_with_meta(endpoints_path, meta) if needs_model else None
     with episode_progress() as progress:
         if config is None:
             yield Clients(None, None, None), progress
@@ -233,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rollout_args(demo, with_game=False)
     demo.set_defaults(max_steps=12)
     demo.add_argument("--no-round", action="store_true", help="only the rollouts, no structure or proficiency round")
+    demo.add_argument("--meta", choices=sorted(META_CHOICES), default="rules",
+                      help="who diagnoses and revises in the rounds: rules (default; no model) or endpoints (the "
+                           "endpoints file's meta role, e.g. the embedded LLM)")
     revise = sub.add_parser("revise", help="one structure-loop round: rollouts, diagnosis, revision, evaluation, decision")
     _add_round_args(revise)
     _add_gate_args(revise)
@@ -336,12 +358,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     cmd_rollout(args)
     if args.no_round:
         return 0
+    console.print(f"meta for the rounds ({args.meta}): {META_CHOICES[args.meta]}. "
+                  f"Other choice, --meta {'endpoints' if args.meta == 'rules' else 'rules'}: "
+                  f"{META_CHOICES['endpoints' if args.meta == 'rules' else 'rules']}.")
     for game in ROUND_DEMO_GAMES:
         settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=10, eval_max_steps=10, eval_episodes=2,
                                  concurrency=args.concurrency)
-        _round(settings, args.endpoints, tracker=Tracker())
+        _round(settings, args.endpoints, tracker=Tracker(), meta=args.meta)
     try:
-        _proficiency(demo_proficiency_settings(args.concurrency), args.endpoints, tracker=Tracker())
+        _proficiency(demo_proficiency_settings(args.concurrency), args.endpoints, tracker=Tracker(), meta=args.meta)
     except DatasetTooSmall as exc:
         # Stopping before training on too little is the loop's designed outcome, not a failure of the demo.
         console.print(f"proficiency round stopped before training: {exc}")
@@ -372,11 +397,11 @@ def cmd_revise(args: argparse.Namespace) -> int:
     return 0
 
 
-def _round(settings: RoundSettings, endpoints: Path, tracker: Tracker | None) -> RoundResult:
+def _round(settings: RoundSettings, endpoints: Path, tracker: Tracker | None, meta: str = "endpoints") -> RoundResult:
     console.rule(f"structure-loop round: {settings.game}")
 
     async def go() -> tuple[RoundResult, dict]:
-        async with session(endpoints) as (clients, progress):
+        async with session(endpoints, meta=meta) as (clients, progress):
             return await run_round(settings, clients, STORAGE, progress, on_stage=lambda line: console.print(line)), \
                 clients.describe()
 
@@ -416,6 +441,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
     async def go():
         async with session(args.endpoints) as (clients, _):
+            if args.out and clients.rules_meta is not None:
+                return rules_diagnose(args.batch, scaffold, args.out), args.out
             if args.out:
                 return await diagnose(args.batch, scaffold, clients.meta, args.out), args.out
             return await diagnose_stage(args.batch, scaffold, clients, STORAGE)
@@ -433,7 +460,9 @@ def cmd_propose(args: argparse.Namespace) -> int:
         async with session(args.endpoints) as (clients, _):
             if args.out:
                 version = STORAGE.load_lineage(parent.game).next_version()
-                revision = await propose_revision(parent, diagnosis.to_markdown(), args.diagnosis, clients.meta, version)
+                revision = (rules_revision(parent, diagnosis, args.diagnosis, version) if clients.rules_meta is not None
+                            else await propose_revision(parent, diagnosis.to_markdown(), args.diagnosis, clients.meta,
+                                                        version))
                 return revision, revision.save(args.out)
             return await revise_stage(diagnosis, args.diagnosis, parent, clients, STORAGE, register=args.register)
 
@@ -577,9 +606,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _proficiency(settings: ProficiencySettings, endpoints: Path, tracker: Tracker | None) -> ProficiencyResult:
+def _proficiency(settings: ProficiencySettings, endpoints: Path, tracker: Tracker | None,
+                 meta: str = "endpoints") -> ProficiencyResult:
     console.rule(f"proficiency-loop round: {settings.game}")
-    config = load_endpoints(endpoints)
+    config = endpoints_with_meta(endpoints, meta)
     with episode_progress() as progress:
         result = asyncio.run(run_proficiency_round(settings, config, STORAGE, RUNS / "logs", progress,
                                                    on_stage=lambda line: console.print(line)))

@@ -23,6 +23,9 @@ from automem_dagster.datafiles import load_yaml_model
 
 EMBEDDED = "embedded"
 """A ``base_url`` of this value means: the local server the project starts itself."""
+RULES = "rules"
+"""A ``base_url`` of this value on the ``meta`` role means: no model, the deterministic rules
+meta (``meta/rules_reviser.py``), the structure loop's baseline."""
 
 ENDPOINT_ROLES = ("game", "memory", "meta")
 
@@ -78,6 +81,8 @@ class EndpointConfig(BaseModel):
             self.base_url = os.environ.get("OPENAI_BASE_URL") or EMBEDDED
         if self.server is None:
             self.server = "llama.cpp" if self.base_url == EMBEDDED else "openai-compatible"
+        if self.rules:
+            self.model = RULES  # records name the meta, not the default model it does not use
         return self
 
     @field_validator("extra_body")
@@ -92,11 +97,15 @@ class EndpointConfig(BaseModel):
     def embedded(self) -> bool:
         return self.base_url == EMBEDDED
 
+    @property
+    def rules(self) -> bool:
+        return self.base_url == RULES
+
     def key_source(self) -> str | None:
         """The environment variable the API key is read from, or None for a server without keys."""
         if self.api_key_env is not None:
             return self.api_key_env
-        if not self.embedded and os.environ.get("OPENAI_API_KEY"):
+        if not self.embedded and not self.rules and os.environ.get("OPENAI_API_KEY"):
             return "OPENAI_API_KEY"
         return None
 
@@ -140,6 +149,15 @@ class EndpointsConfig(BaseModel):
 
     def uses_embedded(self) -> bool:
         return any(e.embedded for e in self.roles().values())
+
+    @model_validator(mode="after")
+    def _rules_only_for_meta(self) -> EndpointsConfig:
+        for role in ("game", "memory"):
+            cfg = getattr(self, role)
+            if cfg is not None and cfg.rules:
+                raise ValueError(f"{role}.base_url: {RULES!r} is a meta without a model and serves only the meta "
+                                 "role; give the game and memory roles an endpoint (embedded or a URL)")
+        return self
 
 
 class EndpointConfigError(ValueError):

@@ -18,17 +18,20 @@ from automem_dagster.llm.embedded_server import embedded_server
 
 @dataclass
 class Clients:
+    """One client per role; a ``rules`` meta (no model) has no client, only its config in ``rules_meta``."""
+
     game: LLMClient
     memory: LLMClient | None
     meta: LLMClient | None
+    rules_meta: EndpointConfig | None = None
 
     def describe(self) -> dict:
         """Endpoint facts for trajectory headers and tracking: never the API key."""
         out = {}
         for role in ("game", "memory", "meta"):
             client = getattr(self, role)
-            if client is not None:
-                cfg = client.config
+            cfg = client.config if client is not None else self.rules_meta if role == "meta" else None
+            if cfg is not None:
                 out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model, "server": cfg.server,
                              "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id}
         return out
@@ -55,7 +58,9 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
         slot = cfg.model_copy(update={"context_tokens": min(cfg.context_tokens, config.embedded_ctx_per_slot)})
         return LLMClient(slot, server.base_url)
 
-    clients = Clients(client(config.game), client(config.memory) if two_model and config.two_model else None, client(config.meta))
+    rules = config.meta if config.meta is not None and config.meta.rules else None
+    clients = Clients(client(config.game), client(config.memory) if two_model and config.two_model else None,
+                      None if rules else client(config.meta), rules)
     try:
         yield clients
     finally:

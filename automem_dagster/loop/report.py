@@ -73,6 +73,14 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
     )
 
 
+def revision_meta(revision_dir: Path | None) -> str | None:
+    """Which meta made a round's candidate, as its ``revision.json`` recorded it (None before that was recorded)."""
+    path = Path(revision_dir) / "revision.json" if revision_dir else None
+    if path is None or not path.exists():
+        return None
+    return json.loads(path.read_text()).get("meta") or None
+
+
 def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None, endpoints: dict,
                  max_steps: int) -> RoundReport:
     """Plots for the round, and (with a tracker) one MLflow run per evaluated version."""
@@ -98,7 +106,8 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
     diff_md = (result.revision_dir / "diff.md").read_text() if result.revision_dir else None
     report.runs["candidate"] = tracker.log_evaluation(evaluation_run(
         result.game, result.candidate_eval, result.candidate, "candidate", endpoints, storage, max_steps, round_id,
-        diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, plots=list(report.plots.values())))
+        diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, plots=list(report.plots.values()),
+        meta=revision_meta(result.revision_dir)))
     report.runs["champion"] = tracker.log_evaluation(evaluation_run(
         result.game, result.champion_eval, result.parent, "champion", endpoints, storage, max_steps, round_id))
     return report

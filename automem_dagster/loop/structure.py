@@ -27,6 +27,7 @@ from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
+from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
 from automem_dagster.metrics.paired import Decision, GatePolicy, compare_paired, decide
 from automem_dagster.paths import RUNS, SCAFFOLDS
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
@@ -148,6 +149,8 @@ async def diagnose_stage(batch: Path, scaffold: Scaffold, clients: Clients, stor
     out = diagnosis_dir(storage, batch)
     if (out / "diagnosis.json").exists():
         return Diagnosis.load(out), out
+    if clients.rules_meta is not None:
+        return rules_diagnose(batch, scaffold, out), out
     if clients.meta is None:
         raise RoundError("no meta endpoint: add a `meta:` entry to the endpoints file to diagnose and revise")
     return await diagnose(batch, scaffold, clients.meta, out, max_attempts), out
@@ -165,10 +168,13 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
     scaffold version and recorded in the lineage as a pending candidate (champion untouched)."""
     out = revision_dir(storage, diagnosis_path)
     lineage = storage.load_lineage(parent.game)
-    if clients.meta is None:
+    if clients.rules_meta is not None:
+        revision = rules_revision(parent, diagnosis, diagnosis_path, lineage.next_version())
+    elif clients.meta is None:
         raise RoundError("no meta endpoint: add a `meta:` entry to the endpoints file to diagnose and revise")
-    revision = await propose_revision(parent, diagnosis.to_markdown(), diagnosis_path, clients.meta,
-                                      lineage.next_version(), max_attempts)
+    else:
+        revision = await propose_revision(parent, diagnosis.to_markdown(), diagnosis_path, clients.meta,
+                                          lineage.next_version(), max_attempts)
     revision.save(out)
     if register and revision.accepted:
         candidate = load_scaffold_file(out / "candidate.yaml")
@@ -332,9 +338,11 @@ async def run_round(settings: RoundSettings, clients: Clients, storage: Storage 
         seeds = diagnosis_seeds(settings, lineage, storage)
         say(f"rollouts: champion v{champion.version} on training seeds {seeds}")
         rollout = await rollout_stage(settings, champion, seeds, clients, storage, progress)
-        say("diagnosis: the meta-LLM reads the trajectories")
+        say("diagnosis: " + ("the rules meta (no model) reads the computed evidence" if clients.rules_meta
+                             else "the meta-LLM reads the trajectories"))
         diag, diag_dir = await diagnose_stage(Path(rollout.out_dir), champion, clients, storage, settings.max_attempts)
-        say("revision: the meta-LLM proposes a patch")
+        say("revision: " + ("the rules meta derives a patch from that evidence" if clients.rules_meta
+                            else "the meta-LLM proposes a patch"))
         revision, rev_dir = await revise_stage(diag, diag_dir, champion, clients, storage, settings.max_attempts)
         result = RoundResult(settings.game, champion.version, revision.version if revision.accepted else None,
                              rollout, diag_dir, revision, rev_dir)

@@ -62,6 +62,8 @@ class Revision:
     diff_md: str
     rejected_reason: str | None
     attempts: list[Attempt] = field(default_factory=list)
+    meta: str = ""
+    """Which meta made it: ``rules`` (``meta/rules_reviser.py``) or ``llm <endpoint> (<model>)``."""
 
     @property
     def accepted(self) -> bool:
@@ -146,6 +148,7 @@ def revision_messages(parent: Scaffold, diagnosis_md: str) -> list[dict]:
 async def propose_revision(parent: Scaffold, diagnosis_md: str, diagnosis_dir: Path, client: LLMClient, version: int,
                            max_attempts: int = MAX_ATTEMPTS) -> Revision:
     """Ask for a patch until one yields a valid, structurally different scaffold ``version``."""
+    meta = f"llm {client.config.name} ({client.config.model})"
     messages = revision_messages(parent, diagnosis_md)
     schema = revision_schema(parent)
     attempts: list[Attempt] = []
@@ -162,12 +165,12 @@ async def propose_revision(parent: Scaffold, diagnosis_md: str, diagnosis_dir: P
         if candidate is not None:
             return Revision(parent.game, parent.version, version, str(diagnosis_dir), scaffold_yaml(candidate),
                             patch.model_dump(mode="json", exclude_defaults=True), structural_changes(parent, candidate),
-                            diff_scaffolds(parent, candidate), None, attempts)
+                            diff_scaffolds(parent, candidate), None, attempts, meta)
         messages = [*messages, {"role": "assistant", "content": completion.text},
                     {"role": "user", "content": f"That patch was rejected: {error}. Reply with a corrected JSON patch."}]
     reason = f"no valid revision in {max_attempts} attempts; last rejection: {attempts[-1].error}"
     return Revision(parent.game, parent.version, version, str(diagnosis_dir), None, None, [],
-                    f"No candidate: {reason}\n", reason, attempts)
+                    f"No candidate: {reason}\n", reason, attempts, meta)
 
 
 def _enum_list(values: list[str]) -> dict:

@@ -94,6 +94,8 @@ class EvaluationRun:
     window: int | None = None
     adapter: str | None = None
     """The LoRA memory specialist (``a1``...) of a ``specialist`` run."""
+    meta: str | None = None
+    """Which meta made this version (``rules`` or ``llm <endpoint> (<model>)``), for a round's candidate."""
 
     def __post_init__(self) -> None:
         if self.family not in GAME_FAMILIES:
@@ -262,7 +264,7 @@ class Tracker:
             "automem.dataset": run.dataset_hash, "automem.base": run.base})
 
     def runs_for(self, family: str) -> list[dict]:
-        """The family's runs, newest first: version, role, agent, adapter, run_id, progression, decision
+        """The family's runs, newest first: version, role, agent, adapter, meta, run_id, progression, decision
         tag, and the seeds and step budget (only runs on the same seeds and steps are comparable)."""
         name = f"automem-{family}"
         rows: list[dict] = []
@@ -282,6 +284,7 @@ class Tracker:
                         "role": tags["automem.role"],
                         "agent": tags.get("automem.agent", "memory"),
                         "adapter": tags.get("automem.adapter"),
+                        "meta": tags.get("automem.meta"),
                         "run_id": found.info.run_id,
                         "progression_mean": metrics.get("progression_mean"),
                         "progression_se": metrics.get("progression_se"),
@@ -402,6 +405,7 @@ def _tags(run: EvaluationRun) -> list[RunTag]:
         "automem.role": run.role,
         "automem.agent": run.agent,
         "automem.adapter": run.adapter,
+        "automem.meta": run.meta,
         "automem.round": run.round_id,
         "automem.decision": run.decision_tag,
         "mlflow.note.content": _summary(run),
@@ -413,6 +417,8 @@ def _summary(run: EvaluationRun) -> str:
     parent = "no parent" if run.parent is None else f"parent v{run.parent}"
     if run.agent == "memory":
         subject = f"**{run.game}** scaffold v{run.version} ({parent}), {run.role}"
+        if run.meta:
+            subject += f", made by the {run.meta} meta"
         if run.adapter:
             subject += f", memory operations by LoRA specialist {run.adapter}"
     else:

@@ -1,0 +1,207 @@
+"""The rules meta: one test per rule on constructed evidence, then a whole round through the
+lineage, the gate and MLflow with the rules as the meta and a scripted game model."""
+
+import asyncio
+import json
+import shutil
+
+import pytest
+
+from automem_dagster.llm import EndpointConfig
+from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.llm.session import connect
+from automem_dagster.loop.report import report_round
+from automem_dagster.loop.structure import RoundSettings, Storage, run_round
+from automem_dagster.meta.diagnose import Diagnosis, Finding
+from automem_dagster.meta.evidence import ContextGrowth, EpisodeEvidence, Evidence, FailurePoint, FileUsage
+from automem_dagster.meta.rules_reviser import (
+    ALL_RULES,
+    GROWTH_SLOPE,
+    LINE_CAP,
+    apply_rules,
+    rule_context_growth,
+    rule_dead_files,
+    rule_failing_operations,
+    rule_invalid_actions,
+    rule_oscillation,
+    rule_redundant_writes,
+    rule_stuck,
+    rules_revision,
+)
+from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.scaffold import load_scaffold
+from automem_dagster.scaffold.patch import ScaffoldPatch, apply_patch
+from automem_dagster.tracking import Tracker
+
+V0 = load_scaffold("crafter", 0)
+BUSY = FileUsage(reads=3, writes=4)
+
+
+def evidence(files=None, points=(), slope=0.0, start=1000.0, end=1000.0, operations=None) -> dict:
+    """Evidence as ``diagnosis.json`` stores it: two 20-step episodes, every v0 file busy unless ``files`` says otherwise."""
+    usage = {f.name: BUSY for f in V0.files} | (files or {})
+    episodes = [EpisodeEvidence(name, f"/{name}.jsonl", seed, 20, 0.0, [], ContextGrowth(start, end, slope))
+                for name, seed in (("crafter__seed1", 1), ("crafter__seed2", 2))]
+    data = Evidence(episodes, list(points), usage, [n for n, u in usage.items() if not u.reads],
+                    [n for n, u in usage.items() if not u.writes]).as_dict()
+    data["operations"] = operations or {}
+    return data
+
+
+def patch_of(findings) -> dict:
+    assert len(findings) == 1
+    return findings[0].patch
+
+
+def assert_cites_evidence(findings, data):
+    """Every finding is a valid ``Finding``, cites a step its episode has, and names the evidence field it read."""
+    steps = {e["episode"]: e["steps"] for e in data["episodes"]}
+    for f in findings:
+        Finding(**f.as_finding())
+        assert f.step < steps[f.episode] and f.what_happened.startswith("evidence ")
+
+
+def test_dead_files_are_removed_but_one_writable_file_stays():
+    idle = FileUsage()
+    data = evidence({"strategy.txt": idle, "survival_log.txt": idle})
+    findings = rule_dead_files(data, V0)
+    assert patch_of(findings) == {"remove_files": ["survival_log.txt", "strategy.txt"]}
+    assert "0 reads and 0 writes in 40 steps" in findings[0].what_happened
+    everything_idle = evidence({f.name: idle for f in V0.files})
+    assert len(patch_of(rule_dead_files(everything_idle, V0))["remove_files"]) == len(V0.files) - 1
+    assert rule_dead_files(evidence(), V0) == []
+    assert_cites_evidence(findings, data)
+
+
+def test_redundant_writes_make_a_file_keyed_and_enable_upsert():
+    point = FailurePoint("crafter__seed2", 7, 7, "redundant_write",
+                         "log: '<|APPEND|>map_notes.txt|tree at 3,4' -> 'already there'")
+    data = evidence({"map_notes.txt": FileUsage(reads=2, writes=6, redundant_writes=3)}, [point])
+    findings = rule_redundant_writes(data, V0)
+    assert patch_of(findings) == {"set_policies": {"map_notes.txt": {"mode": "keyed"}}, "enable_operations": ["UPSERT"]}
+    assert (findings[0].episode, findings[0].step) == ("crafter__seed2", 7)
+    assert "3 of 6 writes" in findings[0].what_happened
+    # One repeat among many writes is noise, not a rewritten fact.
+    assert rule_redundant_writes(evidence({"map_notes.txt": FileUsage(writes=20, redundant_writes=1)}), V0) == []
+    assert_cites_evidence(findings, data)
+
+
+def test_a_growing_prompt_caps_the_most_written_files():
+    data = evidence({"actions_log.txt": FileUsage(writes=30), "map_notes.txt": FileUsage(writes=9)},
+                    slope=GROWTH_SLOPE + 10, start=900, end=1800)
+    findings = rule_context_growth(data, V0)
+    policies = patch_of(findings)["set_policies"]
+    assert policies == {name: {"mode": "free", "max_lines": LINE_CAP, "prune_to": LINE_CAP // 2}
+                        for name in ("actions_log.txt", "map_notes.txt")}
+    assert "900 -> 1800" in findings[0].what_happened
+    assert rule_context_growth(evidence(slope=0.5, start=1000, end=1100), V0) == []
+    assert_cites_evidence(findings, data)
+
+
+def test_stuck_stretches_switch_the_stuck_warning_on():
+    short = FailurePoint("crafter__seed1", 2, 3, "stuck", "unchanged for 2 step(s); actions noop x2")
+    long = FailurePoint("crafter__seed2", 5, 11, "stuck", "unchanged for 7 step(s); actions noop x7")
+    data = evidence(points=[short, long])
+    findings = rule_stuck(data, V0)
+    assert patch_of(findings) == {"signals": {"stuck": {"enabled": True, "repeats": 3}}}
+    assert (findings[0].episode, findings[0].step) == ("crafter__seed2", 5)
+    assert rule_stuck(evidence(points=[short]), V0) == []
+    on = V0.model_copy(update={"signals": V0.signals.model_copy(update={"stuck": V0.signals.stuck.model_copy(
+        update={"enabled": True})})})
+    assert rule_stuck(data, on) == []
+    assert_cites_evidence(findings, data)
+
+
+def test_back_and_forth_switches_the_oscillation_warning_on():
+    point = FailurePoint("crafter__seed1", 4, 8, "oscillation", "4 direction reversal(s) in a row; actions east x3, west x2")
+    data = evidence(points=[point])
+    findings = rule_oscillation(data, V0)
+    assert patch_of(findings) == {"signals": {"oscillation": {"enabled": True}}}
+    assert rule_oscillation(evidence(points=[FailurePoint("crafter__seed1", 4, 5, "oscillation", "1")]), V0) == []
+    assert_cites_evidence(findings, data)
+
+
+def test_operations_that_only_fail_are_disabled_never_read_or_a_needed_one():
+    point = FailurePoint("crafter__seed1", 3, 3, "empty_search", "plan: '<|SEARCH|>map_notes.txt|iron' -> 'no line'")
+    ops = {"SEARCH": {"uses": 4, "failed": 4}, "READ": {"uses": 5, "failed": 5}, "COUNT": {"uses": 3, "failed": 1},
+           "DELETE": {"uses": 1, "failed": 1}}
+    data = evidence(points=[point], operations=ops)
+    findings = rule_failing_operations(data, V0)
+    assert patch_of(findings) == {"disable_operations": ["SEARCH"]}
+    assert (findings[0].kind, findings[0].step) == ("empty_search", 3)
+    keyed = apply_patch(V0, ScaffoldPatch(set_policies={"map_notes.txt": {"mode": "keyed"}}, enable_operations=["UPSERT"],
+                                          rationale="a keyed file for this test"), 1, "keyed")
+    assert rule_failing_operations(evidence(operations={"UPSERT": {"uses": 3, "failed": 3}}), keyed) == []
+    assert_cites_evidence(findings, data)
+
+
+def test_invalid_actions_and_malformed_turns_are_reported_without_a_change():
+    points = [FailurePoint("crafter__seed1", 2, 2, "invalid_action", "no valid action in 'hmm'; played 'noop'"),
+              FailurePoint("crafter__seed2", 6, 6, "malformed_turn", "plan turn: no ACTION")]
+    data = evidence(points=points)
+    findings = rule_invalid_actions(data, V0)
+    assert [(f.kind, f.patch) for f in findings] == [("invalid_action", {}), ("malformed_turn", {})]
+    assert_cites_evidence(findings, data)
+
+
+def test_every_rule_is_tested_here():
+    tested = {name for name in globals() if name.startswith("rule_")}
+    assert {rule.__name__ for rule in ALL_RULES} == tested
+
+
+def _diagnosis(data) -> Diagnosis:
+    findings = [f.as_finding() for f in apply_rules(data, V0)]
+    return Diagnosis("crafter", 0, "batch", "rules", findings, [], data, [], [])
+
+
+def test_the_rules_revision_is_validated_and_names_its_meta():
+    data = evidence({"strategy.txt": FileUsage()}, [FailurePoint("crafter__seed1", 1, 9, "stuck", "unchanged")])
+    revision = rules_revision(V0, _diagnosis(data), "diag", 1)
+    assert revision.accepted and revision.meta == "rules" and revision.attempts == []
+    assert "file removed: strategy.txt" in revision.changes and "stuck.enabled False -> True" in revision.diff_md
+    assert "[stuck crafter__seed1 step 1]" in revision.patch["rationale"]
+    nothing = rules_revision(V0, _diagnosis(evidence()), "diag", 1)
+    assert not nothing.accepted and "found nothing" in nothing.rejected_reason
+
+
+GAME_RULES = [{"match": "Phase: LOG", "reply": "<|DONE|>"}, {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}]
+
+
+@pytest.fixture
+def storage(tmp_path):
+    scaffolds = tmp_path / "scaffolds"
+    shutil.copytree(SCAFFOLDS, scaffolds)
+    return Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
+
+
+def test_a_round_with_the_rules_meta_goes_through_lineage_gate_and_mlflow(storage, scripted, tmp_path):
+    server = scripted(GAME_RULES)
+    game = EndpointConfig(name="game", base_url=server.base_url, model="scripted", constrained="none")
+    config = EndpointsConfig(game=game, meta=EndpointConfig(name="meta", base_url="rules"))
+    settings = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=5, eval_max_steps=5, eval_episodes=2)
+
+    async def go():
+        async with connect(config, storage.runs / "logs") as clients:
+            return await run_round(settings, clients, storage), clients.describe()
+
+    result, described = asyncio.run(go())
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
+    report_round(result, storage, tracker, described, settings.eval_max_steps)
+    # The scripted model idles: the rules see stuck stretches and files nobody used.
+    diagnosis = json.loads((result.diagnosis_dir / "diagnosis.json").read_text())
+    assert {f["kind"] for f in diagnosis["findings"]} >= {"stuck", "other"} and not diagnosis["attempts"]
+    assert "rules meta" in (result.diagnosis_dir / "diagnosis.md").read_text()
+    assert result.revision.meta == "rules" and "signals: stuck.enabled False -> True" in result.revision.changes
+    # Both versions idle alike, so the gate rolls the candidate back, as for any meta's tie.
+    assert result.outcome == "rolled_back" and storage.load_lineage("crafter").champion().version == 0
+    assert described["meta"]["base_url"] == "rules" and server.request_log.read_text().count('"messages"') > 0
+    runs = {r["role"]: r for r in tracker.runs_for("crafter")}
+    assert runs["candidate"]["meta"] == "rules" and runs["champion"]["meta"] is None
+    params = tracker.client.get_run(runs["candidate"]["run_id"]).data.params
+    assert params["endpoint.meta.base_url"] == "rules" and params["endpoint.meta.model"] == "rules"
+
+
+def test_rules_serve_only_the_meta_role():
+    with pytest.raises(ValueError, match="game.base_url: 'rules' is a meta without a model"):
+        EndpointsConfig(game=EndpointConfig(name="game", base_url="rules"))
+
