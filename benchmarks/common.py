@@ -204,9 +204,16 @@ def step_tokens(step: dict[str, Any]) -> tuple[int, int]:
     return sum(t["input_tokens"] for t in step["turns"]), sum(t["output_tokens"] for t in step["turns"])
 
 
+def uncached_tokens(turn: dict[str, Any]) -> int:
+    """Input tokens the server processed anew for one call: all of them when it did not say what it cached."""
+    cached = turn.get("cached_tokens")
+    return turn["input_tokens"] - (cached or 0)
+
+
 def cost_figures(episodes: Sequence[Sequence[dict[str, Any]]]) -> dict[str, Any]:
-    """What the steps of a batch cost: tokens per step (summed over the step's calls) and per call, model
-    calls per step by phase, wall seconds per step, the valid-action rate and tokens per episode."""
+    """What the steps of a batch cost: tokens per step (summed over the step's calls) and per call, the
+    uncached input tokens per step (as the server reported its cache), model calls per step by phase,
+    malformed turns, wall seconds per step, the valid-action rate and tokens per episode."""
     steps = [s for ep in episodes for s in ep]
     tokens = [step_tokens(s) for s in steps]
     turns = [t for s in steps for t in s["turns"]]
@@ -220,6 +227,9 @@ def cost_figures(episodes: Sequence[Sequence[dict[str, Any]]]) -> dict[str, Any]
         "model_calls_per_step": ratio(calls, n),
         "calls_per_step_by_phase": {p: ratio(sum(t["phase"] == p for t in turns), n) for p in phases},
         "input_tokens_per_step": summary_stats([i for i, _ in tokens]),
+        "uncached_input_tokens_per_step": summary_stats([sum(uncached_tokens(t) for t in s["turns"]) for s in steps]),
+        "calls_with_cache_report": ratio(sum(t.get("cached_tokens") is not None for t in turns), calls),
+        "malformed_turns_per_step": ratio(sum(bool(t["errors"]) for t in turns), n),
         "output_tokens_per_step": summary_stats([o for _, o in tokens]),
         "input_tokens_per_step_by_phase": {p: ratio(sum(t["input_tokens"] for t in turns if t["phase"] == p), n)
                                            for p in phases},

@@ -7,14 +7,21 @@ records: ``wall_s`` (the whole step), each model call's ``input_tokens`` and ``o
 (a step is its LOG turns plus its PLAN turns, so tokens per step are the sum over the step's
 calls; per call figures are reported beside them) and ``action_valid``.
 
+Uncached input tokens per step are the input tokens less those the server reports it took from
+its prompt cache (``cached_tokens`` of each call in the trajectory: llama.cpp's ``timings.cache_n``,
+OpenAI's and vLLM's ``prompt_tokens_details.cached_tokens``). MiniHack Corridor-R3 and NetHack
+are played with the same settings and reported beside Crafter, without targets.
+
 Episodes run one at a time by default (``--concurrency 1``), so a step's wall time is that
-step's own and not shared with another episode. Besides the targets, the benchmark fits how
+step's own and not shared with another episode; the load average at the start is recorded,
+since wall times on a shared machine depend on it and token counts do not. Besides the targets, the benchmark fits how
 per-step input tokens grow with the step index (the rule of ``benchmarks.common.GROWTH_RULE``)
 and draws the tokens of every step over the episode as a PNG.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -50,10 +57,15 @@ GAME = "crafter"
 FULL = {"episodes": 2, "max_steps": 40}
 QUICK = {"episodes": 1, "max_steps": 4}
 FIRST_SEED = 42
-WALL_S_LIMIT = 1.0
-INPUT_TOKENS_LIMIT = 1_100
+BESIDE = ("minihack:Corridor-R3", "nethack")
+WALL_S_LIMIT = 1.2
+CALLS_LIMIT = 2.5
+INPUT_TOKENS_LIMIT = 2_500
+UNCACHED_TOKENS_LIMIT = 800
 OUTPUT_TOKENS_LIMIT = 40
 VALID_ACTION_LIMIT = 1.0
+MALFORMED_BEFORE = 0.0
+"""Malformed turns per step of the harness before this one on the same benchmark (no rise allowed)."""
 PLOT_NAME = f"{GAME}_tokens_per_step.png"
 DOCS_IMAGES = PROJECT_ROOT / "docs" / "images"
 
@@ -111,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", type=Path, default=None,
                    help=f"where the PNG goes (default docs/images/{PLOT_NAME}; with --quick beside --out or in the temp folder)")
     p.add_argument("--keep", type=Path, default=None, help="keep the batch (trajectories, memory) in this directory")
+    p.add_argument("--beside", default=",".join(BESIDE),
+                   help="games played with the same settings and reported beside Crafter without targets "
+                        "(comma-separated; empty for none)")
+    p.add_argument("--beside-steps", type=int, default=None, help="steps per episode of the games beside (default: as Crafter)")
     args = p.parse_args(argv)
     if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
         p.error(f"--keep {args.keep} is not empty: a batch there would resume instead of running; give a new directory")
@@ -127,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         "game_model": config.game.model,
         "embedded": config.uses_embedded(),
         "embedded_parallel": config.embedded_parallel if config.uses_embedded() else None,
+        "load_average_at_start": os.getloadavg()[0],
+        "beside": [g for g in args.beside.split(",") if g],
     }
     result = start_result(NAME, args.quick, settings)
     scaffold = load_scaffold_ref(GAME, args.scaffold)
@@ -135,8 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         batch = work / "batch"
         seeds = list(range(FIRST_SEED, FIRST_SEED + settings["episodes"]))
         spec = RolloutSpec(GAME, scaffold, seeds, settings["max_steps"], batch, args.concurrency)
-        played = run_batches([spec], config, work / "logs")
+        beside = [RolloutSpec(g, load_scaffold_ref(g, "v0"), seeds, args.beside_steps or settings["max_steps"],
+                              work / g.replace(":", "-"), args.concurrency) for g in settings["beside"]]
+        played = run_batches([spec, *beside], config, work / "logs")
         episodes = batch_episodes(batch)
+        result["beside"] = {s.game: _brief(cost_figures(batch_episodes(s.out_dir))) for s in beside}
         figures = cost_figures(episodes)
         series = step_series(episodes)
         figures["connect_s"] = played["connect_s"]
@@ -158,15 +179,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+BRIEF = ("model_calls_per_step", "input_tokens_per_step", "uncached_input_tokens_per_step", "output_tokens_per_step",
+         "wall_s_per_step", "valid_action_rate", "malformed_turns_per_step", "calls_per_step_by_phase", "steps")
+
+
+def _brief(f: dict[str, Any]) -> dict[str, Any]:
+    """The figures reported for a game beside Crafter: means and medians, no targets."""
+    return {k: (f[k]["mean"] if k.endswith("tokens_per_step") else f[k]["median"] if k == "wall_s_per_step" else f[k])
+            for k in BRIEF}
+
+
 def _targets(f: dict[str, Any]) -> list[dict[str, Any]]:
     return [
+        target("model calls per step (mean)", f["model_calls_per_step"], CALLS_LIMIT, "<=", unit="calls"),
         target("median wall time per step", f["wall_s_per_step"]["median"], WALL_S_LIMIT, "<=", unit="s"),
         target("input tokens per step (mean, LOG + PLAN calls)", f["input_tokens_per_step"]["mean"], INPUT_TOKENS_LIMIT,
                "<=", unit="tokens"),
+        target("uncached input tokens per step (mean, as the server reports its cache)",
+               f["uncached_input_tokens_per_step"]["mean"], UNCACHED_TOKENS_LIMIT, "<=", unit="tokens"),
         *growth_targets("flat as the episode grows", f["input_growth_per_step"]),
         target("output tokens per step (mean, LOG + PLAN calls)", f["output_tokens_per_step"]["mean"], OUTPUT_TOKENS_LIMIT,
                "<=", unit="tokens"),
         target("valid-action rate", f["valid_action_rate"], VALID_ACTION_LIMIT, ">=", unit="share"),
+        target("malformed turns per step (no rise)", f["malformed_turns_per_step"], MALFORMED_BEFORE, "<=", unit="turns"),
     ]
 
 
@@ -175,6 +210,8 @@ def _tables(result: dict[str, Any]) -> list:
     rows = [[kind, f[f"{kind}_tokens_per_step"]["mean"], f[f"{kind}_tokens_per_step"]["median"],
              f[f"{kind}_tokens_per_step"]["p95"], f[f"{kind}_tokens_per_call"]["mean"]]
             for kind in ("input", "output")]
+    u = f["uncached_input_tokens_per_step"]
+    rows.append(["uncached input", u["mean"], u["median"], u["p95"], u["mean"] / f["model_calls_per_step"]])
     g = f["input_growth_per_step"]
     return [
         table(f"{result['settings']['game']}: {f['steps']} steps in {f['episodes']} episodes, "
@@ -185,6 +222,11 @@ def _tables(result: dict[str, Any]) -> list:
               [[f["wall_s_per_step"]["median"], f["wall_s_per_step"]["mean"], f["model_s_per_step"]["mean"],
                 f["valid_action_rate"], f["total_tokens_per_episode"]["mean"], g["slope_times_steps_over_mean"],
                 g["last_over_first_quarter"]]]),
+        table("beside (same settings, no targets)", ["game", "calls/step", "input/step", "uncached/step", "output/step",
+                                                     "wall s median", "valid actions", "malformed/step"],
+              [[g, b["model_calls_per_step"], b["input_tokens_per_step"], b["uncached_input_tokens_per_step"],
+                b["output_tokens_per_step"], b["wall_s_per_step"], b["valid_action_rate"], b["malformed_turns_per_step"]]
+               for g, b in result.get("beside", {}).items()]),
         table("plot", ["file"], [[f["plot"]]]),
     ]
 

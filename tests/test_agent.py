@@ -17,18 +17,19 @@ from automem_dagster.memory import FilePolicy, Journal, MemoryStore
 from automem_dagster.scaffold import load_scaffold
 
 
-def _client(server, name="game"):
-    return LLMClient(EndpointConfig(name=name, base_url="unused", constrained="none"), server.base_url)
+def _client(server, name="game", constrained="none"):
+    return LLMClient(EndpointConfig(name=name, base_url="unused", constrained=constrained), server.base_url)
 
 
-def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None):
+def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None, constrained="none"):
     """Play ``steps`` steps and return (agent, decisions)."""
 
     async def go():
         game = make_game(game_name, max_steps=steps + 5)
         store = MemoryStore(tmp_path / "ep" / "files", journal=Journal(tmp_path / "ep" / "journal.jsonl"))
         memory = _client(memory_server, "memory") if memory_server else None
-        agent = MemoryAgent(scaffold, store, game.actions(), game.parse_action, _client(game_server), memory)
+        agent = MemoryAgent(scaffold, store, game.actions(), game.parse_action, _client(game_server, "game", constrained),
+                            memory)
         result, decisions = game.reset(7), []
         for t in range(steps):
             agent.observe_state(result.state)
@@ -86,7 +87,7 @@ def test_disabled_operations_and_hostile_names_are_refused(tmp_path, scripted):
     server = scripted([
         {"match": "Phase: LOG", "reply": "<|UPSERT|>map_notes.txt|1,2|tree\n<|APPEND|>../../escape.txt|x\n"
                                          "<|WRITE|>/tmp/abs.txt|x\n<|DONE|>"},
-        {"match": "Phase: PLAN", "reply": "<|APPEND|>strategy.txt|plan phase write\n<|ACTION|>noop<|END|>"},
+        {"match": "Phase: PLAN", "reply": "<|APPEND|>strategy.txt|plan phase write\n<|ACTION|>move_west<|END|>"},
     ])
     _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=2)
     upsert, escape, absolute = decisions[1].turns[0].ops
@@ -116,8 +117,8 @@ def test_two_model_mode_splits_memory_and_action(tmp_path, scripted):
                      {"match": "", "reply": "<|ACTION|>west<|END|>"}])
     agent, decisions = play(tmp_path, "minihack:Corridor-R3", load_scaffold("minihack", 0), game, 2, memory)
     turns = decisions[1].turns
-    assert [(t.phase, t.endpoint) for t in turns] == [("log", "memory"), ("plan", "memory"), ("plan", "memory"),
-                                                      ("action", "game")]
+    # One consultation turn, then the game model acts: no turn of the memory model only to say DONE.
+    assert [(t.phase, t.endpoint) for t in turns] == [("log", "memory"), ("plan", "memory"), ("action", "game")]
     assert decisions[1].action == "east"                                 # the game model saw the consultation
     assert "corridor east" in agent.store.read_text("dungeon_map.txt")
 
@@ -262,3 +263,26 @@ def test_seed_support_states_what_each_server_does_with_seeds(fields, says):
     from automem_dagster.agent.sampling import seed_support
 
     assert says in seed_support(EndpointConfig(name="game", **fields))
+
+
+def test_phases_with_nothing_to_do_are_skipped(tmp_path, scripted):
+    """LOG is skipped after an action that changed nothing (noop: same position, inventory, level, no
+    reward), and PLAN offers no reads while every memory file is empty: each saves a model call."""
+    v0 = load_scaffold("crafter", 0)
+    empty = v0.model_copy(update={"files": [f.model_copy(update={"initial": ""}) for f in v0.files]})
+    server = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"},
+                       {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}])
+    _, decisions = play(tmp_path, "crafter", empty, server, steps=3, constrained="gbnf")
+    assert [[t.phase for t in d.turns] for d in decisions] == [["plan"], ["plan"], ["plan"]]
+    grammars = [json.loads(line)["body"].get("grammar", "") for line in server.request_log.read_text().splitlines()]
+    assert len(grammars) == 3 and all("root ::=" in g and "reads ::=" not in g for g in grammars)
+
+
+def test_a_consultation_reads_several_files_in_one_turn_and_never_twice(tmp_path, scripted):
+    server = scripted([{"match": "Results:", "reply": "<|ACTION|>do<|END|>"},
+                       {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt\n<|READ|>strategy.txt\n<|TAIL|>x.txt|2"}])
+    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
+    consult, act = decisions[0].turns
+    assert [op.op for op in consult.ops] == ["<|READ|>strategy.txt", "<|TAIL|>x.txt|2"]
+    assert consult.ops[0].ok and not consult.ops[1].ok
+    assert act.text == "<|ACTION|>do<|END|>" and decisions[0].action == "do"

@@ -194,7 +194,12 @@ def test_step_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
     assert f["calls_per_step_by_phase"]["plan"] == 1.0 and f["input_tokens_per_step"]["mean"] > 0
     assert len(f["mean_by_step_index"]["input_tokens"]) == s["max_steps"]
     assert Path(f["plot"]) == tmp_path / "crafter_tokens_per_step_quick.png" and Path(f["plot"]).is_file()
-    assert len(result["targets"]) == 6 and result["growth_rule"]
+    assert len(result["targets"]) == 9 and result["growth_rule"]
+    # The scripted server reports no cache, so every input token counts as processed anew.
+    assert f["uncached_input_tokens_per_step"]["mean"] == f["input_tokens_per_step"]["mean"]
+    assert f["calls_with_cache_report"] == 0.0 and f["malformed_turns_per_step"] == 0.0
+    assert set(result["beside"]) == {"minihack:Corridor-R3", "nethack"}
+    assert all(b["steps"] == f["steps"] for b in result["beside"].values())
 
 
 def test_concurrency_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):

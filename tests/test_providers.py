@@ -192,15 +192,17 @@ def test_a_hosted_game_model_plays_through_json_turns(tmp_path, scripted):
     assert names == {"log_turn", "plan_turn"}
 
 
-def test_a_json_log_turn_cannot_exceed_the_operation_budget():
-    """Found on the embedded server: writes up to the budget plus a read ran past the cap, and the
-    agent flagged turns the schema had allowed as malformed."""
+def test_json_turns_cannot_exceed_the_operation_budget():
+    """Found on the embedded server: writes past the budget ran past the cap, and the agent flagged
+    turns the schema had allowed as malformed. LOG holds writes only; PLAN's reads are one list."""
     from automem_dagster.agent.turn_format import TurnFormats
 
     v0 = load_scaffold("crafter", 0)
     formats = TurnFormats(v0.operations, 32, 16, 16)
     files = [f.name for f in v0.files]
     for remaining in (1, 2, 5):
-        props = formats.log_turn(files, files, remaining).schema["properties"]
-        may_read = any(b.get("type") != "null" for b in props["read"].get("anyOf", []))
-        assert props["writes"]["maxItems"] + may_read <= remaining
+        assert formats.log_turn(files, files, remaining).schema["properties"] == {"writes": {
+            "type": "array", "items": formats.log_turn(files, files, 1).schema["properties"]["writes"]["items"],
+            "maxItems": remaining}}
+        plan = formats.plan_turn(files, ["noop"], consult=True, reads=remaining).schema["properties"]["next"]["anyOf"]
+        assert plan[0]["properties"]["reads"]["maxItems"] == remaining

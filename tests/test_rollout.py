@@ -15,8 +15,8 @@ from automem_dagster.rollout import TrajectoryError, load_summary, read_trajecto
 # Replies depend only on the request, so a replayed episode gets the same ones.
 RULES = [
     {"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|moved\n<|DONE|>"},
-    {"match": "Step 2. Now", "reply": "<|ACTION|>bogus<|END|>"},
-    {"match": "Step 4. Now", "reply": "<|ACTION|>south<|END|>"},
+    {"match": "Step 2. Your previous", "reply": "<|ACTION|>bogus<|END|>"},
+    {"match": "Step 4. Your previous", "reply": "<|ACTION|>south<|END|>"},
     {"match": "Phase: PLAN", "reply": "<|ACTION|>east<|END|>"},
 ]
 

@@ -5,11 +5,11 @@ emit operations the scaffold enables, on files that exist, and actions the game 
 Every free-text rule has a length bound, because an unbounded rule lets a small model loop
 until ``max_tokens``. The grammar also encodes the turn protocol:
 
-* LOG: any number of writes (up to the remaining budget), then either ``<|DONE|>`` (the
-  phase ends) or one read, whose result is fed back before the next turn.
-* PLAN: one read-only consultation (result fed back), or the game action. On the last
-  iteration only the action is allowed. In two-model mode the memory model ends
-  consultations with ``<|DONE|>`` and the game model's grammar is the action alone.
+* LOG: any number of writes (up to the budget), then ``<|DONE|>``: LOG records, it does not
+  read, so it is one model call.
+* PLAN: up to the budget's reads in one turn (results fed back), or the game action at once;
+  the turn after a consultation allows only the action. In two-model mode the memory model
+  ends its consultation with ``<|DONE|>`` and the game model's grammar is the action alone.
 """
 
 from __future__ import annotations
@@ -81,36 +81,29 @@ class TurnGrammar:
         ]
 
     def log_turn(self, files: list[str], writable: list[str], remaining: int) -> str:
-        """Writes then DONE, or writes then one read. ``remaining`` >= 1 operations are left."""
+        """Up to ``remaining`` writes, then DONE."""
         writes = self._ops(WRITE_OPS, bool(writable))
-        reads = self._ops(READ_OPS, bool(writable))
         lines = self._common(files, writable)
-        alts = []
+        root = '"<|DONE|>"'
         if writes:
             lines.append("write ::= " + " | ".join(f"({w})" for w in writes))
-            alts.append(f'(write "\\n"){{0,{remaining}}} "<|DONE|>"')
-            if reads and remaining > 1:
-                alts.append(f'(write "\\n"){{0,{remaining - 1}}} read')
-        else:
-            alts.append('"<|DONE|>"')
-        if reads:
-            lines.append("read ::= " + " | ".join(f"({r})" for r in reads))
-            if not writes:
-                alts.append("read")
-        return "\n".join([f"root ::= {' | '.join(alts)}", *lines]) + "\n"
+            root = f'(write "\\n"){{0,{remaining}}} "<|DONE|>"'
+        return "\n".join([f"root ::= {root}", *lines]) + "\n"
 
-    def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False) -> str:
-        """One consultation or the end of the phase.
+    def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False,
+                  reads: int = 1) -> str:
+        """A consultation of up to ``reads`` reads (on ``files``), or the end of the phase.
 
         The end is the action (one-model) or ``<|DONE|>`` (``end_with_done``: the memory
         model in two-model mode hands over to the game model).
         """
         ending = '"<|DONE|>"' if end_with_done else "action"
-        reads = self._ops(READ_OPS, False) if consult else []
-        lines = [f"root ::= {' | '.join(['read', ending] if reads else [ending])}"]
-        if reads:
+        read_ops = self._ops(READ_OPS, False) if consult and files and reads > 0 else []
+        lines = [f"root ::= {' | '.join(['reads', ending] if read_ops else [ending])}"]
+        if read_ops:
             lines += self._common(files, [])
-            lines.append("read ::= " + " | ".join(f"({r})" for r in reads))
+            lines.append("read ::= " + " | ".join(f"({r})" for r in read_ops))
+            lines.append(f'reads ::= read ("\\n" read){{0,{reads - 1}}}')
         if not end_with_done:
             lines.append(action_rule(actions))
         return "\n".join(lines) + "\n"

@@ -1,10 +1,15 @@
 """The memory agent: LOG then PLAN every step, in one-model or two-model mode.
 
-LOG lets the memory model record the outcome of the previous step with memory operations
-until ``<|DONE|>`` or the scaffold's cap. PLAN lets it consult memory read-only, then picks
-the game action (one-model), or hands over to the game model which only chooses the action
-(two-model, the proficiency loop's specialist setup). Nothing the model says can crash an
-episode: unparseable output is recorded on the turn, counted, and the fallback applies.
+LOG lets the memory model record the outcome of the previous step with writes, in one turn
+ending with ``<|DONE|>`` (at most the scaffold's cap). PLAN lets it consult memory read-only,
+several reads in one turn, then picks the game action (one-model), or hands over to the game
+model which only chooses the action (two-model, the proficiency loop's specialist setup).
+
+Calls are the bill (``benchmarks/step_cost.py``), so a phase with nothing to do is skipped:
+LOG when the previous action changed neither position, inventory, level nor reward (the
+action is in the history line already), the consultation when every file is empty. Nothing
+the model says can crash an episode: unparseable output is recorded on the turn, counted,
+and the fallback applies.
 """
 
 from __future__ import annotations
@@ -12,13 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from automem_dagster.agent import prompts
-from automem_dagster.agent.grammar import READ_OPS
 from automem_dagster.agent.sampling import request_seed
 from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
 from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask
 from automem_dagster.games.base import GameState, ParsedAction, state_record
 from automem_dagster.llm.client import Completion, ContextOverflow, LLMClient
-from automem_dagster.memory import MemoryStore, Op, OpName, format_op, parse_ops
+from automem_dagster.memory import MemoryStore, MemoryStoreError, Op, OpName, format_op, parse_ops
 from automem_dagster.scaffold.model import Scaffold
 
 
@@ -46,11 +50,14 @@ class TurnRecord:
     latency_s: float = 0.0
     attempts: int = 1
     finish_reason: str | None = None
+    cached_tokens: int | None = None
+    """Input tokens the server took from its prompt cache, as it reported them (None: it did not say)."""
 
     @classmethod
     def from_completion(cls, phase: str, endpoint: str, comp: Completion) -> TurnRecord:
         turn = cls(phase, endpoint, comp.text, input_tokens=comp.input_tokens, output_tokens=comp.output_tokens,
-                   latency_s=comp.latency_s, attempts=comp.attempts, finish_reason=comp.finish_reason)
+                   latency_s=comp.latency_s, attempts=comp.attempts, finish_reason=comp.finish_reason,
+                   cached_tokens=comp.cached_tokens)
         if comp.finish_reason == "length":
             turn.errors.append(f"the reply was cut off at max_tokens after {comp.output_tokens} tokens")
         return turn
@@ -123,13 +130,17 @@ class MemoryAgent:
         warnings = self.warnings()
         turns: list[TurnRecord] = []
         memory_index = {}
-        if self.history:
+        if self.history and self._previous_step_changed():
             memory_index["log"] = self.store.index()
             turns += await self._log_phase(step, observation, warnings)
         memory_index["plan"] = self.store.index()
         plan_turns, parsed = await self._plan_phase(step, observation, warnings)
         turns += plan_turns
         return Decision(parsed.action, parsed.valid, parsed.note, turns, warnings, memory_index)
+
+    def _previous_step_changed(self) -> bool:
+        """Whether the previous action moved, changed inventory or level, or earned a reward: else LOG has nothing to record."""
+        return self.history[-1][1] != 0 or len(self.fingerprints) < 2 or self.fingerprints[-1] != self.fingerprints[-2]
 
     def record_outcome(self, action: str, reward: float) -> None:
         self.history.append((action, reward))
@@ -154,39 +165,30 @@ class MemoryAgent:
                                       warnings, phase)
 
     async def _log_phase(self, step: int, observation: str, warnings: list[str]) -> list[TurnRecord]:
+        """One turn: the writes that record the previous step, then DONE."""
         client = self.memory_client or self.game_client
         endpoint = "memory" if self.memory_client else "game"
         messages = self._messages(self._system, step, observation, warnings, prompts.LOG_PHASE)
-        budget, turns = self.scaffold.limits.log_max_ops, []
-        while budget > 0:
-            constraint = self.formats.log_turn(self.store.files(), self._writable(), budget)
-            seed = request_seed(self.episode_seed, step, "log", len(turns))
-            comp, dropped = await _complete_within_context(client, messages, constraint, seed)
-            turn = TurnRecord.from_completion("log", endpoint, comp)
-            turn.errors += dropped
-            turns.append(turn)
-            parsed = parse_ops(comp.text)
-            turn.errors += parsed.errors
-            if parsed.action is not None:
-                turn.errors.append("an ACTION in the LOG phase is ignored: LOG only records the previous step")
-            finished, ended_on_read = False, False
-            for op in parsed.ops:
-                if op.name is OpName.DONE:
-                    finished = True
-                    break
-                if budget == 0:
-                    turn.errors.append(f"operation cap of {self.scaffold.limits.log_max_ops} reached; the rest was ignored")
-                    break
-                turn.ops.append(self._execute(op, "log"))
-                budget -= 1
-                ended_on_read = op.name in READ_OPS
-            if not parsed.ops:
-                turn.errors.append("no memory operation found in the LOG turn")
-            if finished or not ended_on_read:
-                break
-            messages += [{"role": "assistant", "content": comp.text},
-                         {"role": "user", "content": prompts.results_message(_result_lines(turn))}]
-        return turns
+        budget = self.scaffold.limits.log_max_ops
+        if budget == 0:
+            return []
+        constraint = self.formats.log_turn(self.store.files(), self._writable(), budget)
+        comp, dropped = await _complete_within_context(client, messages, constraint,
+                                                       request_seed(self.episode_seed, step, "log", 0))
+        turn = TurnRecord.from_completion("log", endpoint, comp)
+        turn.errors += dropped
+        parsed = parse_ops(comp.text)
+        turn.errors += parsed.errors
+        if parsed.action is not None:
+            turn.errors.append("an ACTION in the LOG phase is ignored: LOG only records the previous step")
+        ops = [op for op in parsed.ops if op.name is not OpName.DONE]
+        for op in ops[:budget]:
+            turn.ops.append(self._execute(op, "log"))
+        if len(ops) > budget:
+            turn.errors.append(f"operation cap of {budget} reached; the rest was ignored")
+        if not parsed.ops:
+            turn.errors.append("no memory operation found in the LOG turn")
+        return [turn]
 
     async def _plan_phase(
         self, step: int, observation: str, warnings: list[str]
@@ -196,9 +198,10 @@ class MemoryAgent:
         endpoint = "memory" if two_model else "game"
         messages = self._messages(self._system, step, observation, warnings, prompts.plan_phase(self._role))
         budget, turns, consulted = self.scaffold.limits.plan_max_ops, [], []
-        actions = list(self.actions)
+        actions, readable = list(self.actions), self._readable()
+        consult = budget > 0 and bool(readable)
         while True:
-            constraint = self.formats.plan_turn(self.store.files(), actions, consult=budget > 0, end_with_done=two_model)
+            constraint = self.formats.plan_turn(readable, actions, consult, end_with_done=two_model, reads=budget)
             seed = request_seed(self.episode_seed, step, "plan", len(turns))
             comp, dropped = await _complete_within_context(client, messages, constraint, seed)
             turn = TurnRecord.from_completion("plan", endpoint, comp)
@@ -208,13 +211,14 @@ class MemoryAgent:
             turn.errors += parsed.errors
             if parsed.action is not None and not two_model:
                 return turns, checked_action(turn, parsed.action, self.parse_action)
-            reads = [op for op in parsed.ops if op.name is not OpName.DONE][:budget]
+            # The same read twice in a turn shows the same lines twice: it is run once.
+            reads = list(dict.fromkeys(op for op in parsed.ops if op.name is not OpName.DONE))[:budget] if consult else []
             for op in reads:
                 turn.ops.append(self._execute(op, "plan"))
-            budget -= len(reads)
             consulted += _result_lines(turn)
-            if not reads or any(op.name is OpName.DONE for op in parsed.ops):
+            if two_model or not reads:  # two-model: one consultation, then the game model acts
                 break
+            consult = False  # one consultation per phase: the next turn acts
             messages += [{"role": "assistant", "content": comp.text},
                          {"role": "user", "content": prompts.results_message(_result_lines(turn))}]
         if two_model:
@@ -234,6 +238,17 @@ class MemoryAgent:
         return turn
 
     # -- memory -----------------------------------------------------------------------------
+
+    def _readable(self) -> list[str]:
+        """Files with content: reading an empty file tells nothing, so with none the consultation is skipped."""
+        out = []
+        for name in self.store.files():
+            try:
+                if self.store.read_text(name).strip():
+                    out.append(name)
+            except MemoryStoreError:
+                continue
+        return out
 
     def _writable(self) -> list[str]:
         fixed = {f.name for f in self.scaffold.files if f.policy.mode in ("reference", "synced")}

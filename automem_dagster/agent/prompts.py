@@ -4,8 +4,11 @@ Every call of one role shares one system prompt (the scaffold's LOG and PLAN ins
 the operation syntax, the action list), and the phase is named at the end of the user
 message. A server with prompt-prefix caching (llama.cpp, vLLM) therefore reuses the whole
 system prompt across phases, steps and concurrent episodes, and only the per-step part is
-processed again. Everything per step is bounded (history length, index, read results), so
-input tokens per step stay flat as an episode grows.
+processed again. The per-step message puts what both phases of a step share first (the step,
+the previous action, the observation, the history, the warnings) and what LOG changes (the
+memory index) and the phase last, so PLAN's call reuses LOG's prefix too. Everything per
+step is bounded (history length, index, read results), so input tokens per step stay flat as
+an episode grows.
 """
 
 from __future__ import annotations
@@ -26,11 +29,9 @@ Role = Literal["agent", "memory", "game"]
 """``agent`` does everything (one-model mode); in two-model mode ``memory`` does the memory
 operations and ``game`` only chooses the action."""
 
-LOG_PHASE = (
-    "Phase: LOG. Record what your previous action led to: write operations, then <|DONE|>. "
-    "A read ends your turn and you get its result."
-)
-PLAN_PHASE = "Phase: PLAN. Read memory if useful (one read per turn, read-only), then answer {ending}."
+LOG_PHASE = "Phase: LOG. Record what your previous action led to: write operations, then <|DONE|>."
+PLAN_PHASE = ("Phase: PLAN. Read memory if useful (reads only, several in one turn; you get the results), "
+              "then answer {ending}.")
 
 
 def _action_lines(actions: dict[str, str]) -> str:
@@ -70,17 +71,18 @@ def step_message(
     phase: str,
     previous: tuple[str, float] | None = None,
 ) -> str:
-    """The per-step user message: memory index, warnings, recent actions, the observation, the phase."""
-    parts = [f"Memory files:\n{index}"]
-    if warnings:
-        parts.append("Warnings:\n" + "\n".join(f"- {w}" for w in warnings))
+    """The per-step user message: the step, the observation, recent actions, warnings, then the
+    memory index and the phase (last, since LOG's writes change the index)."""
+    if previous is not None:
+        parts = [f"Step {step}. Your previous action was {previous[0]} (reward {previous[1]:+g}). Now:"]
+    else:
+        parts = [f"Step {step}. Now:"]
+    parts.append(observation)
     if history:
         parts.append("Recent actions: " + ", ".join(f"{a} ({r:+g})" if r else a for a, r in history))
-    if previous is not None:
-        parts.append(f"Step {step}. Your previous action was {previous[0]} (reward {previous[1]:+g}). Now:")
-    else:
-        parts.append(f"Step {step}. Now:")
-    parts += [observation, phase]
+    if warnings:
+        parts.append("Warnings:\n" + "\n".join(f"- {w}" for w in warnings))
+    parts += [f"Memory files:\n{index}", phase]
     return "\n\n".join(parts)
 
 
@@ -100,7 +102,7 @@ def phase_messages(
     (action, reward) so far and ``index`` the store's raw index when the phase began."""
     n = scaffold.limits.history_length
     recent = history[-n:] if n else []
-    previous = history[-1] if phase == LOG_PHASE and history else None
+    previous = history[-1] if history else None
     text = step_message(step, observation, file_index(scaffold, index), recent, warnings, phase, previous)
     return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 

@@ -10,10 +10,10 @@ format whatever the backend.
 
 JSON forms (every object strict: all keys present, ``null`` for "none"):
 
-* LOG: ``{"writes": [op, ...], "read": op | null}``: writes, then one read (its result comes
-  back) or ``null`` for ``<|DONE|>``; writes and read together stay within the operation budget;
-* PLAN: ``{"next": op | {"action": a} | {"done": true}}``: one read-only consultation, or the
-  end of the phase (the action in one-model mode, ``done`` for the two-model memory model);
+* LOG: ``{"writes": [op, ...]}``: the writes within the operation budget, then ``<|DONE|>``;
+* PLAN: ``{"next": {"reads": [op, ...]} | {"action": a} | {"done": true}}``: read-only
+  consultations within the budget, or the end of the phase (the action in one-model mode,
+  ``done`` for the two-model memory model);
 * action: ``{"action": a}``; chain of thought: ``{"thought": "...", "action": a}``.
 
 An operation is ``{"op": "APPEND", "file": "notes.txt", "text": "..."}`` with the arguments
@@ -93,24 +93,22 @@ class TurnFormats:
         return out
 
     def log_turn(self, files: list[str], writable: list[str], remaining: int) -> TurnConstraint:
-        """Writes then DONE, or writes then one read; ``remaining`` >= 1 operations are left."""
+        """Up to ``remaining`` writes, then DONE (an empty list is DONE alone)."""
         writes = self._op_schemas(WRITE_OPS, files, writable)
-        reads = self._op_schemas(READ_OPS, files, writable)
-        may_read = bool(reads) and (remaining > 1 or not writes)
-        props = {}
-        if writes:
-            # Strict mode cannot tie the number of writes to whether a read follows, so a turn that
-            # may end on a read gets one write fewer: writes and read never exceed the budget.
-            props["writes"] = {"type": "array", "items": {"anyOf": writes}, "maxItems": remaining - may_read}
-        props["read"] = {"anyOf": [*reads, {"type": "null"}]} if may_read else {"type": "null"}
+        items = {"anyOf": writes} if writes else {"type": "null"}
+        props = {"writes": {"type": "array", "items": items, "maxItems": remaining if writes else 0}}
         return TurnConstraint("log_turn", self.grammar.log_turn(files, writable, remaining), _obj(props))
 
-    def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False) -> TurnConstraint:
-        """One consultation, or the end of the phase (the action, or ``done`` in two-model mode)."""
+    def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False,
+                  reads: int = 1) -> TurnConstraint:
+        """A consultation of up to ``reads`` reads on ``files``, or the end of the phase (the action,
+        or ``done`` in two-model mode)."""
         ending = _obj({"done": {"type": "boolean", "enum": [True]}}) if end_with_done else _obj({"action": _enum(actions)})
-        reads = self._op_schemas(READ_OPS, files, []) if consult else []
-        schema = _obj({"next": {"anyOf": [*reads, ending]}})
-        return TurnConstraint("plan_turn", self.grammar.plan_turn(files, actions, consult, end_with_done), schema)
+        ops = self._op_schemas(READ_OPS, files, []) if consult and files and reads > 0 else []
+        options = [_obj({"reads": {"type": "array", "items": {"anyOf": ops}, "maxItems": reads}})] if ops else []
+        schema = _obj({"next": {"anyOf": [*options, ending]}})
+        grammar = self.grammar.plan_turn(files, actions, consult, end_with_done, reads)
+        return TurnConstraint("plan_turn", grammar, schema)
 
 
 def action_turn(actions: list[str]) -> TurnConstraint:
@@ -147,10 +145,10 @@ def json_turn_text(reply: str) -> str:
             return f"{data['thought']}\n{action}" if data.get("thought") else action
         if "op" in data:
             return op_text(data)
-        if "writes" in data or "read" in data:
-            lines = [op_text(op) for op in data.get("writes") or []]
-            lines.append(op_text(data["read"]) if data.get("read") else "<|DONE|>")
-            return "\n".join(lines)
+        if "reads" in data:
+            return "\n".join(op_text(op) for op in data["reads"] or [])
+        if "writes" in data:
+            return "\n".join([*(op_text(op) for op in data["writes"] or []), "<|DONE|>"])
     except (ValueError, KeyError, TypeError):
         return reply
     return reply

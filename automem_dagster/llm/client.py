@@ -54,6 +54,8 @@ class Completion:
     latency_s: float
     attempts: int
     finish_reason: str | None
+    cached_tokens: int | None = None
+    """Input tokens served from the server's prompt cache, as the server reports them; None when it does not."""
 
 
 @dataclass
@@ -156,10 +158,24 @@ class LLMClient:
             latency_s=latency,
             attempts=max(log.requests, 1),
             finish_reason=choice.finish_reason if choice else None,
+            cached_tokens=cached_tokens(resp),
         )
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def cached_tokens(resp) -> int | None:
+    """The prompt tokens a server reused from its cache: OpenAI's and vLLM's
+    ``usage.prompt_tokens_details.cached_tokens``, else llama.cpp's ``timings.cache_n`` (its server
+    README: ``cache_n`` prompt tokens reused from the cache, ``prompt_n`` processed anew)."""
+    details = getattr(resp.usage, "prompt_tokens_details", None) if resp.usage else None
+    if details is not None and getattr(details, "cached_tokens", None) is not None:
+        return int(details.cached_tokens)
+    timings = (resp.model_extra or {}).get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+        return timings["cache_n"]
+    return None
 
 
 def _advice(status: int) -> str:

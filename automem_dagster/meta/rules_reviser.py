@@ -186,6 +186,12 @@ def _longest(points: list[dict]) -> dict:
     return max(points, key=lambda p: p["step_end"] - p["step_start"])
 
 
+def _stretch(p: dict) -> str:
+    """``ep steps 3-9 (actions noop x7)``: a stretch with the actions its detail tallies."""
+    actions = p["detail"].rpartition("actions ")[2] if "actions " in p["detail"] else p["detail"]
+    return f"{p['episode']} steps {p['step_start']}-{p['step_end']} (actions {actions})"
+
+
 def rule_stuck(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
     """Switch the stuck warning on when the agent stood still for ``STUCK_MIN`` steps or more."""
     long = [p for p in _points(evidence, "stuck") if p["step_end"] - p["step_start"] + 1 >= STUCK_MIN]
@@ -194,8 +200,7 @@ def rule_stuck(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
     p = _longest(long)
     return [RuleFinding(
         "stuck", p["episode"], p["step_start"],
-        f"evidence failure_points: {len(long)} stuck stretch(es) of >={STUCK_MIN} steps; longest {p['episode']} "
-        f"steps {p['step_start']}-{p['step_end']}: {p['detail']}",
+        f"evidence failure_points: {len(long)} stuck stretch(es) of >={STUCK_MIN} unchanged steps; longest {_stretch(p)}",
         "signals.stuck is off: nothing tells the agent its actions change nothing",
         f"signals.stuck on, repeats {STUCK_MIN}", {"signals": {"stuck": {"enabled": True, "repeats": STUCK_MIN}}})]
 
@@ -208,8 +213,7 @@ def rule_oscillation(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
     p = _longest(long)
     return [RuleFinding(
         "oscillation", p["episode"], p["step_start"],
-        f"evidence failure_points: {len(long)} back-and-forth stretch(es); longest {p['episode']} "
-        f"steps {p['step_start']}-{p['step_end']}: {p['detail']}",
+        f"evidence failure_points: {len(long)} back-and-forth stretch(es); longest {_stretch(p)}",
         "signals.oscillation is off: nothing tells the agent it undoes its own moves",
         "signals.oscillation on", {"signals": {"oscillation": {"enabled": True}}})]
 
