@@ -88,11 +88,12 @@ def make_game(name: str, max_steps: int | None = None) -> Game:
         return NetHackGame(**budget)
     env_id = minihack_env_id(name)
     import gymnasium as gym
-    import minihack  # noqa: F401  (registers the MiniHack ids with gymnasium)
 
+    from automem_dagster.games.minihack_game import MiniHackGame, register_minihack
+
+    register_minihack()
     if env_id not in gym.registry:
         raise ValueError(f"unknown game {name!r}: {env_id} is not a registered MiniHack env; use {_choices()}")
-    from automem_dagster.games.minihack_game import MiniHackGame
 
     short = env_id[len("MiniHack-"):].removesuffix("-v0")
     return MiniHackGame(env_id, name=f"minihack:{short}", **budget)

@@ -8,6 +8,7 @@ AutoMem's default action for unparseable output is "search" (BALROG uses "north"
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -19,12 +20,22 @@ _ENV_STEP_LIMIT = 10**6
 """The env's own limit, far above any budget: the adapter alone ends episodes on budget."""
 
 
+def register_minihack() -> None:
+    """Import minihack, which registers its ids with gymnasium. minihack 1.0.2 imports
+    ``pkg_resources``, whose deprecation warning (setuptools<81 is pinned for it) would reach a
+    user's first run as noise; only that warning is silenced."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+        import minihack  # noqa: F401
+
+
 class MiniHackGame(NLEGame):
     """One MiniHack task, e.g. ``MiniHackGame("MiniHack-Corridor-R3-v0")``."""
 
     def __init__(self, env_id: str, max_steps: int = 100, name: str | None = None) -> None:
         import gymnasium as gym  # imported here so that importing the games package stays cheap
-        import minihack  # noqa: F401  (registers the MiniHack ids with gymnasium)
+
+        register_minihack()
 
         env = gym.make(
             env_id,
