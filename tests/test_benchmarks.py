@@ -209,7 +209,7 @@ def test_concurrency_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
     assert by_slots["1"]["speedup_over_sequential"]["episodes_per_min"] == 1.0
     for f in by_slots.values():
         assert f["episodes"] == result["settings"]["episodes"] and f["episodes_per_min"] > 0
-    assert [t["source"] for t in result["targets"]] == ["proposed"] * (len(by_slots) - 1)
+    assert [t["source"] for t in result["targets"]] == ["issue"] * (len(by_slots) - 1)
 
 
 def test_context_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):

@@ -148,3 +148,23 @@ def test_cached_prompt_tokens_are_read_from_what_the_server_says():
     llama = ChatCompletion.model_validate({**base, "usage": usage, "timings": {"cache_n": 795, "prompt_n": 105}})
     silent = ChatCompletion.model_validate({**base, "usage": usage})
     assert [cached_tokens(r) for r in (openai_style, llama, silent)] == [768, 795, None]
+
+
+def test_an_episode_lane_pins_its_calls_to_one_llama_cpp_slot(scripted):
+    """llama.cpp's server takes ``id_slot`` in the request body (tools/server/README.md): lane 3 of a
+    2-slot server goes to slot 1; without known slots, or on another server kind, nothing is pinned."""
+    import json
+
+    server = scripted([{"match": "", "reply": "ok"}])
+
+    async def go():
+        for cfg, slots in ((EndpointConfig(name="g", base_url="x", server="llama.cpp"), 2),
+                           (EndpointConfig(name="g", base_url="x", server="llama.cpp"), None),
+                           (EndpointConfig(name="g", base_url="x", server="vllm"), 2)):
+            client = LLMClient(cfg, server.base_url, slots=slots)
+            await client.complete([{"role": "user", "content": "hi"}], lane=3)
+            await client.close()
+
+    asyncio.run(go())
+    bodies = [json.loads(line)["body"] for line in server.request_log.read_text().splitlines()]
+    assert [b.get("id_slot") for b in bodies] == [1, None, None]

@@ -83,7 +83,9 @@ class MemoryAgent:
     ``memory_client`` is None in one-model mode. ``parse_action`` resolves model text to a
     game action (tolerant, with the game's default on failure). ``episode_seed`` seeds every
     request's sampling (``agent.sampling.request_seed``), so a rerun of the episode is identical
-    on endpoints that honour seeds.
+    on endpoints that honour seeds. ``lane`` is the episode's place among those played at once;
+    on a server whose slots are known it keeps every call of the episode on one slot, whose
+    cached prompt is then this episode's (``LLMClient.complete``).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class MemoryAgent:
         game_client: LLMClient,
         memory_client: LLMClient | None = None,
         episode_seed: int = 0,
+        lane: int | None = None,
     ):
         self.scaffold = scaffold
         self.store = store
@@ -103,6 +106,7 @@ class MemoryAgent:
         self.game_client = game_client
         self.memory_client = memory_client
         self.episode_seed = episode_seed
+        self.lane = lane
         self.formats = TurnFormats(
             scaffold.operations, scaffold.limits.text_max_chars,
             scaffold.limits.key_max_chars, scaffold.limits.keyword_max_chars,
@@ -174,7 +178,7 @@ class MemoryAgent:
             return []
         constraint = self.formats.log_turn(self.store.files(), self._writable(), budget)
         comp, dropped = await _complete_within_context(client, messages, constraint,
-                                                       request_seed(self.episode_seed, step, "log", 0))
+                                                       request_seed(self.episode_seed, step, "log", 0), self.lane)
         turn = TurnRecord.from_completion("log", endpoint, comp)
         turn.errors += dropped
         parsed = parse_ops(comp.text)
@@ -203,7 +207,7 @@ class MemoryAgent:
         while True:
             constraint = self.formats.plan_turn(readable, actions, consult, end_with_done=two_model, reads=budget)
             seed = request_seed(self.episode_seed, step, "plan", len(turns))
-            comp, dropped = await _complete_within_context(client, messages, constraint, seed)
+            comp, dropped = await _complete_within_context(client, messages, constraint, seed, self.lane)
             turn = TurnRecord.from_completion("plan", endpoint, comp)
             turn.errors += dropped
             turns.append(turn)
@@ -232,7 +236,7 @@ class MemoryAgent:
         if consulted:
             messages[1]["content"] = "Memory consulted:\n" + "\n".join(consulted) + "\n\n" + messages[1]["content"]
         comp = await ask(self.game_client, messages, action_turn(list(self.actions)),
-                         seed=request_seed(self.episode_seed, step, "action", 0))
+                         seed=request_seed(self.episode_seed, step, "action", 0), lane=self.lane)
         turn = TurnRecord.from_completion("action", "game", comp)
         turn.errors += parse_ops(comp.text).errors
         return turn
@@ -286,14 +290,14 @@ def _result_lines(turn: TurnRecord) -> list[str]:
 
 
 async def _complete_within_context(client: LLMClient, messages: list[dict], constraint: TurnConstraint,
-                                   seed: int | None = None) -> tuple[Completion, list[str]]:
+                                   seed: int | None = None, lane: int | None = None) -> tuple[Completion, list[str]]:
     """A phase's next turn; when the conversation has outgrown the endpoint's context (a scaffold
     allowing many reads per phase), the oldest read results of this phase are dropped until it
     fits, and the turn records that. A first prompt that does not fit alone still fails."""
     notes: list[str] = []
     while True:
         try:
-            return await ask(client, messages, constraint, seed=seed), notes
+            return await ask(client, messages, constraint, seed=seed, lane=lane), notes
         except ContextOverflow:
             if len(messages) < 4:
                 raise

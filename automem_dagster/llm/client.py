@@ -76,14 +76,15 @@ async def _count_request(_request) -> None:
 
 def request_body(config: EndpointConfig, messages: list[dict], grammar: str | None = None,
                  json_schema: dict | None = None, schema_name: str = "reply", max_tokens: int | None = None,
-                 seed: int | None = None) -> dict:
+                 seed: int | None = None, id_slot: int | None = None) -> dict:
     """The keyword arguments of one chat-completions request, exactly as they are sent.
 
     Only what the endpoint file sets is sent (sampling, the output cap under its configured
     field name, ``extra_body``). A grammar goes out in the server's dialect; a JSON schema as
     OpenAI's ``response_format`` with ``strict: true``, which vLLM and llama.cpp accept too;
     with ``constrained: none`` neither is sent. ``seed`` is the request's sampling seed; an
-    endpoint file's own ``seed`` wins over it."""
+    endpoint file's own ``seed`` wins over it. ``id_slot`` pins the request to one llama.cpp server
+    slot (its server README: ``id_slot``), so an episode keeps its cached prompt prefix."""
     cfg = config
     extra: dict = dict(cfg.extra_body)
     if grammar is not None and cfg.constrained == "gbnf":
@@ -92,6 +93,8 @@ def request_body(config: EndpointConfig, messages: list[dict], grammar: str | No
         extra["structured_outputs"] = {"grammar": grammar}
     if cfg.server == "llama.cpp" and not cfg.cache_prompt:
         extra["cache_prompt"] = False
+    if id_slot is not None and cfg.server == "llama.cpp":
+        extra["id_slot"] = id_slot
     if cfg.lora_id is not None:
         extra["lora"] = [{"id": cfg.lora_id, "scale": 1.0}]
     body: dict = {"model": cfg.model, "messages": messages, **cfg.sampling(),
@@ -109,9 +112,11 @@ def request_body(config: EndpointConfig, messages: list[dict], grammar: str | No
 class LLMClient:
     """An async client for one configured endpoint. ``base_url`` must be resolved (not ``embedded``)."""
 
-    def __init__(self, config: EndpointConfig, base_url: str):
+    def __init__(self, config: EndpointConfig, base_url: str, slots: int | None = None):
         self.config = config
         self.base_url = base_url
+        self.slots = slots
+        """The server's parallel slots when known (the embedded server): a call's ``lane`` picks one."""
         http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_count_request]})
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s,
                                           max_retries=config.max_retries, http_client=http)
@@ -121,12 +126,14 @@ class LLMClient:
 
     async def complete(self, messages: list[dict], grammar: str | None = None,
                        json_schema: dict | None = None, max_tokens: int | None = None,
-                       seed: int | None = None, schema_name: str = "reply") -> Completion:
+                       seed: int | None = None, schema_name: str = "reply", lane: int | None = None) -> Completion:
         """One chat completion, constrained by ``grammar`` (a GBNF grammar) or ``json_schema``
         as the endpoint's mode allows (see ``request_body``); the caller validates the reply
         as it would anyway. ``max_tokens`` replaces the endpoint's for a caller whose grammar
-        bounds a longer reply (a reasoning line before the action)."""
-        body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed)
+        bounds a longer reply (a reasoning line before the action). ``lane`` (an episode's place
+        among those running at once) pins the call to slot ``lane % slots`` when the slots are known."""
+        id_slot = lane % self.slots if lane is not None and self.slots else None
+        body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, id_slot)
         log = _CallLog()
         token = _CURRENT_CALL.set(log)
         start = time.perf_counter()

@@ -56,7 +56,7 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
             return LLMClient(cfg, cfg.base_url)
         # An embedded endpoint has one server slot's context, whatever its config says.
         slot = cfg.model_copy(update={"context_tokens": min(cfg.context_tokens, config.embedded_ctx_per_slot)})
-        return LLMClient(slot, server.base_url)
+        return LLMClient(slot, server.base_url, slots=config.embedded_parallel)
 
     rules = config.meta if config.meta is not None and config.meta.rules else None
     clients = Clients(client(config.game), client(config.memory) if two_model and config.two_model else None,

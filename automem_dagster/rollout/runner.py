@@ -108,12 +108,18 @@ async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | No
     for seed in spec.seeds:
         if seed not in todo and progress:
             progress(episode_id(spec.game, seed), spec.max_steps, True)
-    limit = asyncio.Semaphore(max(1, spec.concurrency))
+    # Each running episode holds one lane (and through it one server slot) until it ends.
+    lanes: asyncio.Queue[int] = asyncio.Queue()
+    for lane in range(max(1, spec.concurrency)):
+        lanes.put_nowait(lane)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="game") as pool:
 
         async def guarded(seed: int) -> None:
-            async with limit:
-                await run_episode(spec, seed, clients, pool, progress)
+            lane = await lanes.get()
+            try:
+                await run_episode(spec, seed, clients, pool, progress, lane)
+            finally:
+                lanes.put_nowait(lane)
 
         results = await asyncio.gather(*(guarded(s) for s in todo), return_exceptions=True)
     failures = [(seed, r) for seed, r in zip(todo, results, strict=True) if isinstance(r, BaseException)]
@@ -129,7 +135,8 @@ async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | No
 
 
 async def run_episode(
-    spec: RolloutSpec, seed: int, clients: Clients, pool: ThreadPoolExecutor, progress: Progress | None
+    spec: RolloutSpec, seed: int, clients: Clients, pool: ThreadPoolExecutor, progress: Progress | None,
+    lane: int | None = None,
 ) -> Path:
     """Play one episode to its end or ``max_steps`` and publish its trajectory."""
     loop = asyncio.get_running_loop()
@@ -139,7 +146,7 @@ async def run_episode(
     shutil.rmtree(mem_root, ignore_errors=True)
     game = await loop.run_in_executor(pool, make_game, spec.game, spec.max_steps)
     try:
-        agent = make_agent(spec, seed, game, clients, mem_root)
+        agent = make_agent(spec, seed, game, clients, mem_root, lane)
         result = await loop.run_in_executor(pool, game.reset, seed)
         writer = TrajectoryWriter(trajectory_path(out, eid), {
             "episode": eid, "game": spec.game, "seed": seed, "max_steps": spec.max_steps, **spec.agent_settings(),
@@ -185,13 +192,14 @@ async def run_episode(
         await loop.run_in_executor(pool, game.close)
 
 
-def make_agent(spec: RolloutSpec, seed: int, game: Game, clients: Clients, mem_root: Path) -> Agent:
+def make_agent(spec: RolloutSpec, seed: int, game: Game, clients: Clients, mem_root: Path,
+               lane: int | None = None) -> Agent:
     """The agent of one episode: the memory agent with a fresh store under ``mem_root``, or a baseline."""
     if spec.agent == "memory":
         mem_root.mkdir(parents=True)
         store = MemoryStore(mem_root / "files", journal=Journal(mem_root / "journal.jsonl"))
         return MemoryAgent(spec.scaffold, store, game.actions(), game.parse_action, clients.game, clients.memory,
-                           episode_seed=seed)
+                           episode_seed=seed, lane=lane)
     if spec.agent == "random":
         return RandomAgent(game.actions(), seed)
     if clients.game is None:
