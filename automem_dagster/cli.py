@@ -72,13 +72,24 @@ from automem_dagster.scaffold import ScaffoldError, load_scaffold_file
 from automem_dagster.scaffold.lineage import LineageError, render_tree
 from automem_dagster.scaffold.model import GAME_FAMILIES
 from automem_dagster.tracking import Tracker, TrackingError, default_tracking_uri
-from automem_dagster.training.base_model import BaseModelError
+from automem_dagster.training.base_model import BaseModelError, describe_base
 from automem_dagster.training.registry import RegistryError
+from automem_dagster.training.settings import default_settings
 from automem_dagster.training.sft import TrainingError
 
 DEMO_GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
 DEMO_MIN_EXAMPLES = 8
-DEMO_TRAIN_STEPS = 4
+DEMO_TRAIN_STEPS = 3
+DEMO_BATCH_SIZE = 1
+DEMO_CUTS = (
+    "What this demo cuts, so that it shows every loop running for real within minutes:\n"
+    "  rollouts:    2 episodes x 12 steps per game  (full: automem rollout --game <game> --episodes 4 --max-steps 50)\n"
+    "  structure:   diagnose 2 x 10 steps, decide on 2 evaluation seeds x 10 steps, rules meta\n"
+    "               (full: automem revise --game <game>: 4 x 50 steps, every evaluation seed)\n"
+    f"  proficiency: 2 training episodes x 20 steps, >= {DEMO_MIN_EXAMPLES} examples, {DEMO_TRAIN_STEPS} LoRA steps of "
+    f"batch {DEMO_BATCH_SIZE}\n"
+    "               (full: automem train --game crafter: 8 x 100 steps, the paper's minimum dataset, all epochs)"
+)
 ROUND_DEMO_GAMES = ("crafter", "minihack:Corridor-R3")
 STORAGE = Storage()
 COMMAND_MODULES = (endpoints_command,)
@@ -355,6 +366,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    console.print(DEMO_CUTS)
     cmd_rollout(args)
     if args.no_round:
         return 0
@@ -386,7 +398,12 @@ def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
     # demo takes every decision that loses no points (still deduplicated, balanced, eval seeds out).
     curation = default_curation("crafter", min_examples=DEMO_MIN_EXAMPLES, weights=ScoreWeights(horizon=10),
                                 accept_score=0.0, review_floor=0.0, max_review_batches=2)
-    return ProficiencySettings(budget, curation, max_train_steps=DEMO_TRAIN_STEPS)
+    # The paper's LoRA defaults for the base, one example per step: a CPU step of 4 ~1,000-token
+    # examples takes minutes, and the demo only needs the adapter trained, exported and served.
+    base = describe_base("embedded")
+    lora = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
+    return ProficiencySettings(budget, curation, max_train_steps=DEMO_TRAIN_STEPS,
+                               lora=lora.model_copy(update={"batch_size": DEMO_BATCH_SIZE}))
 
 
 def cmd_revise(args: argparse.Namespace) -> int:
