@@ -192,30 +192,32 @@ def _stretch(p: dict) -> str:
     return f"{p['episode']} steps {p['step_start']}-{p['step_end']} (actions {actions})"
 
 
-def rule_stuck(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
-    """Switch the stuck warning on when the agent stood still for ``STUCK_MIN`` steps or more."""
-    long = [p for p in _points(evidence, "stuck") if p["step_end"] - p["step_start"] + 1 >= STUCK_MIN]
-    if not long or scaffold.signals.stuck.enabled:
+def _signal_rule(evidence: dict, kind: str, span: int, on: bool, what: str, cause: str, change: str,
+                 patch: dict) -> list[RuleFinding]:
+    """A warning switched on by stretches of ``kind`` whose last-first step is at least ``span``, unless ``on`` already."""
+    long = [p for p in _points(evidence, kind) if p["step_end"] - p["step_start"] >= span]
+    if not long or on:
         return []
     p = _longest(long)
-    return [RuleFinding(
-        "stuck", p["episode"], p["step_start"],
-        f"evidence failure_points: {len(long)} stuck stretch(es) of >={STUCK_MIN} unchanged steps; longest {_stretch(p)}",
-        "signals.stuck is off: nothing tells the agent its actions change nothing",
-        f"signals.stuck on, repeats {STUCK_MIN}", {"signals": {"stuck": {"enabled": True, "repeats": STUCK_MIN}}})]
+    return [RuleFinding(kind, p["episode"], p["step_start"],
+                        f"evidence failure_points: {len(long)} {what}; longest {_stretch(p)}", cause, change, patch)]
+
+
+def rule_stuck(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
+    """Switch the stuck warning on when the agent stood still for ``STUCK_MIN`` steps or more."""
+    return _signal_rule(evidence, "stuck", STUCK_MIN - 1, scaffold.signals.stuck.enabled,
+                        f"stuck stretch(es) of >={STUCK_MIN} unchanged steps",
+                        "signals.stuck is off: nothing tells the agent its actions change nothing",
+                        f"signals.stuck on, repeats {STUCK_MIN}",
+                        {"signals": {"stuck": {"enabled": True, "repeats": STUCK_MIN}}})
 
 
 def rule_oscillation(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
     """Switch the oscillation warning on when moves reversed ``REVERSALS_MIN`` times in a row or more."""
-    long = [p for p in _points(evidence, "oscillation") if p["step_end"] - p["step_start"] >= REVERSALS_MIN]
-    if not long or scaffold.signals.oscillation.enabled:
-        return []
-    p = _longest(long)
-    return [RuleFinding(
-        "oscillation", p["episode"], p["step_start"],
-        f"evidence failure_points: {len(long)} back-and-forth stretch(es); longest {_stretch(p)}",
-        "signals.oscillation is off: nothing tells the agent it undoes its own moves",
-        "signals.oscillation on", {"signals": {"oscillation": {"enabled": True}}})]
+    return _signal_rule(evidence, "oscillation", REVERSALS_MIN, scaffold.signals.oscillation.enabled,
+                        "back-and-forth stretch(es)",
+                        "signals.oscillation is off: nothing tells the agent it undoes its own moves",
+                        "signals.oscillation on", {"signals": {"oscillation": {"enabled": True}}})
 
 
 def rule_failing_operations(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
