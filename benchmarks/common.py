@@ -205,9 +205,10 @@ def step_tokens(step: dict[str, Any]) -> tuple[int, int]:
 
 
 def uncached_tokens(turn: dict[str, Any]) -> int:
-    """Input tokens the server processed anew for one call: all of them when it did not say what it cached."""
+    """Input tokens the server processed anew for one call: all of them when it did not say what it
+    cached, or when the call was retried (a retry finds its own first attempt's prompt cached)."""
     cached = turn.get("cached_tokens")
-    return turn["input_tokens"] - (cached or 0)
+    return turn["input_tokens"] - (cached if cached is not None and turn.get("attempts", 1) == 1 else 0)
 
 
 def cost_figures(episodes: Sequence[Sequence[dict[str, Any]]]) -> dict[str, Any]:
@@ -229,6 +230,7 @@ def cost_figures(episodes: Sequence[Sequence[dict[str, Any]]]) -> dict[str, Any]
         "input_tokens_per_step": summary_stats([i for i, _ in tokens]),
         "uncached_input_tokens_per_step": summary_stats([sum(uncached_tokens(t) for t in s["turns"]) for s in steps]),
         "calls_with_cache_report": ratio(sum(t.get("cached_tokens") is not None for t in turns), calls),
+        "retried_calls": sum(t.get("attempts", 1) > 1 for t in turns),
         "malformed_turns_per_step": ratio(sum(bool(t["errors"]) for t in turns), n),
         "output_tokens_per_step": summary_stats([o for _, o in tokens]),
         "input_tokens_per_step_by_phase": {p: ratio(sum(t["input_tokens"] for t in turns if t["phase"] == p), n)
