@@ -151,3 +151,33 @@ def test_embedded_rollout_acts_validly_on_every_step(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert [e["valid_action_rate"] for e in summary["episodes"]] == [1.0, 1.0]
     assert summary["behaviour"]["malformed_turn_rate"] == 0.0 and summary["behaviour"]["input_tokens_per_step"] > 0
+
+
+def test_episodes_played_at_once_are_pinned_to_distinct_llama_cpp_slots(tmp_path, scripted):
+    """Each running episode holds a lane; on a server whose slots the client knows, every call of
+    the episode carries ``id_slot`` = lane % slots, so two episodes at once use slots 0 and 1 and
+    one at a time uses slot 0 only (``benchmarks/slot_cache.py`` measures why)."""
+    import asyncio
+
+    from automem_dagster.llm import EndpointConfig, LLMClient
+    from automem_dagster.llm.session import Clients
+    from automem_dagster.rollout import RolloutSpec, run_batch
+    from automem_dagster.scaffold import load_scaffold
+
+    def slots_used(concurrency):
+        server = scripted(RULES)
+        client = LLMClient(EndpointConfig(name="game", base_url="x", server="llama.cpp", constrained="none"),
+                           server.base_url, slots=2)
+        spec = RolloutSpec("minihack:Corridor-R3", load_scaffold("minihack", 0), [42, 43], 3,
+                           tmp_path / f"c{concurrency}", concurrency)
+
+        async def go():
+            try:
+                await run_batch(spec, Clients(client, None, None))
+            finally:
+                await client.close()
+
+        asyncio.run(go())
+        return {json.loads(line)["body"].get("id_slot") for line in server.request_log.read_text().splitlines()}
+
+    assert slots_used(2) == {0, 1} and slots_used(1) == {0}
