@@ -185,7 +185,8 @@ class MemoryAgent:
         turn.errors += parsed.errors
         if parsed.action is not None:
             turn.errors.append("an ACTION in the LOG phase is ignored: LOG only records the previous step")
-        ops = [op for op in parsed.ops if op.name is not OpName.DONE]
+        names = [op.name for op in parsed.ops]
+        ops = parsed.ops[:names.index(OpName.DONE)] if OpName.DONE in names else parsed.ops  # DONE ends the turn
         for op in ops[:budget]:
             turn.ops.append(self._execute(op, "log"))
         if len(ops) > budget:
