@@ -140,18 +140,21 @@ def main(argv: list[str] | None = None) -> int:
         per_slots[n]["speedup_over_sequential"] = s
     settings["order"] = [n for _, n in order]
     result["results"] = {"by_slots": {str(n): f for n, f in per_slots.items()}}
-    result["targets"] = [
-        target(f"{n} slots: episodes per minute over sequential (1 slot)", f["speedup_over_sequential"]["episodes_per_min"],
-               SPEEDUP_LIMIT, ">=", unit="x", source="issue" if n == 2 else "proposed")
-        for n, f in per_slots.items() if n != 1
-    ]
-    if 2 in per_slots and 4 in per_slots:
-        result["targets"].append(target(
-            "4 slots: episodes per minute over 2 slots",
-            ratio(per_slots[4]["episodes_per_min"], per_slots[2]["episodes_per_min"]), SPEEDUP_LIMIT, ">=", unit="x",
-            source="issue"))
+    result["targets"] = _targets(per_slots)
     emit(result, args.out, _tables(result))
     return 0
+
+
+def _targets(per_slots: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each setting against one slot (the issue's for 2 slots), and 4 slots against 2."""
+    out = [target(f"{n} slots: episodes per minute over sequential (1 slot)", f["speedup_over_sequential"]["episodes_per_min"],
+                  SPEEDUP_LIMIT, ">=", unit="x", source="issue" if n == 2 else "proposed")
+           for n, f in per_slots.items() if n != 1]
+    if 2 in per_slots and 4 in per_slots:
+        out.append(target("4 slots: episodes per minute over 2 slots",
+                          ratio(per_slots[4]["episodes_per_min"], per_slots[2]["episodes_per_min"]), SPEEDUP_LIMIT, ">=",
+                          unit="x", source="issue"))
+    return out
 
 
 def _tables(result: dict[str, Any]) -> list:

@@ -111,6 +111,30 @@ def plot_path(quick: bool, out: Path | None, explicit: Path | None) -> Path:
     return (out.parent if out is not None else Path(tempfile.gettempdir())) / name
 
 
+def beside_specs(games: list[str], seeds: list[int], max_steps: int, work: Path, concurrency: int) -> list[RolloutSpec]:
+    """The games reported beside Crafter, each with its v0 scaffold, in a folder of its own."""
+    return [RolloutSpec(g, load_scaffold_ref(g, "v0"), seeds, max_steps, work / g.replace(":", "-"), concurrency)
+            for g in games]
+
+
+def _settings(args, config) -> dict[str, Any]:
+    base = QUICK if args.quick else FULL
+    return {
+        "game": GAME,
+        "scaffold": args.scaffold,
+        "episodes": args.episodes or base["episodes"],
+        "max_steps": args.max_steps or base["max_steps"],
+        "concurrency": args.concurrency,
+        "first_seed": FIRST_SEED,
+        "endpoints": str(args.endpoints),
+        "game_model": config.game.model,
+        "embedded": config.uses_embedded(),
+        "embedded_parallel": config.embedded_parallel if config.uses_embedded() else None,
+        "load_average_at_start": os.getloadavg()[0],
+        "beside": [g for g in args.beside.split(",") if g],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser(NAME, __doc__.splitlines()[0])
     p.add_argument("--episodes", type=int, default=None, help=f"episodes (default {FULL['episodes']}, quick {QUICK['episodes']})")
@@ -130,22 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
         p.error(f"--keep {args.keep} is not empty: a batch there would resume instead of running; give a new directory")
-    base = QUICK if args.quick else FULL
     config = load_endpoints(args.endpoints)
-    settings = {
-        "game": GAME,
-        "scaffold": args.scaffold,
-        "episodes": args.episodes or base["episodes"],
-        "max_steps": args.max_steps or base["max_steps"],
-        "concurrency": args.concurrency,
-        "first_seed": FIRST_SEED,
-        "endpoints": str(args.endpoints),
-        "game_model": config.game.model,
-        "embedded": config.uses_embedded(),
-        "embedded_parallel": config.embedded_parallel if config.uses_embedded() else None,
-        "load_average_at_start": os.getloadavg()[0],
-        "beside": [g for g in args.beside.split(",") if g],
-    }
+    settings = _settings(args, config)
     result = start_result(NAME, args.quick, settings)
     scaffold = load_scaffold_ref(GAME, args.scaffold)
     with tempfile.TemporaryDirectory(prefix="bench-step-cost-") as tmp:
@@ -153,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         batch = work / "batch"
         seeds = list(range(FIRST_SEED, FIRST_SEED + settings["episodes"]))
         spec = RolloutSpec(GAME, scaffold, seeds, settings["max_steps"], batch, args.concurrency)
-        beside = [RolloutSpec(g, load_scaffold_ref(g, "v0"), seeds, args.beside_steps or settings["max_steps"],
-                              work / g.replace(":", "-"), args.concurrency) for g in settings["beside"]]
+        beside = beside_specs(settings["beside"], seeds, args.beside_steps or settings["max_steps"], work, args.concurrency)
         played = run_batches([spec, *beside], config, work / "logs")
         episodes = batch_episodes(batch)
         result["beside"] = {s.game: _brief(cost_figures(batch_episodes(s.out_dir))) for s in beside}
