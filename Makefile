@@ -38,10 +38,15 @@ unit: install
 lint: install
 	$(VENV)/bin/ruff check automem_dagster tests benchmarks
 
-# The Dagster UI on 127.0.0.1:3000 with a project-local instance (runs, schedules, sensors).
+# The Dagster UI on 127.0.0.1:3000 with a project-local instance (runs, schedules, sensors),
+# configured by deploy/dagster.yaml (run-queue and pool limits for one small machine).
+# `dagster dev` warns that `dg dev` supersedes it; dg needs a dg project layout this
+# repository does not use, so that one warning is silenced here and nothing else.
 dagster: install
 	mkdir -p .dagster_home
-	DAGSTER_HOME="$(CURDIR)/.dagster_home" $(VENV)/bin/dagster dev -m automem_dagster.defs -h 127.0.0.1 -p 3000
+	cp deploy/dagster.yaml .dagster_home/dagster.yaml
+	DAGSTER_HOME="$(CURDIR)/.dagster_home" PYTHONWARNINGS="ignore:Function \`dev_command\` is superseded" \
+		$(VENV)/bin/dagster dev -m automem_dagster.defs -h 127.0.0.1 -p 3000
 
 # The MLflow UI on 127.0.0.1:5000 over the project's tracking store ($$MLFLOW_TRACKING_URI if set).
 mlflow-ui: install
