@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from automem_dagster.agent.baselines import REASONING_MAX_CHARS
@@ -20,6 +20,7 @@ from automem_dagster.agent.turn_format import TurnFormats, action_turn, ask, rea
 from automem_dagster.games import make_game
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfig, EndpointConfigError, EndpointsConfig
+from automem_dagster.llm.replicas import ReplicatedClient
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.memory import OpName, parse_ops
@@ -126,20 +127,31 @@ async def check_endpoints(config: EndpointsConfig, log_dir: Path, dry_run: bool 
     if dry_run or not all(c.ok for c in checks.values()):
         return list(checks.values())
     probe = config.model_copy(update={r: _probe_config(c) for r, c in roles.items()})
+    rows = []
     async with connect(probe, log_dir) as clients:
         for role, check in checks.items():
             client = clients.game if role == "game" else getattr(clients, role) or clients.game
-            start = time.perf_counter()
-            try:
-                honoured, why, comp = await _probe(role, client)
-            except EndpointError as exc:
-                check.ok, check.reachable, check.reason = False, exc.status is not None, str(exc)
-                continue
-            check.reachable, check.honoured, check.ok = True, honoured, honoured
-            check.latency_s = round(time.perf_counter() - start, 3)
-            check.input_tokens, check.output_tokens, check.reply = comp.input_tokens, comp.output_tokens, comp.text[:200]
-            check.reason = why or None
-    return list(checks.values())
+            # Each replica is probed on its own: the role's failover would hide a dead one.
+            targets = client.replica_clients() if isinstance(client, ReplicatedClient) else [client]
+            for target in targets:
+                row = replace(check, base_url=target.base_url)
+                await _fill(row, role, target)
+                rows.append(row)
+    return rows
+
+
+async def _fill(check: RoleCheck, role: str, client) -> None:
+    """Probe one server of ``role`` and record what it did in ``check``."""
+    start = time.perf_counter()
+    try:
+        honoured, why, comp = await _probe(role, client)
+    except EndpointError as exc:
+        check.ok, check.reachable, check.reason = False, exc.status is not None, str(exc)
+        return
+    check.reachable, check.honoured, check.ok = True, honoured, honoured
+    check.latency_s = round(time.perf_counter() - start, 3)
+    check.input_tokens, check.output_tokens, check.reply = comp.input_tokens, comp.output_tokens, comp.text[:200]
+    check.reason = why or None
 
 
 def run_checks(config: EndpointsConfig, log_dir: Path, dry_run: bool = False) -> list[dict]:

@@ -52,6 +52,8 @@ class EndpointConfig(BaseModel):
 
     name: str
     base_url: str | None = None
+    replicas: list[str] = Field(default_factory=list, description="further base URLs serving the same model: "
+                                "requests spread over all of them (llm/replicas.py)")
     model: str = "smollm2-135m-instruct"
     api_key_env: str | None = None
     server: ServerKind | None = Field(None, description="unset: llama.cpp for the embedded server, else openai-compatible")
@@ -79,6 +81,22 @@ class EndpointConfig(BaseModel):
         if self.server is None:
             self.server = "llama.cpp" if self.base_url == EMBEDDED else "openai-compatible"
         return self
+
+    @model_validator(mode="after")
+    def _replicas_are_remote(self) -> EndpointConfig:
+        if self.replicas and self.embedded:
+            raise ValueError("replicas need a remote base_url: the embedded server is one process "
+                             "(raise embedded_parallel for more slots)")
+        for url in self.replicas:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"replica {url!r} is not an http(s) URL such as http://10.0.0.2:8000/v1")
+        if len(set(self.base_urls())) != len(self.base_urls()):
+            raise ValueError("replicas repeat a base URL: list each server once")
+        return self
+
+    def base_urls(self) -> list[str]:
+        """Every server of this endpoint: ``base_url`` first, then the replicas."""
+        return [self.base_url, *self.replicas]
 
     @field_validator("extra_body")
     @classmethod

@@ -14,13 +14,14 @@ from pathlib import Path
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.embedded_server import embedded_server
+from automem_dagster.llm.replicas import ReplicatedClient
 
 
 @dataclass
 class Clients:
-    game: LLMClient
-    memory: LLMClient | None
-    meta: LLMClient | None
+    game: LLMClient | ReplicatedClient
+    memory: LLMClient | ReplicatedClient | None
+    meta: LLMClient | ReplicatedClient | None
 
     def describe(self) -> dict:
         """Endpoint facts for trajectory headers and tracking: never the API key."""
@@ -30,7 +31,8 @@ class Clients:
             if client is not None:
                 cfg = client.config
                 out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model, "server": cfg.server,
-                             "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id}
+                             "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id,
+                             **({"replicas": list(cfg.replicas)} if cfg.replicas else {})}
         return out
 
 
@@ -46,9 +48,11 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
             ctx_per_slot=config.embedded_ctx_per_slot, lora=lora,
         ).start()
 
-    def client(cfg: EndpointConfig | None) -> LLMClient | None:
+    def client(cfg: EndpointConfig | None) -> LLMClient | ReplicatedClient | None:
         if cfg is None:
             return None
+        if cfg.replicas:
+            return ReplicatedClient(cfg)
         if not cfg.embedded:
             return LLMClient(cfg, cfg.base_url)
         # An embedded endpoint has one server slot's context, whatever its config says.

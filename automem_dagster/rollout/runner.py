@@ -27,6 +27,7 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family, make_game
 from automem_dagster.games.base import Game, state_record
 from automem_dagster.llm.client import EndpointError
+from automem_dagster.llm.replicas import episode_affinity
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
@@ -113,7 +114,8 @@ async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | No
 
         async def guarded(seed: int) -> None:
             async with limit:
-                await run_episode(spec, seed, clients, pool, progress)
+                with episode_affinity(episode_id(spec.game, seed), (clients.game, clients.memory)):
+                    await run_episode(spec, seed, clients, pool, progress)
 
         results = await asyncio.gather(*(guarded(s) for s in todo), return_exceptions=True)
     failures = [(seed, r) for seed, r in zip(todo, results, strict=True) if isinstance(r, BaseException)]
