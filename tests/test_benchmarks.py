@@ -253,3 +253,14 @@ def test_crn_narrowing_quick_on_the_embedded_model(tmp_path, capsys):
     agreement = result["results"]["action_agreement"]
     assert agreement["shared"] > agreement["independent"]
     assert result["results"]["reward"]["se_shared"] <= result["results"]["reward"]["se_independent"]
+
+
+def test_rollout_scaling_quick(tmp_path, capsys):
+    result = _run("rollout_scaling", tmp_path, capsys)
+    levels = result["results"]["levels"]
+    assert set(levels) == {"1", "4"} and levels["1"]["efficiency"] == 1.0
+    for figures in [*levels.values(), result["results"]["sharded"]]:
+        assert figures["steps"] == figures["episodes"] * result["settings"]["max_steps"]
+        assert figures["steps_per_s"] > 0 and 1 < figures["model_calls_per_step"] <= 2   # no LOG turn at step 0
+    assert result["results"]["sharded"]["processes"] == 2
+    assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2"]
