@@ -8,6 +8,7 @@ tag that no job carries would silently limit nothing.
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
 
 from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAG
@@ -45,3 +46,30 @@ def test_every_run_tag_limit_matches_jobs_that_carry_the_tag():
         assert carriers, f"no job carries {limit['key']}={limit['value']!r}: the limit in {DEPLOY.name} limits nothing"
     round_jobs = {name for name, tags in job_tags.items() if tags.get(MODEL_ROUND_TAG) == "true"}
     assert round_jobs == {"structure_round_job", "proficiency_round_job"}
+
+
+K8S = DEPLOY.parent / "k8s" / "dagster.yaml"
+
+
+def test_the_kubernetes_instance_passes_dagsters_schema(tmp_path, monkeypatch):
+    """Instance sections by Dagster's loader; the run launcher's own fields by dagster-k8s's schema
+    (docs.dagster.io, dagster-k8s API: K8sRunLauncher config). No cluster is contacted."""
+    from dagster._config import process_config
+    from dagster._core.instance.config import dagster_instance_config
+
+    dagster_k8s = pytest.importorskip("dagster_k8s", reason="the k8s extra (dagster-k8s) is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(K8S.read_text())
+    monkeypatch.setenv("DAGSTER_PG_PASSWORD", "not-used")
+    config, _ = dagster_instance_config(str(home))
+    launcher = config["run_launcher"]
+    assert (launcher["module"], launcher["class"]) == ("dagster_k8s", "K8sRunLauncher")
+    checked = process_config(dagster_k8s.K8sRunLauncher.config_type(), launcher["config"])
+    assert checked.success, [e.message for e in checked.errors]
+    # The shared project home is mounted where the image's AUTOMEM_HOME points.
+    dockerfile = (DEPLOY.parent / "Dockerfile").read_text()
+    mounts = {m["mount_path"] for m in launcher["config"]["volume_mounts"]}
+    assert "AUTOMEM_HOME=/data/automem" in dockerfile and "/data/automem" in mounts
+    broken = {**launcher["config"], "volume_mount": []}
+    assert not process_config(dagster_k8s.K8sRunLauncher.config_type(), broken).success
