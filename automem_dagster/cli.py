@@ -25,13 +25,16 @@ from automem_dagster.loop.proficiency import (
     ProficiencyResult,
     ProficiencySettings,
     curate_stage,
+    curated,
     default_curation,
     exported_adapter,
     lora_config_stage,
     run_proficiency_round,
     serving_rank_limit,
     specialist_endpoints,
+    train_into,
 )
+from automem_dagster.loop.proficiency import proficiency_settings as build_proficiency_settings
 from automem_dagster.loop.records import loss_rows, write_decision, write_rejected
 from automem_dagster.loop.report import (
     RoundReport,
@@ -47,20 +50,18 @@ from automem_dagster.loop.structure import (
     RoundSettings,
     Storage,
     batch_dir,
-    champion_scaffold,
     decide_stage,
     diagnose_stage,
     evaluate_stage,
+    load_champion,
     resolve_scaffold,
     revise_stage,
     run_round,
     slug,
 )
-from automem_dagster.meta.curate import CurationError, CurationResult, DatasetTooSmall, curate
+from automem_dagster.meta.curate import CurationError, DatasetTooSmall
 from automem_dagster.meta.decisions import ScoreWeights
-from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
-from automem_dagster.meta.lora_config import validate_settings
-from automem_dagster.meta.revise import propose_revision
+from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError
 from automem_dagster.metrics.paired import GATE_RULES, GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.plots import plot_agent_comparison
@@ -416,9 +417,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
     async def go():
         async with session(args.endpoints) as (clients, _):
-            if args.out:
-                return await diagnose(args.batch, scaffold, clients.meta, args.out), args.out
-            return await diagnose_stage(args.batch, scaffold, clients, STORAGE)
+            return await diagnose_stage(args.batch, scaffold, clients, STORAGE, out=args.out)
 
     result, out = asyncio.run(go())
     Console().print(f"{len(result.findings)} findings ({len(result.dropped)} dropped); diagnosis: {out / 'diagnosis.md'}")
@@ -431,11 +430,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
 
     async def go():
         async with session(args.endpoints) as (clients, _):
-            if args.out:
-                version = STORAGE.load_lineage(parent.game).next_version()
-                revision = await propose_revision(parent, diagnosis.to_markdown(), args.diagnosis, clients.meta, version)
-                return revision, revision.save(args.out)
-            return await revise_stage(diagnosis, args.diagnosis, parent, clients, STORAGE, register=args.register)
+            return await revise_stage(diagnosis, args.diagnosis, parent, clients, STORAGE,
+                                      register=args.register and not args.out, out=args.out)
 
     revision, out = asyncio.run(go())
     if not revision.accepted:
@@ -465,7 +461,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                            window=args.window)
             champion = None
             if args.decide:
-                champion = await evaluate_stage(args.game, champion_scaffold(scaffold.game, STORAGE), seeds,
+                champion = await evaluate_stage(args.game, load_champion(scaffold.game, STORAGE), seeds,
                                                 args.max_steps, clients, STORAGE, args.concurrency, progress)
             return summary, champion, clients.describe()
 
@@ -483,8 +479,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             Console().print(f"MLflow: {run.url}")
         return 0
     decision = decide_stage(args.game, scaffold.version, summary, champion, STORAGE, gate_policy(args))
-    result = RoundResult(args.game, decision.champion_before, scaffold.version, None, None, None, None, summary, champion,
-                         decision)
+    result = RoundResult.judged(decision, summary, champion)
     print_round(result, report_round(result, STORAGE, tracker, described, args.max_steps))
     return 0
 
@@ -506,19 +501,15 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
 def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:
     """The settings of ``train``, ``curate`` and ``finetune`` from their options (absent ones: defaults)."""
-    overrides = {"weights": ScoreWeights(horizon=getattr(args, "horizon", 50)),
-                 "max_review_batches": getattr(args, "review_batches", 10)}
-    if getattr(args, "min_examples", None) is not None:
-        overrides["min_examples"] = args.min_examples
-    if getattr(args, "accept_score", None) is not None:
-        overrides["accept_score"] = args.accept_score
     lora_file = getattr(args, "lora_settings", None)
-    lora = validate_settings(json.loads(lora_file.read_text())) if lora_file else None
-    budget = RoundSettings(args.game, getattr(args, "episodes", 4), args.max_steps, getattr(args, "eval_max_steps", 50),
-                           getattr(args, "eval_episodes", None), args.concurrency, getattr(args, "attempts", 3),
-                           gate_policy(args))
-    return ProficiencySettings(budget, default_curation(args.game, **overrides), base=getattr(args, "base", "embedded"),
-                               max_train_steps=getattr(args, "max_train_steps", None), lora=lora)
+    budget = RoundSettings(args.game, getattr(args, "episodes", 4), getattr(args, "max_steps", 50),
+                           getattr(args, "eval_max_steps", 50), getattr(args, "eval_episodes", None),
+                           getattr(args, "concurrency", 2), getattr(args, "attempts", 3), gate_policy(args))
+    return build_proficiency_settings(
+        budget, horizon=getattr(args, "horizon", 50), review_batches=getattr(args, "review_batches", 10),
+        min_examples=getattr(args, "min_examples", None), accept_score=getattr(args, "accept_score", None),
+        lora_json=lora_file.read_text() if lora_file else None, base=getattr(args, "base", "embedded"),
+        max_train_steps=getattr(args, "max_train_steps", None))
 
 
 def cmd_curate(args: argparse.Namespace) -> int:
@@ -528,10 +519,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
 
     async def go():
         async with session(args.endpoints) as (clients, _):
-            if args.out:
-                return await curate([args.batch], scaffold, eval_seeds(args.game, STORAGE.seeds_file), args.out,
-                                    settings.curation, clients.meta, console.print)
-            return await curate_stage(args.batch, scaffold, settings, clients.meta, STORAGE, console.print)
+            return await curate_stage(args.batch, scaffold, settings, clients.meta, STORAGE, console.print, args.out)
 
     result = asyncio.run(go())
     Console().print(f"{result.examples} examples, version {result.stats['dataset_hash']}: {result.out_dir}")
@@ -540,12 +528,10 @@ def cmd_curate(args: argparse.Namespace) -> int:
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out, no registry."""
-    from automem_dagster.training.gguf_lora import export_gguf_lora
-    from automem_dagster.training.sft import RESULT_FILE, train_adapter
+    from automem_dagster.training.sft import RESULT_FILE
 
     settings = proficiency_settings(args)
-    stats = json.loads((args.dataset / "stats.json").read_text())
-    data = CurationResult(str(args.dataset), stats["examples"], stats)
+    data = curated(args.dataset)
     out = args.out or args.dataset.parent / f"{args.dataset.name}-adapter"
 
     async def choose():
@@ -555,9 +541,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
     choice = asyncio.run(choose())
     console.print(f"LoRA settings ({choice.source}): {choice.settings.model_dump_json()}")
-    result = train_adapter(args.dataset, choice.settings, out, base=settings.base, max_steps=settings.max_train_steps)
-    if settings.base == "embedded":
-        export_gguf_lora(Path(result.adapter_dir), out / "adapter.gguf")
+    result, _ = train_into(data, choice, settings, out)
     write_json_atomic(args.metrics or out / "metrics.json", {
         "initial_validation_loss": result.initial_validation_loss, "final_validation_loss": result.final_validation_loss,
         "steps": result.global_step, "seconds_per_step": result.seconds_per_step,

@@ -30,14 +30,15 @@ from automem_dagster.loop.structure import (
     RoundSettings,
     Storage,
     batch_dir,
-    champion_scaffold,
     decide_paired,
     decision_evidence,
     evaluate_stage,
+    load_champion,
     slug,
 )
 from automem_dagster.meta.curate import CurationResult, CurationSettings, curate
-from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
+from automem_dagster.meta.decisions import ScoreWeights
+from automem_dagster.meta.lora_config import LoraChoice, recommend_lora, validate_settings
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
@@ -79,8 +80,47 @@ def default_curation(game: str, **overrides) -> CurationSettings:
     return CurationSettings(**{"min_examples": MIN_EXAMPLES[game_family(game)], **overrides})
 
 
+def proficiency_settings(budget: RoundSettings, *, horizon: int, review_batches: int, min_examples: int | None = None,
+                         accept_score: float | None = None, lora_json: str | None = None, base: str = "embedded",
+                         max_train_steps: int | None = None) -> ProficiencySettings:
+    """The settings of a proficiency round from the options a person gives (CLI flags or Dagster run
+    config): absent minimum and acceptance score take the curation's defaults, ``lora_json`` (a JSON
+    object of LoRA settings within bounds) replaces the meta-LLM's recommendation."""
+    overrides = {"weights": ScoreWeights(horizon=horizon), "max_review_batches": review_batches}
+    if min_examples is not None:
+        overrides["min_examples"] = min_examples
+    if accept_score is not None:
+        overrides["accept_score"] = accept_score
+    lora = validate_settings(json.loads(lora_json)) if lora_json else None
+    return ProficiencySettings(budget, default_curation(budget.game, **overrides), base=base,
+                               max_train_steps=max_train_steps, lora=lora)
+
+
 def registry(storage: Storage, family: str) -> SpecialistRegistry:
     return SpecialistRegistry.load(family, storage.specialists)
+
+
+@dataclass(frozen=True)
+class ProficiencyStart:
+    """What a proficiency round does next, decided once (``start_proficiency_round``) for the CLI
+    and the assets: evaluate the ``pending`` adapter of an earlier round (trained, not yet judged),
+    or play the champion ``scaffold`` on the training ``seeds`` and train a new one."""
+
+    scaffold: Scaffold
+    pending: AdapterRecord | None = None
+    seeds: list[int] = field(default_factory=list)
+
+    @property
+    def resumes(self) -> bool:
+        return self.pending is not None
+
+
+def start_proficiency_round(settings: ProficiencySettings, storage: Storage) -> ProficiencyStart:
+    """The one rule for how a proficiency round begins: resume a pending adapter if there is one."""
+    pending = registry(storage, settings.family).pending()
+    if pending is not None:
+        return ProficiencyStart(load_scaffold(settings.family, pending.scaffold_version, storage.scaffolds), pending)
+    return ProficiencyStart(load_champion(settings.family, storage), seeds=proficiency_seeds(settings, storage))
 
 
 # --- stage 1: training rollouts -------------------------------------------------------------
@@ -110,15 +150,32 @@ def dataset_dir(storage: Storage, batch: Path) -> Path:
     return storage.runs / "datasets" / batch.parent.parent.name / batch.parent.name / batch.name
 
 
+def read_curation(out: Path) -> CurationResult | None:
+    """The finished curation in ``out`` (its dataset and ``stats.json``), or None when there is none."""
+    out = Path(out)
+    if not ((out / "dataset.parquet").exists() and (out / "stats.json").exists()):
+        return None
+    stats = json.loads((out / "stats.json").read_text())
+    return CurationResult(str(out), stats["examples"], stats)
+
+
+def curated(out: Path) -> CurationResult:
+    """The finished curation in ``out``; a clear error naming the folder when there is none."""
+    result = read_curation(out)
+    if result is None:
+        raise RoundError(f"{out} holds no curated dataset (dataset.parquet and stats.json): run `automem curate` "
+                         "(or the sft_dataset asset) on a training batch first")
+    return result
+
+
 async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySettings, meta: LLMClient | None,
-                       storage: Storage, say: Callable[[str], None] | None = None) -> CurationResult:
-    """The curated dataset of ``batch``: read back when it exists, else curated (DatasetTooSmall stops here)."""
-    out = dataset_dir(storage, batch)
-    if (out / "dataset.parquet").exists() and (out / "stats.json").exists():
-        stats = json.loads((out / "stats.json").read_text())
-        return CurationResult(str(out), stats["examples"], stats)
-    return await curate([Path(batch)], scaffold, eval_seeds(settings.game, storage.seeds_file), out, settings.curation,
-                        meta, say)
+                       storage: Storage, say: Callable[[str], None] | None = None,
+                       out: Path | None = None) -> CurationResult:
+    """The curated dataset of ``batch`` (into ``out``, else a folder derived from the batch): read
+    back when it exists, else curated (DatasetTooSmall stops here)."""
+    out = Path(out) if out else dataset_dir(storage, batch)
+    return read_curation(out) or await curate([Path(batch)], scaffold, eval_seeds(settings.game, storage.seeds_file),
+                                              out, settings.curation, meta, say)
 
 
 # --- stage 3: LoRA configuration ------------------------------------------------------------
@@ -184,20 +241,25 @@ def exported_adapter(folder: Path, scaffold_version: int) -> AdapterRecord:
                          LoraChoice.load(folder / "lora_config.json").source)
 
 
-def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, settings: ProficiencySettings,
-                storage: Storage, progress=None) -> AdapterRecord:
-    """Train (or resume) the next adapter, export it for the embedded server, and register it as pending."""
+def train_into(data: CurationResult, choice: LoraChoice, settings: ProficiencySettings, out: Path, progress=None):
+    """Train (or resume) an adapter into ``out`` and, for the embedded base, export its GGUF
+    (``out/adapter.gguf``); returns the trainer's result and the GGUF path (None otherwise)."""
     from automem_dagster.training.gguf_lora import export_gguf_lora
     from automem_dagster.training.sft import train_adapter
 
-    reg = registry(storage, settings.family)
-    adapter_id = reg.next_id()
-    out = adapter_dir(storage, settings.game, adapter_id)
     result = train_adapter(Path(data.out_dir), choice.settings, out, base=settings.base,
                            max_steps=settings.max_train_steps, progress=progress)
     gguf = None
     if settings.base == "embedded":
-        gguf = str(export_gguf_lora(Path(result.adapter_dir), out / "adapter.gguf"))
+        gguf = str(export_gguf_lora(Path(result.adapter_dir), Path(out) / "adapter.gguf"))
+    return result, gguf
+
+
+def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, settings: ProficiencySettings,
+                storage: Storage, progress=None) -> AdapterRecord:
+    """Train (or resume) the next adapter, export it for the embedded server, and register it as pending."""
+    adapter_id = registry(storage, settings.family).next_id()
+    result, gguf = train_into(data, choice, settings, adapter_dir(storage, settings.game, adapter_id), progress)
     record = AdapterRecord(adapter_id, scaffold.version, data.stats["dataset_hash"], data.out_dir,
                            str(result.adapter_dir), gguf, choice.source)
     with SpecialistRegistry.updating(settings.family, storage.specialists) as current:
@@ -371,16 +433,13 @@ async def run_proficiency_round(settings: ProficiencySettings, config: Endpoints
     The model server runs for the rollouts and meta-LLM calls, is stopped while training (the
     CPU is the trainer's), and is started again with the adapter for the evaluation."""
     say = on_stage or (lambda line: None)
-    reg = registry(storage, settings.family)
-    pending = reg.pending()
+    start = start_proficiency_round(settings, storage)
+    scaffold, pending, seeds = start.scaffold, start.pending, start.seeds
     if pending is not None:
-        scaffold = load_scaffold(settings.family, pending.scaffold_version, storage.scaffolds)
         result = ProficiencyResult(settings.game, scaffold.version, pending,
                                    notes=[f"resumed pending adapter {pending.id} of an earlier round"])
         say(f"resuming pending adapter {pending.id} (an earlier round stopped before its decision)")
     else:
-        scaffold = champion_scaffold(settings.family, storage)
-        seeds = proficiency_seeds(settings, storage)
         async with connect(config, log_dir) as clients:
             say(f"training rollouts: champion v{scaffold.version} on training seeds {seeds}")
             rollout = await training_rollout_stage(settings, scaffold, seeds, clients, storage, progress)

@@ -103,7 +103,8 @@ def batch_dir(root: Path, kind: str, game: str, version: int, seeds: list[int], 
     return Path(root) / kind / slug(game) / agent / (name + (f"-window{window}" if agent in WINDOWED else ""))
 
 
-def champion_scaffold(family: str, storage: Storage) -> Scaffold:
+def load_champion(family: str, storage: Storage) -> Scaffold:
+    """The champion scaffold of ``family`` (the lineage's pointer)."""
     champion = storage.load_lineage(family).champion()
     return load_scaffold(family, champion.version, storage.scaffolds)
 
@@ -112,7 +113,7 @@ def resolve_scaffold(game: str, ref: str, storage: Storage) -> Scaffold:
     """``champion``, ``v<N>``/``<N>`` or a path to a scaffold YAML file."""
     family = game_family(game)
     if ref == "champion":
-        return champion_scaffold(family, storage)
+        return load_champion(family, storage)
     if ref.removeprefix("v").isdigit():
         return load_scaffold(family, ref, storage.scaffolds)
     return load_scaffold_file(Path(ref))
@@ -143,9 +144,10 @@ def diagnosis_dir(storage: Storage, batch: Path) -> Path:
 
 
 async def diagnose_stage(batch: Path, scaffold: Scaffold, clients: Clients, storage: Storage,
-                         max_attempts: int = 3) -> tuple[Diagnosis, Path]:
-    """The diagnosis of ``batch``: read back when it exists, else asked of the meta-LLM and saved."""
-    out = diagnosis_dir(storage, batch)
+                         max_attempts: int = 3, out: Path | None = None) -> tuple[Diagnosis, Path]:
+    """The diagnosis of ``batch`` (in ``out``, else a folder derived from the batch): read back when
+    it exists, else asked of the meta-LLM and saved."""
+    out = Path(out) if out else diagnosis_dir(storage, batch)
     if (out / "diagnosis.json").exists():
         return Diagnosis.load(out), out
     if clients.meta is None:
@@ -160,10 +162,11 @@ def revision_dir(storage: Storage, diagnosis: Path) -> Path:
 
 
 async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaffold, clients: Clients, storage: Storage,
-                       max_attempts: int = 3, register: bool = True) -> tuple[Revision, Path]:
-    """Ask for a revision of ``parent``. With ``register``, an accepted one is saved as a new
-    scaffold version and recorded in the lineage as a pending candidate (champion untouched)."""
-    out = revision_dir(storage, diagnosis_path)
+                       max_attempts: int = 3, register: bool = True, out: Path | None = None) -> tuple[Revision, Path]:
+    """Ask for a revision of ``parent`` (saved in ``out``, else a folder derived from the diagnosis).
+    With ``register``, an accepted one is saved as a new scaffold version and recorded in the
+    lineage as a pending candidate (champion untouched)."""
+    out = Path(out) if out else revision_dir(storage, diagnosis_path)
     lineage = storage.load_lineage(parent.game)
     if clients.meta is None:
         raise RoundError("no meta endpoint: add a `meta:` entry to the endpoints file to diagnose and revise")
@@ -189,6 +192,45 @@ def pending_candidate(lineage: Lineage) -> int | None:
     return max(pending) if pending else None
 
 
+def stored_revision_dir(storage: Storage, diagnosis: Path | str | None) -> Path | None:
+    """The revision directory the stages derive from ``diagnosis``; None without one, or for a
+    diagnosis kept outside ``storage.runs`` (nothing was derived from it there)."""
+    if not diagnosis:
+        return None
+    try:
+        return revision_dir(storage, Path(diagnosis))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class RoundStart:
+    """What a structure round does next, decided once (``start_round``) for the CLI and the assets:
+    finish the champion's ``pending`` candidate (a round that stopped before its decision), or play
+    the champion on the training ``seeds`` to diagnose and revise."""
+
+    champion: Scaffold
+    pending: int | None = None
+    diagnosis_dir: Path | None = None
+    revision_dir: Path | None = None
+    seeds: list[int] = field(default_factory=list)
+
+    @property
+    def resumes(self) -> bool:
+        return self.pending is not None
+
+
+def start_round(settings: RoundSettings, storage: Storage) -> RoundStart:
+    """The one rule for how a round begins: resume a pending candidate of the champion if there is one."""
+    lineage = storage.load_lineage(settings.family)
+    champion = load_scaffold(settings.family, lineage.champion().version, storage.scaffolds)
+    pending = pending_candidate(lineage)
+    if pending is None:
+        return RoundStart(champion, seeds=diagnosis_seeds(settings, lineage, storage))
+    diagnosis = lineage.record(pending).diagnosis
+    return RoundStart(champion, pending, Path(diagnosis) if diagnosis else None, stored_revision_dir(storage, diagnosis))
+
+
 # --- stage 4: evaluation on fixed seeds -----------------------------------------------------
 
 async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, clients: Clients,
@@ -199,6 +241,14 @@ async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_st
     out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps, agent, window)
     spec = RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window)
     return await run_batch(spec, clients, progress)
+
+
+async def evaluate_pair_stage(settings: RoundSettings, candidate: Scaffold, champion: Scaffold, clients: Clients,
+                              storage: Storage, progress: Progress | None = None) -> tuple[BatchSummary, BatchSummary]:
+    """Candidate, then champion, on the round's evaluation seeds (paired)."""
+    seeds = settings.eval_seed_list(storage.seeds_file)
+    return tuple([await evaluate_stage(settings.game, scaffold, seeds, settings.eval_max_steps, clients, storage,
+                                       settings.concurrency, progress) for scaffold in (candidate, champion)])
 
 
 def per_seed(summary: BatchSummary) -> dict[int, float]:
@@ -286,21 +336,35 @@ def load_decision(storage: Storage, game: str, version: int) -> DecisionRecord |
 
 # --- the whole round ------------------------------------------------------------------------
 
-@dataclass
+@dataclass(kw_only=True)
 class RoundResult:
-    """What a round produced; ``revision`` is None when a pending candidate was resumed."""
+    """What a round produced, built by ``started`` (a round run here) or ``judged`` (a decision
+    taken elsewhere, for its report); ``revision`` is None when a pending candidate was resumed."""
 
     game: str
     parent: int
-    candidate: int | None
-    rollout: BatchSummary | None
-    diagnosis_dir: Path | None
-    revision: Revision | None
-    revision_dir: Path | None
+    candidate: int | None = None
+    rollout: BatchSummary | None = None
+    diagnosis_dir: Path | None = None
+    revision: Revision | None = None
+    revision_dir: Path | None = None
     candidate_eval: BatchSummary | None = None
     champion_eval: BatchSummary | None = None
     decision: DecisionRecord | None = None
     notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def started(cls, game: str, start: RoundStart) -> RoundResult:
+        notes = [f"resumed pending candidate v{start.pending} of an earlier round"] if start.resumes else []
+        return cls(game=game, parent=start.champion.version, candidate=start.pending, diagnosis_dir=start.diagnosis_dir,
+                   revision_dir=start.revision_dir, notes=notes)
+
+    @classmethod
+    def judged(cls, decision: DecisionRecord, candidate_eval: BatchSummary, champion_eval: BatchSummary,
+               diagnosis_dir: Path | None = None, revision_dir: Path | None = None) -> RoundResult:
+        return cls(game=decision.game, parent=decision.champion_before, candidate=decision.candidate,
+                   diagnosis_dir=diagnosis_dir, revision_dir=revision_dir, candidate_eval=candidate_eval,
+                   champion_eval=champion_eval, decision=decision)
 
     @property
     def outcome(self) -> str:
@@ -317,37 +381,29 @@ async def run_round(settings: RoundSettings, clients: Clients, storage: Storage 
                     progress: Progress | None = None, on_stage: Stage | None = None) -> RoundResult:
     """Rollouts, diagnosis, revision, evaluation and decision for ``settings.game``."""
     say = on_stage or (lambda line: None)
-    family = settings.family
-    lineage = storage.load_lineage(family)
-    champion = champion_scaffold(family, storage)
-    pending = pending_candidate(lineage)
-    if pending is not None:
-        diagnosis = lineage.record(pending).diagnosis
-        diag_dir = Path(diagnosis) if diagnosis else None
-        result = RoundResult(settings.game, champion.version, pending, None, diag_dir, None,
-                             revision_dir(storage, diag_dir) if diag_dir else None,
-                             notes=[f"resumed pending candidate v{pending} of an earlier round"])
-        say(f"resuming pending candidate v{pending} (an earlier round stopped before its decision)")
+    start = start_round(settings, storage)
+    champion = start.champion
+    result = RoundResult.started(settings.game, start)
+    if start.resumes:
+        say(f"resuming pending candidate v{start.pending} (an earlier round stopped before its decision)")
     else:
-        seeds = diagnosis_seeds(settings, lineage, storage)
-        say(f"rollouts: champion v{champion.version} on training seeds {seeds}")
-        rollout = await rollout_stage(settings, champion, seeds, clients, storage, progress)
+        say(f"rollouts: champion v{champion.version} on training seeds {start.seeds}")
+        result.rollout = await rollout_stage(settings, champion, start.seeds, clients, storage, progress)
         say("diagnosis: the meta-LLM reads the trajectories")
-        diag, diag_dir = await diagnose_stage(Path(rollout.out_dir), champion, clients, storage, settings.max_attempts)
+        diag, result.diagnosis_dir = await diagnose_stage(Path(result.rollout.out_dir), champion, clients, storage,
+                                                          settings.max_attempts)
         say("revision: the meta-LLM proposes a patch")
-        revision, rev_dir = await revise_stage(diag, diag_dir, champion, clients, storage, settings.max_attempts)
-        result = RoundResult(settings.game, champion.version, revision.version if revision.accepted else None,
-                             rollout, diag_dir, revision, rev_dir)
-        if not revision.accepted:
-            say(f"revision rejected: {revision.rejected_reason}")
+        result.revision, result.revision_dir = await revise_stage(diag, result.diagnosis_dir, champion, clients, storage,
+                                                                  settings.max_attempts)
+        if not result.revision.accepted:
+            say(f"revision rejected: {result.revision.rejected_reason}")
             return result
-    candidate = load_scaffold(family, result.candidate, storage.scaffolds)
-    seeds = settings.eval_seed_list(storage.seeds_file)
-    say(f"evaluation: candidate v{candidate.version} and champion v{champion.version} on seeds {seeds}")
-    result.candidate_eval = await evaluate_stage(settings.game, candidate, seeds, settings.eval_max_steps, clients,
-                                                 storage, settings.concurrency, progress)
-    result.champion_eval = await evaluate_stage(settings.game, champion, seeds, settings.eval_max_steps, clients,
-                                                storage, settings.concurrency, progress)
+        result.candidate = result.revision.version
+    candidate = load_scaffold(settings.family, result.candidate, storage.scaffolds)
+    say(f"evaluation: candidate v{candidate.version} and champion v{champion.version} on seeds "
+        f"{settings.eval_seed_list(storage.seeds_file)}")
+    result.candidate_eval, result.champion_eval = await evaluate_pair_stage(settings, candidate, champion, clients,
+                                                                            storage, progress)
     result.decision = decide_stage(settings.game, candidate.version, result.candidate_eval, result.champion_eval, storage,
                                    settings.gate)
     say(result.decision.reason)
@@ -355,7 +411,8 @@ async def run_round(settings: RoundSettings, clients: Clients, storage: Storage 
 
 
 __all__ = [
-    "DecisionRecord", "RoundError", "RoundResult", "RoundSettings", "Storage", "batch_dir",
-    "champion_scaffold", "decide_stage", "diagnose_stage", "diagnosis_seeds", "evaluate_stage", "load_decision",
-    "pending_candidate", "per_seed", "resolve_scaffold", "revise_stage", "rollout_stage", "run_round", "slug",
+    "DecisionRecord", "RoundError", "RoundResult", "RoundSettings", "RoundStart", "Storage", "batch_dir",
+    "decide_stage", "diagnose_stage", "diagnosis_seeds", "evaluate_pair_stage", "evaluate_stage", "load_champion",
+    "load_decision", "pending_candidate", "per_seed", "resolve_scaffold", "revise_stage", "rollout_stage",
+    "run_round", "slug", "start_round", "stored_revision_dir",
 ]
