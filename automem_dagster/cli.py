@@ -21,20 +21,16 @@ from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError, load_endpoints
 from automem_dagster.llm.process import ServerStartError
 from automem_dagster.llm.session import Clients, connect
+from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
-    ProficiencySettings,
     curate_stage,
     curated,
-    default_curation,
     exported_adapter,
     lora_config_stage,
     run_proficiency_round,
-    serving_rank_limit,
-    specialist_endpoints,
     train_into,
 )
-from automem_dagster.loop.proficiency import proficiency_settings as build_proficiency_settings
 from automem_dagster.loop.records import loss_rows, write_decision, write_rejected
 from automem_dagster.loop.report import (
     RoundReport,
@@ -44,21 +40,11 @@ from automem_dagster.loop.report import (
     report_proficiency,
     report_round,
 )
-from automem_dagster.loop.structure import (
-    RoundError,
-    RoundResult,
-    RoundSettings,
-    Storage,
-    batch_dir,
-    decide_stage,
-    diagnose_stage,
-    evaluate_stage,
-    load_champion,
-    resolve_scaffold,
-    revise_stage,
-    run_round,
-    slug,
-)
+from automem_dagster.loop.serving import serving_rank_limit, specialist_endpoints
+from automem_dagster.loop.settings import ProficiencySettings, RoundSettings, default_curation
+from automem_dagster.loop.settings import proficiency_settings as build_proficiency_settings
+from automem_dagster.loop.storage import Storage, batch_dir, load_champion, resolve_scaffold, slug
+from automem_dagster.loop.structure import RoundResult, decide_stage, diagnose_stage, evaluate_stage, revise_stage, run_round
 from automem_dagster.meta.curate import CurationError, DatasetTooSmall
 from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError

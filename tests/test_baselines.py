@@ -18,7 +18,7 @@ from automem_dagster.agent.sampling import request_seed
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.client import Completion, LLMClient
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.structure import Storage, batch_dir
+from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.metrics import behaviour_metrics
 from automem_dagster.paths import SCAFFOLDS

@@ -19,7 +19,9 @@ from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.report import report_round
-from automem_dagster.loop.structure import RoundSettings, Storage, diagnosis_seeds, run_round
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import Storage
+from automem_dagster.loop.structure import diagnosis_seeds, run_round
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import RolloutError, episode_id

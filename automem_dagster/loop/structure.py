@@ -16,108 +16,25 @@ the pending candidate up and finishes its evaluation instead of making a new one
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from automem_dagster.agent.baselines import DEFAULT_WINDOW, WINDOWED
-from automem_dagster.atomic import write_json_atomic
+from automem_dagster.agent.baselines import DEFAULT_WINDOW
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.gate import decide_paired, decision_evidence, load_decision_record, write_decision_record
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
-from automem_dagster.metrics.paired import Decision, GatePolicy, compare_paired, decide
-from automem_dagster.paths import RUNS, SCAFFOLDS
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
-from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE, assert_disjoint, eval_seeds, training_seeds
-from automem_dagster.rollout.trajectory import read_manifest
+from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
-from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT
 from automem_dagster.scaffold.lineage import Lineage
-from automem_dagster.training.registry import DEFAULT_ROOT as SPECIALISTS_ROOT
-
-
-class RoundError(RuntimeError):
-    """A round that cannot go on; the message says which stage and what to do."""
-
-
-@dataclass(frozen=True)
-class RoundSettings:
-    """The budget of one round. Defaults are AutoMem's evaluation sets (``assets/seeds``);
-    ``eval_episodes`` takes the first k evaluation seeds for a cheap local round; ``gate`` is the
-    keep-or-rollback policy (AutoMem's strictly higher mean unless a round asks for ``significant``)."""
-
-    game: str
-    rollout_episodes: int = 4
-    rollout_max_steps: int = 50
-    eval_max_steps: int = 50
-    eval_episodes: int | None = None
-    concurrency: int = 2
-    max_attempts: int = 3
-    gate: GatePolicy = field(default_factory=GatePolicy)
-
-    @property
-    def family(self) -> str:
-        return game_family(self.game)
-
-    def eval_seed_list(self, seeds_file: Path = DEFAULT_SEEDS_FILE) -> list[int]:
-        seeds = eval_seeds(self.game, seeds_file)
-        return seeds[: self.eval_episodes] if self.eval_episodes else seeds
-
-
-@dataclass(frozen=True)
-class Storage:
-    """Where a round reads and writes: generated outputs, scaffold versions, the lineage, the
-    specialist registry of the proficiency loop."""
-
-    runs: Path = RUNS
-    scaffolds: Path = SCAFFOLDS
-    lineage: Path = LINEAGE_ROOT
-    seeds_file: Path = DEFAULT_SEEDS_FILE
-    specialists: Path = SPECIALISTS_ROOT
-
-    def load_lineage(self, family: str) -> Lineage:
-        return Lineage.load(family, self.lineage, self.scaffolds)
-
-    def update_lineage(self, family: str):
-        """``with storage.update_lineage(family) as lineage:`` change it under its cross-process lock."""
-        return Lineage.updating(family, self.lineage, self.scaffolds)
-
-
-def slug(game: str) -> str:
-    """A game name usable as one path component (``minihack:Corridor-R3`` -> ``minihack-Corridor-R3``)."""
-    return game.replace(":", "-")
-
-
-def batch_dir(root: Path, kind: str, game: str, version: int, seeds: list[int], max_steps: int,
-              agent: str = "memory", window: int = DEFAULT_WINDOW) -> Path:
-    """The directory of a batch, determined by its settings, so the same settings resume it.
-
-    A memory-agent batch sits under its scaffold version (``.../v3/...``); a baseline, which
-    uses no scaffold, under its own name (``.../random/...``, ``.../window/...-window8``)."""
-    name = f"steps{max_steps}-seeds{seeds[0]}-{seeds[-1]}-n{len(seeds)}"
-    if agent == "memory":
-        return Path(root) / kind / slug(game) / f"v{version}" / name
-    return Path(root) / kind / slug(game) / agent / (name + (f"-window{window}" if agent in WINDOWED else ""))
-
-
-def load_champion(family: str, storage: Storage) -> Scaffold:
-    """The champion scaffold of ``family`` (the lineage's pointer)."""
-    champion = storage.load_lineage(family).champion()
-    return load_scaffold(family, champion.version, storage.scaffolds)
-
-
-def resolve_scaffold(game: str, ref: str, storage: Storage) -> Scaffold:
-    """``champion``, ``v<N>``/``<N>`` or a path to a scaffold YAML file."""
-    family = game_family(game)
-    if ref == "champion":
-        return load_champion(family, storage)
-    if ref.removeprefix("v").isdigit():
-        return load_scaffold(family, ref, storage.scaffolds)
-    return load_scaffold_file(Path(ref))
-
 
 # --- stage 1: rollouts for diagnosis --------------------------------------------------------
 
@@ -251,34 +168,6 @@ async def evaluate_pair_stage(settings: RoundSettings, candidate: Scaffold, cham
                                        settings.concurrency, progress) for scaffold in (candidate, champion)])
 
 
-def per_seed(summary: BatchSummary) -> dict[int, float]:
-    return {e.seed: e.progression for e in summary.episodes}
-
-
-def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> Decision:
-    """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
-    beats the champion on the paired evaluation seeds under ``gate``. Refuses batches that do not cover
-    the same seeds (an interrupted evaluation), since an unpaired comparison would judge different games."""
-    mine, champ = per_seed(challenger), per_seed(champion)
-    if set(mine) != set(champ):
-        raise RoundError(f"{role} seeds {sorted(mine)} and champion seeds {sorted(champ)} differ: "
-                         "rerun the evaluation to finish both batches")
-    return decide(compare_paired(mine, champ), gate)
-
-
-def sampling_of(batch: BatchSummary) -> dict:
-    """How the batch's requests were seeded, as its batch.json recorded it (``agent.sampling``)."""
-    recorded = read_manifest(Path(batch.out_dir)).get("sampling_seeds")
-    return recorded or {"note": "not recorded: the batch was played before requests carried seeds"}
-
-
-def decision_evidence(decision: Decision, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
-    """What a decision record keeps beside the comparison: the gate policy it was taken under and
-    whether each side's endpoints honour sampling seeds (so whether a rerun would replay it)."""
-    return {"gate": decision.policy.as_dict(),
-            "sampling": {role: sampling_of(challenger), "champion": sampling_of(champion)}}
-
-
 # --- stage 5: the decision ------------------------------------------------------------------
 
 @dataclass
@@ -325,13 +214,12 @@ def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, cha
     result = DecisionRecord(game, candidate_version, before, after, decision.keep, decision.reason,
                             asdict(decision.comparison), candidate.out_dir, champion.out_dir,
                             **evidence)
-    write_json_atomic(storage.runs / "decisions" / slug(game) / f"v{candidate_version}.json", asdict(result))
+    write_decision_record(storage, game, f"v{candidate_version}", result)
     return result
 
 
 def load_decision(storage: Storage, game: str, version: int) -> DecisionRecord | None:
-    path = storage.runs / "decisions" / slug(game) / f"v{version}.json"
-    return DecisionRecord(**json.loads(path.read_text())) if path.exists() else None
+    return load_decision_record(storage, game, f"v{version}", DecisionRecord)
 
 
 # --- the whole round ------------------------------------------------------------------------
@@ -377,10 +265,11 @@ Stage = Callable[[str], None]
 """Called with a line when a stage starts, for progress output."""
 
 
-async def run_round(settings: RoundSettings, clients: Clients, storage: Storage = Storage(),
+async def run_round(settings: RoundSettings, clients: Clients, storage: Storage | None = None,
                     progress: Progress | None = None, on_stage: Stage | None = None) -> RoundResult:
     """Rollouts, diagnosis, revision, evaluation and decision for ``settings.game``."""
     say = on_stage or (lambda line: None)
+    storage = storage or Storage()
     start = start_round(settings, storage)
     champion = start.champion
     result = RoundResult.started(settings.game, start)
@@ -408,11 +297,3 @@ async def run_round(settings: RoundSettings, clients: Clients, storage: Storage 
                                    settings.gate)
     say(result.decision.reason)
     return result
-
-
-__all__ = [
-    "DecisionRecord", "RoundError", "RoundResult", "RoundSettings", "RoundStart", "Storage", "batch_dir",
-    "decide_stage", "diagnose_stage", "diagnosis_seeds", "evaluate_pair_stage", "evaluate_stage", "load_champion",
-    "load_decision", "pending_candidate", "per_seed", "resolve_scaffold", "revise_stage", "rollout_stage",
-    "run_round", "slug", "start_round", "stored_revision_dir",
-]

@@ -16,7 +16,7 @@ import dagster as dg
 
 from automem_dagster.defs.common.metadata import behaviour_table, progression_table
 from automem_dagster.defs.common.resources import MlflowResource
-from automem_dagster.loop.structure import per_seed
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
 from automem_dagster.plots import plot_behaviour, png_markdown
 from automem_dagster.rollout import BatchSummary

@@ -7,8 +7,10 @@ from automem_dagster.defs.common.gate import paired_evaluation_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.report import report_dir
-from automem_dagster.loop.structure import evaluate_pair_stage, load_champion, per_seed
+from automem_dagster.loop.storage import load_champion
+from automem_dagster.loop.structure import evaluate_pair_stage
 from automem_dagster.scaffold import load_scaffold
 
 GROUP = "evaluation"

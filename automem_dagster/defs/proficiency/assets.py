@@ -21,6 +21,7 @@ from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.proficiency import (
     curate_stage,
     curated,
@@ -29,8 +30,6 @@ from automem_dagster.loop.proficiency import (
     load_specialist_decision,
     lora_config_stage,
     registry,
-    serving_rank_limit,
-    specialist_endpoints,
     specialist_evaluation_stage,
     start_proficiency_round,
     train_stage,
@@ -38,7 +37,7 @@ from automem_dagster.loop.proficiency import (
     training_rollout_stage,
 )
 from automem_dagster.loop.report import report_dir, report_specialist, report_training
-from automem_dagster.loop.structure import per_seed
+from automem_dagster.loop.serving import serving_rank_limit, specialist_endpoints
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.metrics.paired import GatePolicy

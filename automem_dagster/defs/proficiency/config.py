@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.loop.proficiency import ProficiencySettings, proficiency_settings
+from automem_dagster.loop.settings import ProficiencySettings, proficiency_settings
 
 
 class ProficiencyConfig(RoundConfig):
