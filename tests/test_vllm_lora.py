@@ -30,14 +30,11 @@ from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.vllm_lora import adapter_name, list_models, serve_adapter, unload_adapter
-from automem_dagster.loop.proficiency import (
-    ProficiencySettings,
-    lora_config_stage,
-    serving_rank_limit,
-    specialist_endpoints,
-    specialist_evaluation_stage,
-)
-from automem_dagster.loop.structure import RoundError, RoundSettings, Storage
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.proficiency import lora_config_stage, specialist_evaluation_stage
+from automem_dagster.loop.serving import serving_rank_limit, specialist_endpoints
+from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.storage import Storage
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.training.registry import AdapterRecord
 

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.games import game_family
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.proficiency import ProficiencyResult, SpecialistDecision
-from automem_dagster.loop.structure import DecisionRecord, RoundResult, Storage, per_seed, slug
+from automem_dagster.loop.storage import Storage, slug
+from automem_dagster.loop.structure import DecisionRecord, RoundResult
 from automem_dagster.plots import (
     AgentPoint,
     VersionPoint,

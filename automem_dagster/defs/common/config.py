@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field
 
-from automem_dagster.loop.structure import RoundSettings
+from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.metrics.paired import GatePolicy
 
 ROLLOUT_RETRY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL)

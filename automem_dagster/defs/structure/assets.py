@@ -27,17 +27,13 @@ from automem_dagster.games import game_family
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import (
     RoundResult,
-    Storage,
     decide_stage,
     diagnose_stage,
-    diagnosis_seeds,
     load_decision,
-    pending_candidate,
     revise_stage,
-    revision_dir,
     rollout_stage,
+    start_round,
 )
-from automem_dagster.loop.structure import champion_scaffold as load_champion
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
@@ -85,15 +81,14 @@ def rollout_batch(context: dg.AssetExecutionContext, config: RoundConfig, endpoi
     then finishes that candidate instead of making a new one."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
-    lineage = store.load_lineage(settings.family)
-    champion = load_champion(settings.family, store)
+    start = start_round(settings, store)
+    champion = start.champion
     ensure_version_partition(context.instance, settings.family, champion.version)
-    pending = pending_candidate(lineage)
-    if pending is not None:
-        reason = f"candidate v{pending} of an earlier round is pending: this round resumes it, no new rollouts"
+    if start.resumes:
+        reason = f"candidate v{start.pending} of an earlier round is pending: this round resumes it, no new rollouts"
         context.log.info(reason)
         return dg.Output(None, metadata={"outcome": "skipped", "reason": reason})
-    seeds = diagnosis_seeds(settings, lineage, store)
+    seeds = start.seeds
     context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.rollout_max_steps} steps each")
     summary = endpoints.run(lambda clients: rollout_stage(settings, champion, seeds, clients, store,
                                                           episode_log(context.log)), store.runs / "logs")
@@ -138,23 +133,21 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
     the next scaffold version, recorded in the lineage as pending, and added as a ``scaffold_version``
     partition; a rejected one (no valid structural patch) materializes with its reason and leaves no
     candidate. A candidate left pending by an earlier round is resumed instead of revising again."""
-    game = game_of(context.partition_key)
-    family = game_family(game)
+    settings = config.settings(game_of(context.partition_key))
+    game, family = settings.game, settings.family
     store = storage.storage()
-    lineage = store.load_lineage(family)
-    champion = load_champion(family, store)
+    start = start_round(settings, store)
+    champion = start.champion
     value = {"game": game, "parent": champion.version, "candidate": None, "diagnosis_dir": None, "revision_dir": None}
-    pending = pending_candidate(lineage)
-    if pending is not None:
-        diag_dir = lineage.record(pending).diagnosis
-        rev_dir = _revision_of(store, diag_dir)
-        key = ensure_version_partition(context.instance, family, pending)
-        context.log.info(f"resuming pending candidate v{pending} (an earlier round stopped before its decision)")
-        diff = rev_dir / "diff.md" if rev_dir else None
-        return dg.Output({**value, "outcome": "resumed", "candidate": pending, "diagnosis_dir": diag_dir,
-                          "revision_dir": str(rev_dir) if rev_dir else None}, metadata={
+    if start.resumes:
+        key = ensure_version_partition(context.instance, family, start.pending)
+        context.log.info(f"resuming pending candidate v{start.pending} (an earlier round stopped before its decision)")
+        diff = start.revision_dir / "diff.md" if start.revision_dir else None
+        return dg.Output({**value, "outcome": "resumed", "candidate": start.pending,
+                          "diagnosis_dir": str(start.diagnosis_dir) if start.diagnosis_dir else None,
+                          "revision_dir": str(start.revision_dir) if start.revision_dir else None}, metadata={
             "outcome": "resumed",
-            "candidate": f"v{pending}",
+            "candidate": f"v{start.pending}",
             "scaffold_version": key,
             "diff": dg.MetadataValue.md(diff.read_text() if diff and diff.exists() else "(no diff stored)"),
         })
@@ -189,16 +182,6 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
     })
 
 
-def _revision_of(store: Storage, diagnosis_dir: str | None) -> Path | None:
-    """The revision directory the stages derive from a diagnosis; None for a diagnosis kept elsewhere."""
-    if not diagnosis_dir:
-        return None
-    try:
-        return revision_dir(store, Path(diagnosis_dir))
-    except ValueError:
-        return None
-
-
 def _stored_dir(path: str | None, file: str) -> Path | None:
     """A stage directory to report from, when it holds ``file``."""
     return Path(path) if path and (Path(path) / file).exists() else None
@@ -230,9 +213,9 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
                                                        GatePolicy(**candidate_evaluation.get("gate", {}))),
                                   mlflow, f"v{version}")
     context.log.info(record.reason)
-    result = RoundResult(game, record.champion_before, version, None,
-                         _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"), None,
-                         _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"), candidate, champion, record)
+    result = RoundResult.judged(record, candidate, champion,
+                                _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"),
+                                _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"))
     report = report_round(result, store, tracker, candidate_evaluation["endpoints"], candidate_evaluation["eval_max_steps"])
     decision = "kept" if record.keep else "rolled_back"
     metadata = {
