@@ -46,11 +46,15 @@ def diagnosis_seeds(settings: RoundSettings, lineage: Lineage, storage: Storage)
     return seeds
 
 
+def rollout_spec(settings: RoundSettings, scaffold: Scaffold, seeds: list[int], storage: Storage) -> RolloutSpec:
+    """The round's diagnosis batch: played whole by ``rollout_stage`` or in seed shards by Dagster."""
+    out = batch_dir(storage.runs, "rollouts", settings.game, scaffold.version, seeds, settings.rollout_max_steps)
+    return RolloutSpec(settings.game, scaffold, seeds, settings.rollout_max_steps, out, settings.concurrency)
+
+
 async def rollout_stage(settings: RoundSettings, scaffold: Scaffold, seeds: list[int], clients: Clients,
                         storage: Storage, progress: Progress | None = None) -> BatchSummary:
-    out = batch_dir(storage.runs, "rollouts", settings.game, scaffold.version, seeds, settings.rollout_max_steps)
-    spec = RolloutSpec(settings.game, scaffold, seeds, settings.rollout_max_steps, out, settings.concurrency)
-    return await run_batch(spec, clients, progress)
+    return await run_batch(rollout_spec(settings, scaffold, seeds, storage), clients, progress)
 
 
 # --- stage 2: diagnosis ---------------------------------------------------------------------

@@ -21,6 +21,7 @@ from automem_dagster.llm.session import Clients
 from automem_dagster.rollout.runner import Progress, RolloutError, RolloutSpec, run_batch
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
 from automem_dagster.rollout.trajectory import episode_id, read_manifest, trajectory_path
+from automem_dagster.scaffold import load_scaffold
 
 SHARDS_DIR = "shards"
 
@@ -48,6 +49,21 @@ def plan_shards(seeds: list[int], shard_size: int | None = None, shard_count: in
         shards.append(seeds[start:start + size])
         start += size
     return shards
+
+
+def spec_record(spec: RolloutSpec) -> dict:
+    """``spec`` as plain data for a shard step in another process: the scaffold by family and
+    version (every scaffold a round plays is saved in the project's scaffolds folder first)."""
+    return {"game": spec.game, "family": spec.scaffold.game, "version": spec.scaffold.version, "seeds": list(spec.seeds),
+            "max_steps": spec.max_steps, "out_dir": str(spec.out_dir), "concurrency": spec.concurrency,
+            "agent": spec.agent, "window": spec.window}
+
+
+def spec_from_record(record: dict, scaffolds: Path) -> RolloutSpec:
+    """The spec ``spec_record`` wrote, with its scaffold loaded from ``scaffolds``."""
+    scaffold = load_scaffold(record["family"], record["version"], scaffolds)
+    return RolloutSpec(record["game"], scaffold, record["seeds"], record["max_steps"], Path(record["out_dir"]),
+                       record["concurrency"], record["agent"], record["window"])
 
 
 def shard_dir(batch_dir: Path, index: int) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.config import ROLLOUT_RETRY, RoundConfig
+from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.gate import decide_once, mlflow_run_links
 from automem_dagster.defs.common.metadata import code_block, rollout_metadata
 from automem_dagster.defs.common.partitions import (
@@ -21,8 +21,8 @@ from automem_dagster.defs.common.partitions import (
     parse_version_key,
     scaffold_versions,
 )
-from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.shards import planned_shards, shard_op, shard_outputs
 from automem_dagster.games import game_family
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import (
@@ -31,13 +31,14 @@ from automem_dagster.loop.structure import (
     diagnose_stage,
     load_decision,
     revise_stage,
-    rollout_stage,
+    rollout_spec,
     start_round,
 )
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
+from automem_dagster.rollout.shards import merge_shards, spec_from_record, spec_record
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import content_hash, load_scaffold, scaffold_path, scaffold_yaml
 from automem_dagster.scaffold.lineage import render_tree
@@ -70,15 +71,9 @@ def scaffold_version(context: dg.AssetExecutionContext, storage: StorageResource
     })
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
-          retry_policy=ROLLOUT_RETRY)
-def rollout_batch(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
-                  storage: StorageResource) -> dg.Output:
-    """The champion scaffold played on fresh training seeds (disjoint from the evaluation seeds): the
-    trajectories the meta-LLM diagnoses. The value is the batch directory.
-
-    Skipped (value None) while an earlier round's candidate still waits for its decision: this round
-    then finishes that candidate instead of making a new one."""
+@dg.op(name="rollout_batch_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
+def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: StorageResource):
+    """Decide what the round does (``start_round``) and split the champion's training seeds into shards."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     start = start_round(settings, store)
@@ -87,15 +82,50 @@ def rollout_batch(context: dg.AssetExecutionContext, config: RoundConfig, endpoi
     if start.resumes:
         reason = f"candidate v{start.pending} of an earlier round is pending: this round resumes it, no new rollouts"
         context.log.info(reason)
-        return dg.Output(None, metadata={"outcome": "skipped", "reason": reason})
-    seeds = start.seeds
-    context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.rollout_max_steps} steps each")
-    summary = endpoints.run(lambda clients: rollout_stage(settings, champion, seeds, clients, store,
-                                                          episode_log(context.log)), store.runs / "logs")
+        yield dg.Output({"skipped": reason}, "plan")
+        yield from shard_outputs(None, 1)
+        return
+    spec = rollout_spec(settings, champion, start.seeds, store)
+    context.log.info(f"champion v{champion.version} on training seeds {spec.seeds}, {spec.max_steps} steps each, "
+                     f"{config.shards} shard(s)")
+    yield dg.Output({"spec": spec_record(spec)}, "plan")
+    yield from shard_outputs(spec, config.shards)
+
+
+@dg.op(name="rollout_batch_merge")
+def rollout_merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict, played: list[dict]) -> dg.Output:
+    """The shards' episodes moved into the batch, which is then what one process would have played."""
+    if "skipped" in plan:
+        return dg.Output(None, metadata={"outcome": "skipped", "reason": plan["skipped"]})
+    spec = spec_from_record(plan["spec"], storage.storage().scaffolds)
+    summary = merge_shards(spec, planned_shards(played))
     context.log.info(f"progression {summary.progression}: {summary.out_dir}")
-    return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, champion.version, seeds),
+    return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, spec.scaffold.version, spec.seeds),
+                                                "shards": len(played),
                                                 "progression_mean": summary.progression.mean,
                                                 "progression_se": summary.progression.stderr})
+
+
+@dg.config_mapping
+def _rollout_config(config: RoundConfig) -> dict:
+    """The launchpad shows the round's settings on the asset, not on each of its steps."""
+    return {"rollout_batch_plan": {"config": config.model_dump()}}
+
+
+rollout_shard = shard_op("rollout_batch_shard")
+
+
+@dg.graph_asset(name="rollout_batch", group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"},
+                tags=TAGS, config=_rollout_config)
+def rollout_batch():
+    """The champion scaffold played on fresh training seeds (disjoint from the evaluation seeds): the
+    trajectories the meta-LLM diagnoses. The value is the batch directory. Played in ``shards`` seed
+    shards, one step each, merged into one batch.
+
+    Skipped (value None) while an earlier round's candidate still waits for its decision: this round
+    then finishes that candidate instead of making a new one."""
+    plan, shards = rollout_plan()
+    return rollout_merge(plan, shards.map(rollout_shard).collect())
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
