@@ -1,15 +1,15 @@
 """Seed shards: played apart, merged into the batch one process would have written."""
 
 import asyncio
-import json
 import shutil
 
 import pytest
+from batch_content import batch_content
 
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
-from automem_dagster.rollout import RolloutError, RolloutSpec, read_trajectory, run_batch
+from automem_dagster.rollout import RolloutError, RolloutSpec, run_batch
 from automem_dagster.rollout.shards import merge_shards, plan_shards, run_shard, shard_dir
 from automem_dagster.scaffold import load_scaffold
 
@@ -47,25 +47,6 @@ def _play(server, tmp_path, work):
     return asyncio.run(go())
 
 
-def _content(batch):
-    """Everything a batch holds that a replay must reproduce: no times, no absolute paths."""
-    volatile = {"started_at", "finished_at", "wall_s", "game_s", "latency_s", "request_s", "wall_s_per_step",
-                "model_s_per_step"}
-
-    def clean(record):
-        if isinstance(record, dict):
-            return {k: clean(v) for k, v in record.items() if k not in volatile}
-        if isinstance(record, list):
-            return [clean(v) for v in record]
-        return record
-
-    trajectories = {p.name: clean(list(read_trajectory(p))) for p in sorted((batch / "trajectories").glob("*.jsonl"))}
-    memory = {str(p.relative_to(batch)): p.read_text() for p in sorted((batch / "memory").rglob("*")) if p.is_file()}
-    summary = clean(json.loads((batch / "summary.json").read_text()))
-    summary.pop("out_dir")
-    return trajectories, memory, summary, json.loads((batch / "batch.json").read_text())
-
-
 def test_merged_shards_equal_the_one_process_batch(tmp_path, scripted):
     server = scripted(RULES)
     whole, sharded = tmp_path / "whole", tmp_path / "sharded"
@@ -79,7 +60,7 @@ def test_merged_shards_equal_the_one_process_batch(tmp_path, scripted):
 
     summary = _play(server, tmp_path, shards_then_merge)
     assert [e.seed for e in summary.episodes] == SEEDS
-    assert _content(sharded) == _content(whole)
+    assert batch_content(sharded) == batch_content(whole)
     assert not (sharded / "shards").exists()
 
 
