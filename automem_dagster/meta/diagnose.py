@@ -120,6 +120,15 @@ class Diagnosis:
         lines += ["", f"Meta-LLM attempts: {len(self.attempts)}"]
         return "\n".join(lines) + "\n"
 
+    def tracking_summary(self) -> dict:
+        """What MLflow records of the diagnosis per round, so the two modes can be compared on a batch:
+        the mode, tool calls, tokens (all requests) and steps put in front of the model verbatim."""
+        cost = self.cost
+        return {"meta_mode": self.meta_mode, "tool_calls": cost.get("tool_calls", 0),
+                "input_tokens": cost.get("input_tokens", sum(a.input_tokens for a in self.attempts)),
+                "output_tokens": cost.get("output_tokens", sum(a.output_tokens for a in self.attempts)),
+                "steps_read": cost.get("steps_read_count")}
+
     def save(self, out_dir: Path) -> Path:
         """Write ``diagnosis.json`` and ``diagnosis.md`` (each atomically) and return the directory."""
         out = Path(out_dir)
@@ -242,14 +251,16 @@ def one_call_cost(attempts: list[Attempt], evidence: Evidence, rendered: Rendere
 
 
 async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_dir: Path,
-                   max_attempts: int = MAX_ATTEMPTS) -> Diagnosis:
-    """Diagnose one finished rollout batch of ``scaffold`` and save it in ``out_dir``. Raises
+                   max_attempts: int = MAX_ATTEMPTS, parent: Scaffold | None = None) -> Diagnosis:
+    """Diagnose one finished rollout batch of ``scaffold`` and save it in ``out_dir``; with the meta
+    endpoint's ``meta_mode: tools`` through tool calls (``tool_diagnosis``; ``parent`` is then the
+    scaffold ``read_scaffold`` diffs against). Raises
     ``DiagnosisError`` when the batch has no finished episode or no reply within ``max_attempts``
     yields a usable finding; the replies are then saved in ``out_dir/diagnosis_failed.json``."""
     if client.config.meta_mode == "tools":
         from automem_dagster.meta.tool_diagnosis import diagnose_with_tools  # it builds on this module
 
-        return await diagnose_with_tools(batch_dir, scaffold, client, out_dir, max_attempts)
+        return await diagnose_with_tools(batch_dir, scaffold, client, out_dir, max_attempts, parent)
     batch = Path(batch_dir)
     paths = finished_episodes(batch)
     if not paths:
