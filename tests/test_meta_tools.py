@@ -197,3 +197,17 @@ def test_the_scripted_server_answers_tool_calls_as_openai_documents(scripted):
 
 def test_ranges_are_compact():
     assert ranges({1, 2, 3, 7, 9, 10}) == "1-3, 7, 9-10" and ranges(set()) == ""
+
+
+def test_the_endpoints_check_probes_tool_calling_on_a_meta_endpoint_in_tools_mode(tmp_path, capsys, scripted):
+    game = scripted([{"match": "", "reply": "<|ACTION|>north<|END|>"}])
+    calling = scripted([{"match": "", "reply": _calls(("list_episodes", {}))}])
+    no_parser = scripted([], provider={"refuse_auto_tools": True})
+    path = tmp_path / "endpoints.yaml"
+    for server, verdict in ((calling, "ok"), (no_parser, "UNUSABLE")):
+        path.write_text(f"game: {{name: game, base_url: '{game.base_url}', constrained: none}}\n"
+                        f"meta: {{name: meta, base_url: '{server.base_url}', constrained: none, meta_mode: tools}}\n")
+        code = cli_main(["endpoints", "check", "--endpoints", str(path)])
+        meta = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("meta"))
+        assert verdict in meta and code == (0 if verdict == "ok" else 1), meta
+    assert "--enable-auto-tool-choice" in meta and "meta_mode: one_call" in meta

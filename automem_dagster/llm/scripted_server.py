@@ -111,14 +111,10 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
             if status != 200:
                 self._send(status, {"error": {"message": reply, "type": "server_error"}}, headers)
                 return
-            prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
             message, finish = _message(reply, rules.requests)
-            reply_chars = len(json.dumps(message["tool_calls"])) if "tool_calls" in message else len(reply)
             self._send(200, {
                 "id": "scripted", "object": "chat.completion", "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-                "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": reply_chars // 4,
-                          "total_tokens": prompt_chars // 4 + reply_chars // 4},
+                "choices": [{"index": 0, "finish_reason": finish, "message": message}], "usage": _usage(body, message),
             })
 
     return Handler
@@ -132,6 +128,15 @@ def _message(reply: str | dict, request: int) -> tuple[dict, str]:
             else json.dumps(call["arguments"])}} for i, call in enumerate(reply["tool_calls"])]
         return {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
     return {"role": "assistant", "content": reply}, "stop"
+
+
+def _usage(body: dict, message: dict) -> dict:
+    """Tokens as characters / 4: of every message and of the tool definitions (a server renders
+    them into the prompt), and of the reply's text or tool calls."""
+    prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
+    prompt += len(json.dumps(body["tools"])) if body.get("tools") else 0
+    reply = len(json.dumps(message["tool_calls"])) if "tool_calls" in message else len(message["content"])
+    return {"prompt_tokens": prompt // 4, "completion_tokens": reply // 4, "total_tokens": (prompt + reply) // 4}
 
 
 def scripted_server(rules_path: Path, log_path: Path, port: int | None = None,
