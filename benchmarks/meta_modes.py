@@ -61,13 +61,14 @@ def _reply(step: int) -> str:
          "scaffold_cause": "no oscillation signal", "proposed_change": "enable the oscillation signal"}]})
 
 
-def meta_rules(batch: Path, first: int, last: int) -> list[dict]:
-    """Scripted meta replies: one-call requests (they hold 'Trajectories:') get a diagnosis citing the
-    first failure point; tool requests read ``first``-``last`` on from each cut, then reply."""
+def reading_rules(batch: Path, first: int, last: int) -> list[dict]:
+    """Scripted tool-calling replies that read steps ``first``-``last`` as a model would: list the
+    episodes and read the range, then read on from where each result says it was cut (the cut points
+    depend on the batch's text, so they are taken from the tools themselves). Later reads first, as
+    the scripted server takes the first rule that matches."""
     paths = finished_episodes(batch)
     scaffold = load_scaffold("minihack", 0)
-    evidence = collect_evidence(paths, [f.name for f in scaffold.files])
-    tools, rules, start = BatchTools(paths, evidence, scaffold), [], first
+    tools, rules, start = BatchTools(paths, collect_evidence(paths, [f.name for f in scaffold.files]), scaffold), [], first
     while start <= last:
         start = max(tools.call("read_steps", {"episode": EPISODE, "first": start, "last": last}).read[EPISODE]) + 1
         if start <= last:
@@ -75,9 +76,17 @@ def meta_rules(batch: Path, first: int, last: int) -> list[dict]:
                 {"name": "read_steps", "arguments": {"episode": EPISODE, "first": start, "last": last}}]}})
     opening = {"tool_calls": [{"name": "list_episodes", "arguments": {}},
                               {"name": "read_steps", "arguments": {"episode": EPISODE, "first": first, "last": last}}]}
+    return [*rules, {"match": "Diagnose this batch", "reply": opening}]
+
+
+def meta_rules(batch: Path, first: int, last: int) -> list[dict]:
+    """One-call requests (they hold 'Trajectories:') get a diagnosis citing the first failure point;
+    tool requests read ``first``-``last`` (``reading_rules``), then reply citing a step read."""
+    scaffold = load_scaffold("minihack", 0)
+    evidence = collect_evidence(finished_episodes(batch), [f.name for f in scaffold.files])
     return [{"match": "Trajectories:\n", "reply": _reply(evidence.failure_points[0].step_start)},
-            {"match": f"--- step {last}\n", "reply": _reply(first + (last - first) // 2)}, *rules,
-            {"match": "Diagnose this batch", "reply": opening}]
+            {"match": f"--- step {last}\n", "reply": _reply(first + (last - first) // 2)},
+            *reading_rules(batch, first, last)]
 
 
 async def diagnose_all(batch: Path, base_url: str, out: Path) -> dict[str, dict]:

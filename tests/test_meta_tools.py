@@ -1,7 +1,8 @@
 """The tool-using meta-LLM (``meta_mode: tools``) over a real 1,000-step batch.
 
 The batch is played once per module: MiniHack Corridor-R3, seed 7, by the memory agent against
-the scripted server (replies cycle, so memory files change and the agent oscillates). The meta
+the scripted server (``benchmarks.meta_modes.AGENT_RULES``: replies cycle, so memory files change
+and the agent oscillates). The meta
 endpoint is the scripted server answering with ``tool_calls`` the way OpenAI's chat-completions
 API does (platform.openai.com/docs/guides/function-calling: ``finish_reason: "tool_calls"``,
 ``message.tool_calls[].function.arguments`` a JSON string).
@@ -22,15 +23,7 @@ from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.meta.tool_session import ranges
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import load_scaffold
-
-GAME, EPISODE = "minihack:Corridor-R3", "minihack-Corridor-R3__seed7"
-AGENT_RULES = [
-    {"match": "Phase: LOG", "replies": ["<|APPEND|>actions_log.txt|moved west\n<|DONE|>",
-                                        "<|WRITE|>strategy.txt|try the door to the east\n<|DONE|>",
-                                        "<|APPEND|>dungeon_map.txt|wall north of x=21\n<|DONE|>", "<|DONE|>"]},
-    {"match": "Phase: PLAN", "replies": ["<|ACTION|>west<|END|>", "<|ACTION|>east<|END|>", "<|ACTION|>search<|END|>",
-                                         "<|ACTION|>north<|END|>", "<|ACTION|>bogus<|END|>"]},
-]
+from benchmarks.meta_modes import AGENT_RULES, EPISODE, GAME, reading_rules
 
 
 @pytest.fixture(scope="module")
@@ -77,18 +70,6 @@ def _read(first, last):
     return ("read_steps", {"episode": EPISODE, "first": first, "last": last})
 
 
-def reads_900_950(batch):
-    """Rules that read steps 900-950 as a model would: read_steps 900-950, then again from where each
-    result says it was cut (the cut points depend on the batch's text, so they are taken from the tools)."""
-    tools, first, rules = _tools(batch), 900, []
-    while first <= 950:
-        shown = tools.call("read_steps", {"episode": EPISODE, "first": first, "last": 950}).read[EPISODE]
-        first = max(shown) + 1
-        if first <= 950:
-            rules.insert(0, {"match": f"call read_steps from step {first}]", "reply": _calls(_read(first, 950))})
-    return [*rules, {"match": "Diagnose this batch", "reply": _calls(("list_episodes", {}), _read(900, 950))}]
-
-
 def test_the_tools_read_a_bounded_part_of_the_batch_and_say_what_they_showed(batch):
     tools = _tools(batch)
     listed = tools.call("list_episodes", {})
@@ -125,12 +106,12 @@ def test_a_memory_file_at_a_step_is_replayed_from_the_journal(batch):
 
 
 def test_the_meta_reads_steps_900_to_950_cites_them_and_the_diagnosis_passes(batch, scripted, tmp_path):
-    rules = reads_900_950(batch)
+    rules = reading_rules(batch, 900, 950)
     server = scripted([{"match": "--- step 950", "reply": _reply(930, 948)}, *rules])
     result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server), tmp_path / "out"))
     assert [f["step"] for f in result.findings] == [930, 948] and len(result.attempts) == 1
     assert result.meta_mode == "tools" and result.cost["steps_read"] == {EPISODE: "900-950"}
-    reads = len(rules)  # the first read_steps comes with list_episodes
+    reads = len(rules)  # one rule per read_steps; the first comes with list_episodes
     assert result.cost["tool_calls"] == reads + 1 and result.cost["requests"] == reads + 1 and result.cost["stops"] == []
     saved = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
     assert reads >= 3 and [c["name"] for c in saved["tool_calls"]] == ["list_episodes"] + ["read_steps"] * reads
@@ -169,7 +150,8 @@ def test_the_tool_call_budget_stops_tool_use_and_asks_for_the_diagnosis(batch, s
 def test_the_token_budget_stops_the_diagnosis_with_its_calls_kept(batch, scripted, tmp_path):
     server = scripted([{"match": "Tool use is over", "reply": "not json"},
                        {"match": "Diagnose this batch", "reply": _calls(_read(900, 950))}])
-    with pytest.raises(DiagnosisError, match=r"spent \d+ tokens of its meta_token_budget 1000 in 3 requests and 2 tool calls"):
+    spent = r"spent \d+ tokens of its meta_token_budget 1000 in 2 request\(s\) and 1 tool call\(s\)"
+    with pytest.raises(DiagnosisError, match=spent):
         asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_token_budget=1000),
                              tmp_path / "out"))
     kept = json.loads((tmp_path / "out" / "diagnosis_failed.json").read_text())

@@ -73,7 +73,7 @@ class ToolSession:
             over = self.tokens >= cfg.meta_token_budget
             if over and "tokens" in self.stops:
                 raise BudgetSpent(f"the diagnosis spent {self.tokens} tokens of its meta_token_budget "
-                                  f"{cfg.meta_token_budget} in {self.requests} requests and {self.calls_run} tool calls "
+                                  f"{cfg.meta_token_budget} in {self.requests} request(s) and {self.calls_run} tool call(s) "
                                   "without a usable reply; raise meta_token_budget on the meta endpoint")
             if over:
                 self._stop("tokens", f"the token budget of {cfg.meta_token_budget} is spent")
