@@ -193,3 +193,11 @@ def test_the_endpoints_check_probes_tool_calling_on_a_meta_endpoint_in_tools_mod
         meta = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("meta"))
         assert verdict in meta and code == (0 if verdict == "ok" else 1), meta
     assert "--enable-auto-tool-choice" in meta and "meta_mode: one_call" in meta
+
+
+def test_a_server_that_ignores_tool_choice_none_is_stopped(batch, scripted, tmp_path):
+    server = scripted([{"match": "", "reply": _calls(("list_episodes", {}))}])
+    with pytest.raises(DiagnosisError, match="kept calling tools after tool use was over"):
+        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_tool_calls=1), tmp_path / "out"))
+    kept = json.loads((tmp_path / "out" / "diagnosis_failed.json").read_text())
+    assert [c["ran"] for c in kept["tool_calls"]] == [True] + [False] * 8

@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from automem_dagster.llm.client import Completion, LLMClient
 from automem_dagster.meta.batch_tools import BatchTools
 
+IGNORED_CALLS = 8
+"""Tool calls answered "not run" after which a model that goes on calling tools is stopped (a server
+that ignores ``tool_choice: none`` and reports no usage would otherwise never spend the token budget)."""
+
 
 class BudgetSpent(RuntimeError):
     """The token budget ran out before the meta-LLM replied; the message says how far it got."""
@@ -87,6 +91,9 @@ class ToolSession:
             self.output_tokens += completion.output_tokens
             if not completion.tool_calls:
                 return completion
+            if self.stops and sum(not c.ran for c in self.calls) >= IGNORED_CALLS:
+                raise BudgetSpent(f"the model kept calling tools after tool use was over ({', '.join(self.stops)} spent) "
+                                  f"in {self.requests} request(s); the server may not honour tool_choice 'none'")
             self.messages.append({"role": "assistant", "content": completion.text or None, "tool_calls": [
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                 for c in completion.tool_calls]})
