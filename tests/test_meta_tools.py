@@ -11,18 +11,28 @@ API does (platform.openai.com/docs/guides/function-calling: ``finish_reason: "to
 import asyncio
 import json
 import os
+import shutil
 
 import pytest
+from mlflow.tracking import MlflowClient
+from test_structure_round import GAME_RULES, SETTINGS, patch_reply
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.llm import EndpointConfig, LLMClient
+from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.scripted_server import scripted_server
+from automem_dagster.llm.session import connect
+from automem_dagster.loop.report import report_round
+from automem_dagster.loop.structure import Storage, diagnosis_seeds, run_round
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import DiagnosisError, diagnose
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.meta.tool_session import ranges
+from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.rollout import episode_id
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import load_scaffold
+from automem_dagster.tracking import Tracker
 from benchmarks.meta_modes import AGENT_RULES, EPISODE, GAME, reading_rules
 
 
@@ -201,3 +211,34 @@ def test_a_server_that_ignores_tool_choice_none_is_stopped(batch, scripted, tmp_
         asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_tool_calls=1), tmp_path / "out"))
     kept = json.loads((tmp_path / "out" / "diagnosis_failed.json").read_text())
     assert [c["ran"] for c in kept["tool_calls"]] == [True] + [False] * 8
+
+
+def test_a_round_with_a_tool_using_meta_keeps_the_patch_gate_and_records_the_mode(tmp_path, scripted):
+    """The rest of the round is unchanged: the diagnosis read through tools feeds the schema-checked
+    revision, the lineage and the gate, and MLflow's candidate run records the mode and its cost."""
+    storage = Storage(runs=tmp_path / "runs", scaffolds=tmp_path / "scaffolds", lineage=tmp_path / "lineage")
+    shutil.copytree(SCAFFOLDS, storage.scaffolds)
+    episode = episode_id("crafter", diagnosis_seeds(SETTINGS, storage.load_lineage("crafter"), storage)[0])
+    game = scripted(GAME_RULES)
+    reply = json.dumps({"summary": "The agent idles on every step it was seen.", "findings": [
+        {"episode": episode, "step": 1, "kind": "stuck", "what_happened": "noop again",
+         "scaffold_cause": "the plan prompt does not push for interaction", "proposed_change": "warn when stuck"}]})
+    meta = scripted([{"match": "Propose one patch", "reply": patch_reply("WIN-MARKER")},
+                     {"match": "--- step 2\n", "reply": reply},
+                     {"match": "Diagnose this batch", "reply": _calls(("read_steps", {"episode": episode, "first": 0,
+                                                                                       "last": 2}))}])
+    config = EndpointsConfig(game=EndpointConfig(name="game", base_url=game.base_url, constrained="none"),
+                             meta=EndpointConfig(name="meta", base_url=meta.base_url, constrained="none", meta_mode="tools"))
+
+    async def go():
+        async with connect(config, storage.runs / "logs") as clients:
+            return await run_round(SETTINGS, clients, storage), clients.describe()
+
+    result, described = asyncio.run(go())
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
+    report = report_round(result, storage, tracker, described, SETTINGS.eval_max_steps)
+    assert result.outcome == "kept" and storage.load_lineage("crafter").champion().version == 1
+    assert (result.diagnosis_dir / "diagnosis.md").read_text().count(f"`{episode}` steps 0-2") == 1
+    run = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(report.runs["candidate"].run_id)
+    assert run.data.params["meta_mode"] == "tools" and run.data.metrics["diagnosis_tool_calls"] == 1
+    assert run.data.metrics["diagnosis_steps_read"] == 3 and run.data.metrics["diagnosis_tokens"] > 0
