@@ -18,15 +18,16 @@ import json
 import tempfile
 from pathlib import Path
 
-from automem_dagster.cli import main as cli_main
 from automem_dagster.llm import EndpointConfig, LLMClient
+from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.scripted_server import scripted_server
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import diagnose
 from automem_dagster.meta.evidence import collect_evidence
+from automem_dagster.rollout import RolloutSpec
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import load_scaffold
-from benchmarks.common import emit, parser, start_result, table
+from benchmarks.common import emit, parser, run_batches, start_result, table
 
 NAME = "meta_modes"
 GAME, SEED = "minihack:Corridor-R3", 7
@@ -47,11 +48,9 @@ def play(root: Path, steps: int) -> Path:
         return batch
     (root / "agent_rules.json").write_text(json.dumps(AGENT_RULES))
     with scripted_server(root / "agent_rules.json", root / "agent_server.log") as server:
-        (root / "endpoints.yaml").write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none}}\n")
-        code = cli_main(["rollout", "--game", GAME, "--seeds", str(SEED), "--max-steps", str(steps), "--endpoints",
-                         str(root / "endpoints.yaml"), "--out", str(batch), "--concurrency", "1"])
-    if code != 0:
-        raise SystemExit(f"the rollout failed (exit {code}); see {root}")
+        game = EndpointConfig(name="game", base_url=server.base_url, constrained="none")
+        spec = RolloutSpec(GAME, load_scaffold("minihack", 0), [SEED], steps, batch, 1)
+        run_batches([spec], EndpointsConfig(game=game), root / "logs")
     return batch
 
 
@@ -105,7 +104,7 @@ async def diagnose_all(batch: Path, base_url: str, out: Path) -> dict[str, dict]
     return results
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None) -> int:
     p = parser(NAME, __doc__.split("\n")[0])
     p.add_argument("--work", type=Path, default=None, help="folder for the batch (reused when it holds one)")
     args = p.parse_args(argv)
@@ -120,8 +119,9 @@ def main(argv: list[str] | None = None) -> dict:
             result["results"] = asyncio.run(diagnose_all(batch, server.base_url, work / "diagnoses"))
     rows = [(label, r["requests"], r["tool_calls"], r["input_tokens"], r["output_tokens"],
              f"{r['steps_shown_verbatim']} of {steps}") for label, r in result["results"].items()]
-    return emit(result, args.out, [table(f"Diagnosis of a {steps}-step batch", [
+    emit(result, args.out, [table(f"Diagnosis of a {steps}-step batch", [
         "mode", "requests", "tool calls", "input tokens", "output tokens", "steps shown verbatim"], rows)])
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,16 +1,14 @@
 """The tool-using meta-LLM (``meta_mode: tools``) over a real 1,000-step batch.
 
 The batch is played once per module: MiniHack Corridor-R3, seed 7, by the memory agent against
-the scripted server (``benchmarks.meta_modes.AGENT_RULES``: replies cycle, so memory files change
-and the agent oscillates). The meta
-endpoint is the scripted server answering with ``tool_calls`` the way OpenAI's chat-completions
+the scripted server (``benchmarks.meta_modes.play``: replies cycle, so memory files change and
+the agent oscillates). The meta endpoint is the scripted server answering with ``tool_calls`` the way OpenAI's chat-completions
 API does (platform.openai.com/docs/guides/function-calling: ``finish_reason: "tool_calls"``,
 ``message.tool_calls[].function.arguments`` a JSON string).
 """
 
 import asyncio
 import json
-import os
 import shutil
 
 import pytest
@@ -20,7 +18,6 @@ from test_structure_round import GAME_RULES, SETTINGS, patch_reply
 from automem_dagster.cli import main as cli_main
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.llm.scripted_server import scripted_server
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import Storage, diagnosis_seeds, run_round
@@ -33,25 +30,12 @@ from automem_dagster.rollout import episode_id
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.tracking import Tracker
-from benchmarks.meta_modes import AGENT_RULES, EPISODE, GAME, reading_rules
+from benchmarks.meta_modes import EPISODE, play, reading_rules
 
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
-    root = tmp_path_factory.mktemp("batch1000")
-    (root / "rules.json").write_text(json.dumps(AGENT_RULES))
-    server = scripted_server(root / "rules.json", root / "server.log").start()
-    try:
-        (root / "endpoints.yaml").write_text(
-            f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 1}}\n")
-        assert cli_main(["rollout", "--game", GAME, "--seeds", "7", "--max-steps", "1000", "--endpoints",
-                         str(root / "endpoints.yaml"), "--out", str(root / "batch"), "--concurrency", "1"]) == 0
-    finally:
-        pid = server.pid
-        server.stop()
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
-    return root / "batch"
+    return play(tmp_path_factory.mktemp("batch1000"), 1000)
 
 
 def _tools(batch):

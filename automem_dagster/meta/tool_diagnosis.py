@@ -89,8 +89,8 @@ async def diagnose_with_tools(batch_dir: Path, scaffold: Scaffold, client: LLMCl
             kept, dropped = check_citations(reply, evidence)
             unseen = unseen_citations(reply, session)
             if unseen:
-                error = ("a finding cites a step you never read: " + "; ".join(unseen)
-                         + ". Read it with read_steps first, or cite a step you read")
+                fix = "cite only steps you read" if session.stops else "read it with read_steps first, or cite a step you read"
+                error = "a finding cites a step you never read: " + "; ".join(unseen) + f". {fix.capitalize()}"
         attempts.append(Attempt.of(completion, error))
         if error is None:
             result = Diagnosis(game=scaffold.game, scaffold_version=scaffold.version, batch_dir=str(batch),
