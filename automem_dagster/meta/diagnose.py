@@ -122,12 +122,16 @@ class Diagnosis:
 
     def tracking_summary(self) -> dict:
         """What MLflow records of the diagnosis per round, so the two modes can be compared on a batch:
-        the mode, tool calls, tokens (all requests) and steps put in front of the model verbatim."""
+        the mode (a param) and, as metrics, tool calls, tokens of all requests and steps put in front
+        of the model verbatim (unknown for a diagnosis recorded before the modes)."""
         cost = self.cost
-        return {"meta_mode": self.meta_mode, "tool_calls": cost.get("tool_calls", 0),
-                "input_tokens": cost.get("input_tokens", sum(a.input_tokens for a in self.attempts)),
-                "output_tokens": cost.get("output_tokens", sum(a.output_tokens for a in self.attempts)),
-                "steps_read": cost.get("steps_read_count")}
+        tokens_in = cost.get("input_tokens", sum(a.input_tokens for a in self.attempts))
+        tokens_out = cost.get("output_tokens", sum(a.output_tokens for a in self.attempts))
+        metrics = {"diagnosis_tool_calls": cost.get("tool_calls", 0), "diagnosis_input_tokens": tokens_in,
+                   "diagnosis_output_tokens": tokens_out, "diagnosis_tokens": tokens_in + tokens_out}
+        if "steps_read_count" in cost:
+            metrics["diagnosis_steps_read"] = cost["steps_read_count"]
+        return {"meta_mode": self.meta_mode, "metrics": metrics}
 
     def save(self, out_dir: Path) -> Path:
         """Write ``diagnosis.json`` and ``diagnosis.md`` (each atomically) and return the directory."""

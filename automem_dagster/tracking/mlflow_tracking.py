@@ -89,7 +89,7 @@ class EvaluationRun:
     diff_md: str | None = None
     decision: dict | None = None
     diagnosis: dict | None = None
-    """The round's diagnosis, ``Diagnosis.tracking_summary()``: meta mode, tool calls, tokens, steps read."""
+    """The round's diagnosis, ``Diagnosis.tracking_summary()``: ``meta_mode`` and ``metrics``."""
     plots: list[Path] = field(default_factory=list)
     extra_artifacts: list[Path] = field(default_factory=list)
     agent: str = "memory"
@@ -367,8 +367,7 @@ def _params(run: EvaluationRun) -> list[Param]:
         "window": run.window,
         "adapter": run.adapter,
     }
-    if run.diagnosis is not None:
-        values["meta_mode"] = run.diagnosis["meta_mode"]
+    values["meta_mode"] = (run.diagnosis or {}).get("meta_mode")
     for role, endpoint in sorted(run.endpoints.items()):
         for key in ENDPOINT_FIELDS:
             values[f"endpoint.{role}.{key}"] = endpoint.get(key)
@@ -391,12 +390,7 @@ def _metrics(run: EvaluationRun) -> list[Metric]:
             "decision_ci_high": run.decision["ci_high"],
             "decision_keep": 1.0 if run.decision["keep"] else 0.0,
         }
-    if run.diagnosis is not None:
-        d = run.diagnosis
-        values |= {"diagnosis_tool_calls": d["tool_calls"], "diagnosis_input_tokens": d["input_tokens"],
-                   "diagnosis_output_tokens": d["output_tokens"], "diagnosis_tokens": d["input_tokens"] + d["output_tokens"]}
-        if d["steps_read"] is not None:
-            values["diagnosis_steps_read"] = d["steps_read"]
+    values |= (run.diagnosis or {}).get("metrics", {})
     metrics = [Metric(key, float(value), now, 0) for key, value in values.items()]
     # Step = seed, so MLflow's metric chart draws progression across the seed set.
     metrics += [Metric("progression_seed", float(run.per_seed[seed]), now, int(seed)) for seed in sorted(run.per_seed)]
