@@ -67,7 +67,7 @@ def reading_rules(batch: Path, first: int, last: int) -> list[dict]:
     the scripted server takes the first rule that matches."""
     paths = finished_episodes(batch)
     scaffold = load_scaffold("minihack", 0)
-    tools, rules, start = BatchTools(paths, collect_evidence(paths, [f.name for f in scaffold.files]), scaffold), [], first
+    tools, rules, start = BatchTools(collect_evidence(paths, [f.name for f in scaffold.files]), scaffold), [], first
     while start <= last:
         start = max(tools.call("read_steps", {"episode": EPISODE, "first": start, "last": last}).read[EPISODE]) + 1
         if start <= last:

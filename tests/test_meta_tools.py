@@ -41,7 +41,7 @@ def batch(tmp_path_factory):
 def _tools(batch):
     paths = finished_episodes(batch)
     scaffold = load_scaffold("minihack", 0)
-    return BatchTools(paths, collect_evidence(paths, [f.name for f in scaffold.files]), scaffold)
+    return BatchTools(collect_evidence(paths, [f.name for f in scaffold.files]), scaffold)
 
 
 def _client(server, **overrides):

@@ -61,11 +61,12 @@ _STEP = {"type": "integer", "minimum": 0}
 
 
 class BatchTools:
-    """The tools over one batch of ``scaffold`` (``parent`` is the scaffold it was revised from)."""
+    """The tools over the batch ``evidence`` was collected from, played with ``scaffold`` (``parent`` is
+    the scaffold it was revised from)."""
 
-    def __init__(self, paths: list[Path], evidence: Evidence, scaffold: Scaffold, parent: Scaffold | None = None,
+    def __init__(self, evidence: Evidence, scaffold: Scaffold, parent: Scaffold | None = None,
                  max_chars: int = MAX_RESULT_CHARS):
-        self.paths = {read_trajectory_header(p): Path(p) for p in paths}
+        self.paths = {e.episode: Path(e.path) for e in evidence.episodes}
         self.evidence = evidence
         self.scaffold = scaffold
         self.parent = parent
@@ -245,12 +246,6 @@ class _Lines:
 
     def add(self, text: str, episode: str | None = None, steps: set[int] | None = None) -> None:
         self.rows.append((text, episode, set(steps or ())))
-
-
-def read_trajectory_header(path: Path) -> str:
-    """The episode name of a trajectory file, from its first line (no need to read 1,000 steps)."""
-    with open(path, encoding="utf-8") as handle:
-        return json.loads(handle.readline())["episode"]
 
 
 def _span(p: FailurePoint) -> str:

@@ -70,7 +70,7 @@ async def diagnose_with_tools(batch_dir: Path, scaffold: Scaffold, client: LLMCl
     if not paths:
         raise DiagnosisError(f"{batch}: no finished trajectories to diagnose; run or resume the rollout first")
     evidence = collect_evidence(paths, [f.name for f in scaffold.files])
-    tools = BatchTools(paths, evidence, scaffold, parent)
+    tools = BatchTools(evidence, scaffold, parent)
     messages = tool_messages(scaffold, evidence_digest(evidence.as_dict()), len(paths),
                              sum(e.steps for e in evidence.episodes))
     session = ToolSession(client, tools, messages)
