@@ -28,6 +28,7 @@ from automem_dagster.meta.curate import CurationSettings, review_schema
 from automem_dagster.meta.diagnose import reply_schema as diagnosis_schema
 from automem_dagster.meta.lora_config import reply_schema as lora_schema
 from automem_dagster.meta.revise import revision_schema
+from automem_dagster.meta.tool_diagnosis import NO_TOOLS_HINT
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold.model import Scaffold
 
@@ -94,6 +95,8 @@ async def _probe(role: str, client) -> tuple[bool, str, object]:
     """Send the role's tiny request; ``(honoured, why not, completion)``."""
     messages = [{"role": "system", "content": "You are a connectivity check. Follow the reply format."},
                 {"role": "user", "content": "Reply with any valid answer."}]
+    if role == "meta" and client.config.meta_mode == "tools":
+        return await _probe_tools(client)
     if role == "meta":
         comp = await client.complete(messages, json_schema=PROBE_SCHEMA, schema_name="probe", max_tokens=50)
         try:
@@ -111,6 +114,19 @@ async def _probe(role: str, client) -> tuple[bool, str, object]:
     action = parse_ops(comp.text).action
     ok = action in PROBE_ACTIONS
     return ok, "" if ok else f"the reply holds no valid action: {comp.text[:120]!r}", comp
+
+
+async def _probe_tools(client) -> tuple[bool, str, object]:
+    """A meta endpoint in ``meta_mode: tools`` must answer with a tool call (``meta/tool_session.py``)."""
+    tool = {"type": "function", "function": {"name": "list_episodes", "description": "List the episodes of the batch.",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    messages = [{"role": "user", "content": "Call the tool list_episodes."}]
+    try:
+        comp = await client.complete(messages, tools=[tool], max_tokens=50)
+    except EndpointError as exc:
+        raise EndpointError(f"{exc}; {NO_TOOLS_HINT}", exc.status) from exc
+    ok = bool(comp.tool_calls)
+    return ok, "" if ok else f"meta_mode tools, but the reply holds no tool call: {comp.text[:120]!r}; {NO_TOOLS_HINT}", comp
 
 
 async def check_endpoints(config: EndpointsConfig, log_dir: Path, dry_run: bool = False) -> list[RoleCheck]:

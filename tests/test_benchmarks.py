@@ -5,15 +5,11 @@ These check the benchmarks, not the speed of anything: no figure is compared wit
 
 import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # plain `pytest` (unlike `python -m pytest`) leaves the checkout off sys.path
-    sys.path.insert(0, str(ROOT))
-
 MACHINE_KEYS = {"platform", "cpu_count", "python"}
 
 
@@ -264,3 +260,12 @@ def test_rollout_scaling_quick(tmp_path, capsys):
         assert figures["steps_per_s"] > 0 and 1 < figures["model_calls_per_step"] <= 2   # no LOG turn at step 0
     assert result["results"]["sharded"]["processes"] == 2
     assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2"]
+
+
+def test_meta_modes_quick(tmp_path, capsys):
+    result = _run("meta_modes", tmp_path, capsys, "--work", str(tmp_path / "work"))
+    modes = result["results"]
+    assert list(modes) == ["one call, 8k context", "one call, 128k context", "tools"]
+    assert modes["tools"]["steps_read"] == {"minihack-Corridor-R3__seed7": "150-170"}
+    assert modes["tools"]["steps_shown_verbatim"] == 21 and modes["tools"]["tool_calls"] >= 2
+    assert modes["one call, 128k context"]["steps_shown_verbatim"] == 200 and result["verdict"] == "no targets"

@@ -54,6 +54,9 @@ class Completion:
     latency_s: float
     attempts: int
     finish_reason: str | None
+    tool_calls: tuple[dict, ...] = ()
+    """The tool calls of a reply to a request with ``tools``: ``{"id", "name", "arguments"}`` each,
+    ``arguments`` the JSON string the server sent (OpenAI's chat-completions format)."""
 
 
 @dataclass
@@ -74,14 +77,15 @@ async def _count_request(_request) -> None:
 
 def request_body(config: EndpointConfig, messages: list[dict], grammar: str | None = None,
                  json_schema: dict | None = None, schema_name: str = "reply", max_tokens: int | None = None,
-                 seed: int | None = None) -> dict:
+                 seed: int | None = None, tools: list[dict] | None = None, tool_choice: str | None = None) -> dict:
     """The keyword arguments of one chat-completions request, exactly as they are sent.
 
     Only what the endpoint file sets is sent (sampling, the output cap under its configured
     field name, ``extra_body``). A grammar goes out in the server's dialect; a JSON schema as
     OpenAI's ``response_format`` with ``strict: true``, which vLLM and llama.cpp accept too;
     with ``constrained: none`` neither is sent. ``seed`` is the request's sampling seed; an
-    endpoint file's own ``seed`` wins over it."""
+    endpoint file's own ``seed`` wins over it. ``tools`` and ``tool_choice`` are OpenAI's function
+    calling fields, sent as given (``meta/tool_session.py``)."""
     cfg = config
     extra: dict = dict(cfg.extra_body)
     if grammar is not None and cfg.constrained == "gbnf":
@@ -97,6 +101,9 @@ def request_body(config: EndpointConfig, messages: list[dict], grammar: str | No
     if json_schema is not None and cfg.constrained != "none":
         body["response_format"] = {"type": "json_schema",
                                    "json_schema": {"name": schema_name, "schema": json_schema, "strict": True}}
+    if tools:
+        body["tools"] = tools
+        body["tool_choice"] = tool_choice or "auto"
     if cfg.seed is not None or seed is not None:
         body["seed"] = cfg.seed if cfg.seed is not None else seed
     if extra:
@@ -119,12 +126,15 @@ class LLMClient:
 
     async def complete(self, messages: list[dict], grammar: str | None = None,
                        json_schema: dict | None = None, max_tokens: int | None = None,
-                       seed: int | None = None, schema_name: str = "reply") -> Completion:
+                       seed: int | None = None, schema_name: str = "reply", tools: list[dict] | None = None,
+                       tool_choice: str | None = None) -> Completion:
         """One chat completion, constrained by ``grammar`` (a GBNF grammar) or ``json_schema``
         as the endpoint's mode allows (see ``request_body``); the caller validates the reply
         as it would anyway. ``max_tokens`` replaces the endpoint's for a caller whose grammar
-        bounds a longer reply (a reasoning line before the action)."""
-        body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed)
+        bounds a longer reply (a reasoning line before the action). With ``tools`` the reply may
+        hold ``tool_calls`` instead of text."""
+        body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, tools,
+                            tool_choice)
         log = _CallLog()
         token = _CURRENT_CALL.set(log)
         start = time.perf_counter()
@@ -156,10 +166,17 @@ class LLMClient:
             latency_s=latency,
             attempts=max(log.requests, 1),
             finish_reason=choice.finish_reason if choice else None,
+            tool_calls=_tool_calls(choice.message if choice else None),
         )
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def _tool_calls(message) -> tuple[dict, ...]:
+    calls = getattr(message, "tool_calls", None) or []
+    return tuple({"id": c.id, "name": c.function.name, "arguments": c.function.arguments or ""}
+                 for c in calls if getattr(c, "function", None) is not None)
 
 
 def _advice(status: int) -> str:

@@ -12,7 +12,10 @@ The first rule whose ``match`` occurs in the request's messages (all of them, jo
 a rule may carry ``"replies": [...]`` to cycle through several texts, ``"delay_s"`` to
 answer after a pause (a stand-in for model latency in tests and benchmarks), ``"times": N``
 to apply to its first N matches only, and ``"headers"`` to add to its answer (a 429 with
-``{"Retry-After": "1"}``).
+``{"Retry-After": "1"}``). A reply may be an object ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``:
+the answer is then a tool call as OpenAI's chat-completions API returns one (``message.content``
+null, ``message.tool_calls[].function.arguments`` a JSON string, ``finish_reason: "tool_calls"``;
+platform.openai.com/docs/guides/function-calling).
 
 The file may instead be ``{"rules": [...], "provider": {...}}``: the server then also enforces
 what a hosted provider enforces before any rule is consulted (``scripted_provider.py``: served models,
@@ -108,16 +111,32 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
             if status != 200:
                 self._send(status, {"error": {"message": reply, "type": "server_error"}}, headers)
                 return
-            prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+            message, finish = _message(reply, rules.requests)
             self._send(200, {
                 "id": "scripted", "object": "chat.completion", "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": reply}}],
-                "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(reply) // 4,
-                          "total_tokens": prompt_chars // 4 + len(reply) // 4},
+                "choices": [{"index": 0, "finish_reason": finish, "message": message}], "usage": _usage(body, message),
             })
 
     return Handler
+
+
+def _message(reply: str | dict, request: int) -> tuple[dict, str]:
+    """The assistant message and finish reason for a rule's reply: text, or tool calls."""
+    if isinstance(reply, dict) and "tool_calls" in reply:
+        calls = [{"id": f"call_{request}_{i}", "type": "function", "function": {
+            "name": call["name"], "arguments": call["arguments"] if isinstance(call["arguments"], str)
+            else json.dumps(call["arguments"])}} for i, call in enumerate(reply["tool_calls"])]
+        return {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
+    return {"role": "assistant", "content": reply}, "stop"
+
+
+def _usage(body: dict, message: dict) -> dict:
+    """Tokens as characters / 4: of every message and of the tool definitions (a server renders
+    them into the prompt), and of the reply's text or tool calls."""
+    prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
+    prompt += len(json.dumps(body["tools"])) if body.get("tools") else 0
+    reply = len(json.dumps(message["tool_calls"])) if "tool_calls" in message else len(message["content"])
+    return {"prompt_tokens": prompt // 4, "completion_tokens": reply // 4, "total_tokens": (prompt + reply) // 4}
 
 
 def scripted_server(rules_path: Path, log_path: Path, port: int | None = None,

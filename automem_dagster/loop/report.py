@@ -16,6 +16,7 @@ from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.proficiency import ProficiencyResult, SpecialistDecision
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.loop.structure import DecisionRecord, RoundResult
+from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.plots import (
     AgentPoint,
     VersionPoint,
@@ -97,10 +98,12 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
                 ("mean_difference", "stderr_difference", "ci_low", "ci_high")}}
     round_id = f"r{result.candidate}"
     diagnosis_md = (result.diagnosis_dir / "diagnosis.md").read_text() if result.diagnosis_dir else None
+    diagnosis = Diagnosis.load(result.diagnosis_dir).tracking_summary() if result.diagnosis_dir else None
     diff_md = (result.revision_dir / "diff.md").read_text() if result.revision_dir else None
     report.runs["candidate"] = tracker.log_evaluation(evaluation_run(
         result.game, result.candidate_eval, result.candidate, "candidate", endpoints, storage, max_steps, round_id,
-        diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, plots=list(report.plots.values())))
+        diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, diagnosis=diagnosis,
+        plots=list(report.plots.values())))
     report.runs["champion"] = tracker.log_evaluation(evaluation_run(
         result.game, result.champion_eval, result.parent, "champion", endpoints, storage, max_steps, round_id))
     return report

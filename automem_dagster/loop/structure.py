@@ -73,7 +73,9 @@ async def diagnose_stage(batch: Path, scaffold: Scaffold, clients: Clients, stor
         return Diagnosis.load(out), out
     if clients.meta is None:
         raise RoundError("no meta endpoint: add a `meta:` entry to the endpoints file to diagnose and revise")
-    return await diagnose(batch, scaffold, clients.meta, out, max_attempts), out
+    reads_parent = clients.meta.config.meta_mode == "tools" and scaffold.parent is not None  # for read_scaffold's diff
+    parent = load_scaffold(scaffold.game, scaffold.parent, storage.scaffolds) if reads_parent else None
+    return await diagnose(batch, scaffold, clients.meta, out, max_attempts, parent), out
 
 
 # --- stage 3: revision ----------------------------------------------------------------------

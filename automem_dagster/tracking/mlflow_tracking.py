@@ -88,6 +88,8 @@ class EvaluationRun:
     diagnosis_md: str | None = None
     diff_md: str | None = None
     decision: dict | None = None
+    diagnosis: dict | None = None
+    """The round's diagnosis, ``Diagnosis.tracking_summary()``: ``meta_mode`` and ``metrics``."""
     plots: list[Path] = field(default_factory=list)
     extra_artifacts: list[Path] = field(default_factory=list)
     agent: str = "memory"
@@ -365,6 +367,7 @@ def _params(run: EvaluationRun) -> list[Param]:
         "window": run.window,
         "adapter": run.adapter,
     }
+    values["meta_mode"] = (run.diagnosis or {}).get("meta_mode")
     for role, endpoint in sorted(run.endpoints.items()):
         for key in ENDPOINT_FIELDS:
             values[f"endpoint.{role}.{key}"] = endpoint.get(key)
@@ -387,6 +390,7 @@ def _metrics(run: EvaluationRun) -> list[Metric]:
             "decision_ci_high": run.decision["ci_high"],
             "decision_keep": 1.0 if run.decision["keep"] else 0.0,
         }
+    values |= (run.diagnosis or {}).get("metrics", {})
     metrics = [Metric(key, float(value), now, 0) for key, value in values.items()]
     # Step = seed, so MLflow's metric chart draws progression across the seed set.
     metrics += [Metric("progression_seed", float(run.per_seed[seed]), now, int(seed)) for seed in sorted(run.per_seed)]
