@@ -21,7 +21,7 @@ from automem_dagster.scaffold.lineage import LineageError
 from automem_dagster.tracking import TrackingError
 from automem_dagster.training.base_model import BaseModelError
 from automem_dagster.training.registry import RegistryError
-from automem_dagster.training.sft import TrainingError
+from automem_dagster.training.sft_result import TrainingError
 
 COMMAND_MODULES = (rollout, demo, structure, evaluate, proficiency, endpoints)
 """The command groups, in the order ``automem --help`` lists them."""

@@ -228,7 +228,7 @@ def test_context_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
 # --- training_throughput: its dataset (the run itself needs the real base: minutes, not tested here) ---
 
 def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
-    from automem_dagster.training.sft import load_examples, split_examples
+    from automem_dagster.training.examples import load_examples, split_examples
 
     stats = _bench("training_throughput").synthetic_dataset(tmp_path, examples=30, episodes=4, seed=0)
     rows = load_examples(tmp_path)  # the trainer's own checks

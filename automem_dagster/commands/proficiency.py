@@ -42,6 +42,7 @@ from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.paths import RUNS
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.tracking import Tracker
+from automem_dagster.training.sft_result import RESULT_FILE
 
 
 def register(sub) -> None:
@@ -122,8 +123,6 @@ def run_curate(args: argparse.Namespace) -> int:
 
 def run_finetune(args: argparse.Namespace) -> int:
     """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out, no registry."""
-    from automem_dagster.training.sft import RESULT_FILE
-
     settings = proficiency_settings(args)
     data = curated(args.dataset)
     out = args.out or args.dataset.parent / f"{args.dataset.name}-adapter"
