@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 
-from automem_dagster.training.sft_result import Progress
+from automem_dagster.training.sft_result import TrainingProgress
 
 
 def _duration(seconds: float) -> str:
@@ -17,7 +17,7 @@ def _duration(seconds: float) -> str:
     return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
-def meter_callback(progress: Progress | None, stream):
+def meter_callback(progress: TrainingProgress | None, stream):
     """The progress and timing callback (a ``TrainerCallback``; imported lazily with transformers)."""
     from transformers import TrainerCallback
 

@@ -59,8 +59,8 @@ from automem_dagster.training.sft_result import (
     DATASET_FILE,
     RESULT_FILE,
     RUN_FILE,
-    Progress,
     TrainingError,
+    TrainingProgress,
     TrainingResult,
 )
 
@@ -159,7 +159,7 @@ def plan_run(dataset_dir: Path, settings: LoraSettings, out_dir: Path, *, base: 
 
 def train_adapter(dataset_dir: Path, settings: LoraSettings, out_dir: Path, *, base: str = EMBEDDED_BASE,
                   max_steps: int | None = None, validation_fraction: float = 0.1, eval_every: int | None = None,
-                  save_every: int | None = None, seed: int = 0, progress: Progress | None = None) -> TrainingResult:
+                  save_every: int | None = None, seed: int = 0, progress: TrainingProgress | None = None) -> TrainingResult:
     """Train a LoRA adapter on ``dataset_dir`` into ``out_dir`` (resuming a killed run there); see the module doc.
 
     ``max_steps`` caps the optimizer steps (default: ``settings.epochs`` epochs). ``eval_every`` and

@@ -13,7 +13,7 @@ ADAPTER = "adapter"
 RUN_FILE = "run.json"
 RESULT_FILE = "training.json"
 
-Progress = Callable[[int, int, dict[str, float]], None]
+TrainingProgress = Callable[[int, int, dict[str, float]], None]
 
 
 class TrainingError(RuntimeError):
