@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import builders
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,10 +97,8 @@ def test_harness_overhead_profile_and_endpoints_file(tmp_path, capsys, scripted)
 
 def _step(i, turns, valid=True, wall=0.5):
     """A step record as the runner writes it; ``turns`` are (phase, input tokens, output tokens)."""
-    return {"step": i, "observation": "", "action": "noop", "action_valid": valid, "reward": 0.0, "progression": 0.0,
-            "done": False, "warnings": [], "state": {}, "wall_s": wall,
-            "turns": [{"phase": p, "text": "", "ops": [], "errors": [], "input_tokens": n_in, "output_tokens": n_out,
-                       "latency_s": 0.1} for p, n_in, n_out in turns]}
+    made = [builders.turn(p, input_tokens=n_in, output_tokens=n_out) for p, n_in, n_out in turns]
+    return builders.step("noop", made, valid=valid, observation="", wall_s=wall, step=i)
 
 
 def _write_batch(batch, episodes):
