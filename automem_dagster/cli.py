@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rich.markup import escape
+
 from automem_dagster.commands import demo, endpoints, evaluate, proficiency, rollout, structure
 from automem_dagster.commands.render import console
 from automem_dagster.llm.client import EndpointError
@@ -21,7 +23,7 @@ from automem_dagster.scaffold.lineage import LineageError
 from automem_dagster.tracking import TrackingError
 from automem_dagster.training.base_model import BaseModelError
 from automem_dagster.training.registry import RegistryError
-from automem_dagster.training.sft import TrainingError
+from automem_dagster.training.sft_result import TrainingError
 
 COMMAND_MODULES = (rollout, demo, structure, evaluate, proficiency, endpoints)
 """The command groups, in the order ``automem --help`` lists them."""
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except USER_ERRORS as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")  # a message may hold brackets, e.g. an extra
         return 2
 
 

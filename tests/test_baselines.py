@@ -11,11 +11,11 @@ import shutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from automem_dagster import cli
+from automem_dagster import cli, tracking
 from automem_dagster.agent.baselines import ChainOfThoughtAgent, RandomAgent, WindowAgent
 from automem_dagster.agent.grammar import action_grammar, reasoning_grammar
 from automem_dagster.agent.sampling import request_seed
-from automem_dagster.commands import evaluate, shared
+from automem_dagster.commands import shared
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.client import Completion, LLMClient
 from automem_dagster.llm.session import Clients
@@ -278,7 +278,7 @@ def test_evaluate_a_baseline_files_it_apart_and_logs_it(tmp_path, monkeypatch, c
     assert cli.main([*args, "--decide"]) == 2 and "drop --decide" in capsys.readouterr().err
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    monkeypatch.setattr(evaluate, "Tracker", lambda: Tracker(uri, artifact_root=tmp_path / "artifacts"))
+    monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(uri, artifact_root=tmp_path / "artifacts"))
     assert cli.main(args) == 0                                   # reuses the finished batch, then logs it
     client = MlflowClient(uri)
     (run,) = client.search_runs([client.get_experiment_by_name("automem-crafter").experiment_id])

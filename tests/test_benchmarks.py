@@ -7,6 +7,7 @@ import importlib
 import json
 from pathlib import Path
 
+import builders
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,10 +93,8 @@ def test_harness_overhead_profile_and_endpoints_file(tmp_path, capsys, scripted)
 
 def _step(i, turns, valid=True, wall=0.5):
     """A step record as the runner writes it; ``turns`` are (phase, input tokens, output tokens)."""
-    return {"step": i, "observation": "", "action": "noop", "action_valid": valid, "reward": 0.0, "progression": 0.0,
-            "done": False, "warnings": [], "state": {}, "wall_s": wall,
-            "turns": [{"phase": p, "text": "", "ops": [], "errors": [], "input_tokens": n_in, "output_tokens": n_out,
-                       "latency_s": 0.1} for p, n_in, n_out in turns]}
+    made = [builders.turn(p, input_tokens=n_in, output_tokens=n_out) for p, n_in, n_out in turns]
+    return builders.step("noop", made, valid=valid, observation="", wall_s=wall, step=i)
 
 
 def _write_batch(batch, episodes):
@@ -224,7 +223,7 @@ def test_context_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
 # --- training_throughput: its dataset (the run itself needs the real base: minutes, not tested here) ---
 
 def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
-    from automem_dagster.training.sft import load_examples, split_examples
+    from automem_dagster.training.examples import load_examples, split_examples
 
     stats = _bench("training_throughput").synthetic_dataset(tmp_path, examples=30, episodes=4, seed=0)
     rows = load_examples(tmp_path)  # the trainer's own checks

@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
-import yaml
+from builders import metadata, mlflow_resource, round_resources
 
 from automem_dagster.defs import defs
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.partitions import game_of, game_partitions, parse_version_key
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.resources import MlflowResource, StorageResource
 from automem_dagster.defs.evaluation.assets import candidate_evaluation
 from automem_dagster.defs.evaluation.checks import evaluation_gate
 from automem_dagster.defs.structure.assets import (
@@ -122,26 +122,14 @@ def winning_patch() -> str:
 @pytest.fixture(scope="module")
 def mlflow_store(tmp_path_factory) -> MlflowResource:
     """One tracking store for the module: creating an MLflow sqlite schema takes seconds."""
-    root = tmp_path_factory.mktemp("mlflow")
-    return MlflowResource(tracking_uri=f"sqlite:///{root}/mlflow.db", artifact_root=str(root / "artifacts"))
+    return mlflow_resource(tmp_path_factory.mktemp("mlflow"))
 
 
 @pytest.fixture
 def resources(tmp_path, storage, mlflow_store):
     """Factory: the resources of a round whose every endpoint is ``server``."""
 
-    def make(server) -> dict:
-        endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
-        path = tmp_path / f"endpoints-{server.port}.yaml"
-        path.write_text(yaml.safe_dump({"game": {"name": "game", **endpoint}, "meta": {"name": "meta", **endpoint}}))
-        return {"endpoints": LLMEndpointsResource(endpoints_file=str(path)), "storage": storage, "mlflow": mlflow_store}
-
-    return make
-
-
-def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
-    [event] = result.asset_materializations_for_node(asset)
-    return {k: v.value for k, v in event.metadata.items()}
+    return lambda server: round_resources(tmp_path, storage, server, mlflow_store)
 
 
 def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, resources, mlflow_store):

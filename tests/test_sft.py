@@ -14,17 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from automem_dagster.training.checkpoints import resume_point, run_fingerprint
+from automem_dagster.training.examples import load_examples, split_examples
 from automem_dagster.training.settings import LoraSettings
-from automem_dagster.training.sft import (
-    RUN_FILE,
-    TrainingError,
-    build_trainer,
-    load_examples,
-    resume_point,
-    run_fingerprint,
-    split_examples,
-    train_adapter,
-)
+from automem_dagster.training.sft import build_trainer, train_adapter
+from automem_dagster.training.sft_result import RUN_FILE, TrainingError
 
 ROOT = Path(__file__).resolve().parents[1]
 OBJECTS = ("tree", "water", "stone", "cow", "zombie", "coal", "table", "iron")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from automem_dagster import tracking
 from automem_dagster.commands import shared
 from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.render import console, print_where_to_look
@@ -12,7 +13,6 @@ from automem_dagster.commands.structure import structure_round
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings, default_curation
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.decisions import ScoreWeights
-from automem_dagster.tracking import Tracker
 
 DEMO_GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
 DEMO_MIN_EXAMPLES = 8
@@ -37,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
     for game in ROUND_DEMO_GAMES:
         settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=10, eval_max_steps=10, eval_episodes=2,
                                  concurrency=args.concurrency)
-        structure_round(settings, args.endpoints, tracker=Tracker())
+        structure_round(settings, args.endpoints, tracker=tracking.Tracker())
     try:
-        proficiency_round(demo_proficiency_settings(args.concurrency), args.endpoints, tracker=Tracker())
+        proficiency_round(demo_proficiency_settings(args.concurrency), args.endpoints, tracker=tracking.Tracker())
     except DatasetTooSmall as exc:
         # Stopping before training on too little is the loop's designed outcome, not a failure of the demo.
         console.print(f"proficiency round stopped before training: {exc}")

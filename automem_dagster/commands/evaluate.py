@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from automem_dagster import tracking
 from automem_dagster.agent.baselines import WINDOWED
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import shared
@@ -42,7 +43,6 @@ from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold import load_scaffold_file
-from automem_dagster.tracking import Tracker
 
 
 def register(sub) -> None:
@@ -94,7 +94,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     summary, champion, described = asyncio.run(go())
     print_summary(summary)
     write_json_atomic(args.metrics or Path(summary.out_dir) / "metrics.json", evaluation_metrics(summary))
-    tracker = None if args.no_tracking else Tracker()
+    tracker = None if args.no_tracking else tracking.Tracker()
     if champion is None:
         # A scaffold given as a file has no version in the project's lineage to file the run under.
         if tracker is not None and (args.scaffold.removeprefix("v").isdigit() or args.scaffold == "champion"):
@@ -112,7 +112,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     seeds = eval_seeds(args.game, shared.STORAGE.seeds_file)[: args.eval_episodes or None]
-    rows = Tracker().runs_for(game_family(args.game))
+    rows = tracking.Tracker().runs_for(game_family(args.game))
     points = agent_points(rows, args.game, ",".join(map(str, seeds)), args.max_steps)
     if not points:
         raise ValueError(f"MLflow has no evaluation of {args.game} on seeds {seeds} with {args.max_steps} steps: run "

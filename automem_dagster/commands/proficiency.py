@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from automem_dagster import tracking
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import (
@@ -41,7 +42,7 @@ from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.paths import RUNS
 from automem_dagster.rollout.trajectory import read_manifest
-from automem_dagster.tracking import Tracker
+from automem_dagster.training.sft_result import RESULT_FILE
 
 
 def register(sub) -> None:
@@ -90,12 +91,12 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     settings = proficiency_settings(args)
-    proficiency_round(settings, args.endpoints, tracker=None if args.no_tracking else Tracker())
+    proficiency_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker())
     print_where_to_look(shared.STORAGE)
     return 0
 
 
-def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: Tracker | None) -> ProficiencyResult:
+def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: tracking.Tracker | None) -> ProficiencyResult:
     console.rule(f"proficiency-loop round: {settings.game}")
     config = load_endpoints(endpoints)
     with episode_progress() as progress:
@@ -122,8 +123,6 @@ def run_curate(args: argparse.Namespace) -> int:
 
 def run_finetune(args: argparse.Namespace) -> int:
     """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out, no registry."""
-    from automem_dagster.training.sft import RESULT_FILE
-
     settings = proficiency_settings(args)
     data = curated(args.dataset)
     out = args.out or args.dataset.parent / f"{args.dataset.name}-adapter"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from automem_dagster import tracking
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import console, print_round, print_where_to_look
 from automem_dagster.commands.shared import (
@@ -27,7 +28,6 @@ from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold.lineage import render_tree
 from automem_dagster.scaffold.model import GAME_FAMILIES
-from automem_dagster.tracking import Tracker
 
 
 def register(sub) -> None:
@@ -57,12 +57,12 @@ def register(sub) -> None:
 def run_revise(args: argparse.Namespace) -> int:
     settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
                              args.concurrency, args.attempts, gate_policy(args))
-    structure_round(settings, args.endpoints, tracker=None if args.no_tracking else Tracker())
+    structure_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker())
     print_where_to_look(shared.STORAGE)
     return 0
 
 
-def structure_round(settings: RoundSettings, endpoints: Path, tracker: Tracker | None) -> RoundResult:
+def structure_round(settings: RoundSettings, endpoints: Path, tracker: tracking.Tracker | None) -> RoundResult:
     console.rule(f"structure-loop round: {settings.game}")
 
     async def go() -> tuple[RoundResult, dict]:

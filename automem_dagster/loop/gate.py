@@ -11,7 +11,7 @@ from typing import TypeVar
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.storage import Storage, slug
-from automem_dagster.metrics.paired import Decision, GatePolicy, compare_paired, decide
+from automem_dagster.metrics.paired import GateDecision, GatePolicy, compare_paired, decide
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.trajectory import read_manifest
 
@@ -22,7 +22,7 @@ def per_seed(summary: BatchSummary) -> dict[int, float]:
     return {e.seed: e.progression for e in summary.episodes}
 
 
-def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> Decision:
+def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> GateDecision:
     """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
     beats the champion on the paired evaluation seeds under ``gate``. Refuses batches that do not cover
     the same seeds (an interrupted evaluation), since an unpaired comparison would judge different games."""
@@ -39,7 +39,7 @@ def sampling_of(batch: BatchSummary) -> dict:
     return recorded or {"note": "not recorded: the batch was played before requests carried seeds"}
 
 
-def decision_evidence(decision: Decision, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
+def decision_evidence(decision: GateDecision, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
     """What a decision record keeps beside the comparison: the gate policy it was taken under and
     whether each side's endpoints honour sampling seeds (so whether a rerun would replay it)."""
     return {"gate": decision.policy.as_dict(),

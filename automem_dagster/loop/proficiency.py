@@ -38,6 +38,7 @@ from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_
 from automem_dagster.scaffold import Scaffold, load_scaffold
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 from automem_dagster.training.settings import default_settings
+from automem_dagster.training.sft_result import ADAPTER, RESULT_FILE
 
 PROFICIENCY_SEED_OFFSET = 49_500
 """Proficiency rollouts take their training seeds from the second half of the game's shuffled
@@ -168,8 +169,6 @@ def exported_adapter(folder: Path, scaffold_version: int) -> AdapterRecord:
     record ``specialist_endpoints`` can serve. Paths are taken from ``folder`` itself, not from
     ``training.json``, so an adapter pulled from a DVC remote into another checkout still resolves;
     its dataset is identified by the training run's fingerprint, which hashes the dataset's bytes."""
-    from automem_dagster.training.sft import ADAPTER, RESULT_FILE
-
     folder = Path(folder)
     missing = [name for name in (RESULT_FILE, "lora_config.json", ADAPTER) if not (folder / name).exists()]
     if missing:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from automem_dagster.games import game_family
 from automem_dagster.loop.gate import per_seed
@@ -28,8 +29,11 @@ from automem_dagster.plots import (
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
-from automem_dagster.tracking import EvaluationRun, TrackedRun, Tracker, TrainingRun
+from automem_dagster.tracking import EvaluationRun, TrackedRun, TrainingRun
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
+
+if TYPE_CHECKING:
+    from automem_dagster.tracking.mlflow_tracking import Tracker
 
 
 @dataclass
