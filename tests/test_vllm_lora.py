@@ -230,3 +230,16 @@ def test_given_settings_above_the_rank_limit_are_refused_before_training(tmp_pat
     with pytest.raises(RoundError, match=r"LoRA rank 64 \(given, .*\) exceeds the serving vLLM's --max-lora-rank 16"):
         asyncio.run(lora_config_stage(data, settings, None, max_rank=16))
     assert asyncio.run(lora_config_stage(data, settings, None, max_rank=64)).settings.rank == 64
+
+
+def test_every_replica_of_the_memory_role_loads_the_adapter(vllm, tmp_path):
+    first, second = vllm(), vllm()
+    a1 = record(tmp_path, "a1")
+    game = EndpointConfig(name="game", base_url=first.base_url, replicas=[second.base_url], model=BASE, server="vllm",
+                          constrained="vllm")
+    config, _ = specialist_endpoints(EndpointsConfig(game=game), a1, "crafter")
+    name = config.memory.model
+    for server in (first, second):
+        listed = [m["id"] for m in list_models(config.memory.model_copy(update={"base_url": server.base_url,
+                                                                                 "replicas": []}))]
+        assert name in listed, server.base_url

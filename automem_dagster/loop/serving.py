@@ -8,6 +8,7 @@ from pathlib import Path
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.llm.replicas import ReplicatedClient
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.vllm_lora import VllmLoraError, adapter_name, confirm_served, serve_adapter
 from automem_dagster.loop.errors import RoundError
@@ -41,10 +42,12 @@ def specialist_endpoints(config: EndpointsConfig, record: AdapterRecord,
         memory = config.game.model_copy(update={"name": "memory"})
     if memory is not None and memory.server == "vllm":
         try:
-            served = serve_adapter(memory, served_name(family, record), Path(record.adapter_dir))
+            # Every replica serves the memory role, so every replica loads the adapter.
+            served = [serve_adapter(memory.model_copy(update={"base_url": url, "replicas": []}),
+                                    served_name(family, record), Path(record.adapter_dir)) for url in memory.base_urls()]
         except VllmLoraError as exc:
             raise RoundError(f"specialist {record.id}: {exc}") from exc
-        return config.model_copy(update={"memory": memory.model_copy(update={"model": served.name})}), []
+        return config.model_copy(update={"memory": memory.model_copy(update={"model": served[0].name})}), []
     if memory is not None:
         return config, []
     if not config.game.embedded:
@@ -65,7 +68,7 @@ def served_name(family: str, record: AdapterRecord) -> str:
         raise RoundError(f"specialist {record.id}: {exc}") from exc
 
 
-def check_specialist_served(memory: LLMClient, family: str, record: AdapterRecord) -> None:
+def check_specialist_served(memory: LLMClient | ReplicatedClient, family: str, record: AdapterRecord) -> None:
     """Refuse to evaluate a vLLM memory endpoint that does not name ``record``'s adapter, or whose
     server no longer lists it: another adapter's score must never be credited to this one."""
     if memory.config.server != "vllm":
@@ -74,7 +77,9 @@ def check_specialist_served(memory: LLMClient, family: str, record: AdapterRecor
     if memory.config.model != name:
         raise RoundError(f"the memory endpoint sends model {memory.config.model!r}, not adapter {record.id} ({name}): "
                          "build the endpoints with specialist_endpoints, which loads the adapter and names it")
+    servers = memory.replica_clients() if isinstance(memory, ReplicatedClient) else [memory]
     try:
-        confirm_served(memory.config.model_copy(update={"base_url": memory.base_url}), name)
+        for server in servers:
+            confirm_served(memory.config.model_copy(update={"base_url": server.base_url, "replicas": []}), name)
     except VllmLoraError as exc:
         raise RoundError(f"specialist {record.id}: {exc}") from exc
