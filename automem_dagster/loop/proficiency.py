@@ -182,13 +182,14 @@ def exported_adapter(folder: Path, scaffold_version: int) -> AdapterRecord:
 
 
 def train_into(data: CurationResult, choice: LoraChoice, settings: ProficiencySettings, out: Path, progress=None):
-    """Train (or resume) an adapter into ``out`` and, for the embedded base, export its GGUF
-    (``out/adapter.gguf``); returns the trainer's result and the GGUF path (None otherwise)."""
+    """Train (or resume) an adapter into ``out`` in a process of its own (``training.launch``) and, for
+    the embedded base, export its GGUF (``out/adapter.gguf``); returns the trainer's result and the
+    GGUF path (None otherwise)."""
     from automem_dagster.training.gguf_lora import export_gguf_lora
-    from automem_dagster.training.sft import train_adapter
+    from automem_dagster.training.launch import launch_training
 
-    result = train_adapter(Path(data.out_dir), choice.settings, out, base=settings.base,
-                           max_steps=settings.max_train_steps, progress=progress)
+    result = launch_training(Path(data.out_dir), choice.settings, out, base=settings.base,
+                             max_steps=settings.max_train_steps, progress=progress)
     gguf = None
     if settings.base == "embedded":
         gguf = str(export_gguf_lora(Path(result.adapter_dir), Path(out) / "adapter.gguf"))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
 import os
 import resource
@@ -248,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save-every", type=int, default=None)
     p.add_argument("--validation-fraction", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--events", action="store_true",
+                   help="print each logged step as a JSON event line on stdout (for training.launch)")
     args = p.parse_args(argv)
     os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers and huggingface_hub are imported
     from pydantic import ValidationError
@@ -260,12 +263,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         train_adapter(args.dataset, settings, args.out, base=args.base, max_steps=args.max_steps,
                       validation_fraction=args.validation_fraction, eval_every=args.eval_every,
-                      save_every=args.save_every, seed=args.seed)
+                      save_every=args.save_every, seed=args.seed, progress=_event_printer() if args.events else None)
     except TrainingError as exc:
         print(f"training failed: {exc}", file=sys.stderr)
         return 1
     print(args.out / RESULT_FILE)
     return 0
+
+
+def _event_printer() -> TrainingProgress:
+    """Each logged step as one line on stdout, which ``training.launch`` turns back into progress calls."""
+    from automem_dagster.training.launch import EVENT_PREFIX
+
+    def emit(step: int, total: int, logs: dict[str, float]) -> None:
+        print(EVENT_PREFIX + json.dumps({"step": step, "total": total, "logs": logs}), flush=True)
+
+    return emit
 
 
 if __name__ == "__main__":
