@@ -134,6 +134,9 @@ class MemoryAgent:
     def record_outcome(self, action: str, reward: float) -> None:
         self.history.append((action, reward))
 
+    def recall(self, step: int, observation: str) -> None:
+        """Nothing to keep: a resumed episode's memory is rebuilt from its journal (``rollout.resume``)."""
+
     def warnings(self) -> list[str]:
         signals, out = self.scaffold.signals, []
         if signals.stuck.enabled:

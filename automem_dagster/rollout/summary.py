@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
@@ -20,6 +20,9 @@ class EpisodeSummary:
     total_reward: float
     valid_action_rate: float
     model_calls: int
+    resumes: list[dict] = field(default_factory=list)
+    """Where the episode was resumed after an interruption (``at_step``), or why it was played
+    again from step 0 instead (``note``), as its trajectory header records."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ def summarize_batch(out_dir: Path) -> BatchSummary:
             episode=header["episode"], seed=header["seed"], steps=len(steps),
             progression=end["progression"], total_reward=end["total_reward"],
             valid_action_rate=valid / len(steps) if steps else 0.0,
-            model_calls=sum(len(s["turns"]) for s in steps),
+            model_calls=sum(len(s["turns"]) for s in steps), resumes=header.get("resumes", []),
         ))
     summary = BatchSummary(
         out_dir=str(out), game=manifest["game"], episodes=episodes,
