@@ -16,6 +16,7 @@ from rich.table import Table
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import endpoints as endpoints_command
+from automem_dagster.commands import rollout_view
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError, load_endpoints
@@ -164,6 +165,9 @@ def print_summary(summary: BatchSummary) -> None:
         for key, value in b.as_dict().items():
             metrics.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
         Console().print(metrics)
+    retries = rollout_view.retries_table(summary)
+    if retries is not None:
+        Console().print(retries)
     Console().print(f"output: {summary.out_dir}")
 
 

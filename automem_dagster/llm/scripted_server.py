@@ -11,8 +11,11 @@ Rules file (JSON): ``[{"match": "substring", "reply": "text"} | {"match": "...",
 The first rule whose ``match`` occurs in the request's messages (all of them, joined) wins;
 a rule may carry ``"replies": [...]`` to cycle through several texts, ``"delay_s"`` to
 answer after a pause (a stand-in for model latency in tests and benchmarks), ``"times": N``
-to apply to its first N matches only, and ``"headers"`` to add to its answer (a 429 with
-``{"Retry-After": "1"}``).
+to apply to its first N matches only, ``"every": N`` to apply to every Nth match only (the
+others fall through to the next rule) and ``"headers"`` to add to its answer (a 429 with
+``{"Retry-After": "1"}``). Fault rules for what a real endpoint does under load: a
+``"status"`` (500, 429 with ``Retry-After``), a ``"delay_s"`` past the client's timeout, and
+``"drop": true``, which closes the connection without an answer (a dropped connection).
 
 The file may instead be ``{"rules": [...], "provider": {...}}``: the server then also enforces
 what a hosted provider enforces before any rule is consulted (``scripted_provider.py``: served models,
@@ -28,6 +31,7 @@ import json
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -35,29 +39,40 @@ from automem_dagster.llm.process import ServerProcess, free_port
 from automem_dagster.llm.scripted_provider import Provider
 
 
+@dataclass(frozen=True)
+class _Answer:
+    status: int = 200
+    text: str = ""
+    """The reply, or the error message of a failing status."""
+    delay_s: float = 0.0
+    headers: dict = field(default_factory=dict)
+    drop: bool = False
+
+
 class _Rules:
     def __init__(self, rules: list[dict]):
         self.rules = rules
         self.counters = [0] * len(rules)
+        self.matched = [0] * len(rules)
         self.lock = threading.Lock()
-        self.requests = 0
 
-    def answer(self, body: dict) -> tuple[int, str, float, dict]:
-        """``(status, reply or error message, delay, extra headers)`` of the first matching rule."""
+    def answer(self, body: dict) -> _Answer:
+        """What the first rule that applies to this request says."""
         text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         with self.lock:
-            self.requests += 1
             for i, rule in enumerate(self.rules):
-                if rule.get("match", "") not in text or self.counters[i] >= rule.get("times", float("inf")):
+                if rule.get("match", "") not in text:
                     continue
-                delay, headers = float(rule.get("delay_s", 0.0)), dict(rule.get("headers", {}))
+                self.matched[i] += 1
+                if self.matched[i] % rule.get("every", 1) or self.counters[i] >= rule.get("times", float("inf")):
+                    continue
                 replies = rule.get("replies") or [rule.get("reply", "")]
                 reply = replies[self.counters[i] % len(replies)]
                 self.counters[i] += 1
-                if "status" in rule:
-                    return int(rule["status"]), rule.get("error", f"scripted failure {rule['status']}"), delay, headers
-                return 200, reply, delay, headers
-        return 200, "", 0.0, {}
+                status = int(rule.get("status", 200))
+                return _Answer(status, reply if status == 200 else rule.get("error", f"scripted failure {status}"),
+                               float(rule.get("delay_s", 0.0)), dict(rule.get("headers", {})), bool(rule.get("drop")))
+        return _Answer()
 
 
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None):
@@ -103,10 +118,14 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
             if refusal is not None:
                 self._send(*refusal)
                 return
-            status, reply, delay, headers = rules.answer(body)
-            time.sleep(delay)
-            if status != 200:
-                self._send(status, {"error": {"message": reply, "type": "server_error"}}, headers)
+            answer = rules.answer(body)
+            time.sleep(answer.delay_s)
+            if answer.drop:
+                self.close_connection = True  # nothing is written: the client sees the connection dropped
+                return
+            reply = answer.text
+            if answer.status != 200:
+                self._send(answer.status, {"error": {"message": reply, "type": "server_error"}}, answer.headers)
                 return
             prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
             self._send(200, {

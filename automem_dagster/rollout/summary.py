@@ -8,6 +8,7 @@ from pathlib import Path
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.datafiles import read_json_file
 from automem_dagster.metrics import BehaviourMetrics, ProgressionSummary, behaviour_metrics, summarize_progression
+from automem_dagster.metrics.retries import RetryStats, retry_stats
 from automem_dagster.rollout.trajectory import TrajectoryError, finished_episodes, read_manifest, read_trajectory
 
 
@@ -32,6 +33,8 @@ class BatchSummary:
     episodes: list[EpisodeSummary]
     progression: ProgressionSummary | None
     behaviour: BehaviourMetrics | None
+    retries: RetryStats | None = None
+    """Attempts, retries by cause and the time lost to them, apart from model latency."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -56,6 +59,7 @@ def summarize_batch(out_dir: Path) -> BatchSummary:
         out_dir=str(out), game=manifest["game"], episodes=episodes,
         progression=summarize_progression([e.progression for e in episodes]) if episodes else None,
         behaviour=behaviour_metrics(step_lists) if episodes else None,
+        retries=retry_stats(step_lists) if episodes else None,
     )
     write_json_atomic(out / "summary.json", summary.as_dict())
     return summary
@@ -73,5 +77,6 @@ def load_summary(out_dir: Path) -> BatchSummary:
         out_dir=data["out_dir"], game=data["game"], episodes=[EpisodeSummary(**e) for e in data["episodes"]],
         progression=ProgressionSummary(**data["progression"]) if data["progression"] else None,
         behaviour=BehaviourMetrics(**data["behaviour"]) if data["behaviour"] else None,
+        retries=RetryStats(**data["retries"]) if data.get("retries") else None,
     )
 
