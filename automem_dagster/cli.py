@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -313,10 +314,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
         return args.run(args) if hasattr(args, "run") else COMMANDS[args.command](args)
-    except (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,
+    except RolloutError as exc:
+        report = rollout_view.failure_report(exc, argv)
+        console.print(f"[red]error:[/red] {escape(report)}")
+        print(report)  # on stdout too: a script or CI log that keeps only stdout still says what to do
+        return 2
+    except (ScaffoldError, EndpointConfigError, RoundError, DiagnosisError, LineageError, TrackingError,
             EndpointError, ValueError, argparse.ArgumentTypeError, DatasetTooSmall, CurationError, RegistryError,
             TrainingError, BaseModelError, ServerStartError) as exc:
         console.print(f"[red]error:[/red] {exc}")

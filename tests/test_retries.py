@@ -81,3 +81,27 @@ def test_a_call_that_gives_up_names_its_server_and_what_failed_how_often(scripte
     assert err.value.endpoint == "game" and err.value.base_url == server.base_url
     assert err.value.failures == {"http_500": 2, "connection": 1}
     assert "failed after 3 attempts (1 × connection, 2 × HTTP 500; last: APIConnectionError" in str(err.value)
+
+
+def test_a_stopped_batch_says_which_server_failed_how_often_what_finished_and_how_to_resume(tmp_path, scripted,
+                                                                                            capsys):
+    server = scripted([{"match": "Step 3. ", "status": 500, "times": 3}, *REPLIES])
+    endpoints = tmp_path / "endpoints.yaml"
+    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 2}}\n")
+    out = tmp_path / "batch"
+    args = ["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42,43", "--max-steps", "5",
+            "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1"]
+    assert cli_main(args) == 2
+    report = capsys.readouterr().out                       # stdout, not only the error stream
+    assert report.splitlines()[0] == "1 of 2 episodes failed:"
+    assert (f"- endpoint 'game' at {server.base_url} gave up on 1 call after bounded retries: 3 failed attempts "
+            "(3 × HTTP 500); last error: endpoint 'game' (") in report
+    assert "failed after 3 attempts (3 × HTTP 500; last: InternalServerError: " in report
+    assert (f"Kept: 1 finished episode in {out / 'trajectories'}; the unfinished ones resume at their last "
+            "recorded step (seed 42 at step 3), replayed without model calls.") in report
+    assert "Fix the endpoint, then rerun the same command to resume." in report
+    assert f"Resume with: automem rollout --game minihack:Corridor-R3 --seeds 42,43 --max-steps 5 --endpoints " \
+           f"{endpoints} --out {out} --concurrency 1" in report
+
+    assert cli_main(args) == 0                             # the same command resumes and finishes
+    assert [e.resumes[0]["at_step"] for e in load_summary(out).episodes if e.resumes] == [3]

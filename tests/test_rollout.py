@@ -103,8 +103,10 @@ def test_dead_endpoint_fails_clearly_and_keeps_what_finished(tmp_path, capsys):
     endpoints.write_text(f"game: {{name: game, base_url: 'http://127.0.0.1:{free_port()}/v1', constrained: none, "
                          "max_retries: 1, timeout_s: 2}\n")
     assert cli_main(_rollout_args(endpoints, tmp_path / "dead", seeds="42", steps=3)) == 2
-    err = capsys.readouterr().err
-    assert "fix the endpoint" in err and "rerun the same command" in err
+    shown = capsys.readouterr()
+    for stream in (shown.err, shown.out):
+        assert "Fix the endpoint, then rerun the same command" in " ".join(stream.split())
+    assert "endpoint 'game' at http://127.0.0.1:" in shown.out and "2 × connection" in shown.out
     assert list((tmp_path / "dead" / "trajectories").glob("*.partial"))
 
 

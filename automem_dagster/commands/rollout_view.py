@@ -1,7 +1,9 @@
 """How a rollout batch shows on the terminal beside its episode table: the retries its model
-calls took, apart from the model's latency."""
+calls took, apart from the model's latency, and the report of a batch that could not finish."""
 
 from __future__ import annotations
+
+import shlex
 
 from rich.table import Table
 
@@ -24,3 +26,9 @@ def retries_table(summary: BatchSummary) -> Table | None:
     table.add_row("time lost to retries s", f"{r.retry_s:.2f}")
     table.add_row("model latency s", f"{r.model_s:.2f}")
     return table
+
+
+def failure_report(error: Exception, argv: list[str]) -> str:
+    """The failed batch's message (which server failed how often, what finished, where the rest
+    resume) and the exact command that resumes it: the same one again."""
+    return f"{error}\nResume with: {shlex.join(['automem', *argv])}"

@@ -28,9 +28,9 @@ from automem_dagster.agent.sampling import sampling_record
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family, make_game
 from automem_dagster.games.base import Game, StepResult, state_record
-from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
+from automem_dagster.rollout.failure import failure_message
 from automem_dagster.rollout.resume import (
     GameStep,
     Play,
@@ -139,12 +139,8 @@ async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | No
     failures = [(seed, r) for seed, r in zip(todo, results, strict=True) if isinstance(r, BaseException)]
     summary = summarize_batch(out)
     if failures:
-        details = "; ".join(f"seed {seed}: {type(e).__name__}: {e}" for seed, e in failures)
-        hint = "fix the endpoint and" if any(isinstance(e, EndpointError) for _, e in failures) else "then"
-        raise RolloutError(
-            f"{len(failures)} of {len(spec.seeds)} episodes failed ({details}); {len(summary.episodes)} finished "
-            f"episodes are kept in {out / 'trajectories'}: {hint} rerun the same command to resume"
-        ) from failures[0][1]
+        message = failure_message(out, spec.game, spec.seeds, failures, len(summary.episodes))
+        raise RolloutError(message) from failures[0][1]
     return summary
 
 
