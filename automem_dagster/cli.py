@@ -6,12 +6,11 @@ import argparse
 import asyncio
 import json
 import sys
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED
@@ -117,19 +116,9 @@ def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpe
     return specs
 
 
-@contextmanager
 def episode_progress():
-    """A progress callback drawing one bar per episode (steps done, elapsed)."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(eid: str, steps: int, finished: bool) -> None:
-            if eid not in tasks:
-                tasks[eid] = bar.add_task(eid, total=None)
-            bar.update(tasks[eid], completed=steps, total=steps if finished else None)
-
-        yield progress
+    """Episode progress as one bar per batch with an ETA, episode lines in the log above the bars."""
+    return rollout_view.batch_bars(console)
 
 
 @asynccontextmanager

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from automem_dagster.agent import MemoryAgent
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
@@ -100,7 +101,17 @@ class RolloutSpec:
 
 
 Progress = Callable[[str, int, bool], None]
-"""Called as ``progress(episode_id, steps_done, finished)`` after every step."""
+"""Called as ``progress(episode_id, steps_done, finished)`` when an episode starts (with the steps
+it resumes at), after every step, and when it finishes (an episode finished before is reported
+finished at once)."""
+
+
+@runtime_checkable
+class BatchProgress(Protocol):
+    """A progress display that wants each batch's size up front (for one bar per batch with an
+    ETA): ``run_batch`` calls ``batch`` once and reports the batch's episodes to what it returns."""
+
+    def batch(self, name: str, episodes: int, max_steps: int) -> Progress: ...
 
 
 def _check_manifest(path: Path, manifest: dict) -> None:
@@ -119,12 +130,16 @@ def _check_manifest(path: Path, manifest: dict) -> None:
     write_json_atomic(path, manifest)
 
 
-async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | None = None) -> BatchSummary:
+async def run_batch(spec: RolloutSpec, clients: Clients,
+                    progress: Progress | BatchProgress | None = None) -> BatchSummary:
     """Play every seed not finished yet and return the summary of the whole batch."""
     out = Path(spec.out_dir)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     _check_manifest(out / "batch.json", spec.manifest(clients))
     todo = [s for s in spec.seeds if not trajectory_path(out, episode_id(spec.game, s)).exists()]
+    if isinstance(progress, BatchProgress):
+        label = f"{spec.game} v{spec.scaffold.version}" if spec.agent == "memory" else f"{spec.game} {spec.agent}"
+        progress = progress.batch(label, len(spec.seeds), spec.max_steps)
     for seed in spec.seeds:
         if seed not in todo and progress:
             progress(episode_id(spec.game, seed), spec.max_steps, True)
