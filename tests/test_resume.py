@@ -14,7 +14,10 @@ import time
 import pytest
 
 from automem_dagster.cli import main as cli_main
+from automem_dagster.memory import FilePolicy
 from automem_dagster.rollout import load_summary, read_trajectory
+from automem_dagster.scaffold import load_scaffold
+from automem_dagster.scaffold.io import scaffold_yaml
 
 STEPS, STOP = 200, 120
 ACTIONS = {
@@ -32,16 +35,31 @@ def _rules(family: str, stop: int | None = None) -> list[dict]:
     replayed or resumed episode gets the same ones; ``stop`` fails step ``stop``'s first request once."""
     fault = [{"match": f"Step {stop}. ", "status": 500, "times": 1}] if stop is not None else []
     log = [{"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|moved\n<|WRITE|>strategy.txt|keep going\n"
-                                            "<|DONE|>"}]
+                                            "<|SEARCH|>actions_log.txt|moved\n<|DONE|>"}]
     plan = [{"match": f"{d}. Now:", "reply": f"<|ACTION|>{a}<|END|>"} for d, a in enumerate(ACTIONS[family])]
     return fault + log + plan
+
+
+def _scaffold(tmp_path, game: str):
+    """The game's v0 with what a replay must rebuild beside the model's files: a file the harness
+    syncs from game state every step, and the stuck and oscillation warnings (agent history)."""
+    scaffold = load_scaffold(game.split(":")[0], 0)
+    synced = scaffold.files[-1].model_copy(update={"name": "status.txt", "purpose": "position and vitals",
+                                                   "initial": "", "policy": FilePolicy(mode="synced",
+                                                                                       sync_source="status")})
+    signals = scaffold.signals.model_copy(update={
+        "stuck": scaffold.signals.stuck.model_copy(update={"enabled": True}),
+        "oscillation": scaffold.signals.oscillation.model_copy(update={"enabled": True})})
+    path = tmp_path / "scaffold.yaml"
+    path.write_text(scaffold_yaml(scaffold.model_copy(update={"files": [*scaffold.files, synced], "signals": signals})))
+    return path
 
 
 def _rollout(tmp_path, server, game, out, steps=STEPS):
     endpoints = tmp_path / "endpoints.yaml"
     endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 0}}\n")
     return ["rollout", "--game", game, "--seeds", "42", "--max-steps", str(steps), "--endpoints", str(endpoints),
-            "--out", str(out), "--concurrency", "1"]
+            "--out", str(out), "--concurrency", "1", "--scaffold", str(_scaffold(tmp_path, game))]
 
 
 def _requested_steps(server, skip: int = 0) -> list[int]:
@@ -60,7 +78,7 @@ def _played(out) -> tuple[dict, list[dict], dict]:
     for step in steps:
         del step["wall_s"], step["game_s"]
         for turn in step["turns"]:
-            del turn["latency_s"]
+            del turn["latency_s"], turn["retry_s"]
     del end["finished_at"]
     return header, steps, end
 
@@ -91,6 +109,7 @@ def test_a_failed_episode_resumes_at_its_last_step_without_model_calls(tmp_path,
     ref_header, ref_steps, ref_end = _played(reference)
     assert steps == ref_steps and end == ref_end and "resumes" not in ref_header
     assert len(steps) > STOP and all("memory_sha" in s for s in steps)
+    assert any(s["warnings"] for s in steps[STOP:])                      # the signals saw the replayed history
 
 
 def test_a_killed_episode_resumes_where_its_record_ends(tmp_path, scripted):

@@ -42,8 +42,9 @@ class CallLog:
         return dict(Counter(a.cause for a in self.attempts if a.cause is not None))
 
     def retry_s(self) -> float:
-        """Time lost before the last attempt began: failed attempts and the backoff between them."""
-        return self.attempts[-1].start - self.started if self.attempts else 0.0
+        """Time lost from the first attempt to the last: failed attempts and the backoff between them
+        (exactly 0 for a call answered at its first attempt)."""
+        return self.attempts[-1].start - self.attempts[0].start if self.attempts else 0.0
 
     def latency_s(self) -> float:
         """The last attempt's time: the model's latency, without the retries before it."""

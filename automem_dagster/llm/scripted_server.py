@@ -75,6 +75,17 @@ class _Rules:
         return _Answer()
 
 
+def _completion(body: dict, reply: str) -> dict:
+    """A chat completion answering ``body`` with ``reply``; tokens are counted as characters / 4."""
+    prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+    return {
+        "id": "scripted", "object": "chat.completion", "model": body.get("model", "scripted"),
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+        "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(reply) // 4,
+                  "total_tokens": prompt_chars // 4 + len(reply) // 4},
+    }
+
+
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None):
     log_lock = threading.Lock()
 
@@ -120,21 +131,12 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
                 return
             answer = rules.answer(body)
             time.sleep(answer.delay_s)
-            if answer.drop:
-                self.close_connection = True  # nothing is written: the client sees the connection dropped
-                return
-            reply = answer.text
-            if answer.status != 200:
-                self._send(answer.status, {"error": {"message": reply, "type": "server_error"}}, answer.headers)
-                return
-            prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
-            self._send(200, {
-                "id": "scripted", "object": "chat.completion", "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": reply}}],
-                "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(reply) // 4,
-                          "total_tokens": prompt_chars // 4 + len(reply) // 4},
-            })
+            if answer.drop:  # nothing is written: the client sees the connection close with no answer
+                self.close_connection = True
+            elif answer.status != 200:
+                self._send(answer.status, {"error": {"message": answer.text, "type": "server_error"}}, answer.headers)
+            else:
+                self._send(200, _completion(body, answer.text))
 
     return Handler
 

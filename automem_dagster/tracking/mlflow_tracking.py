@@ -85,8 +85,7 @@ class EvaluationRun:
     per_seed: dict[int, float]
     behaviour: dict[str, float]
     scaffold_yaml: str
-    retries: dict[str, float] = field(default_factory=dict)
-    """Attempts, retries by cause and time lost to them (``RetryStats.as_metrics``), logged as metrics."""
+    retries: dict[str, float] = field(default_factory=dict)  # RetryStats.as_metrics(): attempts, retries by cause
     diagnosis_md: str | None = None
     diff_md: str | None = None
     decision: dict | None = None
@@ -376,8 +375,8 @@ def _params(run: EvaluationRun) -> list[Param]:
 
 def _metrics(run: EvaluationRun) -> list[Metric]:
     now = int(time.time() * 1000)
-    values = {"progression_mean": run.progression_mean, "progression_se": run.progression_se, **run.behaviour,
-              **run.retries}
+    values = {"progression_mean": run.progression_mean, "progression_se": run.progression_se, **run.behaviour}
+    values |= run.retries
     steps = run.behaviour.get("steps")
     if steps is not None:
         values["total_input_tokens"] = run.behaviour["input_tokens_per_step"] * steps
