@@ -27,7 +27,7 @@ ACTIONS = {
     "minihack": ["north", "east", "south", "west", "search", "west", "south", "north", "search", "west"],
 }
 GAMES = [("crafter", "crafter"), ("nethack", "nethack"), ("minihack:Corridor-R3", "minihack")]
-_STEP = re.compile(r"Step (\d+)\. ")
+_STEP = re.compile(r"Step (\d+)[.:]")
 
 
 def _rules(family: str, stop: int | None = None) -> list[dict]:
@@ -62,10 +62,18 @@ def _rollout(tmp_path, server, game, out, steps=STEPS):
             "--out", str(out), "--concurrency", "1", "--scaffold", str(_scaffold(tmp_path, game))]
 
 
+def _requests(server, skip: int = 0, until: int | None = None) -> list[dict]:
+    """The bodies of the requests the scripted server received (those from ``skip`` to ``until``)."""
+    return [json.loads(line)["body"] for line in server.request_log.read_text().splitlines()[skip:until]]
+
+
 def _requested_steps(server, skip: int = 0) -> list[int]:
     """The step each request the scripted server received (after the first ``skip``) was for."""
-    lines = server.request_log.read_text().splitlines()[skip:]
-    return [int(_STEP.search(json.loads(line)["body"]["messages"][-1]["content"]).group(1)) for line in lines]
+    return [_step_of(body) for body in _requests(server, skip)]
+
+
+def _step_of(body: dict) -> int:
+    return int(_STEP.search(body["messages"][-1]["content"]).group(1))
 
 
 def _request_count(server) -> int:
@@ -104,10 +112,13 @@ def test_a_failed_episode_resumes_at_its_last_step_without_model_calls(tmp_path,
     assert len(resumed) == sum(len(s["turns"]) for s in steps[STOP:])
     assert load_summary(out).episodes[0].resumes == header["resumes"]
 
-    reference = tmp_path / "reference"
+    reference, resumed_at = tmp_path / "reference", _request_count(server)
     assert cli_main(_rollout(tmp_path, server, game, reference)) == 0
     ref_header, ref_steps, ref_end = _played(reference)
     assert steps == ref_steps and end == ref_end and "resumes" not in ref_header
+    # The resumed agent asked exactly what the uninterrupted one asked: same memory index, history, warnings.
+    asked = _requests(server, skip=before, until=resumed_at)
+    assert asked == [b for b in _requests(server, skip=resumed_at) if _step_of(b) >= STOP]
     assert len(steps) > STOP and all("memory_sha" in s for s in steps)
     assert any(s["warnings"] for s in steps[STOP:])                      # the signals saw the replayed history
 
@@ -165,3 +176,23 @@ def test_a_record_that_does_not_replay_is_played_again_from_step_0(tmp_path, scr
     reference = tmp_path / "reference"
     assert cli_main(_rollout(tmp_path, server, "minihack:Corridor-R3", reference, steps=20)) == 0
     assert (steps, end) == _played(reference)[1:]
+
+
+def test_a_baseline_resumes_with_its_window_of_past_steps(tmp_path, scripted):
+    """The window baseline keeps past steps in its prompt: a resumed one rebuilds them without a call."""
+    rules = [{"match": "Step 12:", "status": 500, "times": 1},
+             *({"match": f"{d}:", "reply": f"<|ACTION|>{a}<|END|>"} for d, a in enumerate(ACTIONS["minihack"]))]
+    server = scripted(rules)
+    out = tmp_path / "window"
+    args = [*_rollout(tmp_path, server, "minihack:Corridor-R3", out, steps=30), "--agent", "window", "--window", "4"]
+    assert cli_main(args) == 2
+    before = _request_count(server)
+    assert cli_main(args) == 0
+    resumed_at = _request_count(server)
+    assert [r["at_step"] for r in _played(out)[0]["resumes"]] == [12]
+    reference = tmp_path / "reference"
+    assert cli_main([*args[:args.index("--out") + 1], str(reference), *args[args.index("--out") + 2:]]) == 0
+    asked = _requests(server, skip=before, until=resumed_at)
+    assert [_step_of(b) for b in asked] == list(range(12, 30))
+    assert asked == _requests(server, skip=resumed_at)[12:]
+    assert _played(out)[1:] == _played(reference)[1:]
