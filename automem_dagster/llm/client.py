@@ -131,8 +131,8 @@ class LLMClient:
                 log, getattr(exc, "status_code", None)) from exc
         except openai.APIStatusError as exc:
             if exc.status_code == 400 and _OVERFLOW.search(str(exc)):
-                raise ContextOverflow(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})",
-                                      exc.status_code) from exc
+                raise self._error(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})", log,
+                                  exc.status_code, ContextOverflow) from exc
             raise self._error(
                 f"{self._where()} refused the request with HTTP {exc.status_code}: {_short(str(exc))}; "
                 f"{_advice(exc.status_code)}", log, exc.status_code
@@ -154,8 +154,9 @@ class LLMClient:
             retry_s=log.retry_s(),
         )
 
-    def _error(self, message: str, log: CallLog, status: int | None) -> EndpointError:
-        return EndpointError(message, status, self.config.name, self.base_url, log.failures())
+    def _error(self, message: str, log: CallLog, status: int | None,
+               kind: type[EndpointError] = EndpointError) -> EndpointError:
+        return kind(message, status, self.config.name, self.base_url, log.failures())
 
     async def close(self) -> None:
         await self._client.close()

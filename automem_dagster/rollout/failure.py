@@ -23,15 +23,15 @@ def failure_message(out: Path, game: str, seeds: list[int], failures: list[tuple
     lines = [f"{len(failures)} of {len(seeds)} episodes failed:"]
     by_server: dict[tuple[str | None, str | None], list[EndpointError]] = {}
     for seed, exc in failures:
-        if isinstance(exc, EndpointError):
+        if isinstance(exc, EndpointError) and exc.endpoint is not None:
             by_server.setdefault((exc.endpoint, exc.base_url), []).append(exc)
         else:
             lines.append(f"- seed {seed}: {type(exc).__name__}: {exc}")
     for (role, base_url), errors in by_server.items():
-        attempts = Counter()
+        attempts: Counter[str] = Counter()
         for exc in errors:
             attempts.update(exc.failures)
-        failed = f"{sum(attempts.values())} failed attempts ({describe_failures(attempts)})" if attempts else "no answer"
+        failed = f"{_n(sum(attempts.values()), 'failed attempt')} ({describe_failures(attempts) or 'none counted'})"
         lines.append(f"- endpoint {role!r} at {base_url} gave up on {_n(len(errors), 'call')} after bounded retries: "
                      f"{failed}; last error: {errors[-1]}")
     unfinished = [f"seed {seed} at step {_recorded_steps(out, game, seed)}" for seed, _ in failures]
