@@ -90,8 +90,11 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
+            entry = json.loads(line)
         except json.JSONDecodeError as exc:
             if number == len(lines):
                 return
             raise ValueError(f"journal {path} line {number} is not JSON ({exc.msg})") from exc
+        if not isinstance(entry, dict):
+            raise ValueError(f"journal {path} line {number} is not an entry (a JSON object)")
+        yield entry
