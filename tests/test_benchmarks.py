@@ -253,3 +253,13 @@ def test_crn_narrowing_quick_on_the_embedded_model(tmp_path, capsys):
     agreement = result["results"]["action_agreement"]
     assert agreement["shared"] > agreement["independent"]
     assert result["results"]["reward"]["se_shared"] <= result["results"]["reward"]["se_independent"]
+
+
+def test_resume_cost_quick(tmp_path, capsys):
+    result = _run("resume_cost", tmp_path, capsys, "--games", "minihack:Corridor-R3")
+    f, s = result["results"]["minihack:Corridor-R3"], result["settings"]
+    assert f["resumed_at"] == s["stop"] and f["steps"] == s["max_steps"]
+    assert f["resumed_requests"] == f["requests_of_played_steps"] < f["full_requests"]
+    assert [(t["name"], t["source"]) for t in result["targets"]] == [
+        ("model requests for replayed steps", "issue"), ("replayed step / played step (time)", "proposed")]
+    assert result["targets"][0]["verdict"] == "PASS"
