@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from automem_dagster.datafiles import appended_records
+
 from .ops import OpResult
 
 JournalPhase = Literal["log", "plan", "harness"]
@@ -83,18 +85,9 @@ class Journal:
 
 
 def read_journal(path: Path) -> Iterator[dict[str, Any]]:
-    """The entries of a journal file in order, as written; a last line cut short by a killed
-    process ends the reading (it was never a whole entry), anything else undecodable raises."""
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines):
-                return
-            raise ValueError(f"journal {path} line {number} is not JSON ({exc.msg})") from exc
+    """The entries of a journal file in order, as written (a last line cut short by a killed process
+    is dropped); a line that is not an entry raises ``ValueError`` naming it."""
+    for number, entry in appended_records(path, "journal", ValueError):
         if not isinstance(entry, dict):
             raise ValueError(f"journal {path} line {number} is not an entry (a JSON object)")
         yield entry

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from automem_dagster.atomic import write_text_atomic
-from automem_dagster.datafiles import read_json_file, read_text_file
+from automem_dagster.datafiles import appended_records, read_json_file, read_text_file
 
 PARTIAL_SUFFIX = ".partial"
 
@@ -126,17 +126,8 @@ def read_partial(path: Path) -> tuple[dict, list[dict]]:
 
     A last line cut short by a killed process is dropped (that step is played again); any
     other damage raises ``TrajectoryError`` naming the line, and the caller replays from step 0."""
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
     header, steps = None, []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines):
-                break
-            raise TrajectoryError(f"partial trajectory {path} line {number} is not JSON ({exc.msg})") from exc
+    for number, record in appended_records(path, "partial trajectory", TrajectoryError):
         record = record if isinstance(record, dict) else {}
         kind = record.get("type")
         if kind == "header" and number == 1:
