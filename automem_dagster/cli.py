@@ -9,7 +9,7 @@ import sys
 
 from rich.markup import escape
 
-from automem_dagster.commands import demo, endpoints, evaluate, proficiency, rollout, structure
+from automem_dagster.commands import demo, endpoints, evaluate, proficiency, rollout, rollout_view, structure
 from automem_dagster.commands.render import console
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError
@@ -43,9 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
+    except RolloutError as exc:
+        report = rollout_view.failure_report(exc, argv)
+        console.print(f"[red]error:[/red] {escape(report)}")
+        print(report)  # on stdout too: a script or CI log that keeps only stdout still says what to do
+        return 2
     except USER_ERRORS as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")  # a message may hold brackets, e.g. an extra
         return 2

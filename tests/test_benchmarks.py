@@ -268,3 +268,13 @@ def test_meta_modes_quick(tmp_path, capsys):
     assert modes["tools"]["steps_read"] == {"minihack-Corridor-R3__seed7": "150-170"}
     assert modes["tools"]["steps_shown_verbatim"] == 21 and modes["tools"]["tool_calls"] >= 2
     assert modes["one call, 128k context"]["steps_shown_verbatim"] == 200 and result["verdict"] == "no targets"
+
+
+def test_resume_cost_quick(tmp_path, capsys):
+    result = _run("resume_cost", tmp_path, capsys, "--games", "minihack:Corridor-R3")
+    f, s = result["results"]["minihack:Corridor-R3"], result["settings"]
+    assert f["resumed_at"] == s["stop"] and f["steps"] == s["max_steps"]
+    assert f["resumed_requests"] == f["requests_of_played_steps"] < f["full_requests"]
+    assert [(t["name"], t["source"]) for t in result["targets"]] == [
+        ("model requests for replayed steps", "issue"), ("replayed step / played step (time)", "proposed")]
+    assert result["targets"][0]["verdict"] == "PASS"

@@ -140,12 +140,14 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
 
     assert result.success
     assert metadata(result, "rollout_batch")["episodes"] == 2
+    assert "| v0 |" in metadata(result, "rollout_batch")["retries"]           # calls, attempts, retries, time lost
     assert metadata(result, "diagnosis")["findings"] == 1
     candidate = metadata(result, "scaffold_candidate")
     assert candidate["outcome"] == "accepted" and "stuck.enabled False -> True" in candidate["diff"]
     evaluation = metadata(result, "candidate_evaluation")
     assert evaluation["candidate_mean"] > evaluation["champion_mean"] == 0.0
     assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in evaluation["progression"]
+    assert "| candidate v1 |" in evaluation["retries"] and "| champion v0 |" in evaluation["retries"]
     [gate] = result.get_asset_check_evaluations()
     assert gate.check_name == "evaluation_gate" and gate.passed
     assert gate.metadata["difference"].value > 0 and "kept" in gate.metadata["reason"].value

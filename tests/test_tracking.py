@@ -26,6 +26,9 @@ BEHAVIOUR = {
     "model_s_per_step": 0.7,
 }
 
+RETRIES = {"attempts": 230.0, "retries": 30.0, "retries_http_429": 10.0, "retries_timeout": 20.0, "retry_s": 41.5,
+           "model_s": 12.0}
+
 ALLOWED_PARAMS = {"version", "parent", "content_hash", "game", "seeds", "n_seeds", "max_steps", "role", "round_id", "agent",
                   "window", "meta_mode"}
 ENDPOINT_FIELDS = {"name", "model", "base_url", "constrained", "temperature", "lora_id"}
@@ -57,6 +60,7 @@ def evaluation(version: int, family: str = "crafter", **overrides) -> Evaluation
         "progression_se": 2.0,
         "per_seed": {42: 4.5, 43: 9.0, 44: 13.5 + version},
         "behaviour": BEHAVIOUR,
+        "retries": RETRIES,
         "scaffold_yaml": f"version: {version}\n",
     }
     return EvaluationRun(**(fields | overrides))
@@ -106,6 +110,7 @@ def test_params_metrics_tags_of_a_decided_candidate(logged):
     metrics = run.data.metrics
     assert metrics["progression_mean"] == 11.0 and metrics["progression_se"] == 2.0
     assert {k: metrics[k] for k in BEHAVIOUR} == BEHAVIOUR
+    assert {k: metrics[k] for k in RETRIES} == RETRIES
     assert metrics["total_input_tokens"] == 300_000 and metrics["total_output_tokens"] == 8_000
     assert metrics["decision_keep"] == 1.0 and metrics["decision_mean_difference"] == 1.0
     assert (metrics["decision_stderr"], metrics["decision_ci_low"], metrics["decision_ci_high"]) == (0.5, 0.2, 1.8)

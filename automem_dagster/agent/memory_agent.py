@@ -46,11 +46,15 @@ class TurnRecord:
     latency_s: float = 0.0
     attempts: int = 1
     finish_reason: str | None = None
+    retries: dict[str, int] = field(default_factory=dict)
+    retry_s: float = 0.0
+    """The failed attempts before the answer by cause, and the time they cost beside ``latency_s``."""
 
     @classmethod
     def from_completion(cls, phase: str, endpoint: str, comp: Completion) -> TurnRecord:
         turn = cls(phase, endpoint, comp.text, input_tokens=comp.input_tokens, output_tokens=comp.output_tokens,
-                   latency_s=comp.latency_s, attempts=comp.attempts, finish_reason=comp.finish_reason)
+                   latency_s=comp.latency_s, attempts=comp.attempts, finish_reason=comp.finish_reason,
+                   retries=comp.retries, retry_s=comp.retry_s)
         if comp.finish_reason == "length":
             turn.errors.append(f"the reply was cut off at max_tokens after {comp.output_tokens} tokens")
         return turn
@@ -133,6 +137,9 @@ class MemoryAgent:
 
     def record_outcome(self, action: str, reward: float) -> None:
         self.history.append((action, reward))
+
+    def recall(self, step: int, observation: str) -> None:
+        """Nothing to keep: a resumed episode's memory is rebuilt from its journal (``rollout.resume``)."""
 
     def warnings(self) -> list[str]:
         signals, out = self.scaffold.signals, []

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from automem_dagster.commands import rollout_view
 from automem_dagster.loop.proficiency import ProficiencyResult
 from automem_dagster.loop.report import RoundReport
 from automem_dagster.loop.storage import Storage
@@ -19,19 +17,9 @@ console = Console(stderr=True)
 """Progress, stage lines and errors go to stderr; tables and results to stdout."""
 
 
-@contextmanager
 def episode_progress():
-    """A progress callback drawing one bar per episode (steps done, elapsed)."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(eid: str, steps: int, finished: bool) -> None:
-            if eid not in tasks:
-                tasks[eid] = bar.add_task(eid, total=None)
-            bar.update(tasks[eid], completed=steps, total=steps if finished else None)
-
-        yield progress
+    """Episode progress as one bar per batch with an ETA, episode lines in the log above the bars."""
+    return rollout_view.batch_bars(console)
 
 
 def print_summary(summary: BatchSummary) -> None:
@@ -48,6 +36,9 @@ def print_summary(summary: BatchSummary) -> None:
         for key, value in b.as_dict().items():
             metrics.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
         Console().print(metrics)
+    retries = rollout_view.retries_table(summary)
+    if retries is not None:
+        Console().print(retries)
     Console().print(f"output: {summary.out_dir}")
 
 

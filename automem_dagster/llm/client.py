@@ -6,19 +6,19 @@ that retrying cannot fix (bad key, unknown model, a refused parameter) surface a
 ``EndpointError`` naming the endpoint and its server; transient ones (connection refused,
 timeouts, 408/409/429/5xx) are retried by the openai client itself, which backs off
 exponentially and honours a server's ``Retry-After``, so a batch of concurrent episodes does
-not hammer a provider that is rate-limiting it. The HTTP requests of every call are counted,
-so each turn still records how many attempts it took.
+not hammer a provider that is rate-limiting it. Every HTTP attempt of a call is noted
+(``llm.attempts``), so each turn records its attempts, its retries by cause and the time they
+cost apart from the model's latency, and a call that gave up says what failed how often.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import openai
 
+from automem_dagster.llm.attempts import CURRENT_CALL, CallLog, CountingHttpClient, describe_failures
 from automem_dagster.llm.config import EndpointConfig
 
 _TRANSIENT = (
@@ -31,11 +31,17 @@ _TRANSIENT = (
 
 class EndpointError(RuntimeError):
     """An endpoint could not produce a completion; the message says which and what to do.
-    ``status`` is the server's HTTP status when it answered, None when it could not be reached."""
+    ``status`` is the server's HTTP status when it answered, None when it could not be reached;
+    ``endpoint`` and ``base_url`` name the server (unset where no call was made) and ``failures``
+    counts the failed attempts by cause (``http_500``, ``timeout``, ``connection``)."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, endpoint: str | None = None,
+                 base_url: str | None = None, failures: dict[str, int] | None = None):
         super().__init__(message)
         self.status = status
+        self.endpoint = endpoint
+        self.base_url = base_url
+        self.failures = failures or {}
 
 
 class ContextOverflow(EndpointError):
@@ -52,27 +58,16 @@ class Completion:
     input_tokens: int
     output_tokens: int
     latency_s: float
+    """The model's time: the last attempt alone, without the retries before it."""
     attempts: int
     finish_reason: str | None
     tool_calls: tuple[dict, ...] = ()
     """The tool calls of a reply to a request with ``tools``: ``{"id", "name", "arguments"}`` each,
     ``arguments`` the JSON string the server sent (OpenAI's chat-completions format)."""
-
-
-@dataclass
-class _CallLog:
-    """The HTTP requests of one ``complete`` call, counted by the HTTP client's event hook."""
-
-    requests: int = 0
-
-
-_CURRENT_CALL: ContextVar[_CallLog | None] = ContextVar("automem_current_call", default=None)
-
-
-async def _count_request(_request) -> None:
-    log = _CURRENT_CALL.get()
-    if log is not None:
-        log.requests += 1
+    retries: dict[str, int] = field(default_factory=dict)
+    """The failed attempts before the answer, by cause (``http_429``, ``timeout``, ``connection``)."""
+    retry_s: float = 0.0
+    """Time lost to those retries: the failed attempts and the backoff after each."""
 
 
 def request_body(config: EndpointConfig, messages: list[dict], grammar: str | None = None,
@@ -117,9 +112,8 @@ class LLMClient:
     def __init__(self, config: EndpointConfig, base_url: str):
         self.config = config
         self.base_url = base_url
-        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_count_request]})
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s,
-                                          max_retries=config.max_retries, http_client=http)
+                                          max_retries=config.max_retries, http_client=CountingHttpClient())
 
     def _where(self) -> str:
         return f"endpoint {self.config.name!r} ({self.config.model} at {self.base_url})"
@@ -135,27 +129,27 @@ class LLMClient:
         hold ``tool_calls`` instead of text."""
         body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, tools,
                             tool_choice)
-        log = _CallLog()
-        token = _CURRENT_CALL.set(log)
-        start = time.perf_counter()
+        log = CallLog()
+        token = CURRENT_CALL.set(log)
         try:
             resp = await self._client.chat.completions.create(**body)
         except _TRANSIENT as exc:
-            raise EndpointError(
-                f"{self._where()} failed after {max(log.requests, 1)} attempts ({type(exc).__name__}: {_short(str(exc))}); "
-                "check that the server is running and reachable, or raise timeout_s/max_retries"
-            ) from exc
+            raise self._error(
+                f"{self._where()} failed after {max(len(log.attempts), 1)} attempts "
+                f"({describe_failures(log.failures()) or type(exc).__name__}; last: {type(exc).__name__}: "
+                f"{_short(str(exc))}); check that the server is running and reachable, or raise timeout_s/max_retries",
+                log, getattr(exc, "status_code", None)) from exc
         except openai.APIStatusError as exc:
             if exc.status_code == 400 and _OVERFLOW.search(str(exc)):
-                raise ContextOverflow(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})",
-                                      exc.status_code) from exc
-            raise EndpointError(
+                raise self._error(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})", log,
+                                  exc.status_code, ContextOverflow) from exc
+            raise self._error(
                 f"{self._where()} refused the request with HTTP {exc.status_code}: {_short(str(exc))}; "
-                f"{_advice(exc.status_code)}", exc.status_code
+                f"{_advice(exc.status_code)}", log, exc.status_code
             ) from exc
         finally:
-            _CURRENT_CALL.reset(token)
-        latency = time.perf_counter() - start
+            CURRENT_CALL.reset(token)
+        latency = log.latency_s()
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content if choice and choice.message else None) or ""
         usage = resp.usage
@@ -164,10 +158,16 @@ class LLMClient:
             input_tokens=usage.prompt_tokens if usage else 0,
             output_tokens=usage.completion_tokens if usage else 0,
             latency_s=latency,
-            attempts=max(log.requests, 1),
+            attempts=max(len(log.attempts), 1),
             finish_reason=choice.finish_reason if choice else None,
             tool_calls=_tool_calls(choice.message if choice else None),
+            retries=log.failures(),
+            retry_s=log.retry_s(),
         )
+
+    def _error(self, message: str, log: CallLog, status: int | None,
+               kind: type[EndpointError] = EndpointError) -> EndpointError:
+        return kind(message, status, self.config.name, self.base_url, log.failures())
 
     async def close(self) -> None:
         await self._client.close()

@@ -76,7 +76,7 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
         role=role, round_id=round_id, seeds=seeds, max_steps=max_steps, endpoints=endpoints,
         progression_mean=summary.progression.mean, progression_se=summary.progression.stderr,
         per_seed={s: 100 * p for s, p in per_seed(summary).items()}, behaviour=summary.behaviour.as_dict(),
-        scaffold_yaml=scaffold_yaml(scaffold), **extra,
+        retries=summary.retries.as_metrics() if summary.retries else {}, scaffold_yaml=scaffold_yaml(scaffold), **extra,
     )
 
 

@@ -258,6 +258,7 @@ def _params(run: EvaluationRun) -> list[Param]:
 def _metrics(run: EvaluationRun) -> list[Metric]:
     now = int(time.time() * 1000)
     values = {"progression_mean": run.progression_mean, "progression_se": run.progression_se, **run.behaviour}
+    values |= run.retries
     steps = run.behaviour.get("steps")
     if steps is not None:
         values["total_input_tokens"] = run.behaviour["input_tokens_per_step"] * steps

@@ -68,6 +68,7 @@ class EvaluationRun:
     per_seed: dict[int, float]
     behaviour: dict[str, float]
     scaffold_yaml: str
+    retries: dict[str, float] = field(default_factory=dict)  # RetryStats.as_metrics(): attempts, retries by cause
     diagnosis_md: str | None = None
     diff_md: str | None = None
     decision: dict | None = None

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import dagster as dg
 
-from automem_dagster.defs.common.metadata import behaviour_table, progression_table
+from automem_dagster.defs.common.metadata import behaviour_table, progression_table, retries_table
 from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
@@ -46,6 +46,7 @@ def paired_evaluation_metadata(context: dg.AssetExecutionContext, game: str, rol
         "behaviour": dg.MetadataValue.md(behaviour_table({names[0]: challenger.behaviour.as_dict(),
                                                           names[1]: champion.behaviour.as_dict()})),
         "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
+        "retries": dg.MetadataValue.md(retries_table(dict(zip(names, (challenger, champion), strict=True)))),
         f"{role}_batch": dg.MetadataValue.path(challenger.out_dir),
         "champion_batch": dg.MetadataValue.path(champion.out_dir),
     }
