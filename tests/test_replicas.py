@@ -103,6 +103,8 @@ def test_a_replica_that_dies_mid_batch_loses_no_episode(tmp_path, scripted):
     # Every episode finished with exactly the steps of a run on one healthy server: nothing lost, nothing twice.
     assert _steps(tmp_path / "replicated") == _steps(tmp_path / "clean")
     assert status[1]["failures"] >= 1 and not status[1]["up"]
+    # The attempts lost on the dead replica show as retries of the calls that moved (the summary's retries).
+    assert sum(summary.retries.by_cause.values()) >= 1, summary.retries
     assert len(_requests(second)) >= 10 and len(_requests(first)) > 0
 
 

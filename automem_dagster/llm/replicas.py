@@ -54,6 +54,10 @@ class _Replica:
         return now >= self.down_until
 
 
+def _cause(exc: EndpointError) -> str:
+    return "connection" if exc.status is None else f"http_{exc.status}"
+
+
 def _replica_fault(exc: EndpointError) -> bool:
     """Whether another replica might succeed: unreachable, or a server-side error."""
     return not isinstance(exc, ContextOverflow) and (exc.status is None or exc.status >= 500)
@@ -69,16 +73,17 @@ class ReplicatedClient:
         self._replicas = [_Replica(LLMClient(config, url)) for url in config.base_urls()]
         self._assigned: dict[str, _Replica] = {}
 
-    def _pick(self, key: str | None, avoid: set[int]) -> _Replica:
+    def _pick(self, key: str | None, avoid: set[int], lost: dict[str, int]) -> _Replica:
         now = time.monotonic()
         current = self._assigned.get(key) if key is not None else None
         if current is not None and current.healthy(now) and id(current) not in avoid:
             return current
         candidates = [r for r in self._replicas if r.healthy(now) and id(r) not in avoid]
         if not candidates:
-            raise EndpointError(f"endpoint {self.config.name!r}: none of its {len(self._replicas)} replicas "
-                                f"({', '.join(r.client.base_url for r in self._replicas)}) is answering; "
-                                "start them or remove the dead ones from `replicas`")
+            urls = ", ".join(r.client.base_url for r in self._replicas)
+            raise EndpointError(f"endpoint {self.config.name!r}: none of its {len(self._replicas)} replicas ({urls}) "
+                                "is answering; start them or remove the dead ones from `replicas`",
+                                None, self.config.name, urls, dict(lost))
         chosen = min(candidates, key=lambda r: (r.outstanding, r.episodes, self._replicas.index(r)))
         if key is not None:
             if current is not None:
@@ -88,11 +93,13 @@ class ReplicatedClient:
         return chosen
 
     async def complete(self, messages: list[dict], *args, **options) -> Completion:
-        """One chat completion (``LLMClient.complete``'s arguments, passed on as given) on a healthy replica."""
-        key, tried, lost_attempts = affinity.get(), set(), 0
+        """One chat completion (``LLMClient.complete``'s arguments, passed on as given) on a healthy replica.
+        Attempts lost on replicas that failed count as retries of the call, by cause and time."""
+        key, tried, lost, lost_s = affinity.get(), set(), {}, 0.0
         while True:
-            replica = self._pick(key, tried)
+            replica = self._pick(key, tried, lost)
             replica.outstanding += 1
+            started = time.perf_counter()
             try:
                 completion = await replica.client.complete(messages, *args, **options)
             except EndpointError as exc:
@@ -101,12 +108,19 @@ class ReplicatedClient:
                 replica.failures += 1
                 replica.down_until = time.monotonic() + self.cooldown_s
                 tried.add(id(replica))
-                # The openai client retried this fault max_retries times before giving up.
-                lost_attempts += 1 + self.config.max_retries
+                for cause, count in (exc.failures or {_cause(exc): 1}).items():
+                    lost[cause] = lost.get(cause, 0) + count
+                lost_s += time.perf_counter() - started
                 continue
             finally:
                 replica.outstanding -= 1
-            return replace(completion, attempts=completion.attempts + lost_attempts) if lost_attempts else completion
+            if not lost:
+                return completion
+            retries = dict(completion.retries)
+            for cause, count in lost.items():
+                retries[cause] = retries.get(cause, 0) + count
+            return replace(completion, attempts=completion.attempts + sum(lost.values()), retries=retries,
+                           retry_s=completion.retry_s + lost_s)
 
     def replica_clients(self) -> list[LLMClient]:
         """One plain client per replica, for probing each server on its own (``automem endpoints check``)."""
