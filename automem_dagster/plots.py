@@ -12,9 +12,15 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from matplotlib.figure import Figure
-
 from automem_dagster.atomic import write_bytes_atomic
+
+
+def _figure(**kwargs):
+    """A ``matplotlib.figure.Figure``; matplotlib is imported here, on the first plot, so that the
+    commands which draw nothing (a rollout) do not load it."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 DECISION_COLOURS = {
     "baseline": "#7f7f7f",
@@ -54,7 +60,7 @@ def plot_progression_by_version(points: list[VersionPoint], title: str, out: Pat
     if not points:
         raise ValueError(f"points is empty: nothing to plot for {title!r}; pass at least one evaluated version")
     points = sorted(points, key=lambda p: p.version)
-    fig = Figure(figsize=(7, 4), layout="constrained")
+    fig = _figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
     ax.plot([p.version for p in points], [p.mean for p in points], color="#bbbbbb", zorder=1)
     for decision, colour in DECISION_COLOURS.items():
@@ -94,7 +100,7 @@ def plot_behaviour(
     costs = [(key, label, scale) for key, label, scale in COST_METRICS if key in candidate and key in champion]
     if not rates and not costs:
         raise ValueError(f"{candidate_label!r} and {champion_label!r} share no rate or per-step cost metric to plot")
-    fig = Figure(figsize=(10, 0.45 * max(len(rates), len(costs)) + 2), layout="constrained")
+    fig = _figure(figsize=(10, 0.45 * max(len(rates), len(costs)) + 2), layout="constrained")
     fig.suptitle(title)
     rate_ax, cost_ax = fig.subplots(1, 2)
     _grouped_bars(rate_ax, [k.removesuffix("_rate").replace("_", " ") for k in rates],
@@ -123,7 +129,7 @@ def plot_agent_comparison(points: list[AgentPoint], title: str, out: Path) -> Pa
     """Progression by agent with ± SE bars, in the order given (floor first, best agent last)."""
     if not points:
         raise ValueError(f"points is empty: nothing to plot for {title!r}; pass at least one evaluated agent")
-    fig = Figure(figsize=(max(5.0, 1.3 * len(points) + 2), 4), layout="constrained")
+    fig = _figure(figsize=(max(5.0, 1.3 * len(points) + 2), 4), layout="constrained")
     ax = fig.add_subplot()
     xs = range(len(points))
     ax.bar(xs, [p.mean for p in points], yerr=[p.se for p in points], capsize=5,
@@ -142,7 +148,7 @@ def plot_losses(train: list[list[float]], validation: list[list[float]], title: 
     """Training and validation loss by optimizer step (``[step, loss]`` pairs)."""
     if not validation:
         raise ValueError(f"no validation loss to plot for {title!r}: the training run recorded none")
-    fig = Figure(figsize=(7, 4), layout="constrained")
+    fig = _figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
     if train:
         ax.plot([s for s, _ in train], [v for _, v in train], color="#1f77b4", alpha=0.7, label="training loss")
@@ -166,7 +172,7 @@ def _grouped_bars(ax, labels: list[str], first: list[float], second: list[float]
     ax.legend(fontsize=8)
 
 
-def save_figure(fig: Figure, out: Path) -> Path:
+def save_figure(fig, out: Path) -> Path:
     """Write ``fig`` as a PNG atomically (a reader never sees half a file)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)

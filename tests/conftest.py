@@ -3,12 +3,18 @@
 import json
 import os
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
 from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import embedded_server, scripted_server
 from automem_dagster.paths import SCAFFOLDS
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # plain `pytest` (unlike `python -m pytest`) leaves the checkout, so `benchmarks`, off sys.path
+    sys.path.insert(0, str(ROOT))
 
 
 @pytest.fixture(scope="session")

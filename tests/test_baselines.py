@@ -11,14 +11,15 @@ import shutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from automem_dagster import cli
+from automem_dagster import cli, tracking
 from automem_dagster.agent.baselines import ChainOfThoughtAgent, RandomAgent, WindowAgent
 from automem_dagster.agent.grammar import action_grammar, reasoning_grammar
 from automem_dagster.agent.sampling import request_seed
+from automem_dagster.commands import shared
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.client import Completion, LLMClient
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.structure import Storage, batch_dir
+from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.metrics import behaviour_metrics
 from automem_dagster.paths import SCAFFOLDS
@@ -266,7 +267,7 @@ def test_evaluate_a_baseline_files_it_apart_and_logs_it(tmp_path, monkeypatch, c
     scaffolds = tmp_path / "scaffolds"
     shutil.copytree(SCAFFOLDS, scaffolds)
     storage = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
-    monkeypatch.setattr(cli, "STORAGE", storage)
+    monkeypatch.setattr(shared, "STORAGE", storage)
     args = ["evaluate", "--game", "crafter", "--agent", "random", "--eval-episodes", "2", "--max-steps", "4",
             "--endpoints", str(tmp_path / "never-read.yaml")]
     assert cli.main([*args, "--no-tracking"]) == 0
@@ -277,7 +278,7 @@ def test_evaluate_a_baseline_files_it_apart_and_logs_it(tmp_path, monkeypatch, c
     assert cli.main([*args, "--decide"]) == 2 and "drop --decide" in capsys.readouterr().err
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    monkeypatch.setattr(cli, "Tracker", lambda: Tracker(uri, artifact_root=tmp_path / "artifacts"))
+    monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(uri, artifact_root=tmp_path / "artifacts"))
     assert cli.main(args) == 0                                   # reuses the finished batch, then logs it
     client = MlflowClient(uri)
     (run,) = client.search_runs([client.get_experiment_by_name("automem-crafter").experiment_id])

@@ -5,15 +5,12 @@ These check the benchmarks, not the speed of anything: no figure is compared wit
 
 import importlib
 import json
-import sys
 from pathlib import Path
 
+import builders
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # plain `pytest` (unlike `python -m pytest`) leaves the checkout off sys.path
-    sys.path.insert(0, str(ROOT))
-
 MACHINE_KEYS = {"platform", "cpu_count", "python"}
 
 
@@ -96,10 +93,8 @@ def test_harness_overhead_profile_and_endpoints_file(tmp_path, capsys, scripted)
 
 def _step(i, turns, valid=True, wall=0.5):
     """A step record as the runner writes it; ``turns`` are (phase, input tokens, output tokens)."""
-    return {"step": i, "observation": "", "action": "noop", "action_valid": valid, "reward": 0.0, "progression": 0.0,
-            "done": False, "warnings": [], "state": {}, "wall_s": wall,
-            "turns": [{"phase": p, "text": "", "ops": [], "errors": [], "input_tokens": n_in, "output_tokens": n_out,
-                       "latency_s": 0.1} for p, n_in, n_out in turns]}
+    made = [builders.turn(p, input_tokens=n_in, output_tokens=n_out) for p, n_in, n_out in turns]
+    return builders.step("noop", made, valid=valid, observation="", wall_s=wall, step=i)
 
 
 def _write_batch(batch, episodes):
@@ -233,7 +228,7 @@ def test_context_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
 # --- training_throughput: its dataset (the run itself needs the real base: minutes, not tested here) ---
 
 def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
-    from automem_dagster.training.sft import load_examples, split_examples
+    from automem_dagster.training.examples import load_examples, split_examples
 
     stats = _bench("training_throughput").synthetic_dataset(tmp_path, examples=30, episodes=4, seed=0)
     rows = load_examples(tmp_path)  # the trainer's own checks
@@ -258,3 +253,33 @@ def test_crn_narrowing_quick_on_the_embedded_model(tmp_path, capsys):
     agreement = result["results"]["action_agreement"]
     assert agreement["shared"] > agreement["independent"]
     assert result["results"]["reward"]["se_shared"] <= result["results"]["reward"]["se_independent"]
+
+
+def test_rollout_scaling_quick(tmp_path, capsys):
+    result = _run("rollout_scaling", tmp_path, capsys)
+    levels = result["results"]["levels"]
+    assert set(levels) == {"1", "4"} and levels["1"]["efficiency"] == 1.0
+    for figures in [*levels.values(), result["results"]["sharded"]]:
+        assert figures["steps"] == figures["episodes"] * result["settings"]["max_steps"]
+        assert figures["steps_per_s"] > 0 and 1 < figures["model_calls_per_step"] <= 2   # no LOG turn at step 0
+    assert result["results"]["sharded"]["processes"] == 2
+    assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2"]
+
+
+def test_meta_modes_quick(tmp_path, capsys):
+    result = _run("meta_modes", tmp_path, capsys, "--work", str(tmp_path / "work"))
+    modes = result["results"]
+    assert list(modes) == ["one call, 8k context", "one call, 128k context", "tools"]
+    assert modes["tools"]["steps_read"] == {"minihack-Corridor-R3__seed7": "150-170"}
+    assert modes["tools"]["steps_shown_verbatim"] == 21 and modes["tools"]["tool_calls"] >= 2
+    assert modes["one call, 128k context"]["steps_shown_verbatim"] == 200 and result["verdict"] == "no targets"
+
+
+def test_resume_cost_quick(tmp_path, capsys):
+    result = _run("resume_cost", tmp_path, capsys, "--games", "minihack:Corridor-R3")
+    f, s = result["results"]["minihack:Corridor-R3"], result["settings"]
+    assert f["resumed_at"] == s["stop"] and f["steps"] == s["max_steps"]
+    assert f["resumed_requests"] == f["requests_of_played_steps"] < f["full_requests"]
+    assert [(t["name"], t["source"]) for t in result["targets"]] == [
+        ("model requests for replayed steps", "issue"), ("replayed step / played step (time)", "proposed")]
+    assert result["targets"][0]["verdict"] == "PASS"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 
+import builders
 import pyarrow.parquet as pq
 import pytest
+from builders import turn
 
 from automem_dagster.agent import prompts
 from automem_dagster.llm.client import LLMClient
@@ -25,15 +27,9 @@ def op(text, result, ok=True, redundant=False, empty=False, changed=False):
     return {"op": text, "ok": ok, "result": result, "redundant": redundant, "empty": empty, "changed": changed}
 
 
-def turn(phase, text, ops=(), errors=()):
-    return {"phase": phase, "endpoint": "game", "text": text, "ops": list(ops), "errors": list(errors),
-            "input_tokens": 100, "output_tokens": 5, "latency_s": 0.1, "attempts": 1, "finish_reason": "stop"}
-
-
 def step(action, reward, progression, turns, warnings=()):
-    return {"observation": f"obs before {action}", "action": action, "action_valid": True, "action_note": "",
-            "reward": reward, "progression": progression, "done": False, "warnings": list(warnings), "turns": turns,
-            "memory_index": {"log": INDEX, "plan": INDEX}, "state": {}, "info": {}, "game_s": 0.0, "wall_s": 0.1}
+    return builders.step(action, turns, reward=reward, progression=progression, warnings=warnings,
+                         memory_index={"log": INDEX, "plan": INDEX})
 
 
 def constructed_steps():

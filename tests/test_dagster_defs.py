@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
-import yaml
+from builders import metadata, mlflow_resource, round_resources
 
 from automem_dagster.defs import defs
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.partitions import game_of, game_partitions, parse_version_key
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.resources import MlflowResource, StorageResource
 from automem_dagster.defs.evaluation.assets import candidate_evaluation
 from automem_dagster.defs.evaluation.checks import evaluation_gate
 from automem_dagster.defs.structure.assets import (
@@ -52,7 +52,8 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
     assert dg.AssetCheckKey(dg.AssetKey("candidate_evaluation"), "evaluation_gate") in graph.asset_check_keys
     round_job = defs.resolve_job_def("structure_round_job")
     assert {n.name for n in round_job.all_node_defs} == {
-        "rollout_batch", "diagnosis", "scaffold_candidate", "candidate_evaluation", "candidate_evaluation_evaluation_gate"}
+        "rollout_batch", "rollout_batch_plan", "rollout_batch_shard", "rollout_batch_merge",  # the sharded graph
+        "diagnosis", "scaffold_candidate", "candidate_evaluation", "candidate_evaluation_evaluation_gate"}
     assert {n.name for n in defs.resolve_job_def("promote_job").all_node_defs} == {"champion_scaffold"}
     assert evaluation_gate_sensor.job_name == "promote_job"
     assert next_round_sensor.job_name == "structure_round_job"
@@ -66,9 +67,11 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
     assert [game_of(k) for k in game_partitions.get_partition_keys()] == ["crafter", "minihack:Corridor-R3", "nethack"]
     assert parse_version_key("minihack-v12") == ("minihack", 12)
     # Assets that play episodes retry (a batch resumes, so a retry replays only unfinished episodes).
-    for name in ("rollout_batch", "candidate_evaluation", "training_rollouts", "specialist_evaluation"):
+    for name in ("candidate_evaluation", "training_rollouts", "specialist_evaluation"):
         policy = defs.resolve_assets_def(name).op.retry_policy
         assert policy is not None and policy.max_retries >= 1, name
+    shard = defs.resolve_assets_def("rollout_batch").node_def.node_named("rollout_batch_shard").definition
+    assert shard.retry_policy.max_retries >= 1 and shard.pool == "game_endpoint"  # a shard resumes, so it retries
     assert defs.resolve_assets_def("champion_scaffold").op.retry_policy is None  # a decision is taken once
 
 
@@ -119,26 +122,14 @@ def winning_patch() -> str:
 @pytest.fixture(scope="module")
 def mlflow_store(tmp_path_factory) -> MlflowResource:
     """One tracking store for the module: creating an MLflow sqlite schema takes seconds."""
-    root = tmp_path_factory.mktemp("mlflow")
-    return MlflowResource(tracking_uri=f"sqlite:///{root}/mlflow.db", artifact_root=str(root / "artifacts"))
+    return mlflow_resource(tmp_path_factory.mktemp("mlflow"))
 
 
 @pytest.fixture
 def resources(tmp_path, storage, mlflow_store):
     """Factory: the resources of a round whose every endpoint is ``server``."""
 
-    def make(server) -> dict:
-        endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
-        path = tmp_path / f"endpoints-{server.port}.yaml"
-        path.write_text(yaml.safe_dump({"game": {"name": "game", **endpoint}, "meta": {"name": "meta", **endpoint}}))
-        return {"endpoints": LLMEndpointsResource(endpoints_file=str(path)), "storage": storage, "mlflow": mlflow_store}
-
-    return make
-
-
-def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
-    [event] = result.asset_materializations_for_node(asset)
-    return {k: v.value for k, v in event.metadata.items()}
+    return lambda server: round_resources(tmp_path, storage, server, mlflow_store)
 
 
 def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, resources, mlflow_store):
@@ -149,12 +140,14 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
 
     assert result.success
     assert metadata(result, "rollout_batch")["episodes"] == 2
+    assert "| v0 |" in metadata(result, "rollout_batch")["retries"]           # calls, attempts, retries, time lost
     assert metadata(result, "diagnosis")["findings"] == 1
     candidate = metadata(result, "scaffold_candidate")
     assert candidate["outcome"] == "accepted" and "stuck.enabled False -> True" in candidate["diff"]
     evaluation = metadata(result, "candidate_evaluation")
     assert evaluation["candidate_mean"] > evaluation["champion_mean"] == 0.0
     assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in evaluation["progression"]
+    assert "| candidate v1 |" in evaluation["retries"] and "| champion v0 |" in evaluation["retries"]
     [gate] = result.get_asset_check_evaluations()
     assert gate.check_name == "evaluation_gate" and gate.passed
     assert gate.metadata["difference"].value > 0 and "kept" in gate.metadata["reason"].value

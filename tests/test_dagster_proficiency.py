@@ -16,10 +16,9 @@ import json
 
 import dagster as dg
 import pytest
-import yaml
+from builders import metadata, mlflow_resource, round_resources
 
 from automem_dagster.defs import defs
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource
 from automem_dagster.defs.proficiency.assets import (
     champion_specialist,
     lora_adapter,
@@ -114,20 +113,8 @@ def test_gate_sensor_requests_one_promotion_per_evaluated_game(tmp_path):
 def resources(tmp_path, storage):
     """The resources of a round whose every endpoint, the specialist's included, is ``server``."""
 
-    def make(server) -> dict:
-        endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
-        path = tmp_path / f"endpoints-{server.port}.yaml"
-        path.write_text(yaml.safe_dump({"game": {"name": "game", **endpoint}, "memory": {"name": "memory", **endpoint},
-                                        "meta": {"name": "meta", **endpoint}}))
-        mlflow = MlflowResource(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", artifact_root=str(tmp_path / "artifacts"))
-        return {"endpoints": LLMEndpointsResource(endpoints_file=str(path)), "storage": storage, "mlflow": mlflow}
-
-    return make
-
-
-def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
-    [event] = result.asset_materializations_for_node(asset)
-    return {k: v.value for k, v in event.metadata.items()}
+    return lambda server: round_resources(tmp_path, storage, server, mlflow_resource(tmp_path),
+                                          roles=("game", "memory", "meta"))
 
 
 def test_too_small_a_dataset_stops_the_round_before_training(tmp_path, storage, scripted, resources):

@@ -12,7 +12,9 @@ from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.process import free_port
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.strict_schema import strict_violations
-from automem_dagster.loop.structure import RoundSettings, Storage, run_round
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import Storage
+from automem_dagster.loop.structure import run_round
 from automem_dagster.paths import DEFAULT_ENDPOINTS, SCAFFOLDS
 
 GAMES = ("crafter", "minihack:Corridor-R3", "nethack")

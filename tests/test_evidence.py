@@ -3,6 +3,7 @@
 import json
 import re
 
+import builders
 import pytest
 
 from automem_dagster.meta import collect_evidence, estimate_tokens, render_for_diagnosis, render_step
@@ -15,15 +16,13 @@ def _op(text, result="done", ok=True, redundant=False, empty=False):
 
 
 def _turn(phase, tokens, ops=(), errors=(), text=""):
-    return {"phase": phase, "endpoint": "game", "text": text, "ops": list(ops), "errors": list(errors),
-            "input_tokens": tokens, "output_tokens": 5, "latency_s": 0.1, "attempts": 1}
+    return builders.turn(phase, text, ops, errors, input_tokens=tokens)
 
 
 def _step(action, position, turns, valid=True, progression=0.0, observation=None):
-    return {"observation": observation or f"you stand at {position}", "action": action, "action_valid": valid,
-            "action_note": "", "reward": 0.0, "progression": progression, "done": False, "warnings": [],
-            "turns": turns, "state": {"position": list(position), "inventory": {"wood": 1}, "vitals": {}, "level": {"depth": 1}},
-            "info": {}, "game_s": 0.0, "wall_s": 0.1}
+    return builders.step(action, turns, valid=valid, progression=progression,
+                         observation=observation or f"you stand at {position}",
+                         state={"position": list(position), "inventory": {"wood": 1}, "vitals": {}, "level": {"depth": 1}})
 
 
 def _write(folder, episode, steps, seed=1):

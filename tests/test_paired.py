@@ -120,8 +120,9 @@ def test_gate_policy_refuses_bad_settings_and_says_what_to_use(kwargs):
 
 
 def test_the_gate_is_chosen_per_round_on_the_cli_and_in_dagster_config(capsys):
-    from automem_dagster.cli import build_parser, gate_policy
+    from automem_dagster.cli import build_parser
     from automem_dagster.cli import main as cli_main
+    from automem_dagster.commands.shared import gate_policy
     from automem_dagster.defs.common.config import RoundConfig
 
     args = build_parser().parse_args(["revise", "--game", "crafter", "--gate", "significant", "--gate-level", "0.1",

@@ -12,8 +12,13 @@ from pydantic import ValidationError
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.strict_schema import strict_violations
-from automem_dagster.loop.proficiency import ProficiencySettings, proficiency_seeds, specialist_endpoints
-from automem_dagster.loop.structure import RoundError, RoundSettings, Storage, decide_paired, diagnosis_seeds
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.gate import decide_paired
+from automem_dagster.loop.proficiency import proficiency_seeds
+from automem_dagster.loop.serving import specialist_endpoints
+from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.storage import Storage
+from automem_dagster.loop.structure import diagnosis_seeds
 from automem_dagster.meta.lora_config import recommend_lora, reply_schema, validate_settings
 from automem_dagster.rollout import BatchSummary, EpisodeSummary
 from automem_dagster.rollout.seeds import eval_seeds

@@ -8,9 +8,9 @@ import pytest
 
 from automem_dagster import cli
 from automem_dagster.llm.session import Clients
+from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.proficiency import exported_adapter
 from automem_dagster.loop.records import REJECTED, decision_record, loss_rows, read_evaluation, write_rejected
-from automem_dagster.loop.structure import RoundError
 from automem_dagster.rollout import RolloutSpec, run_batch
 from automem_dagster.scaffold import load_scaffold
 

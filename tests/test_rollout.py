@@ -103,8 +103,10 @@ def test_dead_endpoint_fails_clearly_and_keeps_what_finished(tmp_path, capsys):
     endpoints.write_text(f"game: {{name: game, base_url: 'http://127.0.0.1:{free_port()}/v1', constrained: none, "
                          "max_retries: 1, timeout_s: 2}\n")
     assert cli_main(_rollout_args(endpoints, tmp_path / "dead", seeds="42", steps=3)) == 2
-    err = capsys.readouterr().err
-    assert "fix the endpoint" in err and "rerun the same command" in err
+    shown = capsys.readouterr()
+    for stream in (shown.err, shown.out):
+        assert "Fix the endpoint, then rerun the same command" in " ".join(stream.split())
+    assert "endpoint 'game' at http://127.0.0.1:" in shown.out and "2 × connection" in shown.out
     assert list((tmp_path / "dead" / "trajectories").glob("*.partial"))
 
 
@@ -181,3 +183,37 @@ def test_episodes_played_at_once_are_pinned_to_distinct_llama_cpp_slots(tmp_path
         return {json.loads(line)["body"].get("id_slot") for line in server.request_log.read_text().splitlines()}
 
     assert slots_used(2) == {0, 1} and slots_used(1) == {0}
+
+
+def test_one_progress_bar_per_batch_with_episodes_steps_and_an_eta(tmp_path, scripted):
+    import asyncio
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from automem_dagster.commands.rollout_view import batch_bars
+    from automem_dagster.llm.config import load_endpoints
+    from automem_dagster.llm.session import connect
+    from automem_dagster.paths import SCAFFOLDS
+    from automem_dagster.rollout import RolloutSpec, run_batch
+    from automem_dagster.scaffold import load_scaffold_file
+
+    config = load_endpoints(_endpoints(tmp_path, scripted(RULES)))
+    scaffold = load_scaffold_file(SCAFFOLDS / "minihack" / "v0.yaml")
+    out, screen = tmp_path / "b", io.StringIO()
+
+    async def play(seeds: list[int]):
+        async with connect(config, tmp_path) as clients:
+            return await run_batch(RolloutSpec("minihack:Corridor-R3", scaffold, seeds, 5, out), clients, bars)
+
+    with batch_bars(Console(file=screen, force_terminal=True, width=160)) as bars:
+        asyncio.run(play([42]))
+        asyncio.run(play([42, 43, 44]))          # seed 42 is finished already: no work of this run
+        first, second = bars.bars.tasks
+    assert (first.description, first.total, first.completed, first.fields) == (
+        "minihack:Corridor-R3 v0", 5, 5, {"episodes": "1/1 episodes"})
+    assert (second.total, second.completed, second.fields) == (10, 10, {"episodes": "3/3 episodes"})
+    assert second.finished and "ETA" in screen.getvalue()
+    lines = [line for line in Text.from_ansi(screen.getvalue()).plain.splitlines() if "finished after" in line]
+    assert len(lines) == 3 and "minihack-Corridor-R3__seed43: finished after 5 steps" in " ".join(lines)

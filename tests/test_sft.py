@@ -14,17 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from automem_dagster.training.checkpoints import resume_point, run_fingerprint
+from automem_dagster.training.examples import load_examples, split_examples
+from automem_dagster.training.launch import launch_training
 from automem_dagster.training.settings import LoraSettings
-from automem_dagster.training.sft import (
-    RUN_FILE,
-    TrainingError,
-    build_trainer,
-    load_examples,
-    resume_point,
-    run_fingerprint,
-    split_examples,
-    train_adapter,
-)
+from automem_dagster.training.sft import build_trainer, train_adapter
+from automem_dagster.training.sft_result import RUN_FILE, TrainingError
 
 ROOT = Path(__file__).resolve().parents[1]
 OBJECTS = ("tree", "water", "stone", "cow", "zombie", "coal", "table", "iron")
@@ -267,8 +262,9 @@ def _interrupted_run(tmp):
             proc.wait()
     killed = {"returncode": proc.returncode, "finished": (out / "training.json").exists(), "log": log.read_text()}
     progress = []
-    result = train_adapter(data, TINY, out, max_steps=TARGET_STEPS, save_every=2, eval_every=4,
-                           progress=lambda step, total, logs: progress.append((step, total, dict(logs))))
+    # Finished the way the loops train: in a process of its own, its progress streamed back here.
+    result = launch_training(data, TINY, out, base="embedded", max_steps=TARGET_STEPS, save_every=2, eval_every=4,
+                             progress=lambda step, total, logs: progress.append((step, total, dict(logs))))
     return result, killed, progress, out
 
 

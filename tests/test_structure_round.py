@@ -19,7 +19,9 @@ from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.report import report_round
-from automem_dagster.loop.structure import RoundSettings, Storage, diagnosis_seeds, run_round
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import Storage
+from automem_dagster.loop.structure import diagnosis_seeds, run_round
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import RolloutError, episode_id
@@ -164,10 +166,11 @@ def test_a_failure_halfway_leaves_the_champion_and_the_next_round_finishes_it(st
 
 def test_lineage_command_shows_the_tree(storage, scripted, monkeypatch, capsys):
     from automem_dagster import cli
+    from automem_dagster.commands import shared
 
     server = scripted(meta_rules(storage, patch_reply("WIN-MARKER")) + GAME_RULES)
     run(storage, server)
-    monkeypatch.setattr(cli, "STORAGE", storage)
+    monkeypatch.setattr(shared, "STORAGE", storage)
     assert cli.main(["lineage", "--game", "crafter"]) == 0
     out = capsys.readouterr().out
     assert "v1  kept" in out and "[champion]" in out and "champion: v1 since" in out

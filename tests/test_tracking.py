@@ -26,8 +26,11 @@ BEHAVIOUR = {
     "model_s_per_step": 0.7,
 }
 
+RETRIES = {"attempts": 230.0, "retries": 30.0, "retries_http_429": 10.0, "retries_timeout": 20.0, "retry_s": 41.5,
+           "model_s": 12.0}
+
 ALLOWED_PARAMS = {"version", "parent", "content_hash", "game", "seeds", "n_seeds", "max_steps", "role", "round_id", "agent",
-                  "window"}
+                  "window", "meta_mode"}
 ENDPOINT_FIELDS = {"name", "model", "base_url", "constrained", "temperature", "lora_id"}
 
 
@@ -57,6 +60,7 @@ def evaluation(version: int, family: str = "crafter", **overrides) -> Evaluation
         "progression_se": 2.0,
         "per_seed": {42: 4.5, 43: 9.0, 44: 13.5 + version},
         "behaviour": BEHAVIOUR,
+        "retries": RETRIES,
         "scaffold_yaml": f"version: {version}\n",
     }
     return EvaluationRun(**(fields | overrides))
@@ -75,7 +79,9 @@ def logged(tmp_path_factory):
     decision = {"keep": True, "reason": "candidate mean 11.0 > champion 10.0", "mean_difference": 1.0,
                 "stderr_difference": 0.5, "ci_low": 0.2, "ci_high": 1.8}
     v0 = tracker.log_evaluation(evaluation(0))
-    v1 = tracker.log_evaluation(evaluation(1, decision=decision, diagnosis_md="# why", diff_md="+ file",
+    diagnosis = {"meta_mode": "tools", "metrics": {"diagnosis_tool_calls": 6, "diagnosis_tokens": 41_900,
+                                                   "diagnosis_input_tokens": 41_000, "diagnosis_steps_read": 51}}
+    v1 = tracker.log_evaluation(evaluation(1, decision=decision, diagnosis_md="# why", diff_md="+ file", diagnosis=diagnosis,
                                            plots=[plot], extra_artifacts=[extra], endpoints=endpoints(SECRET)))
     mh = tracker.log_evaluation(evaluation(0, family="minihack"))
     return {"tracker": tracker, "client": MlflowClient(uri), "root": root, "v0": v0, "v1": v1, "mh": mh}
@@ -104,9 +110,12 @@ def test_params_metrics_tags_of_a_decided_candidate(logged):
     metrics = run.data.metrics
     assert metrics["progression_mean"] == 11.0 and metrics["progression_se"] == 2.0
     assert {k: metrics[k] for k in BEHAVIOUR} == BEHAVIOUR
+    assert {k: metrics[k] for k in RETRIES} == RETRIES
     assert metrics["total_input_tokens"] == 300_000 and metrics["total_output_tokens"] == 8_000
     assert metrics["decision_keep"] == 1.0 and metrics["decision_mean_difference"] == 1.0
     assert (metrics["decision_stderr"], metrics["decision_ci_low"], metrics["decision_ci_high"]) == (0.5, 0.2, 1.8)
+    assert params["meta_mode"] == "tools" and metrics["diagnosis_tool_calls"] == 6 and metrics["diagnosis_steps_read"] == 51
+    assert metrics["diagnosis_tokens"] == 41_900 and metrics["diagnosis_input_tokens"] == 41_000
     history = logged["client"].get_metric_history(run.info.run_id, "progression_seed")
     assert sorted((m.step, m.value) for m in history) == [(42, 4.5), (43, 9.0), (44, 14.5)]
     tags = run.data.tags

@@ -30,14 +30,11 @@ from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.vllm_lora import adapter_name, list_models, serve_adapter, unload_adapter
-from automem_dagster.loop.proficiency import (
-    ProficiencySettings,
-    lora_config_stage,
-    serving_rank_limit,
-    specialist_endpoints,
-    specialist_evaluation_stage,
-)
-from automem_dagster.loop.structure import RoundError, RoundSettings, Storage
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.proficiency import lora_config_stage, specialist_evaluation_stage
+from automem_dagster.loop.serving import serving_rank_limit, specialist_endpoints
+from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.storage import Storage
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.training.registry import AdapterRecord
 
@@ -233,3 +230,16 @@ def test_given_settings_above_the_rank_limit_are_refused_before_training(tmp_pat
     with pytest.raises(RoundError, match=r"LoRA rank 64 \(given, .*\) exceeds the serving vLLM's --max-lora-rank 16"):
         asyncio.run(lora_config_stage(data, settings, None, max_rank=16))
     assert asyncio.run(lora_config_stage(data, settings, None, max_rank=64)).settings.rank == 64
+
+
+def test_every_replica_of_the_memory_role_loads_the_adapter(vllm, tmp_path):
+    first, second = vllm(), vllm()
+    a1 = record(tmp_path, "a1")
+    game = EndpointConfig(name="game", base_url=first.base_url, replicas=[second.base_url], model=BASE, server="vllm",
+                          constrained="vllm")
+    config, _ = specialist_endpoints(EndpointsConfig(game=game), a1, "crafter")
+    name = config.memory.model
+    for server in (first, second):
+        listed = [m["id"] for m in list_models(config.memory.model_copy(update={"base_url": server.base_url,
+                                                                                 "replicas": []}))]
+        assert name in listed, server.base_url

@@ -46,11 +46,14 @@ CHARS_PER_TOKEN = 3
 
 class Agent(Protocol):
     """What the rollout runner drives: ``observe_state`` then ``step`` before each game step,
-    ``record_outcome`` after it."""
+    ``record_outcome`` after it. A resumed episode replays its recorded steps with ``recall``
+    in place of ``step``: the agent keeps what ``step`` would have kept, without a model call."""
 
     def observe_state(self, state: GameState) -> None: ...
 
     async def step(self, step: int, observation: str) -> Decision: ...
+
+    def recall(self, step: int, observation: str) -> None: ...
 
     def record_outcome(self, action: str, reward: float) -> None: ...
 
@@ -67,6 +70,9 @@ class RandomAgent:
 
     async def step(self, step: int, observation: str) -> Decision:
         return Decision(self.rng.choice(self.actions), True, "", [], [])
+
+    def recall(self, step: int, observation: str) -> None:
+        self.rng.choice(self.actions)  # the draw ``step`` made, so the following ones stay the same
 
     def record_outcome(self, action: str, reward: float) -> None:
         pass
@@ -136,6 +142,9 @@ class WindowAgent:
                          {"role": "assistant", "content": f"<|ACTION|>{p.action}<|END|>"}]
         messages.append({"role": "user", "content": f"{current}\n\n{self.instruction()}"})
         return messages
+
+    def recall(self, step: int, observation: str) -> None:
+        self._pending = prompts.baseline_step_message(step, observation, self._last_reward)
 
     async def step(self, step: int, observation: str) -> Decision:
         comp = await ask(self.client, self.messages(step, observation), self.constraint(), max_tokens=self.max_tokens(),

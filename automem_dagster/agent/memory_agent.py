@@ -52,12 +52,15 @@ class TurnRecord:
     finish_reason: str | None = None
     cached_tokens: int | None = None
     """Input tokens the server took from its prompt cache, as it reported them (None: it did not say)."""
+    retries: dict[str, int] = field(default_factory=dict)
+    retry_s: float = 0.0
+    """The failed attempts before the answer by cause, and the time they cost beside ``latency_s``."""
 
     @classmethod
     def from_completion(cls, phase: str, endpoint: str, comp: Completion) -> TurnRecord:
         turn = cls(phase, endpoint, comp.text, input_tokens=comp.input_tokens, output_tokens=comp.output_tokens,
                    latency_s=comp.latency_s, attempts=comp.attempts, finish_reason=comp.finish_reason,
-                   cached_tokens=comp.cached_tokens)
+                   cached_tokens=comp.cached_tokens, retries=comp.retries, retry_s=comp.retry_s)
         if comp.finish_reason == "length":
             turn.errors.append(f"the reply was cut off at max_tokens after {comp.output_tokens} tokens")
         return turn
@@ -148,6 +151,9 @@ class MemoryAgent:
 
     def record_outcome(self, action: str, reward: float) -> None:
         self.history.append((action, reward))
+
+    def recall(self, step: int, observation: str) -> None:
+        """Nothing to keep: a resumed episode's memory is rebuilt from its journal (``rollout.resume``)."""
 
     def warnings(self) -> list[str]:
         signals, out = self.scaffold.signals, []

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from automem_dagster.commands.shared import GAME_HELP
 from automem_dagster.endpoint_checks import request_schemas, run_checks
 from automem_dagster.games import game_family
 from automem_dagster.llm.config import load_endpoints
@@ -19,11 +20,11 @@ def register(sub) -> None:
                                          "schemas the project sends")
     actions = p.add_subparsers(dest="endpoints_command", required=True)
     check = actions.add_parser("check", help="validate the file, then send one tiny request per role in its mode")
-    check.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS)
+    check.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS, help="endpoints YAML (default: embedded model)")
     check.add_argument("--dry-run", action="store_true", help="only the file and the API key variables, no request")
     check.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     schemas = actions.add_parser("schemas", help="print every JSON schema sent for a game as one JSON object")
-    schemas.add_argument("--game", required=True)
+    schemas.add_argument("--game", required=True, help=GAME_HELP)
     schemas.add_argument("--scaffold", default="v0", help="scaffold version (default v0)")
     p.set_defaults(run=run)
 

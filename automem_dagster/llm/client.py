@@ -6,19 +6,19 @@ that retrying cannot fix (bad key, unknown model, a refused parameter) surface a
 ``EndpointError`` naming the endpoint and its server; transient ones (connection refused,
 timeouts, 408/409/429/5xx) are retried by the openai client itself, which backs off
 exponentially and honours a server's ``Retry-After``, so a batch of concurrent episodes does
-not hammer a provider that is rate-limiting it. The HTTP requests of every call are counted,
-so each turn still records how many attempts it took.
+not hammer a provider that is rate-limiting it. Every HTTP attempt of a call is noted
+(``llm.attempts``), so each turn records its attempts, its retries by cause and the time they
+cost apart from the model's latency, and a call that gave up says what failed how often.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import openai
 
+from automem_dagster.llm.attempts import CURRENT_CALL, CallLog, CountingHttpClient, describe_failures
 from automem_dagster.llm.config import EndpointConfig
 
 _TRANSIENT = (
@@ -31,11 +31,17 @@ _TRANSIENT = (
 
 class EndpointError(RuntimeError):
     """An endpoint could not produce a completion; the message says which and what to do.
-    ``status`` is the server's HTTP status when it answered, None when it could not be reached."""
+    ``status`` is the server's HTTP status when it answered, None when it could not be reached;
+    ``endpoint`` and ``base_url`` name the server (unset where no call was made) and ``failures``
+    counts the failed attempts by cause (``http_500``, ``timeout``, ``connection``)."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, endpoint: str | None = None,
+                 base_url: str | None = None, failures: dict[str, int] | None = None):
         super().__init__(message)
         self.status = status
+        self.endpoint = endpoint
+        self.base_url = base_url
+        self.failures = failures or {}
 
 
 class ContextOverflow(EndpointError):
@@ -52,39 +58,33 @@ class Completion:
     input_tokens: int
     output_tokens: int
     latency_s: float
+    """The model's time: the last attempt alone, without the retries before it."""
     attempts: int
     finish_reason: str | None
     cached_tokens: int | None = None
     """Input tokens served from the server's prompt cache, as the server reports them; None when it does not."""
-
-
-@dataclass
-class _CallLog:
-    """The HTTP requests of one ``complete`` call, counted by the HTTP client's event hook."""
-
-    requests: int = 0
-
-
-_CURRENT_CALL: ContextVar[_CallLog | None] = ContextVar("automem_current_call", default=None)
-
-
-async def _count_request(_request) -> None:
-    log = _CURRENT_CALL.get()
-    if log is not None:
-        log.requests += 1
+    tool_calls: tuple[dict, ...] = ()
+    """The tool calls of a reply to a request with ``tools``: ``{"id", "name", "arguments"}`` each,
+    ``arguments`` the JSON string the server sent (OpenAI's chat-completions format)."""
+    retries: dict[str, int] = field(default_factory=dict)
+    """The failed attempts before the answer, by cause (``http_429``, ``timeout``, ``connection``)."""
+    retry_s: float = 0.0
+    """Time lost to those retries: the failed attempts and the backoff after each."""
 
 
 def request_body(config: EndpointConfig, messages: list[dict], grammar: str | None = None,
                  json_schema: dict | None = None, schema_name: str = "reply", max_tokens: int | None = None,
-                 seed: int | None = None, id_slot: int | None = None) -> dict:
+                 seed: int | None = None, tools: list[dict] | None = None, tool_choice: str | None = None,
+                 id_slot: int | None = None) -> dict:
     """The keyword arguments of one chat-completions request, exactly as they are sent.
 
     Only what the endpoint file sets is sent (sampling, the output cap under its configured
     field name, ``extra_body``). A grammar goes out in the server's dialect; a JSON schema as
     OpenAI's ``response_format`` with ``strict: true``, which vLLM and llama.cpp accept too;
     with ``constrained: none`` neither is sent. ``seed`` is the request's sampling seed; an
-    endpoint file's own ``seed`` wins over it. ``id_slot`` pins the request to one llama.cpp server
-    slot (its server README: ``id_slot``), so an episode keeps its cached prompt prefix."""
+    endpoint file's own ``seed`` wins over it. ``tools`` and ``tool_choice`` are OpenAI's function
+    calling fields, sent as given (``meta/tool_session.py``). ``id_slot`` pins the request to one
+    llama.cpp server slot (its server README: ``id_slot``), so an episode keeps its cached prompt prefix."""
     cfg = config
     extra: dict = dict(cfg.extra_body)
     if grammar is not None and cfg.constrained == "gbnf":
@@ -102,6 +102,9 @@ def request_body(config: EndpointConfig, messages: list[dict], grammar: str | No
     if json_schema is not None and cfg.constrained != "none":
         body["response_format"] = {"type": "json_schema",
                                    "json_schema": {"name": schema_name, "schema": json_schema, "strict": True}}
+    if tools:
+        body["tools"] = tools
+        body["tool_choice"] = tool_choice or "auto"
     if cfg.seed is not None or seed is not None:
         body["seed"] = cfg.seed if cfg.seed is not None else seed
     if extra:
@@ -117,44 +120,46 @@ class LLMClient:
         self.base_url = base_url
         self.slots = slots
         """The server's parallel slots when known (the embedded server): a call's ``lane`` picks one."""
-        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_count_request]})
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s,
-                                          max_retries=config.max_retries, http_client=http)
+                                          max_retries=config.max_retries, http_client=CountingHttpClient())
 
     def _where(self) -> str:
         return f"endpoint {self.config.name!r} ({self.config.model} at {self.base_url})"
 
     async def complete(self, messages: list[dict], grammar: str | None = None,
                        json_schema: dict | None = None, max_tokens: int | None = None,
-                       seed: int | None = None, schema_name: str = "reply", lane: int | None = None) -> Completion:
+                       seed: int | None = None, schema_name: str = "reply", tools: list[dict] | None = None,
+                       tool_choice: str | None = None, lane: int | None = None) -> Completion:
         """One chat completion, constrained by ``grammar`` (a GBNF grammar) or ``json_schema``
         as the endpoint's mode allows (see ``request_body``); the caller validates the reply
         as it would anyway. ``max_tokens`` replaces the endpoint's for a caller whose grammar
-        bounds a longer reply (a reasoning line before the action). ``lane`` (an episode's place
-        among those running at once) pins the call to slot ``lane % slots`` when the slots are known."""
+        bounds a longer reply (a reasoning line before the action). With ``tools`` the reply may
+        hold ``tool_calls`` instead of text. ``lane`` (an episode's place among those running at once)
+        pins the call to slot ``lane % slots`` when the slots are known."""
         id_slot = lane % self.slots if lane is not None and self.slots else None
-        body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, id_slot)
-        log = _CallLog()
-        token = _CURRENT_CALL.set(log)
-        start = time.perf_counter()
+        body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, tools,
+                            tool_choice, id_slot)
+        log = CallLog()
+        token = CURRENT_CALL.set(log)
         try:
             resp = await self._client.chat.completions.create(**body)
         except _TRANSIENT as exc:
-            raise EndpointError(
-                f"{self._where()} failed after {max(log.requests, 1)} attempts ({type(exc).__name__}: {_short(str(exc))}); "
-                "check that the server is running and reachable, or raise timeout_s/max_retries"
-            ) from exc
+            raise self._error(
+                f"{self._where()} failed after {max(len(log.attempts), 1)} attempts "
+                f"({describe_failures(log.failures()) or type(exc).__name__}; last: {type(exc).__name__}: "
+                f"{_short(str(exc))}); check that the server is running and reachable, or raise timeout_s/max_retries",
+                log, getattr(exc, "status_code", None)) from exc
         except openai.APIStatusError as exc:
             if exc.status_code == 400 and _OVERFLOW.search(str(exc)):
-                raise ContextOverflow(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})",
-                                      exc.status_code) from exc
-            raise EndpointError(
+                raise self._error(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})", log,
+                                  exc.status_code, ContextOverflow) from exc
+            raise self._error(
                 f"{self._where()} refused the request with HTTP {exc.status_code}: {_short(str(exc))}; "
-                f"{_advice(exc.status_code)}", exc.status_code
+                f"{_advice(exc.status_code)}", log, exc.status_code
             ) from exc
         finally:
-            _CURRENT_CALL.reset(token)
-        latency = time.perf_counter() - start
+            CURRENT_CALL.reset(token)
+        latency = log.latency_s()
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content if choice and choice.message else None) or ""
         usage = resp.usage
@@ -163,10 +168,17 @@ class LLMClient:
             input_tokens=usage.prompt_tokens if usage else 0,
             output_tokens=usage.completion_tokens if usage else 0,
             latency_s=latency,
-            attempts=max(log.requests, 1),
+            attempts=max(len(log.attempts), 1),
             finish_reason=choice.finish_reason if choice else None,
             cached_tokens=cached_tokens(resp),
+            tool_calls=_tool_calls(choice.message if choice else None),
+            retries=log.failures(),
+            retry_s=log.retry_s(),
         )
+
+    def _error(self, message: str, log: CallLog, status: int | None,
+               kind: type[EndpointError] = EndpointError) -> EndpointError:
+        return kind(message, status, self.config.name, self.base_url, log.failures())
 
     async def close(self) -> None:
         await self._client.close()
@@ -183,6 +195,12 @@ def cached_tokens(resp) -> int | None:
     if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
         return timings["cache_n"]
     return None
+
+
+def _tool_calls(message) -> tuple[dict, ...]:
+    calls = getattr(message, "tool_calls", None) or []
+    return tuple({"id": c.id, "name": c.function.name, "arguments": c.function.arguments or ""}
+                 for c in calls if getattr(c, "function", None) is not None)
 
 
 def _advice(status: int) -> str:

@@ -35,6 +35,11 @@ Constrained = Literal["gbnf", "vllm", "json_schema", "none"]
 under ``response_format`` with ``strict: true``: OpenAI, Anthropic's and Google's compatible
 layers, vLLM, llama.cpp) or ``none`` (free text, parsed tolerantly)."""
 
+MetaMode = Literal["one_call", "tools"]
+"""How the meta-LLM reads a batch: ``one_call`` (the batch compressed into one request) or
+``tools`` (it calls read-only tools over the batch, ``meta/tool_session.py``; the server must
+support OpenAI function calling)."""
+
 ServerKind = Literal["llama.cpp", "vllm", "openai-compatible"]
 """What is behind ``base_url``, for the features beyond the chat API: exact token counts
 (llama.cpp's and vLLM's ``/tokenize``) and runtime LoRA loading (vLLM)."""
@@ -55,6 +60,8 @@ class EndpointConfig(BaseModel):
 
     name: str
     base_url: str | None = None
+    replicas: list[str] = Field(default_factory=list, description="further base URLs serving the same model: "
+                                "requests spread over all of them (llm/replicas.py)")
     model: str = "smollm2-135m-instruct"
     api_key_env: str | None = None
     server: ServerKind | None = Field(None, description="unset: llama.cpp for the embedded server, else openai-compatible")
@@ -72,6 +79,10 @@ class EndpointConfig(BaseModel):
     max_lora_rank: int | None = Field(None, ge=1, le=512, description="a vLLM server's --max-lora-rank: trained "
                                       "specialists stay within it")
     seed: int | None = None
+    meta_mode: MetaMode = Field("one_call", description="meta role only: one_call or tools (docs/meta-tools.md)")
+    meta_tool_calls: int = Field(24, ge=1, le=500, description="meta_mode tools: tool calls per diagnosis")
+    meta_token_budget: int = Field(200_000, ge=1_000, description="meta_mode tools: prompt and reply tokens of "
+                                   "all requests of one diagnosis together")
     cache_prompt: bool = Field(True, description="llama.cpp: reuse a cached prompt prefix (fast); false makes "
                                                  "seeded reruns bit-identical (llama.cpp's README)")
 
@@ -84,6 +95,22 @@ class EndpointConfig(BaseModel):
         if self.rules:
             self.model = RULES  # records name the meta, not the default model it does not use
         return self
+
+    @model_validator(mode="after")
+    def _replicas_are_remote(self) -> EndpointConfig:
+        if self.replicas and self.embedded:
+            raise ValueError("replicas need a remote base_url: the embedded server is one process "
+                             "(raise embedded_parallel for more slots)")
+        for url in self.replicas:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"replica {url!r} is not an http(s) URL such as http://10.0.0.2:8000/v1")
+        if len(set(self.base_urls())) != len(self.base_urls()):
+            raise ValueError("replicas repeat a base URL: list each server once")
+        return self
+
+    def base_urls(self) -> list[str]:
+        """Every server of this endpoint: ``base_url`` first, then the replicas."""
+        return [self.base_url, *self.replicas]
 
     @field_validator("extra_body")
     @classmethod
@@ -138,6 +165,15 @@ class EndpointsConfig(BaseModel):
     meta: EndpointConfig | None = None
     embedded_parallel: int = Field(2, ge=1, le=16)
     embedded_ctx_per_slot: int = Field(4096, ge=512)
+
+    @model_validator(mode="after")
+    def _tools_on_meta_only(self) -> EndpointsConfig:
+        for role in ("game", "memory"):
+            endpoint = getattr(self, role)
+            if endpoint is not None and endpoint.meta_mode != "one_call":
+                raise ValueError(f"{role}.meta_mode is {endpoint.meta_mode!r}: meta_mode applies to the meta role only; "
+                                 "move it to the `meta:` entry")
+        return self
 
     @property
     def two_model(self) -> bool:

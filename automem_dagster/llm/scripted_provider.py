@@ -20,6 +20,12 @@ What is enforced, and where it is written down:
   schema breaks the strict subset is HTTP 400 ``invalid_request_error`` with param
   ``response_format`` (platform.openai.com/docs/guides/structured-outputs, "Supported
   schemas"); the rules are ``strict_schema.strict_violations``.
+* ``refuse_auto_tools``: a vLLM server started without ``--enable-auto-tool-choice`` and
+  ``--tool-call-parser`` answers a request with ``tools`` and ``tool_choice: "auto"`` (vLLM's
+  default when ``tools`` are sent) with HTTP 400 '"auto" tool choice requires
+  --enable-auto-tool-choice and --tool-call-parser to be set', as ``BadRequestError`` with
+  ``code`` 400 (vllm/entrypoints/openai/serving_chat.py ``create_chat_completion``; the error
+  body is vLLM's ``ErrorResponse``/``ErrorInfo``); ``tool_choice: "none"`` is accepted.
 * ``error_shape``: ``openai`` (``{"error": {"message", "type", "param", "code"}}``) or
   ``anthropic`` (``{"type": "error", "error": {"type", "message"}}``).
 """
@@ -38,6 +44,7 @@ class Provider:
     refuse_params: list[str] = field(default_factory=list)
     exclusive_params: list[list[str]] = field(default_factory=list)
     strict_schemas: bool = False
+    refuse_auto_tools: bool = False
     error_shape: str = "openai"
 
     def _error(self, status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
@@ -69,6 +76,9 @@ class Provider:
             if all(p in body for p in pair):
                 names = " and ".join(f"`{p}`" for p in pair)
                 return self._error(400, f"{names} cannot both be specified for this model. Please use only one.")
+        if self.refuse_auto_tools and body.get("tools") and body.get("tool_choice", "auto") == "auto":
+            return 400, {"error": {"message": '"auto" tool choice requires --enable-auto-tool-choice and '
+                                   "--tool-call-parser to be set", "type": "BadRequestError", "param": None, "code": 400}}
         fmt = body.get("response_format") or {}
         if self.strict_schemas and fmt.get("type") == "json_schema" and fmt.get("json_schema", {}).get("strict"):
             spec = fmt["json_schema"]

@@ -11,8 +11,14 @@ Rules file (JSON): ``[{"match": "substring", "reply": "text"} | {"match": "...",
 The first rule whose ``match`` occurs in the request's messages (all of them, joined) wins;
 a rule may carry ``"replies": [...]`` to cycle through several texts, ``"delay_s"`` to
 answer after a pause (a stand-in for model latency in tests and benchmarks), ``"times": N``
-to apply to its first N matches only, and ``"headers"`` to add to its answer (a 429 with
-``{"Retry-After": "1"}``).
+to apply to its first N matches only, ``"every": N`` to apply to every Nth match only (the
+others fall through to the next rule) and ``"headers"`` to add to its answer (a 429 with
+``{"Retry-After": "1"}``). A reply may be an object ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``:
+the answer is then a tool call as OpenAI's chat-completions API returns one (``message.content``
+null, ``message.tool_calls[].function.arguments`` a JSON string, ``finish_reason: "tool_calls"``;
+platform.openai.com/docs/guides/function-calling). Fault rules for what a real endpoint does under load: a
+``"status"`` (500, 429 with ``Retry-After``), a ``"delay_s"`` past the client's timeout, and
+``"drop": true``, which closes the connection without an answer (a dropped connection).
 
 The file may instead be ``{"rules": [...], "provider": {...}}``: the server then also enforces
 what a hosted provider enforces before any rule is consulted (``scripted_provider.py``: served models,
@@ -28,6 +34,7 @@ import json
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -35,29 +42,68 @@ from automem_dagster.llm.process import ServerProcess, free_port
 from automem_dagster.llm.scripted_provider import Provider
 
 
+@dataclass(frozen=True)
+class _Answer:
+    status: int = 200
+    text: str | dict = ""
+    """The reply (text, or tool calls), or the error message of a failing status."""
+    delay_s: float = 0.0
+    headers: dict = field(default_factory=dict)
+    drop: bool = False
+
+
 class _Rules:
     def __init__(self, rules: list[dict]):
         self.rules = rules
         self.counters = [0] * len(rules)
+        self.matched = [0] * len(rules)
         self.lock = threading.Lock()
         self.requests = 0
 
-    def answer(self, body: dict) -> tuple[int, str, float, dict]:
-        """``(status, reply or error message, delay, extra headers)`` of the first matching rule."""
+    def answer(self, body: dict) -> _Answer:
+        """What the first rule that applies to this request says."""
         text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         with self.lock:
             self.requests += 1
             for i, rule in enumerate(self.rules):
-                if rule.get("match", "") not in text or self.counters[i] >= rule.get("times", float("inf")):
+                if rule.get("match", "") not in text:
                     continue
-                delay, headers = float(rule.get("delay_s", 0.0)), dict(rule.get("headers", {}))
+                self.matched[i] += 1
+                if self.matched[i] % rule.get("every", 1) or self.counters[i] >= rule.get("times", float("inf")):
+                    continue
                 replies = rule.get("replies") or [rule.get("reply", "")]
                 reply = replies[self.counters[i] % len(replies)]
                 self.counters[i] += 1
-                if "status" in rule:
-                    return int(rule["status"]), rule.get("error", f"scripted failure {rule['status']}"), delay, headers
-                return 200, reply, delay, headers
-        return 200, "", 0.0, {}
+                status = int(rule.get("status", 200))
+                return _Answer(status, reply if status == 200 else rule.get("error", f"scripted failure {status}"),
+                               float(rule.get("delay_s", 0.0)), dict(rule.get("headers", {})), bool(rule.get("drop")))
+        return _Answer()
+
+
+def _completion(body: dict, reply: str | dict, request: int) -> dict:
+    """A chat completion answering ``body`` with ``reply`` (text, or tool calls)."""
+    message, finish = _message(reply, request)
+    return {"id": "scripted", "object": "chat.completion", "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}], "usage": _usage(body, message)}
+
+
+def _message(reply: str | dict, request: int) -> tuple[dict, str]:
+    """The assistant message and finish reason for a rule's reply: text, or tool calls."""
+    if isinstance(reply, dict) and "tool_calls" in reply:
+        calls = [{"id": f"call_{request}_{i}", "type": "function", "function": {
+            "name": call["name"], "arguments": call["arguments"] if isinstance(call["arguments"], str)
+            else json.dumps(call["arguments"])}} for i, call in enumerate(reply["tool_calls"])]
+        return {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
+    return {"role": "assistant", "content": reply}, "stop"
+
+
+def _usage(body: dict, message: dict) -> dict:
+    """Tokens as characters / 4: of every message and of the tool definitions (a server renders
+    them into the prompt), and of the reply's text or tool calls."""
+    prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
+    prompt += len(json.dumps(body["tools"])) if body.get("tools") else 0
+    reply = len(json.dumps(message["tool_calls"])) if "tool_calls" in message else len(message["content"])
+    return {"prompt_tokens": prompt // 4, "completion_tokens": reply // 4, "total_tokens": (prompt + reply) // 4}
 
 
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None):
@@ -103,19 +149,14 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
             if refusal is not None:
                 self._send(*refusal)
                 return
-            status, reply, delay, headers = rules.answer(body)
-            time.sleep(delay)
-            if status != 200:
-                self._send(status, {"error": {"message": reply, "type": "server_error"}}, headers)
-                return
-            prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
-            self._send(200, {
-                "id": "scripted", "object": "chat.completion", "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": reply}}],
-                "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(reply) // 4,
-                          "total_tokens": prompt_chars // 4 + len(reply) // 4},
-            })
+            answer = rules.answer(body)
+            time.sleep(answer.delay_s)
+            if answer.drop:  # nothing is written: the client sees the connection close with no answer
+                self.close_connection = True
+            elif answer.status != 200:
+                self._send(answer.status, {"error": {"message": answer.text, "type": "server_error"}}, answer.headers)
+            else:
+                self._send(200, _completion(body, answer.text, rules.requests))
 
     return Handler
 

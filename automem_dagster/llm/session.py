@@ -14,15 +14,16 @@ from pathlib import Path
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.embedded_server import embedded_server
+from automem_dagster.llm.replicas import ReplicatedClient
 
 
 @dataclass
 class Clients:
     """One client per role; a ``rules`` meta (no model) has no client, only its config in ``rules_meta``."""
 
-    game: LLMClient
-    memory: LLMClient | None
-    meta: LLMClient | None
+    game: LLMClient | ReplicatedClient
+    memory: LLMClient | ReplicatedClient | None
+    meta: LLMClient | ReplicatedClient | None
     rules_meta: EndpointConfig | None = None
 
     def describe(self) -> dict:
@@ -33,7 +34,8 @@ class Clients:
             cfg = client.config if client is not None else self.rules_meta if role == "meta" else None
             if cfg is not None:
                 out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model, "server": cfg.server,
-                             "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id}
+                             "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id,
+                             **({"replicas": list(cfg.replicas)} if cfg.replicas else {})}
         return out
 
 
@@ -49,9 +51,11 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
             ctx_per_slot=config.embedded_ctx_per_slot, lora=lora,
         ).start()
 
-    def client(cfg: EndpointConfig | None) -> LLMClient | None:
+    def client(cfg: EndpointConfig | None) -> LLMClient | ReplicatedClient | None:
         if cfg is None:
             return None
+        if cfg.replicas:
+            return ReplicatedClient(cfg)
         if not cfg.embedded:
             return LLMClient(cfg, cfg.base_url)
         # An embedded endpoint has one server slot's context, whatever its config says.

@@ -19,24 +19,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import Clients, connect
-from automem_dagster.llm.vllm_lora import VllmLoraError, adapter_name, confirm_served, serve_adapter
-from automem_dagster.loop.structure import (
-    RoundError,
-    RoundSettings,
-    Storage,
-    batch_dir,
-    champion_scaffold,
-    decide_paired,
-    decision_evidence,
-    evaluate_stage,
-    slug,
-)
-from automem_dagster.meta.curate import CurationResult, CurationSettings, curate
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.gate import decide_paired, decision_evidence, load_decision_record, write_decision_record
+from automem_dagster.loop.serving import check_specialist_served, one_model, serving_rank_limit, specialist_endpoints
+from automem_dagster.loop.settings import ProficiencySettings
+from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
+from automem_dagster.loop.structure import evaluate_stage
+from automem_dagster.meta.curate import CurationResult, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
@@ -44,43 +37,38 @@ from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
 from automem_dagster.scaffold import Scaffold, load_scaffold
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
-from automem_dagster.training.settings import LoraSettings, default_settings
+from automem_dagster.training.settings import default_settings
+from automem_dagster.training.sft_result import ADAPTER, RESULT_FILE
 
 PROFICIENCY_SEED_OFFSET = 49_500
 """Proficiency rollouts take their training seeds from the second half of the game's shuffled
 training stream, so they never replay the structure loop's diagnosis episodes (first half)."""
 
-MIN_EXAMPLES = {"minihack": 300, "crafter": 500, "nethack": 800}
-"""The AutoMem paper: 300 (MiniHack) to 800 (NetHack); Crafter's episodes are between the two in length."""
+def registry(storage: Storage, family: str) -> SpecialistRegistry:
+    return SpecialistRegistry.load(family, storage.specialists)
 
 
 @dataclass(frozen=True)
-class ProficiencySettings:
-    """A round's budget: rollouts and evaluation as in the structure loop (``budget``), then
-    curation, the base model and an optional cap on optimizer steps (a short local round)."""
+class ProficiencyStart:
+    """What a proficiency round does next, decided once (``start_proficiency_round``) for the CLI
+    and the assets: evaluate the ``pending`` adapter of an earlier round (trained, not yet judged),
+    or play the champion ``scaffold`` on the training ``seeds`` and train a new one."""
 
-    budget: RoundSettings
-    curation: CurationSettings = field(default_factory=CurationSettings)
-    base: str = "embedded"
-    max_train_steps: int | None = None
-    lora: LoraSettings | None = None
-    """Settings given by a person; the meta-LLM is then not asked."""
+    scaffold: Scaffold
+    pending: AdapterRecord | None = None
+    seeds: list[int] = field(default_factory=list)
 
     @property
-    def game(self) -> str:
-        return self.budget.game
-
-    @property
-    def family(self) -> str:
-        return game_family(self.budget.game)
+    def resumes(self) -> bool:
+        return self.pending is not None
 
 
-def default_curation(game: str, **overrides) -> CurationSettings:
-    return CurationSettings(**{"min_examples": MIN_EXAMPLES[game_family(game)], **overrides})
-
-
-def registry(storage: Storage, family: str) -> SpecialistRegistry:
-    return SpecialistRegistry.load(family, storage.specialists)
+def start_proficiency_round(settings: ProficiencySettings, storage: Storage) -> ProficiencyStart:
+    """The one rule for how a proficiency round begins: resume a pending adapter if there is one."""
+    pending = registry(storage, settings.family).pending()
+    if pending is not None:
+        return ProficiencyStart(load_scaffold(settings.family, pending.scaffold_version, storage.scaffolds), pending)
+    return ProficiencyStart(load_champion(settings.family, storage), seeds=proficiency_seeds(settings, storage))
 
 
 # --- stage 1: training rollouts -------------------------------------------------------------
@@ -110,15 +98,32 @@ def dataset_dir(storage: Storage, batch: Path) -> Path:
     return storage.runs / "datasets" / batch.parent.parent.name / batch.parent.name / batch.name
 
 
+def read_curation(out: Path) -> CurationResult | None:
+    """The finished curation in ``out`` (its dataset and ``stats.json``), or None when there is none."""
+    out = Path(out)
+    if not ((out / "dataset.parquet").exists() and (out / "stats.json").exists()):
+        return None
+    stats = json.loads((out / "stats.json").read_text())
+    return CurationResult(str(out), stats["examples"], stats)
+
+
+def curated(out: Path) -> CurationResult:
+    """The finished curation in ``out``; a clear error naming the folder when there is none."""
+    result = read_curation(out)
+    if result is None:
+        raise RoundError(f"{out} holds no curated dataset (dataset.parquet and stats.json): run `automem curate` "
+                         "(or the sft_dataset asset) on a training batch first")
+    return result
+
+
 async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySettings, meta: LLMClient | None,
-                       storage: Storage, say: Callable[[str], None] | None = None) -> CurationResult:
-    """The curated dataset of ``batch``: read back when it exists, else curated (DatasetTooSmall stops here)."""
-    out = dataset_dir(storage, batch)
-    if (out / "dataset.parquet").exists() and (out / "stats.json").exists():
-        stats = json.loads((out / "stats.json").read_text())
-        return CurationResult(str(out), stats["examples"], stats)
-    return await curate([Path(batch)], scaffold, eval_seeds(settings.game, storage.seeds_file), out, settings.curation,
-                        meta, say)
+                       storage: Storage, say: Callable[[str], None] | None = None,
+                       out: Path | None = None) -> CurationResult:
+    """The curated dataset of ``batch`` (into ``out``, else a folder derived from the batch): read
+    back when it exists, else curated (DatasetTooSmall stops here)."""
+    out = Path(out) if out else dataset_dir(storage, batch)
+    return read_curation(out) or await curate([Path(batch)], scaffold, eval_seeds(settings.game, storage.seeds_file),
+                                              out, settings.curation, meta, say)
 
 
 # --- stage 3: LoRA configuration ------------------------------------------------------------
@@ -153,12 +158,6 @@ async def lora_config_stage(data: CurationResult, settings: ProficiencySettings,
     return choice
 
 
-def serving_rank_limit(config: EndpointsConfig) -> int | None:
-    """The ``max_lora_rank`` of the vLLM endpoint that will serve the specialist, if one says so."""
-    server = config.memory or config.game
-    return server.max_lora_rank if server.server == "vllm" else None
-
-
 # --- stage 4: training ----------------------------------------------------------------------
 
 def adapter_dir(storage: Storage, game: str, adapter_id: str) -> Path:
@@ -170,8 +169,6 @@ def exported_adapter(folder: Path, scaffold_version: int) -> AdapterRecord:
     record ``specialist_endpoints`` can serve. Paths are taken from ``folder`` itself, not from
     ``training.json``, so an adapter pulled from a DVC remote into another checkout still resolves;
     its dataset is identified by the training run's fingerprint, which hashes the dataset's bytes."""
-    from automem_dagster.training.sft import ADAPTER, RESULT_FILE
-
     folder = Path(folder)
     missing = [name for name in (RESULT_FILE, "lora_config.json", ADAPTER) if not (folder / name).exists()]
     if missing:
@@ -184,20 +181,26 @@ def exported_adapter(folder: Path, scaffold_version: int) -> AdapterRecord:
                          LoraChoice.load(folder / "lora_config.json").source)
 
 
+def train_into(data: CurationResult, choice: LoraChoice, settings: ProficiencySettings, out: Path, progress=None):
+    """Train (or resume) an adapter into ``out`` in a process of its own (``training.launch``) and, for
+    the embedded base, export its GGUF (``out/adapter.gguf``); returns the trainer's result and the
+    GGUF path (None otherwise)."""
+    from automem_dagster.training.gguf_lora import export_gguf_lora
+    from automem_dagster.training.launch import launch_training
+
+    result = launch_training(Path(data.out_dir), choice.settings, out, base=settings.base,
+                             max_steps=settings.max_train_steps, progress=progress)
+    gguf = None
+    if settings.base == "embedded":
+        gguf = str(export_gguf_lora(Path(result.adapter_dir), Path(out) / "adapter.gguf"))
+    return result, gguf
+
+
 def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, settings: ProficiencySettings,
                 storage: Storage, progress=None) -> AdapterRecord:
     """Train (or resume) the next adapter, export it for the embedded server, and register it as pending."""
-    from automem_dagster.training.gguf_lora import export_gguf_lora
-    from automem_dagster.training.sft import train_adapter
-
-    reg = registry(storage, settings.family)
-    adapter_id = reg.next_id()
-    out = adapter_dir(storage, settings.game, adapter_id)
-    result = train_adapter(Path(data.out_dir), choice.settings, out, base=settings.base,
-                           max_steps=settings.max_train_steps, progress=progress)
-    gguf = None
-    if settings.base == "embedded":
-        gguf = str(export_gguf_lora(Path(result.adapter_dir), out / "adapter.gguf"))
+    adapter_id = registry(storage, settings.family).next_id()
+    result, gguf = train_into(data, choice, settings, adapter_dir(storage, settings.game, adapter_id), progress)
     record = AdapterRecord(adapter_id, scaffold.version, data.stats["dataset_hash"], data.out_dir,
                            str(result.adapter_dir), gguf, choice.source)
     with SpecialistRegistry.updating(settings.family, storage.specialists) as current:
@@ -206,66 +209,6 @@ def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, se
 
 
 # --- stage 5: the two-model evaluation ------------------------------------------------------
-
-def one_model(clients: Clients) -> Clients:
-    """The same server, with the agent doing its own memory operations."""
-    return Clients(clients.game, None, clients.meta)
-
-
-def specialist_endpoints(config: EndpointsConfig, record: AdapterRecord,
-                         family: str) -> tuple[EndpointsConfig, list[Path]]:
-    """Endpoints of the two-model agent and the adapters the embedded server must load.
-
-    A vLLM memory endpoint (``server: vllm``; without a ``memory:`` endpoint, a vLLM game
-    endpoint serves it too) gets the adapter's peft folder loaded through the runtime LoRA API
-    under a name carrying its content hash, confirmed in the server's model list, and that name
-    becomes the memory endpoint's ``model``: the evaluation can only score this adapter. Another
-    configured ``memory:`` endpoint is used as given. Otherwise the embedded server loads the
-    adapter's GGUF and the memory endpoint is the game endpoint with that adapter selected per
-    request."""
-    memory = config.memory
-    if memory is None and config.game.server == "vllm":
-        memory = config.game.model_copy(update={"name": "memory"})
-    if memory is not None and memory.server == "vllm":
-        try:
-            served = serve_adapter(memory, served_name(family, record), Path(record.adapter_dir))
-        except VllmLoraError as exc:
-            raise RoundError(f"specialist {record.id}: {exc}") from exc
-        return config.model_copy(update={"memory": memory.model_copy(update={"model": served.name})}), []
-    if memory is not None:
-        return config, []
-    if not config.game.embedded:
-        raise RoundError(f"the game endpoint {config.game.base_url} is not the embedded server: add a `memory:` endpoint "
-                         f"that serves adapter {record.id} ({record.adapter_dir}; vLLM: `server: vllm` with runtime "
-                         "LoRA loading, see docs/vllm.md)")
-    if record.gguf is None:
-        raise RoundError(f"adapter {record.id} has no GGUF export for the embedded server: retrain with base `embedded`")
-    memory = config.game.model_copy(update={"name": "memory", "lora_id": 0})
-    return config.model_copy(update={"memory": memory}), [Path(record.gguf)]
-
-
-def served_name(family: str, record: AdapterRecord) -> str:
-    """The model name a vLLM server serves ``record`` under (its content hash included)."""
-    try:
-        return adapter_name(family, record.id, Path(record.adapter_dir))
-    except VllmLoraError as exc:
-        raise RoundError(f"specialist {record.id}: {exc}") from exc
-
-
-def check_specialist_served(memory: LLMClient, family: str, record: AdapterRecord) -> None:
-    """Refuse to evaluate a vLLM memory endpoint that does not name ``record``'s adapter, or whose
-    server no longer lists it: another adapter's score must never be credited to this one."""
-    if memory.config.server != "vllm":
-        return
-    name = served_name(family, record)
-    if memory.config.model != name:
-        raise RoundError(f"the memory endpoint sends model {memory.config.model!r}, not adapter {record.id} ({name}): "
-                         "build the endpoints with specialist_endpoints, which loads the adapter and names it")
-    try:
-        confirm_served(memory.config.model_copy(update={"base_url": memory.base_url}), name)
-    except VllmLoraError as exc:
-        raise RoundError(f"specialist {record.id}: {exc}") from exc
-
 
 def specialist_batch_dir(storage: Storage, game: str, version: int, seeds: list[int], max_steps: int,
                          adapter_id: str) -> Path:
@@ -329,13 +272,12 @@ def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary
             result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
                                         decision.reason, comparison, specialist.out_dir, champion.out_dir,
                                         **evidence)
-    write_json_atomic(storage.runs / "decisions" / slug(game) / f"specialist-{adapter_id}.json", asdict(result))
+    write_decision_record(storage, game, f"specialist-{adapter_id}", result)
     return result
 
 
 def load_specialist_decision(storage: Storage, game: str, adapter_id: str) -> SpecialistDecision | None:
-    path = storage.runs / "decisions" / slug(game) / f"specialist-{adapter_id}.json"
-    return SpecialistDecision(**json.loads(path.read_text())) if path.exists() else None
+    return load_decision_record(storage, game, f"specialist-{adapter_id}", SpecialistDecision)
 
 
 # --- the whole round ------------------------------------------------------------------------
@@ -371,16 +313,13 @@ async def run_proficiency_round(settings: ProficiencySettings, config: Endpoints
     The model server runs for the rollouts and meta-LLM calls, is stopped while training (the
     CPU is the trainer's), and is started again with the adapter for the evaluation."""
     say = on_stage or (lambda line: None)
-    reg = registry(storage, settings.family)
-    pending = reg.pending()
+    start = start_proficiency_round(settings, storage)
+    scaffold, pending, seeds = start.scaffold, start.pending, start.seeds
     if pending is not None:
-        scaffold = load_scaffold(settings.family, pending.scaffold_version, storage.scaffolds)
         result = ProficiencyResult(settings.game, scaffold.version, pending,
                                    notes=[f"resumed pending adapter {pending.id} of an earlier round"])
         say(f"resuming pending adapter {pending.id} (an earlier round stopped before its decision)")
     else:
-        scaffold = champion_scaffold(settings.family, storage)
-        seeds = proficiency_seeds(settings, storage)
         async with connect(config, log_dir) as clients:
             say(f"training rollouts: champion v{scaffold.version} on training seeds {seeds}")
             rollout = await training_rollout_stage(settings, scaffold, seeds, clients, storage, progress)

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.loop.structure import decide_paired
+from automem_dagster.loop.gate import decide_paired
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.summary import load_summary
 from automem_dagster.rollout.trajectory import read_manifest

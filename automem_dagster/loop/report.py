@@ -10,10 +10,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from automem_dagster.games import game_family
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.proficiency import ProficiencyResult, SpecialistDecision
-from automem_dagster.loop.structure import DecisionRecord, RoundResult, Storage, per_seed, slug
+from automem_dagster.loop.storage import Storage, slug
+from automem_dagster.loop.structure import DecisionRecord, RoundResult
+from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.plots import (
     AgentPoint,
     VersionPoint,
@@ -25,8 +29,11 @@ from automem_dagster.plots import (
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
-from automem_dagster.tracking import EvaluationRun, TrackedRun, Tracker, TrainingRun
+from automem_dagster.tracking import EvaluationRun, TrackedRun, TrainingRun
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
+
+if TYPE_CHECKING:
+    from automem_dagster.tracking.mlflow_tracking import Tracker
 
 
 @dataclass
@@ -69,7 +76,7 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
         role=role, round_id=round_id, seeds=seeds, max_steps=max_steps, endpoints=endpoints,
         progression_mean=summary.progression.mean, progression_se=summary.progression.stderr,
         per_seed={s: 100 * p for s, p in per_seed(summary).items()}, behaviour=summary.behaviour.as_dict(),
-        scaffold_yaml=scaffold_yaml(scaffold), **extra,
+        retries=summary.retries.as_metrics() if summary.retries else {}, scaffold_yaml=scaffold_yaml(scaffold), **extra,
     )
 
 
@@ -103,11 +110,12 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
                 ("mean_difference", "stderr_difference", "ci_low", "ci_high")}}
     round_id = f"r{result.candidate}"
     diagnosis_md = (result.diagnosis_dir / "diagnosis.md").read_text() if result.diagnosis_dir else None
+    diagnosis = Diagnosis.load(result.diagnosis_dir).tracking_summary() if result.diagnosis_dir else None
     diff_md = (result.revision_dir / "diff.md").read_text() if result.revision_dir else None
     report.runs["candidate"] = tracker.log_evaluation(evaluation_run(
         result.game, result.candidate_eval, result.candidate, "candidate", endpoints, storage, max_steps, round_id,
-        diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, plots=list(report.plots.values()),
-        meta=revision_meta(result.revision_dir)))
+        diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, diagnosis=diagnosis,
+        plots=list(report.plots.values()), meta=revision_meta(result.revision_dir)))
     report.runs["champion"] = tracker.log_evaluation(evaluation_run(
         result.game, result.champion_eval, result.parent, "champion", endpoints, storage, max_steps, round_id))
     return report

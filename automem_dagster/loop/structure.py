@@ -16,108 +16,26 @@ the pending candidate up and finishes its evaluation instead of making a new one
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from automem_dagster.agent.baselines import DEFAULT_WINDOW, WINDOWED
-from automem_dagster.atomic import write_json_atomic
+from automem_dagster.agent.baselines import DEFAULT_WINDOW
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.gate import decide_paired, decision_evidence, load_decision_record, write_decision_record
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
 from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
-from automem_dagster.metrics.paired import Decision, GatePolicy, compare_paired, decide
-from automem_dagster.paths import RUNS, SCAFFOLDS
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
-from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE, assert_disjoint, eval_seeds, training_seeds
-from automem_dagster.rollout.trajectory import read_manifest
+from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
-from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT
 from automem_dagster.scaffold.lineage import Lineage
-from automem_dagster.training.registry import DEFAULT_ROOT as SPECIALISTS_ROOT
-
-
-class RoundError(RuntimeError):
-    """A round that cannot go on; the message says which stage and what to do."""
-
-
-@dataclass(frozen=True)
-class RoundSettings:
-    """The budget of one round. Defaults are AutoMem's evaluation sets (``assets/seeds``);
-    ``eval_episodes`` takes the first k evaluation seeds for a cheap local round; ``gate`` is the
-    keep-or-rollback policy (AutoMem's strictly higher mean unless a round asks for ``significant``)."""
-
-    game: str
-    rollout_episodes: int = 4
-    rollout_max_steps: int = 50
-    eval_max_steps: int = 50
-    eval_episodes: int | None = None
-    concurrency: int = 2
-    max_attempts: int = 3
-    gate: GatePolicy = field(default_factory=GatePolicy)
-
-    @property
-    def family(self) -> str:
-        return game_family(self.game)
-
-    def eval_seed_list(self, seeds_file: Path = DEFAULT_SEEDS_FILE) -> list[int]:
-        seeds = eval_seeds(self.game, seeds_file)
-        return seeds[: self.eval_episodes] if self.eval_episodes else seeds
-
-
-@dataclass(frozen=True)
-class Storage:
-    """Where a round reads and writes: generated outputs, scaffold versions, the lineage, the
-    specialist registry of the proficiency loop."""
-
-    runs: Path = RUNS
-    scaffolds: Path = SCAFFOLDS
-    lineage: Path = LINEAGE_ROOT
-    seeds_file: Path = DEFAULT_SEEDS_FILE
-    specialists: Path = SPECIALISTS_ROOT
-
-    def load_lineage(self, family: str) -> Lineage:
-        return Lineage.load(family, self.lineage, self.scaffolds)
-
-    def update_lineage(self, family: str):
-        """``with storage.update_lineage(family) as lineage:`` change it under its cross-process lock."""
-        return Lineage.updating(family, self.lineage, self.scaffolds)
-
-
-def slug(game: str) -> str:
-    """A game name usable as one path component (``minihack:Corridor-R3`` -> ``minihack-Corridor-R3``)."""
-    return game.replace(":", "-")
-
-
-def batch_dir(root: Path, kind: str, game: str, version: int, seeds: list[int], max_steps: int,
-              agent: str = "memory", window: int = DEFAULT_WINDOW) -> Path:
-    """The directory of a batch, determined by its settings, so the same settings resume it.
-
-    A memory-agent batch sits under its scaffold version (``.../v3/...``); a baseline, which
-    uses no scaffold, under its own name (``.../random/...``, ``.../window/...-window8``)."""
-    name = f"steps{max_steps}-seeds{seeds[0]}-{seeds[-1]}-n{len(seeds)}"
-    if agent == "memory":
-        return Path(root) / kind / slug(game) / f"v{version}" / name
-    return Path(root) / kind / slug(game) / agent / (name + (f"-window{window}" if agent in WINDOWED else ""))
-
-
-def champion_scaffold(family: str, storage: Storage) -> Scaffold:
-    champion = storage.load_lineage(family).champion()
-    return load_scaffold(family, champion.version, storage.scaffolds)
-
-
-def resolve_scaffold(game: str, ref: str, storage: Storage) -> Scaffold:
-    """``champion``, ``v<N>``/``<N>`` or a path to a scaffold YAML file."""
-    family = game_family(game)
-    if ref == "champion":
-        return champion_scaffold(family, storage)
-    if ref.removeprefix("v").isdigit():
-        return load_scaffold(family, ref, storage.scaffolds)
-    return load_scaffold_file(Path(ref))
-
 
 # --- stage 1: rollouts for diagnosis --------------------------------------------------------
 
@@ -129,11 +47,15 @@ def diagnosis_seeds(settings: RoundSettings, lineage: Lineage, storage: Storage)
     return seeds
 
 
+def rollout_spec(settings: RoundSettings, scaffold: Scaffold, seeds: list[int], storage: Storage) -> RolloutSpec:
+    """The round's diagnosis batch: played whole by ``rollout_stage`` or in seed shards by Dagster."""
+    out = batch_dir(storage.runs, "rollouts", settings.game, scaffold.version, seeds, settings.rollout_max_steps)
+    return RolloutSpec(settings.game, scaffold, seeds, settings.rollout_max_steps, out, settings.concurrency)
+
+
 async def rollout_stage(settings: RoundSettings, scaffold: Scaffold, seeds: list[int], clients: Clients,
                         storage: Storage, progress: Progress | None = None) -> BatchSummary:
-    out = batch_dir(storage.runs, "rollouts", settings.game, scaffold.version, seeds, settings.rollout_max_steps)
-    spec = RolloutSpec(settings.game, scaffold, seeds, settings.rollout_max_steps, out, settings.concurrency)
-    return await run_batch(spec, clients, progress)
+    return await run_batch(rollout_spec(settings, scaffold, seeds, storage), clients, progress)
 
 
 # --- stage 2: diagnosis ---------------------------------------------------------------------
@@ -144,16 +66,19 @@ def diagnosis_dir(storage: Storage, batch: Path) -> Path:
 
 
 async def diagnose_stage(batch: Path, scaffold: Scaffold, clients: Clients, storage: Storage,
-                         max_attempts: int = 3) -> tuple[Diagnosis, Path]:
-    """The diagnosis of ``batch``: read back when it exists, else asked of the meta-LLM and saved."""
-    out = diagnosis_dir(storage, batch)
+                         max_attempts: int = 3, out: Path | None = None) -> tuple[Diagnosis, Path]:
+    """The diagnosis of ``batch`` (in ``out``, else a folder derived from the batch): read back when
+    it exists, else asked of the meta-LLM and saved."""
+    out = Path(out) if out else diagnosis_dir(storage, batch)
     if (out / "diagnosis.json").exists():
         return Diagnosis.load(out), out
     if clients.rules_meta is not None:
         return rules_diagnose(batch, scaffold, out), out
     if clients.meta is None:
         raise RoundError("no meta endpoint: add a `meta:` entry to the endpoints file to diagnose and revise")
-    return await diagnose(batch, scaffold, clients.meta, out, max_attempts), out
+    reads_parent = clients.meta.config.meta_mode == "tools" and scaffold.parent is not None  # for read_scaffold's diff
+    parent = load_scaffold(scaffold.game, scaffold.parent, storage.scaffolds) if reads_parent else None
+    return await diagnose(batch, scaffold, clients.meta, out, max_attempts, parent), out
 
 
 # --- stage 3: revision ----------------------------------------------------------------------
@@ -163,10 +88,11 @@ def revision_dir(storage: Storage, diagnosis: Path) -> Path:
 
 
 async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaffold, clients: Clients, storage: Storage,
-                       max_attempts: int = 3, register: bool = True) -> tuple[Revision, Path]:
-    """Ask for a revision of ``parent``. With ``register``, an accepted one is saved as a new
-    scaffold version and recorded in the lineage as a pending candidate (champion untouched)."""
-    out = revision_dir(storage, diagnosis_path)
+                       max_attempts: int = 3, register: bool = True, out: Path | None = None) -> tuple[Revision, Path]:
+    """Ask for a revision of ``parent`` (saved in ``out``, else a folder derived from the diagnosis).
+    With ``register``, an accepted one is saved as a new scaffold version and recorded in the
+    lineage as a pending candidate (champion untouched)."""
+    out = Path(out) if out else revision_dir(storage, diagnosis_path)
     lineage = storage.load_lineage(parent.game)
     if clients.rules_meta is not None:
         revision = rules_revision(parent, diagnosis, diagnosis_path, lineage.next_version())
@@ -195,6 +121,45 @@ def pending_candidate(lineage: Lineage) -> int | None:
     return max(pending) if pending else None
 
 
+def stored_revision_dir(storage: Storage, diagnosis: Path | str | None) -> Path | None:
+    """The revision directory the stages derive from ``diagnosis``; None without one, or for a
+    diagnosis kept outside ``storage.runs`` (nothing was derived from it there)."""
+    if not diagnosis:
+        return None
+    try:
+        return revision_dir(storage, Path(diagnosis))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class RoundStart:
+    """What a structure round does next, decided once (``start_round``) for the CLI and the assets:
+    finish the champion's ``pending`` candidate (a round that stopped before its decision), or play
+    the champion on the training ``seeds`` to diagnose and revise."""
+
+    champion: Scaffold
+    pending: int | None = None
+    diagnosis_dir: Path | None = None
+    revision_dir: Path | None = None
+    seeds: list[int] = field(default_factory=list)
+
+    @property
+    def resumes(self) -> bool:
+        return self.pending is not None
+
+
+def start_round(settings: RoundSettings, storage: Storage) -> RoundStart:
+    """The one rule for how a round begins: resume a pending candidate of the champion if there is one."""
+    lineage = storage.load_lineage(settings.family)
+    champion = load_scaffold(settings.family, lineage.champion().version, storage.scaffolds)
+    pending = pending_candidate(lineage)
+    if pending is None:
+        return RoundStart(champion, seeds=diagnosis_seeds(settings, lineage, storage))
+    diagnosis = lineage.record(pending).diagnosis
+    return RoundStart(champion, pending, Path(diagnosis) if diagnosis else None, stored_revision_dir(storage, diagnosis))
+
+
 # --- stage 4: evaluation on fixed seeds -----------------------------------------------------
 
 async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, clients: Clients,
@@ -207,32 +172,12 @@ async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_st
     return await run_batch(spec, clients, progress)
 
 
-def per_seed(summary: BatchSummary) -> dict[int, float]:
-    return {e.seed: e.progression for e in summary.episodes}
-
-
-def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> Decision:
-    """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
-    beats the champion on the paired evaluation seeds under ``gate``. Refuses batches that do not cover
-    the same seeds (an interrupted evaluation), since an unpaired comparison would judge different games."""
-    mine, champ = per_seed(challenger), per_seed(champion)
-    if set(mine) != set(champ):
-        raise RoundError(f"{role} seeds {sorted(mine)} and champion seeds {sorted(champ)} differ: "
-                         "rerun the evaluation to finish both batches")
-    return decide(compare_paired(mine, champ), gate)
-
-
-def sampling_of(batch: BatchSummary) -> dict:
-    """How the batch's requests were seeded, as its batch.json recorded it (``agent.sampling``)."""
-    recorded = read_manifest(Path(batch.out_dir)).get("sampling_seeds")
-    return recorded or {"note": "not recorded: the batch was played before requests carried seeds"}
-
-
-def decision_evidence(decision: Decision, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
-    """What a decision record keeps beside the comparison: the gate policy it was taken under and
-    whether each side's endpoints honour sampling seeds (so whether a rerun would replay it)."""
-    return {"gate": decision.policy.as_dict(),
-            "sampling": {role: sampling_of(challenger), "champion": sampling_of(champion)}}
+async def evaluate_pair_stage(settings: RoundSettings, candidate: Scaffold, champion: Scaffold, clients: Clients,
+                              storage: Storage, progress: Progress | None = None) -> tuple[BatchSummary, BatchSummary]:
+    """Candidate, then champion, on the round's evaluation seeds (paired)."""
+    seeds = settings.eval_seed_list(storage.seeds_file)
+    return tuple([await evaluate_stage(settings.game, scaffold, seeds, settings.eval_max_steps, clients, storage,
+                                       settings.concurrency, progress) for scaffold in (candidate, champion)])
 
 
 # --- stage 5: the decision ------------------------------------------------------------------
@@ -281,32 +226,45 @@ def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, cha
     result = DecisionRecord(game, candidate_version, before, after, decision.keep, decision.reason,
                             asdict(decision.comparison), candidate.out_dir, champion.out_dir,
                             **evidence)
-    write_json_atomic(storage.runs / "decisions" / slug(game) / f"v{candidate_version}.json", asdict(result))
+    write_decision_record(storage, game, f"v{candidate_version}", result)
     return result
 
 
 def load_decision(storage: Storage, game: str, version: int) -> DecisionRecord | None:
-    path = storage.runs / "decisions" / slug(game) / f"v{version}.json"
-    return DecisionRecord(**json.loads(path.read_text())) if path.exists() else None
+    return load_decision_record(storage, game, f"v{version}", DecisionRecord)
 
 
 # --- the whole round ------------------------------------------------------------------------
 
-@dataclass
+@dataclass(kw_only=True)
 class RoundResult:
-    """What a round produced; ``revision`` is None when a pending candidate was resumed."""
+    """What a round produced, built by ``started`` (a round run here) or ``judged`` (a decision
+    taken elsewhere, for its report); ``revision`` is None when a pending candidate was resumed."""
 
     game: str
     parent: int
-    candidate: int | None
-    rollout: BatchSummary | None
-    diagnosis_dir: Path | None
-    revision: Revision | None
-    revision_dir: Path | None
+    candidate: int | None = None
+    rollout: BatchSummary | None = None
+    diagnosis_dir: Path | None = None
+    revision: Revision | None = None
+    revision_dir: Path | None = None
     candidate_eval: BatchSummary | None = None
     champion_eval: BatchSummary | None = None
     decision: DecisionRecord | None = None
     notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def started(cls, game: str, start: RoundStart) -> RoundResult:
+        notes = [f"resumed pending candidate v{start.pending} of an earlier round"] if start.resumes else []
+        return cls(game=game, parent=start.champion.version, candidate=start.pending, diagnosis_dir=start.diagnosis_dir,
+                   revision_dir=start.revision_dir, notes=notes)
+
+    @classmethod
+    def judged(cls, decision: DecisionRecord, candidate_eval: BatchSummary, champion_eval: BatchSummary,
+               diagnosis_dir: Path | None = None, revision_dir: Path | None = None) -> RoundResult:
+        return cls(game=decision.game, parent=decision.champion_before, candidate=decision.candidate,
+                   diagnosis_dir=diagnosis_dir, revision_dir=revision_dir, candidate_eval=candidate_eval,
+                   champion_eval=champion_eval, decision=decision)
 
     @property
     def outcome(self) -> str:
@@ -319,51 +277,37 @@ Stage = Callable[[str], None]
 """Called with a line when a stage starts, for progress output."""
 
 
-async def run_round(settings: RoundSettings, clients: Clients, storage: Storage = Storage(),
+async def run_round(settings: RoundSettings, clients: Clients, storage: Storage | None = None,
                     progress: Progress | None = None, on_stage: Stage | None = None) -> RoundResult:
     """Rollouts, diagnosis, revision, evaluation and decision for ``settings.game``."""
     say = on_stage or (lambda line: None)
-    family = settings.family
-    lineage = storage.load_lineage(family)
-    champion = champion_scaffold(family, storage)
-    pending = pending_candidate(lineage)
-    if pending is not None:
-        diagnosis = lineage.record(pending).diagnosis
-        diag_dir = Path(diagnosis) if diagnosis else None
-        result = RoundResult(settings.game, champion.version, pending, None, diag_dir, None,
-                             revision_dir(storage, diag_dir) if diag_dir else None,
-                             notes=[f"resumed pending candidate v{pending} of an earlier round"])
-        say(f"resuming pending candidate v{pending} (an earlier round stopped before its decision)")
+    storage = storage or Storage()
+    start = start_round(settings, storage)
+    champion = start.champion
+    result = RoundResult.started(settings.game, start)
+    if start.resumes:
+        say(f"resuming pending candidate v{start.pending} (an earlier round stopped before its decision)")
     else:
-        seeds = diagnosis_seeds(settings, lineage, storage)
-        say(f"rollouts: champion v{champion.version} on training seeds {seeds}")
-        rollout = await rollout_stage(settings, champion, seeds, clients, storage, progress)
+        say(f"rollouts: champion v{champion.version} on training seeds {start.seeds}")
+        result.rollout = await rollout_stage(settings, champion, start.seeds, clients, storage, progress)
         say("diagnosis: " + ("the rules meta (no model) reads the computed evidence" if clients.rules_meta
                              else "the meta-LLM reads the trajectories"))
-        diag, diag_dir = await diagnose_stage(Path(rollout.out_dir), champion, clients, storage, settings.max_attempts)
+        diag, result.diagnosis_dir = await diagnose_stage(Path(result.rollout.out_dir), champion, clients, storage,
+                                                          settings.max_attempts)
         say("revision: " + ("the rules meta derives a patch from that evidence" if clients.rules_meta
                             else "the meta-LLM proposes a patch"))
-        revision, rev_dir = await revise_stage(diag, diag_dir, champion, clients, storage, settings.max_attempts)
-        result = RoundResult(settings.game, champion.version, revision.version if revision.accepted else None,
-                             rollout, diag_dir, revision, rev_dir)
-        if not revision.accepted:
-            say(f"revision rejected: {revision.rejected_reason}")
+        result.revision, result.revision_dir = await revise_stage(diag, result.diagnosis_dir, champion, clients, storage,
+                                                                  settings.max_attempts)
+        if not result.revision.accepted:
+            say(f"revision rejected: {result.revision.rejected_reason}")
             return result
-    candidate = load_scaffold(family, result.candidate, storage.scaffolds)
-    seeds = settings.eval_seed_list(storage.seeds_file)
-    say(f"evaluation: candidate v{candidate.version} and champion v{champion.version} on seeds {seeds}")
-    result.candidate_eval = await evaluate_stage(settings.game, candidate, seeds, settings.eval_max_steps, clients,
-                                                 storage, settings.concurrency, progress)
-    result.champion_eval = await evaluate_stage(settings.game, champion, seeds, settings.eval_max_steps, clients,
-                                                storage, settings.concurrency, progress)
+        result.candidate = result.revision.version
+    candidate = load_scaffold(settings.family, result.candidate, storage.scaffolds)
+    say(f"evaluation: candidate v{candidate.version} and champion v{champion.version} on seeds "
+        f"{settings.eval_seed_list(storage.seeds_file)}")
+    result.candidate_eval, result.champion_eval = await evaluate_pair_stage(settings, candidate, champion, clients,
+                                                                            storage, progress)
     result.decision = decide_stage(settings.game, candidate.version, result.candidate_eval, result.champion_eval, storage,
                                    settings.gate)
     say(result.decision.reason)
     return result
-
-
-__all__ = [
-    "DecisionRecord", "RoundError", "RoundResult", "RoundSettings", "Storage", "batch_dir",
-    "champion_scaffold", "decide_stage", "diagnose_stage", "diagnosis_seeds", "evaluate_stage", "load_decision",
-    "pending_candidate", "per_seed", "resolve_scaffold", "revise_stage", "rollout_stage", "run_round", "slug",
-]

@@ -5,6 +5,7 @@ The agent's loop is: model text -> ``parse_ops`` -> ``store.execute(op)`` per op
 ``store.init_file`` and refreshes synced files with ``store.sync``.
 """
 
+from .files import MemoryLimits, MemoryStoreError, name_problem
 from .journal import Journal, JournalEntry
 from .ops import (
     OP_SYNTAX,
@@ -18,7 +19,7 @@ from .ops import (
     validate_op,
 )
 from .policy import FilePolicy
-from .store import MemoryLimits, MemoryStore, MemoryStoreError, name_problem
+from .store import MemoryStore
 
 __all__ = [
     "OP_SYNTAX",

@@ -20,92 +20,35 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from .files import (
+    DEFAULT_LIMITS,
+    NAME_HINT,
+    MemoryLimits,
+    MemoryStoreError,
+    check_plain,
+    join_lines,
+    key_of,
+    line_present,
+    name_problem,
+    read_plain,
+    replace_file,
+    split_lines,
+)
 from .journal import Journal
 from .ops import OP_SYNTAX, READ_ONLY_OPS, Op, OpName, OpResult, file_name, format_op, quote, validate_op
 from .policy import FilePolicy
 
 Phase = Literal["log", "plan"]
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*", re.ASCII)
-_NAME_HINT = "use a plain file name such as notes.txt (ASCII letters, digits, '_', '.', '-'; no folders)"
 # Control characters, Unicode line/paragraph separators and lone surrogates; tab is allowed.
 _BAD_IN_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _BAD_IN_CONTENT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", "CLOCK$", *(f"{port}{n}" for port in ("COM", "LPT") for n in range(1, 10))})
-"""Device names Windows reserves in every folder, whatever the extension (``nul.txt`` is the device too)."""
 _FREE = FilePolicy()
 _SUMMARY_LINE_CHARS = 120
-
-
-class MemoryLimits(BaseModel):
-    """Bounds that keep one episode's memory small enough for a prompt and a disk."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_files: int = Field(default=32, ge=1)
-    max_file_bytes: int = Field(default=64_000, ge=1)
-    max_op_chars: int = Field(default=1_000, ge=1)
-    max_name_len: int = Field(default=64, ge=1, le=64)
-    max_read_chars: int = Field(default=2_000, ge=100)
-
-
-DEFAULT_LIMITS = MemoryLimits()
-
-
-class MemoryStoreError(ValueError):
-    """A refused harness call (``init_file``, ``sync``, ``read_text``); ``execute`` returns these as results."""
-
-
-def name_problem(name: str, max_len: int = 64) -> str | None:
-    """Why ``name`` is not an acceptable memory file name, or None when it is."""
-    if not name:
-        return "the name is empty"
-    if len(name) > max_len:
-        return f"it is {len(name)} characters long, over the {max_len}-character limit"
-    if not name.isascii():
-        return "it contains non-ASCII characters"
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
-        return "it contains control characters"
-    if "/" in name or "\\" in name:
-        return "it contains a path separator"
-    if ".." in name:
-        return "it contains '..'"
-    if name.startswith("."):
-        return "it starts with '.'"
-    if name[-1] in " .":
-        return (f"it ends with {name[-1]!r}, which Windows drops, so it would name another file "
-                f"({name.rstrip(' .')!r})")
-    if not _NAME.fullmatch(name):
-        return "it contains characters other than letters, digits, '_', '.' and '-'"
-    if name.split(".")[0].upper() in _RESERVED:
-        return f"{name.split('.')[0]!r} is a device name Windows reserves (CON, PRN, AUX, NUL, COM1-9, LPT1-9)"
-    return None
-
-
-def _split(content: str) -> list[str]:
-    lines = content.split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
-
-
-def _join(lines: list[str]) -> str:
-    return "\n".join(lines) + "\n" if lines else ""
-
-
-def _present(lines: list[str], text: str) -> bool:
-    wanted = text.strip()
-    return any(line.strip() == wanted for line in lines)
-
-
-def _key_of(line: str) -> str | None:
-    key, sep, _ = line.partition(": ")
-    return key.strip() if sep else None
 
 
 class MemoryStore:
@@ -119,18 +62,9 @@ class MemoryStore:
         if self.journal.path is not None and Path(os.path.realpath(self.journal.path)).is_relative_to(self.root):
             raise ValueError(f"journal path {self.journal.path} is inside the memory root {self.root}; put it outside")
         self._policies: dict[str, FilePolicy] = {}
+        # one method per file operation, named after it (``_create`` for CREATE); DONE touches no file
         self._handlers: dict[OpName, Callable[[str, tuple[str, ...]], OpResult]] = {
-            OpName.CREATE: self._create,
-            OpName.READ: self._read,
-            OpName.TAIL: self._tail,
-            OpName.SEARCH: self._search,
-            OpName.COUNT: self._count,
-            OpName.APPEND: self._append,
-            OpName.WRITE: self._write,
-            OpName.UPSERT: self._upsert,
-            OpName.DELETE: self._delete,
-            OpName.SUMMARIZE: self._summarize,
-        }
+            op: getattr(self, f"_{op.value.lower()}") for op in OpName if op is not OpName.DONE}
 
     # ----- public API -------------------------------------------------------------------
 
@@ -186,7 +120,7 @@ class MemoryStore:
 
     def read_text(self, name: str) -> str:
         """The content of one file, for the harness (not journaled); raises ``MemoryStoreError``."""
-        return _join(self._read_lines(name))
+        return join_lines(self._read_lines(name))
 
     def files(self) -> list[str]:
         """The memory files, sorted: valid names of regular, single-link files in the root."""
@@ -266,7 +200,7 @@ class MemoryStore:
         bad = _BAD_IN_CONTENT.search(content)
         if bad:
             raise MemoryStoreError(f"content for {name} contains the control character {bad.group()!r}")
-        return _split(content)
+        return split_lines(content)
 
     def _policy(self, name: str) -> FilePolicy:
         return self._policies.get(name, _FREE)
@@ -285,10 +219,10 @@ class MemoryStore:
         """The path of ``name`` inside the root, or a refusal naming the problem."""
         problem = name_problem(name, self.limits.max_name_len)
         if problem:
-            raise MemoryStoreError(f"invalid file name {quote(name)}: {problem}; {_NAME_HINT}")
+            raise MemoryStoreError(f"invalid file name {quote(name)}: {problem}; {NAME_HINT}")
         path = os.path.join(self.root, name)
         if os.path.realpath(os.path.dirname(path)) != str(self.root):
-            raise MemoryStoreError(f"{name} is not inside the memory folder; {_NAME_HINT}")
+            raise MemoryStoreError(f"{name} is not inside the memory folder; {NAME_HINT}")
         twins = [entry for entry in os.listdir(self.root) if entry != name and entry.casefold() == name.casefold()]
         if twins:
             raise MemoryStoreError(
@@ -297,17 +231,13 @@ class MemoryStore:
                 f"use {twins[0]} or another name")
         return path
 
-    def _check_stat(self, name: str, info: os.stat_result) -> None:
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-            raise MemoryStoreError(f"{name} is not a plain memory file (a link or special file); use another name")
-
     def _exists(self, name: str) -> bool:
         """Whether ``name`` exists as a plain file; anything else at that path is refused."""
         try:
             info = os.lstat(self._path(name))
         except FileNotFoundError:
             return False
-        self._check_stat(name, info)
+        check_plain(name, info)
         return True
 
     def _missing(self, name: str) -> MemoryStoreError:
@@ -318,30 +248,18 @@ class MemoryStore:
         """Read ``name``; the lstat check gives clear refusals, ``O_NOFOLLOW`` and fstat close the race."""
         if not self._exists(name):
             raise self._missing(name)
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            fd = os.open(self._path(name), flags)
+            data = read_plain(self._path(name), name, self.limits.max_file_bytes)
         except FileNotFoundError:
             raise self._missing(name) from None
-        except OSError as exc:
-            raise MemoryStoreError(f"{name} cannot be read ({exc.strerror}); use another name") from None
         try:
-            self._check_stat(name, os.fstat(fd))
-        except MemoryStoreError:
-            os.close(fd)
-            raise
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(self.limits.max_file_bytes + 1)
-        if len(data) > self.limits.max_file_bytes:
-            raise MemoryStoreError(f"{name} is larger than {self.limits.max_file_bytes} bytes and cannot be read")
-        try:
-            return _split(data.decode("utf-8"))
+            return split_lines(data.decode("utf-8"))
         except UnicodeDecodeError:
             raise MemoryStoreError(f"{name} is not UTF-8 text and cannot be read") from None
 
     def _write_lines(self, name: str, lines: list[str]) -> None:
         """Replace ``name`` atomically: a temp file in the root, then ``os.replace``."""
-        data = _join(lines).encode("utf-8")
+        data = join_lines(lines).encode("utf-8")
         if len(data) > self.limits.max_file_bytes:
             hint = (
                 f"shorten it with <|WRITE|>{name}|text or DELETE it"
@@ -354,14 +272,7 @@ class MemoryStore:
             )
         path = self._path(name)
         self._exists(name)  # refuses a link, directory or special file at the target
-        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=self.root)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(temp, path)
-        finally:
-            if os.path.lexists(temp):
-                os.unlink(temp)
+        replace_file(self.root, path, data)
 
     def _check_room(self, name: str) -> None:
         if len(self.files()) >= self.limits.max_files:
@@ -407,13 +318,13 @@ class MemoryStore:
 
     def _append(self, name: str, args: tuple[str, ...]) -> OpResult:
         lines = self._read_lines(name)
-        return self._grow(name, [*lines, args[0]], f"appended a line to {name}", _present(lines, args[0]))
+        return self._grow(name, [*lines, args[0]], f"appended a line to {name}", line_present(lines, args[0]))
 
     def _write(self, name: str, args: tuple[str, ...]) -> OpResult:
         lines = self._read_lines(name)
         if lines == [args[0]]:
             return OpResult(True, f"{name} already holds exactly this line; nothing changed", redundant=True)
-        redundant = _present(lines, args[0])
+        redundant = line_present(lines, args[0])
         self._write_lines(name, [args[0]])
         note = f"; this exact line was already in {name} (redundant write)" if redundant else ""
         return OpResult(True, f"{name} now holds 1 line{note}", redundant=redundant, changed=True)
@@ -422,12 +333,12 @@ class MemoryStore:
         key, text = args
         line = f"{key}: {text}"
         lines = self._read_lines(name)
-        previous = [existing for existing in lines if _key_of(existing) == key]
+        previous = [existing for existing in lines if key_of(existing) == key]
         if previous == [line]:
             return OpResult(True, f"{name} already has {quote(line)}; nothing changed", redundant=True)
-        rest = [existing for existing in lines if _key_of(existing) != key]
+        rest = [existing for existing in lines if key_of(existing) != key]
         verb = "updated" if previous else "added"
-        return self._grow(name, [*rest, line], f"{verb} key {quote(key)} in {name}", _present(lines, line))
+        return self._grow(name, [*rest, line], f"{verb} key {quote(key)} in {name}", line_present(lines, line))
 
     def _delete(self, name: str, args: tuple[str, ...]) -> OpResult:
         if not self._exists(name):
@@ -441,7 +352,7 @@ class MemoryStore:
         policy = self._policy(name)
         facts = [f"{len(lines)} lines", f"{len(set(lines))} distinct"]
         if policy.mode == "keyed":
-            facts.append(f"{len({_key_of(line) for line in lines} - {None})} keys")
+            facts.append(f"{len({key_of(line) for line in lines} - {None})} keys")
         parts = [f"{name}: {', '.join(facts)}; {policy.describe()}"]
         clipped = [line if len(line) <= _SUMMARY_LINE_CHARS else line[:_SUMMARY_LINE_CHARS] + "…" for line in lines]
         if len(lines) <= 6:

@@ -97,12 +97,12 @@ class ReviewReply(BaseModel):
     verdicts: list[Verdict] = Field(min_length=1)
 
 
-Progress = Callable[[str], None]
+Say = Callable[[str], None]
 
 
 async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int], out_dir: Path,
                  settings: CurationSettings | None = None, meta: LLMClient | None = None,
-                 progress: Progress | None = None) -> CurationResult:
+                 progress: Say | None = None) -> CurationResult:
     """Curate the finished episodes of ``batches`` into ``out_dir`` (see the module doc)."""
     settings = settings or CurationSettings()
     say = progress or (lambda _msg: None)
@@ -165,7 +165,7 @@ def _collect(batches: list[Path], scaffold: Scaffold, eval_seeds: set[int],
 
 
 async def _review(borderline: list[MemoryDecision], settings: CurationSettings, meta: LLMClient | None,
-                  say: Progress) -> list[Attempt]:
+                  say: Say) -> list[Attempt]:
     """Let the meta-LLM judge borderline decisions, best scores first, in batches."""
     borderline.sort(key=lambda d: -d.score.score)
     attempts: list[Attempt] = []

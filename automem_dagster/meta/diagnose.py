@@ -93,6 +93,11 @@ class Diagnosis:
     evidence: dict
     compression_notes: list[str]
     attempts: list[Attempt] = field(default_factory=list)
+    meta_mode: str = "one_call"
+    tool_calls: list[dict] = field(default_factory=list)
+    """``meta_mode: tools``: every tool call with its result size and the steps it showed (``tool_session``)."""
+    cost: dict = field(default_factory=dict)
+    """Requests, tokens and steps put in front of the model (``steps_read_count``), for comparing the modes."""
 
     def to_markdown(self) -> str:
         lines = [f"# Diagnosis of {self.game} scaffold v{self.scaffold_version}", "",
@@ -107,8 +112,26 @@ class Diagnosis:
         lines += ["", "## Evidence (computed from the trajectories)", "", evidence_digest(self.evidence)]
         if self.compression_notes:
             lines += ["", "## What the meta-LLM saw", "", *[f"- {n}" for n in self.compression_notes]]
+        if self.meta_mode == "tools":
+            lines += ["", "## What the meta-LLM read (tool-using mode)", ""]
+            lines += [f"- `{ep}` steps {steps}" for ep, steps in self.cost.get("steps_read", {}).items()] or ["- no step"]
+            lines += [f"- {len(self.tool_calls)} tool calls: "
+                      + ", ".join(f"{c['name']}({c['arguments']})" for c in self.tool_calls)]
         lines += ["", f"Meta-LLM attempts: {len(self.attempts)}"]
         return "\n".join(lines) + "\n"
+
+    def tracking_summary(self) -> dict:
+        """What MLflow records of the diagnosis per round, so the two modes can be compared on a batch:
+        the mode (a param) and, as metrics, tool calls, tokens of all requests and steps put in front
+        of the model verbatim (unknown for a diagnosis recorded before the modes)."""
+        cost = self.cost
+        tokens_in = cost.get("input_tokens", sum(a.input_tokens for a in self.attempts))
+        tokens_out = cost.get("output_tokens", sum(a.output_tokens for a in self.attempts))
+        metrics = {"diagnosis_tool_calls": cost.get("tool_calls", 0), "diagnosis_input_tokens": tokens_in,
+                   "diagnosis_output_tokens": tokens_out, "diagnosis_tokens": tokens_in + tokens_out}
+        if "steps_read_count" in cost:
+            metrics["diagnosis_steps_read"] = cost["steps_read_count"]
+        return {"meta_mode": self.meta_mode, "metrics": metrics}
 
     def save(self, out_dir: Path) -> Path:
         """Write ``diagnosis.json`` and ``diagnosis.md`` (each atomically) and return the directory."""
@@ -224,11 +247,24 @@ def fit_messages(paths: list[Path], evidence: Evidence, budget: int, counter: To
     return rendered
 
 
+def one_call_cost(attempts: list[Attempt], evidence: Evidence, rendered: RenderedBatch) -> dict:
+    """What the one-call diagnosis cost and how much of the batch it showed verbatim."""
+    return {"requests": len(attempts), "tool_calls": 0, "input_tokens": sum(a.input_tokens for a in attempts),
+            "output_tokens": sum(a.output_tokens for a in attempts), "batch_tokens": rendered.tokens,
+            "steps_read_count": sum(e.steps for e in evidence.episodes) - rendered.omitted_steps}
+
+
 async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_dir: Path,
-                   max_attempts: int = MAX_ATTEMPTS) -> Diagnosis:
-    """Diagnose one finished rollout batch of ``scaffold`` and save it in ``out_dir``. Raises
+                   max_attempts: int = MAX_ATTEMPTS, parent: Scaffold | None = None) -> Diagnosis:
+    """Diagnose one finished rollout batch of ``scaffold`` and save it in ``out_dir``; with the meta
+    endpoint's ``meta_mode: tools`` through tool calls (``tool_diagnosis``; ``parent`` is then the
+    scaffold ``read_scaffold`` diffs against). Raises
     ``DiagnosisError`` when the batch has no finished episode or no reply within ``max_attempts``
     yields a usable finding; the replies are then saved in ``out_dir/diagnosis_failed.json``."""
+    if client.config.meta_mode == "tools":
+        from automem_dagster.meta.tool_diagnosis import diagnose_with_tools  # it builds on this module
+
+        return await diagnose_with_tools(batch_dir, scaffold, client, out_dir, max_attempts, parent)
     batch = Path(batch_dir)
     paths = finished_episodes(batch)
     if not paths:
@@ -264,7 +300,7 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
             result = Diagnosis(game=scaffold.game, scaffold_version=scaffold.version, batch_dir=str(batch),
                                summary=reply.summary, findings=kept, dropped=dropped, evidence=evidence.as_dict(),
                                compression_notes=rendered.notes + ([counter.note] if counter.note else []),
-                               attempts=attempts)
+                               attempts=attempts, cost=one_call_cost(attempts, evidence, rendered))
             result.save(out_dir)
             return result
         messages += [{"role": "assistant", "content": completion.text},

@@ -85,7 +85,7 @@ class PairedComparison:
 
 
 @dataclass(frozen=True)
-class Decision:
+class GateDecision:
     """Whether the candidate replaces the champion, and a reason that quotes the numbers."""
 
     keep: bool
@@ -128,7 +128,7 @@ def compare_paired(
     )
 
 
-def decide(comparison: PairedComparison, policy: GatePolicy | None = None) -> Decision:
+def decide(comparison: PairedComparison, policy: GatePolicy | None = None) -> GateDecision:
     """Keep or roll back under ``policy`` (default: AutoMem's strictly-higher-mean rule); a tie or a
     loss always rolls back, and ``significant`` also rolls back a win that chance explains."""
     policy = policy or GatePolicy()
@@ -141,19 +141,19 @@ def decide(comparison: PairedComparison, policy: GatePolicy | None = None) -> De
         if policy.rule == "significant" and c.n < policy.min_seeds:
             reason = (f"rolled back: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% on only "
                       f"{c.n} seeds, and the significant gate needs at least {policy.min_seeds} ({evidence})")
-            return Decision(keep=False, reason=reason, comparison=c, policy=policy)
+            return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
         if policy.rule == "significant" and c.p_value > policy.level:
             reason = (f"rolled back: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}%, but "
                       f"chance explains it (p {c.p_value:.3f} > {policy.level:g}) ({evidence})")
-            return Decision(keep=False, reason=reason, comparison=c, policy=policy)
+            return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
         reason = f"kept: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% ({evidence})"
-        return Decision(keep=True, reason=reason, comparison=c, policy=policy)
+        return GateDecision(keep=True, reason=reason, comparison=c, policy=policy)
     if gap >= -TIE_TOLERANCE:
         reason = (f"rolled back: tie, candidate and champion both average {c.champion_mean:.2f}% "
                   f"and a revision must be strictly better ({evidence})")
-        return Decision(keep=False, reason=reason, comparison=c, policy=policy)
+        return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
     reason = f"rolled back: candidate {c.candidate_mean:.2f}% is below champion {c.champion_mean:.2f}% ({evidence})"
-    return Decision(keep=False, reason=reason, comparison=c, policy=policy)
+    return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
 
 
 def permutation_p_value(differences: np.ndarray, rng_seed: int = 0, n_samples: int = 20_000) -> float:

@@ -5,13 +5,15 @@ can step its game, so a server with parallel slots stays busy. Game calls run on
 worker thread (the game libraries keep global state and their steps are cheap next to a
 model call). A batch directory holds ``batch.json`` (what the batch is), ``trajectories/``
 (finished episodes), ``memory/`` (each episode's sandboxed store and journal) and
-``summary.json``. Rerunning the same batch skips finished episodes and replays unfinished
-ones from their start, so a killed batch resumes to the same set of trajectories.
+``summary.json``. Rerunning the same batch skips finished episodes and resumes unfinished
+ones at their last recorded step (``rollout.resume``: the recorded steps are replayed without
+model calls and checked), so a killed batch resumes to the same set of trajectories.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import time
 from collections.abc import Callable
@@ -19,19 +21,39 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from automem_dagster.agent import MemoryAgent
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
 from automem_dagster.agent.sampling import sampling_record
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family, make_game
-from automem_dagster.games.base import Game, state_record
-from automem_dagster.llm.client import EndpointError
+from automem_dagster.games.base import Game, StepResult, state_record
+from automem_dagster.llm.replicas import episode_affinity
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
+from automem_dagster.rollout.failure import failure_message
+from automem_dagster.rollout.resume import (
+    GameStep,
+    Play,
+    ResumeMismatch,
+    discard,
+    load_interrupted,
+    memory_digest,
+    replay,
+    set_aside,
+)
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
-from automem_dagster.rollout.trajectory import TrajectoryWriter, episode_id, read_manifest, trajectory_path
+from automem_dagster.rollout.trajectory import (
+    TrajectoryWriter,
+    episode_id,
+    partial_path,
+    read_manifest,
+    trajectory_path,
+)
 from automem_dagster.scaffold import Scaffold, content_hash
+
+log = logging.getLogger(__name__)
 
 
 class RolloutError(RuntimeError):
@@ -80,7 +102,17 @@ class RolloutSpec:
 
 
 Progress = Callable[[str, int, bool], None]
-"""Called as ``progress(episode_id, steps_done, finished)`` after every step."""
+"""Called as ``progress(episode_id, steps_done, finished)`` when an episode starts (with the steps
+it resumes at), after every step, and when it finishes (an episode finished before is reported
+finished at once)."""
+
+
+@runtime_checkable
+class BatchProgress(Protocol):
+    """A progress display that wants each batch's size up front (for one bar per batch with an
+    ETA): ``run_batch`` calls ``batch`` once and reports the batch's episodes to what it returns."""
+
+    def batch(self, name: str, episodes: int, max_steps: int) -> Progress: ...
 
 
 def _check_manifest(path: Path, manifest: dict) -> None:
@@ -99,12 +131,16 @@ def _check_manifest(path: Path, manifest: dict) -> None:
     write_json_atomic(path, manifest)
 
 
-async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | None = None) -> BatchSummary:
+async def run_batch(spec: RolloutSpec, clients: Clients,
+                    progress: Progress | BatchProgress | None = None) -> BatchSummary:
     """Play every seed not finished yet and return the summary of the whole batch."""
     out = Path(spec.out_dir)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     _check_manifest(out / "batch.json", spec.manifest(clients))
     todo = [s for s in spec.seeds if not trajectory_path(out, episode_id(spec.game, s)).exists()]
+    if isinstance(progress, BatchProgress):
+        label = f"{spec.game} v{spec.scaffold.version}" if spec.agent == "memory" else f"{spec.game} {spec.agent}"
+        progress = progress.batch(label, len(spec.seeds), spec.max_steps)
     for seed in spec.seeds:
         if seed not in todo and progress:
             progress(episode_id(spec.game, seed), spec.max_steps, True)
@@ -117,7 +153,8 @@ async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | No
         async def guarded(seed: int) -> None:
             lane = await lanes.get()
             try:
-                await run_episode(spec, seed, clients, pool, progress, lane)
+                with episode_affinity(episode_id(spec.game, seed), (clients.game, clients.memory)):
+                    await run_episode(spec, seed, clients, pool, progress, lane)
             finally:
                 lanes.put_nowait(lane)
 
@@ -125,12 +162,8 @@ async def run_batch(spec: RolloutSpec, clients: Clients, progress: Progress | No
     failures = [(seed, r) for seed, r in zip(todo, results, strict=True) if isinstance(r, BaseException)]
     summary = summarize_batch(out)
     if failures:
-        details = "; ".join(f"seed {seed}: {type(e).__name__}: {e}" for seed, e in failures)
-        hint = "fix the endpoint and" if any(isinstance(e, EndpointError) for _, e in failures) else "then"
-        raise RolloutError(
-            f"{len(failures)} of {len(spec.seeds)} episodes failed ({details}); {len(summary.episodes)} finished "
-            f"episodes are kept in {out / 'trajectories'}: {hint} rerun the same command to resume"
-        ) from failures[0][1]
+        message = failure_message(out, spec.game, spec.seeds, failures, len(summary.episodes))
+        raise RolloutError(message) from failures[0][1]
     return summary
 
 
@@ -138,58 +171,100 @@ async def run_episode(
     spec: RolloutSpec, seed: int, clients: Clients, pool: ThreadPoolExecutor, progress: Progress | None,
     lane: int | None = None,
 ) -> Path:
-    """Play one episode to its end or ``max_steps`` and publish its trajectory."""
+    """Play one episode to its end or ``max_steps`` (resuming an interrupted one at its last
+    recorded step) and publish its trajectory."""
     loop = asyncio.get_running_loop()
     eid = episode_id(spec.game, seed)
-    out = Path(spec.out_dir)
-    mem_root = out / "memory" / eid
-    shutil.rmtree(mem_root, ignore_errors=True)
     game = await loop.run_in_executor(pool, make_game, spec.game, spec.max_steps)
+
+    async def game_step(action: str) -> StepResult:
+        return await loop.run_in_executor(pool, game.step, action)
+
     try:
-        agent = make_agent(spec, seed, game, clients, mem_root, lane)
-        result = await loop.run_in_executor(pool, game.reset, seed)
-        writer = TrajectoryWriter(trajectory_path(out, eid), {
-            "episode": eid, "game": spec.game, "seed": seed, "max_steps": spec.max_steps, **spec.agent_settings(),
-            "scaffold": {"game": spec.scaffold.game, "version": spec.scaffold.version,
-                         "hash": content_hash(spec.scaffold)},
-            "endpoints": clients.describe(),
-            "started_at": datetime.now(UTC).isoformat(),
-        })
-        note, step, total_reward = "", 0, 0.0
+        play, writer = await _open_episode(spec, seed, clients, game, pool, game_step, lane)
+        if progress:
+            progress(eid, play.step, False)
         try:
-            while step < spec.max_steps and not result.done:
-                started = time.perf_counter()
-                shown = f"{note}\n{result.observation}" if note else result.observation
-                agent.observe_state(result.state)
-                decision = await agent.step(step, shown)
-                game_started = time.perf_counter()
-                result = await loop.run_in_executor(pool, game.step, decision.action)
-                game_s = time.perf_counter() - game_started
-                agent.record_outcome(decision.action, result.reward)
-                total_reward += result.reward
-                writer.step({
-                    "step": step, "observation": shown, "action": decision.action,
-                    "action_valid": decision.valid, "action_note": decision.note,
-                    "reward": result.reward, "progression": result.progression, "done": result.done,
-                    "warnings": decision.warnings, "turns": [asdict(t) for t in decision.turns],
-                    **({"memory_index": decision.memory_index} if decision.memory_index else {}),
-                    "state": state_record(result.state), "info": result.info,
-                    "game_s": game_s, "wall_s": time.perf_counter() - started,
-                })
-                note = decision.note if not decision.valid else ""
-                step += 1
+            while play.step < spec.max_steps and not play.result.done:
+                await _play_step(play, writer, game_step)
                 if progress:
-                    progress(eid, step, False)
+                    progress(eid, play.step, False)
         except BaseException:
             writer.abandon()
             raise
-        path = writer.finish({"steps": step, "progression": result.progression, "total_reward": total_reward,
-                              "done": result.done, "finished_at": datetime.now(UTC).isoformat()})
+        path = writer.finish({"steps": play.step, "progression": play.result.progression,
+                              "total_reward": play.total_reward, "done": play.result.done,
+                              "finished_at": datetime.now(UTC).isoformat()})
         if progress:
-            progress(eid, step, True)
+            progress(eid, play.step, True)
         return path
     finally:
         await loop.run_in_executor(pool, game.close)
+
+
+async def _play_step(play: Play, writer: TrajectoryWriter, game_step: GameStep) -> None:
+    """One step with the model: the agent decides, the game moves, the step line is written."""
+    started = time.perf_counter()
+    shown = play.shown()
+    play.begin_step()
+    decision = await play.agent.step(play.step, shown)
+    game_started = time.perf_counter()
+    result = await game_step(decision.action)
+    game_s = time.perf_counter() - game_started
+    writer.step({
+        "step": play.step, "observation": shown, "action": decision.action,
+        "action_valid": decision.valid, "action_note": decision.note,
+        "reward": result.reward, "progression": result.progression, "done": result.done,
+        "warnings": decision.warnings, "turns": [asdict(t) for t in decision.turns],
+        **({"memory_index": decision.memory_index} if decision.memory_index else {}),
+        **({"memory_sha": memory_digest(play.store)} if play.store is not None else {}),
+        "state": state_record(result.state), "info": result.info,
+        "game_s": game_s, "wall_s": time.perf_counter() - started,
+    })
+    play.end_step(decision.action, decision.valid, decision.note, result)
+
+
+async def _open_episode(spec: RolloutSpec, seed: int, clients: Clients, game: Game, pool: ThreadPoolExecutor,
+                        game_step: GameStep, lane: int | None = None) -> tuple[Play, TrajectoryWriter]:
+    """The episode at its last recorded step when an interrupted run left one that replays
+    exactly, else at step 0 (with a note in the header when a resume was refused)."""
+    eid = episode_id(spec.game, seed)
+    path, mem_root = trajectory_path(spec.out_dir, eid), Path(spec.out_dir) / "memory" / eid
+    header = {
+        "episode": eid, "game": spec.game, "seed": seed, "max_steps": spec.max_steps, **spec.agent_settings(),
+        "scaffold": {"game": spec.scaffold.game, "version": spec.scaffold.version, "hash": content_hash(spec.scaffold)},
+        "endpoints": clients.describe(),
+        "started_at": datetime.now(UTC).isoformat(),
+    }
+    if partial_path(path).exists():
+        aside = set_aside(mem_root)
+        try:
+            interrupted = load_interrupted(partial_path(path), aside, eid, spec.agent == "memory")
+            play = await _fresh_play(spec, seed, clients, game, pool, mem_root, lane)
+            await replay(play, interrupted, game_step)
+        except ResumeMismatch as exc:
+            note = f"not resumed: {exc}; the episode was played again from step 0"
+            log.warning("%s: %s", eid, note)
+            header["resumes"] = [{"at_step": 0, "note": note}]
+        else:
+            shutil.rmtree(aside, ignore_errors=True)
+            if interrupted.steps:
+                log.info("%s: resumed at step %d; the recorded steps were replayed without model calls",
+                         eid, play.step)
+            resumes = [*interrupted.header.get("resumes", []), {"at_step": play.step, "at": header["started_at"]}]
+            return play, TrajectoryWriter(path, {**interrupted.header, "resumes": resumes}, interrupted.steps)
+    discard(mem_root)
+    play = await _fresh_play(spec, seed, clients, game, pool, mem_root, lane)
+    return play, TrajectoryWriter(path, header)
+
+
+async def _fresh_play(spec: RolloutSpec, seed: int, clients: Clients, game: Game, pool: ThreadPoolExecutor,
+                      mem_root: Path, lane: int | None = None) -> Play:
+    """A new agent (with an empty store under ``mem_root``) and the game reset to ``seed``."""
+    shutil.rmtree(mem_root, ignore_errors=True)
+    agent = make_agent(spec, seed, game, clients, mem_root, lane)
+    result = await asyncio.get_running_loop().run_in_executor(pool, game.reset, seed)
+    return Play(agent, agent.store if isinstance(agent, MemoryAgent) else None, result)
 
 
 def make_agent(spec: RolloutSpec, seed: int, game: Game, clients: Clients, mem_root: Path,

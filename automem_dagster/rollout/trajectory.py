@@ -3,7 +3,8 @@
 Lines are ``{"type": "header"|"step"|"end", ...}``. While an episode runs its lines go to
 ``<episode>.jsonl.partial`` (flushed every step, so progress is visible); only a finished
 episode is renamed to ``<episode>.jsonl``. A finished file therefore always holds a header,
-every step and an end line; a partial one is discarded on resume and the episode replayed.
+every step and an end line; a partial one is where a rerun resumes the episode
+(``rollout.resume``): its steps are replayed without model calls and kept.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import os
 from pathlib import Path
 from typing import IO
 
-from automem_dagster.datafiles import read_json_file, read_text_file
+from automem_dagster.atomic import write_text_atomic
+from automem_dagster.datafiles import appended_records, read_json_file, read_text_file
 
 PARTIAL_SUFFIX = ".partial"
 
@@ -31,18 +33,25 @@ def trajectory_path(batch_dir: Path, episode: str) -> Path:
     return Path(batch_dir) / "trajectories" / f"{episode}.jsonl"
 
 
+def partial_path(path: Path) -> Path:
+    """Where the lines of the episode finishing at ``path`` go while it runs."""
+    return Path(path).with_name(Path(path).name + PARTIAL_SUFFIX)
+
+
 class TrajectoryWriter:
     """Streams one episode's lines to its partial file and publishes it atomically on ``finish``.
 
-    Opening truncates a partial file left by an interrupted run, which is how a replayed
-    episode never duplicates steps."""
+    Opening replaces a partial file left by an interrupted run with the header and ``steps``
+    (the step lines a resumed episode keeps), written whole before the swap, so a kill while
+    opening leaves the old partial file and an episode never duplicates or loses steps."""
 
-    def __init__(self, path: Path, header: dict):
+    def __init__(self, path: Path, header: dict, steps: list[dict] = ()):
         self.path = Path(path)
-        self.partial = self.path.with_name(self.path.name + PARTIAL_SUFFIX)
+        self.partial = partial_path(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] | None = open(self.partial, "w")
-        self._write({"type": "header", **header})
+        lines = [{"type": "header", **header}, *({"type": "step", **s} for s in steps)]
+        write_text_atomic(self.partial, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines))
+        self._fh: IO[str] | None = open(self.partial, "a")
 
     def _write(self, record: dict) -> None:
         assert self._fh is not None, "trajectory already finished"
@@ -110,6 +119,28 @@ def read_trajectory(path: Path) -> tuple[dict, list[dict], dict]:
         raise TrajectoryError(f"trajectory {path} is incomplete (no {'header' if header is None else 'end'} line): "
                               f"{_REPLAY}")
     return header, steps, end
+
+
+def read_partial(path: Path) -> tuple[dict, list[dict]]:
+    """(header, steps) of an interrupted episode's partial file, for resuming it.
+
+    A last line cut short by a killed process is dropped (that step is played again); any
+    other damage raises ``TrajectoryError`` naming the line, and the caller replays from step 0."""
+    header, steps = None, []
+    for number, record in appended_records(path, "partial trajectory", TrajectoryError):
+        record = record if isinstance(record, dict) else {}
+        kind = record.get("type")
+        if kind == "header" and number == 1:
+            header = record
+        elif kind == "step" and header is not None and record.get("step") == len(steps):
+            _check_step(path, number, record)
+            steps.append(record)
+        elif kind != "end" or header is None:
+            raise TrajectoryError(f"partial trajectory {path} line {number}: unexpected record "
+                                  f"{kind!r} (step {record.get('step')!r} where step {len(steps)} was due)")
+    if header is None:
+        raise TrajectoryError(f"partial trajectory {path} has no header line")
+    return header, steps
 
 
 def _check_step(path: Path, number: int, record: dict) -> None:

@@ -13,18 +13,19 @@ The in-memory ``Lineage`` is changed by ``record_candidate``, ``record_decision`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from automem_dagster.atomic import write_text_atomic
 from automem_dagster.datafiles import read_text_file, validation_problems
 from automem_dagster.locking import file_lock
-from automem_dagster.metrics.paired import Decision, PairedComparison
+from automem_dagster.metrics.paired import GateDecision, PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
 from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path
 from automem_dagster.scaffold.model import GAME_FAMILIES
@@ -38,23 +39,33 @@ class LineageError(ValueError):
     """A lineage file or operation that cannot be used; the message says what to do."""
 
 
-class Evaluation(BaseModel):
-    """The paired comparison that decided a version, in percent: the persisted form of
-    ``metrics.paired.PairedComparison`` (validated when a lineage file is read back)."""
-
+class _PersistedComparison(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-    candidate_mean: float
-    champion_mean: float
-    mean_difference: float
-    stderr_difference: float
-    ci_low: float
-    ci_high: float
-    seeds: list[int]
 
     @classmethod
     def from_comparison(cls, comparison: PairedComparison) -> Evaluation:
-        return cls.model_validate({name: getattr(comparison, name) for name in cls.model_fields})
+        return cls.model_validate(dataclasses.asdict(comparison))
+
+
+def _comparison_fields() -> dict:
+    """``PairedComparison``'s fields as pydantic fields, so the persisted form follows the dataclass:
+    seeds stay a JSON list, and ``n`` and ``p_value`` (absent from lineage files written before
+    they were recorded) are optional."""
+    hints = get_type_hints(PairedComparison)
+    fields = {}
+    for f in dataclasses.fields(PairedComparison):
+        kind = list[int] if f.name == "seeds" else hints[f.name]
+        if f.default is not dataclasses.MISSING:
+            fields[f.name] = (kind, f.default)
+        else:
+            fields[f.name] = (kind | None, None) if f.name == "n" else (kind, ...)
+    return fields
+
+
+Evaluation = create_model("Evaluation", __base__=_PersistedComparison, __module__=__name__,
+                          __doc__="The paired comparison that decided a version, in percent: the persisted form of "
+                                  "``metrics.paired.PairedComparison`` (validated when a lineage file is read back).",
+                          **_comparison_fields())
 
 
 class VersionRecord(BaseModel):
@@ -172,8 +183,8 @@ class Lineage:
         self._data.versions.append(record)
         return record.model_copy(deep=True)
 
-    def record_decision(self, version: int, decision: Decision | str) -> VersionRecord:
-        """Record a pending version's fate: a ``Decision`` from the paired evaluation (kept or
+    def record_decision(self, version: int, decision: GateDecision | str) -> VersionRecord:
+        """Record a pending version's fate: a ``GateDecision`` from the paired evaluation (kept or
         rolled back, with its statistics), or a string, the reason it was rejected unevaluated."""
         record = self._find(version)
         if record.decision is not None:

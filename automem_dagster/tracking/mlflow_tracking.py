@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -26,109 +25,17 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
 
-from automem_dagster.agent.baselines import AGENTS
-from automem_dagster.games import GAME_FAMILIES
-from automem_dagster.paths import PROJECT_ROOT
-
-MLFLOW_DIR = PROJECT_ROOT / "mlflow"
-DEFAULT_ARTIFACT_ROOT = MLFLOW_DIR / "artifacts"
-DEFAULT_UI_URL = "http://127.0.0.1:5000"
-
-ROLES = ("candidate", "champion", "evaluation", "baseline", "specialist")
-"""``specialist``: the two-model agent, the champion scaffold with a LoRA memory specialist."""
-ENDPOINT_FIELDS = ("name", "model", "base_url", "constrained", "temperature", "lora_id")
-"""The endpoint facts logged as params: an allow-list, so a key or token added to an endpoint
-description later can never reach the tracking store."""
-
-
-class TrackingError(RuntimeError):
-    """The tracking store cannot be reached or used; the message names the URI and a fix."""
-
-
-def default_tracking_uri() -> str:
-    """``$MLFLOW_TRACKING_URI`` when set, else the project's sqlite store (mlflow 3 refuses ``file:`` stores)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(MLFLOW_DIR / 'mlflow.db').resolve()}"
-
-
-@dataclass(frozen=True)
-class TrackedRun:
-    run_id: str
-    experiment_id: str
-    url: str
-    """Link into the MLflow UI, for Dagster metadata and log lines."""
-
-
-@dataclass
-class EvaluationRun:
-    """Everything recorded about one evaluation of one scaffold version on fixed seeds.
-
-    Progressions are in percent. ``endpoints`` is ``Clients.describe()``; only the fields in
-    ``ENDPOINT_FIELDS`` are logged. ``decision`` is the keep-or-rollback outcome of a paired
-    comparison (keep, reason, mean_difference, stderr_difference, ci_low, ci_high).
-    ``agent`` is ``memory`` for a scaffold's agent; a baseline (``random``, ``window``, ``cot``)
-    has role ``baseline``, and ``version`` is then the scaffold its batch was filed with.
-    ``window`` is the history length of a windowed baseline.
-    """
-
-    game: str
-    family: str
-    version: int
-    parent: int | None
-    content_hash: str
-    role: str
-    round_id: str | None
-    seeds: list[int]
-    max_steps: int
-    endpoints: dict
-    progression_mean: float
-    progression_se: float
-    per_seed: dict[int, float]
-    behaviour: dict[str, float]
-    scaffold_yaml: str
-    diagnosis_md: str | None = None
-    diff_md: str | None = None
-    decision: dict | None = None
-    plots: list[Path] = field(default_factory=list)
-    extra_artifacts: list[Path] = field(default_factory=list)
-    agent: str = "memory"
-    window: int | None = None
-    adapter: str | None = None
-    """The LoRA memory specialist (``a1``...) of a ``specialist`` run."""
-    meta: str | None = None
-    """Which meta made this version (``rules`` or ``llm <endpoint> (<model>)``), for a round's candidate."""
-
-    def __post_init__(self) -> None:
-        if self.family not in GAME_FAMILIES:
-            raise ValueError(f"family {self.family!r} of {self.game!r}: expected one of {GAME_FAMILIES}")
-        if self.role not in ROLES:
-            raise ValueError(f"role {self.role!r} of {self.game!r} v{self.version}: expected one of {ROLES}")
-        if self.agent not in AGENTS:
-            raise ValueError(f"agent {self.agent!r} of {self.game!r}: expected one of {AGENTS}")
-        if (self.role == "baseline") != (self.agent != "memory"):
-            raise ValueError(f"role {self.role!r} with agent {self.agent!r} of {self.game!r}: "
-                             "a baseline agent is logged with role 'baseline', the memory agent with another role")
-        if (self.role == "specialist") != (self.adapter is not None):
-            raise ValueError(f"role {self.role!r} of {self.game!r}: a specialist run names its adapter, no other run does")
-        if set(self.per_seed) != set(self.seeds):
-            raise ValueError(
-                f"per_seed of {self.game!r} v{self.version} covers seeds {sorted(self.per_seed)}, "
-                f"but the evaluation ran seeds {sorted(self.seeds)}: pass one progression per seed"
-            )
-        for path in [*self.plots, *self.extra_artifacts]:
-            if not Path(path).is_file():
-                raise FileNotFoundError(f"artifact {path} of {self.game!r} v{self.version} does not exist")
-
-    @property
-    def run_name(self) -> str:
-        subject = f"v{self.version}" if self.agent == "memory" else self.agent
-        subject += f"+{self.adapter}" if self.adapter else ""
-        return f"{subject}-{self.role}" + (f"-{self.round_id}" if self.round_id else "")
-
-    @property
-    def decision_tag(self) -> str | None:
-        if self.decision is None:
-            return None
-        return "kept" if self.decision["keep"] else "rolled_back"
+from automem_dagster.tracking.runs import (
+    DEFAULT_ARTIFACT_ROOT,
+    DEFAULT_UI_URL,
+    ENDPOINT_FIELDS,
+    EvaluationRun,
+    TrackedRun,
+    TrackingError,
+    TrainingRun,
+    default_tracking_uri,
+    specialist_model_name,
+)
 
 
 class Tracker:
@@ -298,33 +205,6 @@ class Tracker:
                     return rows
 
 
-def specialist_model_name(family: str) -> str:
-    return f"automem-{family}-specialist"
-
-
-@dataclass
-class TrainingRun:
-    """One LoRA training of a memory specialist, as MLflow records it. Losses are ``[step, loss]``."""
-
-    game: str
-    family: str
-    scaffold_version: int
-    adapter: str
-    base: str
-    settings: dict
-    settings_source: str
-    """``meta-LLM`` when the meta-LLM's recommendation was used, ``default`` otherwise."""
-    dataset_hash: str
-    examples_train: int
-    examples_validation: int
-    train_loss: list[list[float]]
-    validation_loss: list[list[float]]
-    figures: dict[str, float]
-    """seconds_per_step, tokens_per_second, peak_rss_mb and any other scalar of the run."""
-    adapter_dir: Path
-    artifacts: list[Path] = field(default_factory=list)
-
-
 def _training_params(run: TrainingRun) -> list[Param]:
     values = {"game": run.game, "version": run.scaffold_version, "adapter": run.adapter, "base": run.base,
               "settings_source": run.settings_source, "dataset_hash": run.dataset_hash,
@@ -368,6 +248,7 @@ def _params(run: EvaluationRun) -> list[Param]:
         "window": run.window,
         "adapter": run.adapter,
     }
+    values["meta_mode"] = (run.diagnosis or {}).get("meta_mode")
     for role, endpoint in sorted(run.endpoints.items()):
         for key in ENDPOINT_FIELDS:
             values[f"endpoint.{role}.{key}"] = endpoint.get(key)
@@ -378,6 +259,7 @@ def _params(run: EvaluationRun) -> list[Param]:
 def _metrics(run: EvaluationRun) -> list[Metric]:
     now = int(time.time() * 1000)
     values = {"progression_mean": run.progression_mean, "progression_se": run.progression_se, **run.behaviour}
+    values |= run.retries
     steps = run.behaviour.get("steps")
     if steps is not None:
         values["total_input_tokens"] = run.behaviour["input_tokens_per_step"] * steps
@@ -390,6 +272,7 @@ def _metrics(run: EvaluationRun) -> list[Metric]:
             "decision_ci_high": run.decision["ci_high"],
             "decision_keep": 1.0 if run.decision["keep"] else 0.0,
         }
+    values |= (run.diagnosis or {}).get("metrics", {})
     metrics = [Metric(key, float(value), now, 0) for key, value in values.items()]
     # Step = seed, so MLflow's metric chart draws progression across the seed set.
     metrics += [Metric("progression_seed", float(run.per_seed[seed]), now, int(seed)) for seed in sorted(run.per_seed)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field
 
-from automem_dagster.loop.structure import RoundSettings
+from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.metrics.paired import GatePolicy
 
 ROLLOUT_RETRY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL)
@@ -20,7 +20,10 @@ class RoundConfig(dg.Config):
     rollout_max_steps: int = Field(10, ge=1, description="steps per diagnosis episode")
     eval_max_steps: int = Field(10, ge=1, description="steps per evaluation episode")
     eval_episodes: int | None = Field(2, ge=1, description="first k evaluation seeds; null for the whole fixed set")
-    concurrency: int = Field(2, ge=1, description="episodes played at once")
+    concurrency: int = Field(2, ge=1, description="episodes played at once (per shard)")
+    shards: int = Field(1, ge=1, description="seed shards of the rollout batch, each its own step (a process or pod "
+                                             "with a multiprocess or Kubernetes executor); keep 1 with the embedded "
+                                             "model, whose server each shard would start again")
     max_attempts: int = Field(3, ge=1, description="meta-LLM attempts per diagnosis or revision")
     gate: str = Field("higher_mean", description="keep rule: higher_mean (AutoMem's) or significant (beyond chance)")
     gate_level: float = Field(0.05, gt=0, lt=1, description="significant gate: one-sided permutation p-value to beat")

@@ -14,10 +14,10 @@ from typing import TypeVar
 
 import dagster as dg
 
-from automem_dagster.defs.common.metadata import behaviour_table, progression_table
+from automem_dagster.defs.common.metadata import behaviour_table, progression_table, retries_table
 from automem_dagster.defs.common.resources import MlflowResource
-from automem_dagster.loop.structure import per_seed
-from automem_dagster.metrics.paired import compare_paired
+from automem_dagster.loop.gate import per_seed
+from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
 from automem_dagster.plots import plot_behaviour, png_markdown
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.tracking import Tracker
@@ -46,6 +46,7 @@ def paired_evaluation_metadata(context: dg.AssetExecutionContext, game: str, rol
         "behaviour": dg.MetadataValue.md(behaviour_table({names[0]: challenger.behaviour.as_dict(),
                                                           names[1]: champion.behaviour.as_dict()})),
         "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
+        "retries": dg.MetadataValue.md(retries_table(dict(zip(names, (challenger, champion), strict=True)))),
         f"{role}_batch": dg.MetadataValue.path(challenger.out_dir),
         "champion_batch": dg.MetadataValue.path(champion.out_dir),
     }
@@ -68,3 +69,23 @@ def mlflow_run_links(context: dg.AssetExecutionContext, runs: dict) -> dict:
         links[f"mlflow_{role}_run"] = dg.MetadataValue.url(run.url)
         context.log.info(f"MLflow {role} run: {run.url}")
     return links
+
+
+def gate_check(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResult:
+    """The preview of a promotion on an evaluation asset's value: passes iff the round's gate policy
+    would keep the ``role`` (candidate or specialist) against the champion on its paired seeds; a
+    tie or a loss fails with a warning. ``label`` names the challenger in the check's metadata."""
+    scores = evaluation["per_seed"]
+    decision = decide(compare_paired(scores[role], scores["champion"]), GatePolicy(**evaluation.get("gate", {})))
+    c = decision.comparison
+    return dg.AssetCheckResult(passed=decision.keep, severity=dg.AssetCheckSeverity.WARN, metadata={
+        **label,
+        f"{role}_mean": c.candidate_mean,
+        "champion_mean": c.champion_mean,
+        "difference": c.mean_difference,
+        "se": c.stderr_difference,
+        "ci": f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
+        "p_value": c.p_value,
+        "gate": decision.policy.describe(),
+        "reason": decision.reason,
+    })

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from automem_dagster.llm.attempts import describe_failures
 from automem_dagster.rollout import BatchSummary
 
 
@@ -33,6 +34,19 @@ def progression_table(batches: dict[str, BatchSummary]) -> str:
     return "\n".join(lines)
 
 
+def retries_table(batches: dict[str, BatchSummary]) -> str:
+    """Per batch: calls, attempts, retries by cause, time lost to them and model latency, so a faulty
+    endpoint shows as retries rather than as a slow model."""
+    lines = ["| batch | calls | attempts | retries by cause | time lost to retries s | model latency s |",
+             "|---|---:|---:|---|---:|---:|"]
+    for name, b in batches.items():
+        r = b.retries
+        if r is not None:
+            causes = describe_failures(r.by_cause) or "none"
+            lines.append(f"| {name} | {r.calls} | {r.attempts} | {causes} | {r.retry_s:.2f} | {r.model_s:.2f} |")
+    return "\n".join(lines)
+
+
 def rollout_metadata(summary: BatchSummary, scaffold_version: int, seeds: list[int]) -> dict:
     """What the training-rollout assets of both loops show of the batch they played."""
     p = summary.progression
@@ -43,5 +57,6 @@ def rollout_metadata(summary: BatchSummary, scaffold_version: int, seeds: list[i
         "episodes": len(summary.episodes),
         "seeds": dg.MetadataValue.json(seeds),
         "behaviour": dg.MetadataValue.md(behaviour_table({f"v{scaffold_version}": summary.behaviour.as_dict()})),
+        "retries": dg.MetadataValue.md(retries_table({f"v{scaffold_version}": summary})),
         "batch": dg.MetadataValue.path(summary.out_dir),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from automem_dagster.loop.structure import slug
+from automem_dagster.loop.storage import slug
 
 GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
 """The games a round runs on; partition keys are their path slugs (``minihack-Corridor-R3``)."""

@@ -12,7 +12,7 @@ import dagster as dg
 
 from automem_dagster.llm.config import EndpointsConfig, load_endpoints
 from automem_dagster.llm.session import Clients, connect
-from automem_dagster.loop.structure import Storage
+from automem_dagster.loop.storage import Storage
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS, SCAFFOLDS
 from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE
 from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT

@@ -7,8 +7,10 @@ from automem_dagster.defs.common.gate import paired_evaluation_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.report import report_dir
-from automem_dagster.loop.structure import champion_scaffold, evaluate_stage, per_seed
+from automem_dagster.loop.storage import load_champion
+from automem_dagster.loop.structure import evaluate_pair_stage
 from automem_dagster.scaffold import load_scaffold
 
 GROUP = "evaluation"
@@ -32,15 +34,13 @@ def candidate_evaluation(context: dg.AssetExecutionContext, config: RoundConfig,
     game, family = settings.game, settings.family
     store = storage.storage()
     candidate = load_scaffold(family, scaffold_candidate["candidate"], store.scaffolds)
-    champion = champion_scaffold(family, store)
+    champion = load_champion(family, store)
     seeds = settings.eval_seed_list(store.seeds_file)
     context.log.info(f"candidate v{candidate.version} and champion v{champion.version} on seeds {seeds}, "
                      f"{settings.eval_max_steps} steps each")
-    progress = episode_log(context.log)
 
     async def both(clients):
-        played = [await evaluate_stage(game, scaffold, seeds, settings.eval_max_steps, clients, store,
-                                       settings.concurrency, progress) for scaffold in (candidate, champion)]
+        played = await evaluate_pair_stage(settings, candidate, champion, clients, store, episode_log(context.log))
         return *played, clients.describe()
 
     cand, champ, described = endpoints.run(both, store.runs / "logs")

@@ -2,9 +2,9 @@
 
 import dagster as dg
 
+from automem_dagster.defs.common.gate import gate_check
 from automem_dagster.defs.common.partitions import game_partitions
 from automem_dagster.defs.evaluation.assets import candidate_evaluation
-from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
 
 
 @dg.asset_check(asset=candidate_evaluation, partitions_def=game_partitions, blocking=False)
@@ -15,18 +15,4 @@ def evaluation_gate(candidate_evaluation: dict) -> dg.AssetCheckResult:
     if candidate_evaluation["outcome"] != "evaluated":
         return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata={
             "reason": f"no candidate: {candidate_evaluation.get('reason') or 'nothing was evaluated'}"})
-    scores = candidate_evaluation["per_seed"]
-    decision = decide(compare_paired(scores["candidate"], scores["champion"]),
-                      GatePolicy(**candidate_evaluation.get("gate", {})))
-    c = decision.comparison
-    return dg.AssetCheckResult(passed=decision.keep, severity=dg.AssetCheckSeverity.WARN, metadata={
-        "candidate": f"v{candidate_evaluation['candidate']}",
-        "candidate_mean": c.candidate_mean,
-        "champion_mean": c.champion_mean,
-        "difference": c.mean_difference,
-        "se": c.stderr_difference,
-        "ci": f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
-        "p_value": c.p_value,
-        "gate": decision.policy.describe(),
-        "reason": decision.reason,
-    })
+    return gate_check(candidate_evaluation, "candidate", {"candidate": f"v{candidate_evaluation['candidate']}"})

@@ -21,24 +21,24 @@ from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.proficiency import (
     curate_stage,
+    curated,
     dataset_dir,
     decide_specialist_stage,
     load_specialist_decision,
     lora_config_stage,
-    proficiency_seeds,
     registry,
-    serving_rank_limit,
-    specialist_endpoints,
     specialist_evaluation_stage,
+    start_proficiency_round,
     train_stage,
     training_record,
     training_rollout_stage,
 )
 from automem_dagster.loop.report import report_dir, report_specialist, report_training
-from automem_dagster.loop.structure import champion_scaffold, per_seed
-from automem_dagster.meta.curate import CurationResult, DatasetTooSmall
+from automem_dagster.loop.serving import serving_rank_limit, specialist_endpoints
+from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
@@ -76,12 +76,6 @@ def _curation_metadata(stats: dict, out: Path) -> dict:
     }
 
 
-def _curated(dataset_dir: str) -> CurationResult:
-    """A finished curation read back from its ``stats.json``."""
-    stats = json.loads((Path(dataset_dir) / "stats.json").read_text())
-    return CurationResult(dataset_dir, stats["examples"], stats)
-
-
 def _training_log(log):
     """A trainer ``progress(step, total, logs)`` callback that logs each logged step."""
 
@@ -104,13 +98,12 @@ def training_rollouts(context: dg.AssetExecutionContext, config: ProficiencyConf
     then evaluates that adapter instead of training a new one."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
-    pending = registry(store, settings.family).pending()
-    if pending is not None:
-        reason = f"adapter {pending.id} of an earlier round is pending: this round evaluates it, no new rollouts"
+    start = start_proficiency_round(settings, store)
+    if start.resumes:
+        reason = f"adapter {start.pending.id} of an earlier round is pending: this round evaluates it, no new rollouts"
         context.log.info(reason)
         return dg.Output(None, metadata={"outcome": "skipped", "reason": reason})
-    champion = champion_scaffold(settings.family, store)
-    seeds = proficiency_seeds(settings, store)
+    champion, seeds = start.scaffold, start.seeds
     context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.budget.rollout_max_steps} "
                      "steps each")
     summary = endpoints.run(lambda clients: training_rollout_stage(settings, champion, seeds, clients, store,
@@ -167,7 +160,7 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
         return dg.Output(None, metadata={"outcome": "skipped"})
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
-    data = _curated(sft_dataset["dataset_dir"])
+    data = curated(sft_dataset["dataset_dir"])
     limit = serving_rank_limit(endpoints.config())
     choice = endpoints.run(lambda clients: lora_config_stage(data, settings, clients.meta, max_rank=limit),
                            store.runs / "logs")
@@ -195,7 +188,7 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
     settings = config.settings(game_of(context.partition_key))
     game, family = settings.game, settings.family
     store = storage.storage()
-    record = registry(store, family).pending()
+    record = start_proficiency_round(settings, store).pending
     if record is not None:
         outcome = "resumed"
         context.log.info(f"resuming pending adapter {record.id} (an earlier round stopped before its decision)")
@@ -204,7 +197,7 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
                                      "meanwhile); materialize the whole proficiency_round_job again")
     else:
         outcome = "trained"
-        data = _curated(lora_config["dataset_dir"])
+        data = curated(lora_config["dataset_dir"])
         choice = LoraChoice.load(Path(lora_config["lora_config"]))
         scaffold = load_scaffold(family, lora_config["scaffold_version"], store.scaffolds)
         steps = f"at most {settings.max_train_steps} steps" if settings.max_train_steps else f"{choice.settings.epochs} epochs"

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from pydantic import Field
 
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.loop.proficiency import ProficiencySettings, default_curation
-from automem_dagster.meta.decisions import ScoreWeights
-from automem_dagster.meta.lora_config import validate_settings
+from automem_dagster.loop.settings import ProficiencySettings, proficiency_settings
 
 
 class ProficiencyConfig(RoundConfig):
@@ -29,9 +25,6 @@ class ProficiencyConfig(RoundConfig):
         'target_modules, max_length); the meta-LLM is then not asked. null: the meta-LLM recommends'))
 
     def settings(self, game: str) -> ProficiencySettings:
-        overrides = {"weights": ScoreWeights(horizon=self.horizon), "max_review_batches": self.max_review_batches}
-        if self.min_examples is not None:
-            overrides["min_examples"] = self.min_examples
-        lora = validate_settings(json.loads(self.lora_settings)) if self.lora_settings else None
-        return ProficiencySettings(super().settings(game), default_curation(game, **overrides), base=self.base,
-                                   max_train_steps=self.max_train_steps, lora=lora)
+        return proficiency_settings(super().settings(game), horizon=self.horizon, review_batches=self.max_review_batches,
+                                    min_examples=self.min_examples, lora_json=self.lora_settings, base=self.base,
+                                    max_train_steps=self.max_train_steps)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dagster as dg
 
+from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
+
 proficiency_round_job = dg.define_asset_job(
     "proficiency_round_job",
+    tags=MODEL_ROUND_TAGS,
     selection=dg.AssetSelection.assets("training_rollouts", "sft_dataset", "lora_config", "lora_adapter",
                                        "specialist_evaluation"),
     description="One proficiency-loop round for a game: training rollouts of the champion scaffold, curation of "

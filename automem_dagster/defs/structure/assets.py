@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.config import ROLLOUT_RETRY, RoundConfig
+from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.gate import decide_once, mlflow_run_links
 from automem_dagster.defs.common.metadata import code_block, rollout_metadata
 from automem_dagster.defs.common.partitions import (
@@ -21,27 +21,24 @@ from automem_dagster.defs.common.partitions import (
     parse_version_key,
     scaffold_versions,
 )
-from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.shards import planned_shards, shard_op, shard_outputs
 from automem_dagster.games import game_family
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import (
     RoundResult,
-    Storage,
     decide_stage,
     diagnose_stage,
-    diagnosis_seeds,
     load_decision,
-    pending_candidate,
     revise_stage,
-    revision_dir,
-    rollout_stage,
+    rollout_spec,
+    start_round,
 )
-from automem_dagster.loop.structure import champion_scaffold as load_champion
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
+from automem_dagster.rollout.shards import merge_shards, spec_from_record, spec_record
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import content_hash, load_scaffold, scaffold_path, scaffold_yaml
 from automem_dagster.scaffold.lineage import render_tree
@@ -74,33 +71,61 @@ def scaffold_version(context: dg.AssetExecutionContext, storage: StorageResource
     })
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
-          retry_policy=ROLLOUT_RETRY)
-def rollout_batch(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
-                  storage: StorageResource) -> dg.Output:
+@dg.op(name="rollout_batch_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
+def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: StorageResource):
+    """Decide what the round does (``start_round``) and split the champion's training seeds into shards."""
+    settings = config.settings(game_of(context.partition_key))
+    store = storage.storage()
+    start = start_round(settings, store)
+    champion = start.champion
+    ensure_version_partition(context.instance, settings.family, champion.version)
+    if start.resumes:
+        reason = f"candidate v{start.pending} of an earlier round is pending: this round resumes it, no new rollouts"
+        context.log.info(reason)
+        yield dg.Output({"skipped": reason}, "plan")
+        yield from shard_outputs(None, 1)
+        return
+    spec = rollout_spec(settings, champion, start.seeds, store)
+    context.log.info(f"champion v{champion.version} on training seeds {spec.seeds}, {spec.max_steps} steps each, "
+                     f"{config.shards} shard(s)")
+    yield dg.Output({"spec": spec_record(spec)}, "plan")
+    yield from shard_outputs(spec, config.shards)
+
+
+@dg.op(name="rollout_batch_merge")
+def rollout_merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict, played: list[dict]) -> dg.Output:
+    """The shards' episodes moved into the batch, which is then what one process would have played."""
+    if "skipped" in plan:
+        return dg.Output(None, metadata={"outcome": "skipped", "reason": plan["skipped"]})
+    spec = spec_from_record(plan["spec"], storage.storage().scaffolds)
+    summary = merge_shards(spec, planned_shards(played))
+    context.log.info(f"progression {summary.progression}: {summary.out_dir}")
+    return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, spec.scaffold.version, spec.seeds),
+                                                "shards": len(played),
+                                                "progression_mean": summary.progression.mean,
+                                                "progression_se": summary.progression.stderr})
+
+
+@dg.config_mapping
+def _rollout_config(config: RoundConfig) -> dict:
+    """The launchpad shows the round's settings on the asset, not on each of its steps."""
+    return {"rollout_batch_plan": {"config": config.model_dump()}}
+
+
+rollout_shard = shard_op("rollout_batch_shard")
+
+
+@dg.graph_asset(name="rollout_batch", group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"},
+                tags=TAGS, config=_rollout_config)
+def rollout_batch():
     """The champion scaffold played on fresh training seeds (disjoint from the evaluation seeds): the
-    trajectories the meta-LLM diagnoses. The value is the batch directory.
+    trajectories the meta-LLM diagnoses. The value is the batch directory. Played in ``shards`` seed
+    shards, one step each, merged into one batch.
 
     Skipped (value None) while an earlier round's candidate still waits for its decision: this round
     then finishes that candidate instead of making a new one."""
-    settings = config.settings(game_of(context.partition_key))
-    store = storage.storage()
-    lineage = store.load_lineage(settings.family)
-    champion = load_champion(settings.family, store)
-    ensure_version_partition(context.instance, settings.family, champion.version)
-    pending = pending_candidate(lineage)
-    if pending is not None:
-        reason = f"candidate v{pending} of an earlier round is pending: this round resumes it, no new rollouts"
-        context.log.info(reason)
-        return dg.Output(None, metadata={"outcome": "skipped", "reason": reason})
-    seeds = diagnosis_seeds(settings, lineage, store)
-    context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.rollout_max_steps} steps each")
-    summary = endpoints.run(lambda clients: rollout_stage(settings, champion, seeds, clients, store,
-                                                          episode_log(context.log)), store.runs / "logs")
-    context.log.info(f"progression {summary.progression}: {summary.out_dir}")
-    return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, champion.version, seeds),
-                                                "progression_mean": summary.progression.mean,
-                                                "progression_se": summary.progression.stderr})
+    plan, shards = rollout_plan()
+    return rollout_merge(plan, shards.map(rollout_shard).collect())
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
@@ -138,23 +163,21 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
     the next scaffold version, recorded in the lineage as pending, and added as a ``scaffold_version``
     partition; a rejected one (no valid structural patch) materializes with its reason and leaves no
     candidate. A candidate left pending by an earlier round is resumed instead of revising again."""
-    game = game_of(context.partition_key)
-    family = game_family(game)
+    settings = config.settings(game_of(context.partition_key))
+    game, family = settings.game, settings.family
     store = storage.storage()
-    lineage = store.load_lineage(family)
-    champion = load_champion(family, store)
+    start = start_round(settings, store)
+    champion = start.champion
     value = {"game": game, "parent": champion.version, "candidate": None, "diagnosis_dir": None, "revision_dir": None}
-    pending = pending_candidate(lineage)
-    if pending is not None:
-        diag_dir = lineage.record(pending).diagnosis
-        rev_dir = _revision_of(store, diag_dir)
-        key = ensure_version_partition(context.instance, family, pending)
-        context.log.info(f"resuming pending candidate v{pending} (an earlier round stopped before its decision)")
-        diff = rev_dir / "diff.md" if rev_dir else None
-        return dg.Output({**value, "outcome": "resumed", "candidate": pending, "diagnosis_dir": diag_dir,
-                          "revision_dir": str(rev_dir) if rev_dir else None}, metadata={
+    if start.resumes:
+        key = ensure_version_partition(context.instance, family, start.pending)
+        context.log.info(f"resuming pending candidate v{start.pending} (an earlier round stopped before its decision)")
+        diff = start.revision_dir / "diff.md" if start.revision_dir else None
+        return dg.Output({**value, "outcome": "resumed", "candidate": start.pending,
+                          "diagnosis_dir": str(start.diagnosis_dir) if start.diagnosis_dir else None,
+                          "revision_dir": str(start.revision_dir) if start.revision_dir else None}, metadata={
             "outcome": "resumed",
-            "candidate": f"v{pending}",
+            "candidate": f"v{start.pending}",
             "scaffold_version": key,
             "diff": dg.MetadataValue.md(diff.read_text() if diff and diff.exists() else "(no diff stored)"),
         })
@@ -189,16 +212,6 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
     })
 
 
-def _revision_of(store: Storage, diagnosis_dir: str | None) -> Path | None:
-    """The revision directory the stages derive from a diagnosis; None for a diagnosis kept elsewhere."""
-    if not diagnosis_dir:
-        return None
-    try:
-        return revision_dir(store, Path(diagnosis_dir))
-    except ValueError:
-        return None
-
-
 def _stored_dir(path: str | None, file: str) -> Path | None:
     """A stage directory to report from, when it holds ``file``."""
     return Path(path) if path and (Path(path) / file).exists() else None
@@ -230,9 +243,9 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
                                                        GatePolicy(**candidate_evaluation.get("gate", {}))),
                                   mlflow, f"v{version}")
     context.log.info(record.reason)
-    result = RoundResult(game, record.champion_before, version, None,
-                         _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"), None,
-                         _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"), candidate, champion, record)
+    result = RoundResult.judged(record, candidate, champion,
+                                _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"),
+                                _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"))
     report = report_round(result, store, tracker, candidate_evaluation["endpoints"], candidate_evaluation["eval_max_steps"])
     decision = "kept" if record.keep else "rolled_back"
     metadata = {

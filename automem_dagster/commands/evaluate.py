@@ -1,0 +1,194 @@
+"""``automem evaluate|compare|decide``: play on the fixed evaluation seeds, compare agents, apply the gate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from automem_dagster import tracking
+from automem_dagster.agent.baselines import WINDOWED
+from automem_dagster.atomic import write_json_atomic
+from automem_dagster.commands import shared
+from automem_dagster.commands.render import episode_progress, print_round, print_summary
+from automem_dagster.commands.shared import (
+    add_agent_args,
+    add_game_arg,
+    add_gate_args,
+    add_play_args,
+    evaluation_metrics,
+    gate_policy,
+    session,
+)
+from automem_dagster.games import game_family
+from automem_dagster.llm.config import load_endpoints
+from automem_dagster.llm.session import connect
+from automem_dagster.loop.proficiency import exported_adapter
+from automem_dagster.loop.records import write_decision, write_rejected
+from automem_dagster.loop.report import (
+    agent_points,
+    evaluation_run,
+    report_dir,
+    report_round,
+)
+from automem_dagster.loop.serving import specialist_endpoints
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import load_champion, resolve_scaffold
+from automem_dagster.loop.structure import RoundResult, decide_stage, evaluate_stage
+from automem_dagster.paths import RUNS
+from automem_dagster.plots import plot_agent_comparison
+from automem_dagster.rollout import BatchSummary
+from automem_dagster.rollout.seeds import eval_seeds
+from automem_dagster.scaffold import load_scaffold_file
+
+
+def register(sub) -> None:
+    evaluate = sub.add_parser("evaluate", help="play a scaffold on the fixed evaluation seeds; --decide for a candidate")
+    add_game_arg(evaluate)
+    evaluate.add_argument("--scaffold", default="champion", help="v<N>, champion, or a YAML file (default champion)")
+    evaluate.add_argument("--eval-episodes", type=int, default=None, help="only the first k evaluation seeds")
+    evaluate.add_argument("--decide", action="store_true",
+                          help="also evaluate the champion, then keep or roll back this pending candidate")
+    evaluate.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    add_gate_args(evaluate)
+    add_play_args(evaluate, max_steps=50)
+    add_agent_args(evaluate)
+    add_pipeline_evaluate_args(evaluate)
+    evaluate.set_defaults(run=run_evaluate)
+    compare = sub.add_parser("compare", help="plot progression by agent (random, baselines, scaffold versions, "
+                                             "specialists) from MLflow, on one seed set and step budget")
+    add_game_arg(compare)
+    compare.add_argument("--eval-episodes", type=int, default=None, help="the first k evaluation seeds (default: all)")
+    compare.add_argument("--max-steps", type=int, default=50, help="the step budget of the evaluations (default 50)")
+    compare.add_argument("--out", type=Path, default=None, help="PNG path (default: runs/reports/<game>/agents.png)")
+    compare.set_defaults(run=run_compare)
+    add_decide_parser(sub)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    if args.candidate or args.specialist:
+        return run_evaluate_into(args)
+    baseline = args.agent != "memory"
+    if baseline and args.decide:
+        raise argparse.ArgumentTypeError(f"--decide keeps or rolls back a scaffold candidate; the {args.agent} "
+                                         "baseline has none: drop --decide")
+    scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
+    settings = RoundSettings(args.game, eval_max_steps=args.max_steps, eval_episodes=args.eval_episodes,
+                             concurrency=args.concurrency)
+    seeds = settings.eval_seed_list(shared.STORAGE.seeds_file)
+
+    async def go():
+        async with session(args.endpoints, needs_model=args.agent != "random") as (clients, progress):
+            summary = await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, shared.STORAGE,
+                                           args.concurrency, progress, out=args.out, agent=args.agent,
+                                           window=args.window)
+            champion = None
+            if args.decide:
+                champion = await evaluate_stage(args.game, load_champion(scaffold.game, shared.STORAGE), seeds,
+                                                args.max_steps, clients, shared.STORAGE, args.concurrency, progress)
+            return summary, champion, clients.describe()
+
+    summary, champion, described = asyncio.run(go())
+    print_summary(summary)
+    write_json_atomic(args.metrics or Path(summary.out_dir) / "metrics.json", evaluation_metrics(summary))
+    tracker = None if args.no_tracking else tracking.Tracker()
+    if champion is None:
+        # A scaffold given as a file has no version in the project's lineage to file the run under.
+        if tracker is not None and (args.scaffold.removeprefix("v").isdigit() or args.scaffold == "champion"):
+            windowed = {"window": args.window} if args.agent in WINDOWED else {}
+            run = tracker.log_evaluation(evaluation_run(args.game, summary, scaffold.version,
+                                                        "baseline" if baseline else "evaluation", described,
+                                                        shared.STORAGE, args.max_steps, agent=args.agent, **windowed))
+            Console().print(f"MLflow: {run.url}")
+        return 0
+    decision = decide_stage(args.game, scaffold.version, summary, champion, shared.STORAGE, gate_policy(args))
+    result = RoundResult.judged(decision, summary, champion)
+    print_round(result, report_round(result, shared.STORAGE, tracker, described, args.max_steps))
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    seeds = eval_seeds(args.game, shared.STORAGE.seeds_file)[: args.eval_episodes or None]
+    rows = tracking.Tracker().runs_for(game_family(args.game))
+    points = agent_points(rows, args.game, ",".join(map(str, seeds)), args.max_steps)
+    if not points:
+        raise ValueError(f"MLflow has no evaluation of {args.game} on seeds {seeds} with {args.max_steps} steps: run "
+                         "`automem evaluate` (with --agent for baselines) on those settings first")
+    table = Table(title=f"{args.game}: progression on seeds {seeds[0]}-{seeds[-1]} (n={len(seeds)}), {args.max_steps} steps")
+    for col in ("agent", "progression % (mean ± SE)"):
+        table.add_column(col)
+    for p in points:
+        table.add_row(p.label, f"{p.mean:.1f} ± {p.se:.1f}")
+    Console().print(table)
+    out = args.out or report_dir(shared.STORAGE, args.game) / "agents.png"
+    plot_agent_comparison(points, f"{args.game}: progression by agent ({len(seeds)} seeds, {args.max_steps} steps)", out)
+    Console().print(f"plot: {out}")
+    return 0
+
+
+def add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--candidate", type=Path, default=None,
+                   help="play the candidate of a `propose --out` folder (a rejected revision: record it, play nothing)")
+    p.add_argument("--specialist", type=Path, default=None,
+                   help="play the two-model agent with the adapter of a `finetune --out` folder doing memory")
+    p.add_argument("--metrics", type=Path, default=None, help="where to write metrics.json (default: <out>/metrics.json)")
+
+
+def add_decide_parser(sub) -> None:
+    decide_p = sub.add_parser("decide", help="keep or roll back a candidate or specialist against the champion from "
+                                             "two evaluation folders; writes the decision record and plot tables")
+    decide_p.add_argument("--role", choices=("candidate", "specialist"), required=True,
+                          help="what the challenger is: a scaffold candidate or a specialist adapter")
+    decide_p.add_argument("--challenger", type=Path, required=True, help="the candidate's or specialist's evaluation")
+    decide_p.add_argument("--champion", type=Path, required=True, help="the champion's evaluation on the same seeds")
+    decide_p.add_argument("--record", type=Path, required=True, help="decision record (JSON, flat: DVC metrics)")
+    decide_p.add_argument("--progression", type=Path, required=True, help="table: progression ± SE per agent")
+    decide_p.add_argument("--behaviour", type=Path, required=True, help="table: behaviour rates per agent")
+    decide_p.set_defaults(run=run_decide)
+
+
+def run_evaluate_into(args: argparse.Namespace) -> int:
+    """One evaluation batch into ``--out``, as a pipeline stage needs it: no lineage, no MLflow, no
+    champion lookup; ``--candidate`` with a rejected revision writes the rejection instead."""
+    both = args.candidate is not None and args.specialist is not None
+    if args.out is None or args.decide or args.agent != "memory" or both:
+        raise argparse.ArgumentTypeError("give --out and at most one of --candidate/--specialist (each plays one "
+                                         "memory-agent batch into --out), and no --decide or --agent")
+    metrics = args.metrics or args.out / "metrics.json"
+    if args.candidate is not None:
+        if not (args.candidate / "revision.json").exists():
+            raise ValueError(f"--candidate {args.candidate}: no revision.json there; run `automem propose --out` first")
+        if not (args.candidate / "candidate.yaml").exists():
+            marker = write_rejected(args.out, args.candidate)
+            write_json_atomic(metrics, {"episodes": 0, "rejected": 1})
+            Console().print(f"the revision was rejected, nothing to evaluate: {marker['rejected_reason']}")
+            return 0
+        scaffold = load_scaffold_file(args.candidate / "candidate.yaml")
+    else:
+        scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
+    config, lora = load_endpoints(args.endpoints), []
+    if args.specialist is not None:
+        config, lora = specialist_endpoints(config, exported_adapter(args.specialist, scaffold.version),
+                                            game_family(args.game))
+    seeds = RoundSettings(args.game, eval_episodes=args.eval_episodes).eval_seed_list(shared.STORAGE.seeds_file)
+
+    async def go() -> BatchSummary:
+        async with connect(config, RUNS / "logs", lora=lora, two_model=args.specialist is not None) as clients:
+            with episode_progress() as progress:
+                return await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, shared.STORAGE,
+                                            args.concurrency, progress, out=args.out)
+
+    summary = asyncio.run(go())
+    print_summary(summary)
+    write_json_atomic(metrics, evaluation_metrics(summary))
+    return 0
+
+
+def run_decide(args: argparse.Namespace) -> int:
+    """The DVC pipeline's decide stages: the loops' gate on two evaluation folders, as files."""
+    record = write_decision(args.role, args.challenger, args.champion, args.record, args.progression, args.behaviour)
+    Console().print(f"{record['outcome']}: {record['reason']}")
+    return 0

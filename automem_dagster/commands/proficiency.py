@@ -1,0 +1,148 @@
+"""``automem train|curate|finetune``: the proficiency loop, whole or stage by stage."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from automem_dagster import tracking
+from automem_dagster.atomic import write_json_atomic
+from automem_dagster.commands import shared
+from automem_dagster.commands.render import (
+    console,
+    episode_progress,
+    print_proficiency,
+    print_where_to_look,
+)
+from automem_dagster.commands.shared import (
+    add_game_arg,
+    add_gate_args,
+    add_output_args,
+    add_round_args,
+    proficiency_settings,
+    session,
+)
+from automem_dagster.llm.config import load_endpoints
+from automem_dagster.loop.proficiency import (
+    ProficiencyResult,
+    curate_stage,
+    curated,
+    lora_config_stage,
+    run_proficiency_round,
+    train_into,
+)
+from automem_dagster.loop.records import loss_rows
+from automem_dagster.loop.report import report_proficiency
+from automem_dagster.loop.serving import serving_rank_limit
+from automem_dagster.loop.settings import ProficiencySettings
+from automem_dagster.loop.storage import resolve_scaffold
+from automem_dagster.paths import RUNS
+from automem_dagster.rollout.trajectory import read_manifest
+from automem_dagster.training.sft_result import RESULT_FILE
+
+
+def register(sub) -> None:
+    train = sub.add_parser("train", help="one proficiency-loop round: training rollouts, curation, LoRA configuration, "
+                                         "training, two-model evaluation, keep or roll back")
+    add_round_args(train, purpose="curate memory decisions from", episodes=8, max_steps=100)
+    add_gate_args(train)
+    add_curation_args(train, "stop below this many curated examples (default: the AutoMem paper's minimum for the game)")
+    add_training_args(train)
+    train.set_defaults(run=run_train)
+    curate = sub.add_parser("curate", help="score the memory decisions of a training batch into an SFT dataset")
+    add_game_arg(curate)
+    curate.add_argument("--batch", type=Path, required=True, help="a rollout batch on training seeds")
+    curate.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")
+    add_curation_args(curate, "minimum dataset size (default: the AutoMem paper's)")
+    curate.add_argument("--accept-score", type=float, default=None,
+                        help="take decisions scoring at least this without review (default 1.0; 0 takes every "
+                             "decision that loses no points, as the demo does for the embedded model)")
+    add_output_args(curate)
+    curate.set_defaults(run=run_curate)
+    finetune = sub.add_parser("finetune", help="choose LoRA settings (meta-LLM) and train an adapter on a curated dataset")
+    add_game_arg(finetune)
+    finetune.add_argument("--dataset", type=Path, required=True, help="a curated dataset directory")
+    add_training_args(finetune)
+    finetune.add_argument("--metrics", type=Path, default=None,
+                          help="where to write the run's figures as JSON (default: <out>/metrics.json)")
+    finetune.add_argument("--loss-curves", type=Path, default=None,
+                          help="also write train.json and validation.json (rows: step, loss) there for `dvc plots`")
+    add_output_args(finetune)
+    finetune.set_defaults(run=run_finetune)
+
+
+def add_curation_args(p: argparse.ArgumentParser, min_help: str) -> None:
+    p.add_argument("--min-examples", type=int, default=None, help=min_help)
+    p.add_argument("--horizon", type=int, default=50, help="K: steps after a memory decision it is credited with")
+    p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls for borderline decisions")
+
+
+def add_training_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-train-steps", type=int, default=None, help="cap on optimizer steps (a short local run)")
+    p.add_argument("--base", default="embedded",
+                   help="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory")
+    p.add_argument("--lora-settings", type=Path, default=None,
+                   help="JSON file with LoRA settings (within bounds); the meta-LLM is then not asked")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    settings = proficiency_settings(args)
+    proficiency_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker())
+    print_where_to_look(shared.STORAGE)
+    return 0
+
+
+def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: tracking.Tracker | None,
+                      meta: str = "endpoints") -> ProficiencyResult:
+    console.rule(f"proficiency-loop round: {settings.game}")
+    config = shared.endpoints_with_meta(endpoints, meta)
+    with episode_progress() as progress:
+        result = asyncio.run(run_proficiency_round(settings, config, shared.STORAGE, RUNS / "logs", progress,
+                                                   on_stage=lambda line: console.print(line)))
+    report = report_proficiency(result, shared.STORAGE, tracker, settings.budget.eval_max_steps)
+    print_proficiency(result, report)
+    return result
+
+
+def run_curate(args: argparse.Namespace) -> int:
+    manifest = read_manifest(args.batch)
+    scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", shared.STORAGE)
+    settings = proficiency_settings(args)
+
+    async def go():
+        async with session(args.endpoints) as (clients, _):
+            return await curate_stage(args.batch, scaffold, settings, clients.meta, shared.STORAGE, console.print, args.out)
+
+    result = asyncio.run(go())
+    Console().print(f"{result.examples} examples, version {result.stats['dataset_hash']}: {result.out_dir}")
+    return 0
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out, no registry."""
+    settings = proficiency_settings(args)
+    data = curated(args.dataset)
+    out = args.out or args.dataset.parent / f"{args.dataset.name}-adapter"
+
+    async def choose():
+        async with session(args.endpoints) as (clients, _):
+            return await lora_config_stage(data, settings, clients.meta, out / "lora_config.json",
+                                           max_rank=serving_rank_limit(load_endpoints(args.endpoints)))
+
+    choice = asyncio.run(choose())
+    console.print(f"LoRA settings ({choice.source}): {choice.settings.model_dump_json()}")
+    result, _ = train_into(data, choice, settings, out)
+    write_json_atomic(args.metrics or out / "metrics.json", {
+        "initial_validation_loss": result.initial_validation_loss, "final_validation_loss": result.final_validation_loss,
+        "steps": result.global_step, "seconds_per_step": result.seconds_per_step,
+        "tokens_per_second": result.tokens_per_second, "peak_rss_mb": result.peak_rss_mb})
+    if args.loss_curves:
+        for curve, rows in loss_rows(json.loads((out / RESULT_FILE).read_text())).items():
+            write_json_atomic(args.loss_curves / f"{curve}.json", rows)
+    Console().print(f"validation loss {result.initial_validation_loss:.3f} -> {result.final_validation_loss:.3f} "
+                    f"after {result.global_step} steps; adapter: {result.adapter_dir}")
+    return 0

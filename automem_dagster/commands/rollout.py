@@ -1,0 +1,79 @@
+"""``automem rollout``: play episodes with a scaffold version (or a baseline) and write trajectories."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from automem_dagster.agent.baselines import DEFAULT_WINDOW
+from automem_dagster.commands import shared
+from automem_dagster.commands.render import print_summary
+from automem_dagster.commands.shared import (
+    add_agent_args,
+    add_game_arg,
+    add_play_args,
+    parse_seeds,
+    session,
+)
+from automem_dagster.loop.storage import batch_dir, resolve_scaffold, slug
+from automem_dagster.paths import RUNS
+from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
+from automem_dagster.rollout.seeds import training_seeds
+
+
+def register(sub) -> None:
+    p = sub.add_parser("rollout", help="play episodes with a scaffold version and write trajectories")
+    add_rollout_args(p, with_game=True)
+    p.add_argument("--training", action="store_true",
+                   help="draw --episodes seeds from the training range (disjoint from evaluation seeds)")
+    add_agent_args(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.episodes is None and args.seeds is None:
+        args.episodes = 4
+    if args.training:
+        if args.seeds:
+            raise argparse.ArgumentTypeError("--training draws its own seeds: give --episodes, not --seeds")
+        args.seeds = training_seeds(args.game, args.episodes)
+    play(args, [args.game])
+    return 0
+
+
+def play(args: argparse.Namespace, games: list[str]) -> None:
+    """Play ``games`` with the options of ``rollout`` (or ``demo``) and print each batch."""
+    for summary in asyncio.run(_run_specs(rollout_specs(args, games), args.endpoints)):
+        print_summary(summary)
+
+
+def add_rollout_args(p: argparse.ArgumentParser, with_game: bool) -> None:
+    if with_game:
+        add_game_arg(p)
+    p.add_argument("--scaffold", default="v0", help="scaffold: v<N>, champion, or a YAML file (default v0)")
+    p.add_argument("--episodes", type=int, default=None, help="number of episodes (seeds 42, 43, ... unless --seeds)")
+    p.add_argument("--seeds", type=parse_seeds, default=None, help="seeds, e.g. 42,43 or 42-45")
+    add_play_args(p, max_steps=50)
+
+
+def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpec]:
+    seeds = args.seeds or list(range(42, 42 + args.episodes))
+    if args.seeds and args.episodes not in (None, len(seeds)):
+        raise argparse.ArgumentTypeError(f"--episodes {args.episodes} does not match the {len(seeds)} seeds given")
+    agent, window = getattr(args, "agent", "memory"), getattr(args, "window", DEFAULT_WINDOW)
+    specs = []
+    for game in games:
+        scaffold = resolve_scaffold(game, args.scaffold, shared.STORAGE)
+        out = Path(args.out) / slug(game) if args.out and len(games) > 1 else args.out
+        specs.append(RolloutSpec(game, scaffold, seeds, args.max_steps,
+                                 Path(out) if out else batch_dir(RUNS, "rollouts", game, scaffold.version, seeds,
+                                                                 args.max_steps, agent, window),
+                                 concurrency=args.concurrency, agent=agent, window=window))
+    return specs
+
+
+async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
+    """Play ``specs`` with the one-model agent (a ``memory:`` endpoint serves only specialist evaluations)."""
+    async with session(endpoints_path, needs_model=any(s.agent != "random" for s in specs)) as (clients, progress):
+        return [await run_batch(spec, clients, progress) for spec in specs]

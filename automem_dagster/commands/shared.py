@@ -1,0 +1,143 @@
+"""What several commands share: where they store, how they connect, their common options and settings."""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW
+from automem_dagster.commands.render import episode_progress
+from automem_dagster.llm.config import RULES, EndpointConfig, EndpointsConfig, load_endpoints
+from automem_dagster.llm.session import Clients, connect
+from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.settings import proficiency_settings as build_proficiency_settings
+from automem_dagster.loop.storage import Storage
+from automem_dagster.metrics.paired import GATE_RULES, GatePolicy
+from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
+from automem_dagster.rollout import BatchSummary
+
+STORAGE = Storage()
+"""Where the commands read and write (tests point it at a temporary folder)."""
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"42,43,50-52"`` -> [42, 43, 50, 51, 52]; a clear error for anything else."""
+    seeds: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise argparse.ArgumentTypeError(f"--seeds: {part!r} is not a seed or a range like 42-45")
+        seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"--seeds {text!r}: give at least one seed and no seed twice")
+    return seeds
+
+
+META_CHOICES = {
+    "rules": "the rules meta: deterministic, no model; each finding is a rule that fired on the computed evidence "
+             "(dead files, redundant writes, prompt growth, stuck and back-and-forth stretches, failing operations) "
+             "and each change is the structural fix that rule names. The structure loop's baseline",
+    "endpoints": "the endpoints file's meta role (by default the embedded SmolLM2-135M, a 135M model: its diagnoses "
+                 "and patches are mostly noise, and each call takes about a minute on 2 cores)",
+}
+"""Who diagnoses and revises in a round the demo runs."""
+
+
+def endpoints_with_meta(path: Path, meta: str = "endpoints") -> EndpointsConfig:
+    """The endpoints file, with its meta role replaced by the rules meta when ``meta`` is ``rules``."""
+    config = load_endpoints(path)
+    if meta == "endpoints":
+        return config
+    return config.model_copy(update={"meta": EndpointConfig(name="meta", base_url=RULES)})
+
+
+@asynccontextmanager
+async def session(endpoints_path: Path, needs_model: bool = True, meta: str = "endpoints"):
+    """Live clients and a progress callback for episodes; the embedded server is stopped on exit.
+
+    Without ``needs_model`` (the random baseline) no endpoint is read or started and there are no clients.
+    ``meta`` is ``endpoints`` (the file's meta role) or ``rules`` (the rules meta, ``META_CHOICES``)."""
+    config = endpoints_with_meta(endpoints_path, meta) if needs_model else None
+    with episode_progress() as progress:
+        if config is None:
+            yield Clients(None, None, None), progress
+            return
+        async with connect(config, RUNS / "logs") as clients:
+            yield clients, progress
+
+
+def add_play_args(p: argparse.ArgumentParser, max_steps: int) -> None:
+    """Options of a command that plays episodes: step budget and concurrency, then endpoints and output."""
+    p.add_argument("--max-steps", type=int, default=max_steps, help=f"steps per episode (default {max_steps})")
+    p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
+    add_output_args(p)
+
+
+def add_output_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS, help="endpoints YAML (default: embedded model)")
+    p.add_argument("--out", type=Path, default=None, help="output directory (default: derived from the settings)")
+
+
+def add_agent_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", choices=AGENTS, default="memory",
+                   help="memory (the scaffold's agent, default) or a baseline without memory: random, window, cot")
+    p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
+                   help=f"steps of history in context for the window and cot baselines (default {DEFAULT_WINDOW})")
+
+
+def add_round_args(p: argparse.ArgumentParser, purpose: str = "diagnose", episodes: int = 4, max_steps: int = 50) -> None:
+    add_game_arg(p)
+    p.add_argument("--episodes", type=int, default=episodes, help=f"training-seed episodes to {purpose} (default {episodes})")
+    p.add_argument("--max-steps", type=int, default=max_steps, help=f"steps per training-seed episode (default {max_steps})")
+    p.add_argument("--eval-episodes", type=int, default=None,
+                   help="evaluate on the first k evaluation seeds only (default: the whole set in assets/seeds)")
+    p.add_argument("--eval-max-steps", type=int, default=50, help="steps per evaluation episode (default 50)")
+    p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
+    p.add_argument("--attempts", type=int, default=3, help="meta-LLM attempts per diagnosis or revision (default 3)")
+    p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS, help="endpoints YAML (default: embedded model)")
+    p.add_argument("--no-tracking", action="store_true", help="do not log the evaluations to MLflow")
+
+
+def add_gate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gate", choices=GATE_RULES, default="higher_mean",
+                   help="keep rule: higher_mean (AutoMem's, default) or significant (a paired permutation test "
+                        "must put the gain beyond chance); see README, 'Which gate'")
+    p.add_argument("--gate-level", type=float, default=0.05, help="significant gate: p-value to beat (default 0.05)")
+    p.add_argument("--gate-min-seeds", type=int, default=5, help="significant gate: fewest paired seeds (default 5)")
+
+
+def gate_policy(args: argparse.Namespace) -> GatePolicy:
+    """The round's gate from its options (commands without them: AutoMem's rule)."""
+    try:
+        return GatePolicy(getattr(args, "gate", "higher_mean"), getattr(args, "gate_level", 0.05),
+                          getattr(args, "gate_min_seeds", 5))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: fix --gate, --gate-level or --gate-min-seeds") from exc
+
+
+def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:
+    """The settings of ``train``, ``curate`` and ``finetune`` from their options (absent ones: defaults)."""
+    lora_file = getattr(args, "lora_settings", None)
+    budget = RoundSettings(args.game, getattr(args, "episodes", 4), getattr(args, "max_steps", 50),
+                           getattr(args, "eval_max_steps", 50), getattr(args, "eval_episodes", None),
+                           getattr(args, "concurrency", 2), getattr(args, "attempts", 3), gate_policy(args))
+    return build_proficiency_settings(
+        budget, horizon=getattr(args, "horizon", 50), review_batches=getattr(args, "review_batches", 10),
+        min_examples=getattr(args, "min_examples", None), accept_score=getattr(args, "accept_score", None),
+        lora_json=lora_file.read_text() if lora_file else None, base=getattr(args, "base", "embedded"),
+        max_train_steps=getattr(args, "max_train_steps", None))
+
+
+def evaluation_metrics(summary: BatchSummary) -> dict:
+    """A flat metrics file DVC can show and compare: progression and behaviour of one batch."""
+    return {"progression_mean": summary.progression.mean, "progression_se": summary.progression.stderr,
+            "episodes": len(summary.episodes), **summary.behaviour.as_dict()}
+
+
+
+GAME_HELP = "crafter, nethack, minihack:<Task> or a MiniHack id"
+
+
+def add_game_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--game", required=required, help=GAME_HELP)

@@ -1,0 +1,117 @@
+"""``automem revise|diagnose|propose|lineage``: the structure loop, whole or stage by stage."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from rich.console import Console
+
+from automem_dagster import tracking
+from automem_dagster.commands import shared
+from automem_dagster.commands.render import console, print_round, print_where_to_look
+from automem_dagster.commands.shared import (
+    add_game_arg,
+    add_gate_args,
+    add_output_args,
+    add_round_args,
+    gate_policy,
+    session,
+)
+from automem_dagster.games import game_family
+from automem_dagster.loop.report import report_round
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import resolve_scaffold
+from automem_dagster.loop.structure import RoundResult, diagnose_stage, revise_stage, run_round
+from automem_dagster.meta.diagnose import Diagnosis
+from automem_dagster.rollout.trajectory import read_manifest
+from automem_dagster.scaffold.lineage import render_tree
+from automem_dagster.scaffold.model import GAME_FAMILIES
+
+
+def register(sub) -> None:
+    revise = sub.add_parser("revise", help="one structure-loop round: rollouts, diagnosis, revision, evaluation, decision")
+    add_round_args(revise)
+    add_gate_args(revise)
+    revise.set_defaults(run=run_revise)
+    diagnose = sub.add_parser("diagnose", help="ask the meta-LLM to diagnose a finished rollout batch")
+    add_game_arg(diagnose)
+    diagnose.add_argument("--batch", type=Path, required=True, help="a rollout batch directory")
+    diagnose.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")
+    add_output_args(diagnose)
+    diagnose.set_defaults(run=run_diagnose)
+    propose = sub.add_parser("propose", help="ask the meta-LLM for a revision of a scaffold from a diagnosis")
+    add_game_arg(propose)
+    propose.add_argument("--diagnosis", type=Path, required=True, help="a diagnosis directory")
+    propose.add_argument("--scaffold", default="champion", help="the parent scaffold (default: champion)")
+    propose.add_argument("--register", action="store_true",
+                         help="save an accepted candidate as the next version and record it in the lineage")
+    add_output_args(propose)
+    propose.set_defaults(run=run_propose)
+    lineage = sub.add_parser("lineage", help="the version tree of a game family with decisions and scores")
+    lineage.add_argument("--game", required=True, help="crafter, minihack or nethack (or a minihack:<Task>)")
+    lineage.set_defaults(run=run_lineage)
+
+
+def run_revise(args: argparse.Namespace) -> int:
+    settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
+                             args.concurrency, args.attempts, gate_policy(args))
+    structure_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker())
+    print_where_to_look(shared.STORAGE)
+    return 0
+
+
+def structure_round(settings: RoundSettings, endpoints: Path, tracker: tracking.Tracker | None,
+                    meta: str = "endpoints") -> RoundResult:
+    console.rule(f"structure-loop round: {settings.game}")
+
+    async def go() -> tuple[RoundResult, dict]:
+        async with session(endpoints, meta=meta) as (clients, progress):
+            return await run_round(settings, clients, shared.STORAGE, progress, on_stage=lambda line: console.print(line)), \
+                clients.describe()
+
+    result, described = asyncio.run(go())
+    report = report_round(result, shared.STORAGE, tracker, described, settings.eval_max_steps)
+    print_round(result, report)
+    return result
+
+
+def run_diagnose(args: argparse.Namespace) -> int:
+    manifest = read_manifest(args.batch)
+    scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", shared.STORAGE)
+
+    async def go():
+        async with session(args.endpoints) as (clients, _):
+            return await diagnose_stage(args.batch, scaffold, clients, shared.STORAGE, out=args.out)
+
+    result, out = asyncio.run(go())
+    Console().print(f"{len(result.findings)} findings ({len(result.dropped)} dropped); diagnosis: {out / 'diagnosis.md'}")
+    return 0
+
+
+def run_propose(args: argparse.Namespace) -> int:
+    parent = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
+    diagnosis = Diagnosis.load(args.diagnosis)
+
+    async def go():
+        async with session(args.endpoints) as (clients, _):
+            return await revise_stage(diagnosis, args.diagnosis, parent, clients, shared.STORAGE,
+                                      register=args.register and not args.out, out=args.out)
+
+    revision, out = asyncio.run(go())
+    if not revision.accepted:
+        # A rejection is a recorded outcome of the round, not a failure of the command.
+        console.print(f"rejected: {revision.rejected_reason} (attempts in {out / 'revision.json'})")
+        return 0
+    Console().print(f"candidate v{revision.version}: {', '.join(revision.changes)}; diff: {out / 'diff.md'}")
+    return 0
+
+
+def run_lineage(args: argparse.Namespace) -> int:
+    family = args.game if args.game in GAME_FAMILIES else game_family(args.game)
+    lineage = shared.STORAGE.load_lineage(family)
+    Console().print(render_tree(lineage), markup=False, highlight=False)
+    champion = lineage.champion()
+    Console().print(f"champion: v{champion.version} since {champion.since:%Y-%m-%d %H:%M} UTC ({lineage.path})")
+    return 0

@@ -1,0 +1,90 @@
+"""Every HTTP attempt of a model call, with why each failed one failed.
+
+The ``openai`` client retries transient failures itself (connection errors, timeouts, 408,
+409, 429 and 5xx, backing off and honouring ``Retry-After``) and reports only the last
+failure, so a turn that succeeded on its third attempt looks like a slow turn. To keep retries
+apart from model latency, the client's HTTP client notes each attempt with its start time and
+its outcome (an HTTP status, a timeout, a dropped or refused connection). A call's retries by cause, the time they
+cost (failed attempts and backoff, up to the start of the last attempt) and the latency of the
+last attempt alone come out of that record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import httpx2
+import openai
+
+TIMEOUT, CONNECTION = "timeout", "connection"
+"""Causes of an attempt that got no answer; one with an error status is ``http_<status>``."""
+
+
+@dataclass
+class Attempt:
+    start: float
+    cause: str | None = None
+    """Why it failed, or None while it looks good (an answer under 400)."""
+
+
+@dataclass
+class CallLog:
+    """The attempts of one ``LLMClient.complete`` call, in order."""
+
+    started: float = field(default_factory=time.perf_counter)
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def failures(self) -> dict[str, int]:
+        """Failed attempts by cause: for a call that succeeded, the retries it took."""
+        return dict(Counter(a.cause for a in self.attempts if a.cause is not None))
+
+    def retry_s(self) -> float:
+        """Time lost from the first attempt to the last: failed attempts and the backoff between them
+        (exactly 0 for a call answered at its first attempt)."""
+        return self.attempts[-1].start - self.attempts[0].start if self.attempts else 0.0
+
+    def latency_s(self) -> float:
+        """The last attempt's time: the model's latency, without the retries before it."""
+        return time.perf_counter() - (self.attempts[-1].start if self.attempts else self.started)
+
+
+CURRENT_CALL: ContextVar[CallLog | None] = ContextVar("automem_current_call", default=None)
+"""The call under way in this task; the transport adds its attempts there."""
+
+
+def cause_of(error: BaseException) -> str:
+    return TIMEOUT if isinstance(error, httpx2.TimeoutException) else CONNECTION
+
+
+class CountingHttpClient(openai.DefaultAsyncHttpxClient):
+    """The openai client's default HTTP client, noting each attempt in the current ``CallLog``.
+
+    The SDK sends every attempt through ``send`` and, for a completion that is not streamed,
+    ``send`` also reads the body, so a timeout or a connection dropped mid-body is caught too."""
+
+    async def send(self, request: httpx2.Request, **kwargs) -> httpx2.Response:
+        log = CURRENT_CALL.get()
+        attempt = Attempt(time.perf_counter())
+        if log is not None:
+            log.attempts.append(attempt)
+        try:
+            response = await super().send(request, **kwargs)
+        except Exception as exc:
+            attempt.cause = cause_of(exc)
+            raise
+        if response.status_code >= 400:
+            attempt.cause = f"http_{response.status_code}"
+        return response
+
+
+def cause_label(cause: str) -> str:
+    """``http_500`` -> ``HTTP 500``; ``timeout`` and ``connection`` stay as they are."""
+    return cause.replace("http_", "HTTP ")
+
+
+def describe_failures(failures: dict[str, int]) -> str:
+    """``{"http_500": 2, "timeout": 1}`` -> ``"2 × HTTP 500, 1 × timeout"``."""
+    return ", ".join(f"{n} × {cause_label(cause)}" for cause, n in sorted(failures.items()))

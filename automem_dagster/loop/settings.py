@@ -1,0 +1,84 @@
+"""The budgets of both loops' rounds: what a person sets (CLI options or Dagster run config)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from automem_dagster.games import game_family
+from automem_dagster.meta.curate import CurationSettings
+from automem_dagster.meta.decisions import ScoreWeights
+from automem_dagster.meta.lora_config import validate_settings
+from automem_dagster.metrics.paired import GatePolicy
+from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE, eval_seeds
+from automem_dagster.training.settings import LoraSettings
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """The budget of one round. Defaults are AutoMem's evaluation sets (``assets/seeds``);
+    ``eval_episodes`` takes the first k evaluation seeds for a cheap local round; ``gate`` is the
+    keep-or-rollback policy (AutoMem's strictly higher mean unless a round asks for ``significant``)."""
+
+    game: str
+    rollout_episodes: int = 4
+    rollout_max_steps: int = 50
+    eval_max_steps: int = 50
+    eval_episodes: int | None = None
+    concurrency: int = 2
+    max_attempts: int = 3
+    gate: GatePolicy = field(default_factory=GatePolicy)
+
+    @property
+    def family(self) -> str:
+        return game_family(self.game)
+
+    def eval_seed_list(self, seeds_file: Path = DEFAULT_SEEDS_FILE) -> list[int]:
+        seeds = eval_seeds(self.game, seeds_file)
+        return seeds[: self.eval_episodes] if self.eval_episodes else seeds
+
+
+MIN_EXAMPLES = {"minihack": 300, "crafter": 500, "nethack": 800}
+"""The AutoMem paper: 300 (MiniHack) to 800 (NetHack); Crafter's episodes are between the two in length."""
+
+
+@dataclass(frozen=True)
+class ProficiencySettings:
+    """A round's budget: rollouts and evaluation as in the structure loop (``budget``), then
+    curation, the base model and an optional cap on optimizer steps (a short local round)."""
+
+    budget: RoundSettings
+    curation: CurationSettings = field(default_factory=CurationSettings)
+    base: str = "embedded"
+    max_train_steps: int | None = None
+    lora: LoraSettings | None = None
+    """Settings given by a person; the meta-LLM is then not asked."""
+
+    @property
+    def game(self) -> str:
+        return self.budget.game
+
+    @property
+    def family(self) -> str:
+        return game_family(self.budget.game)
+
+
+def default_curation(game: str, **overrides) -> CurationSettings:
+    return CurationSettings(**{"min_examples": MIN_EXAMPLES[game_family(game)], **overrides})
+
+
+def proficiency_settings(budget: RoundSettings, *, horizon: int, review_batches: int, min_examples: int | None = None,
+                         accept_score: float | None = None, lora_json: str | None = None, base: str = "embedded",
+                         max_train_steps: int | None = None) -> ProficiencySettings:
+    """The settings of a proficiency round from the options a person gives (CLI flags or Dagster run
+    config): absent minimum and acceptance score take the curation's defaults, ``lora_json`` (a JSON
+    object of LoRA settings within bounds) replaces the meta-LLM's recommendation."""
+    overrides = {"weights": ScoreWeights(horizon=horizon), "max_review_batches": review_batches}
+    if min_examples is not None:
+        overrides["min_examples"] = min_examples
+    if accept_score is not None:
+        overrides["accept_score"] = accept_score
+    lora = validate_settings(json.loads(lora_json)) if lora_json else None
+    return ProficiencySettings(budget, default_curation(budget.game, **overrides), base=base,
+                               max_train_steps=max_train_steps, lora=lora)

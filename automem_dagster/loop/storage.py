@@ -1,0 +1,68 @@
+"""Where the loops read and write: the project's folders, the batch layout under ``runs/``, and
+the scaffold a round plays (the champion, a version, or a file)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from automem_dagster.agent.baselines import DEFAULT_WINDOW, WINDOWED
+from automem_dagster.games import game_family
+from automem_dagster.paths import RUNS, SCAFFOLDS
+from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE
+from automem_dagster.scaffold import Scaffold, load_scaffold, load_scaffold_file
+from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT
+from automem_dagster.scaffold.lineage import Lineage
+from automem_dagster.training.registry import DEFAULT_ROOT as SPECIALISTS_ROOT
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where a round reads and writes: generated outputs, scaffold versions, the lineage, the
+    specialist registry of the proficiency loop."""
+
+    runs: Path = RUNS
+    scaffolds: Path = SCAFFOLDS
+    lineage: Path = LINEAGE_ROOT
+    seeds_file: Path = DEFAULT_SEEDS_FILE
+    specialists: Path = SPECIALISTS_ROOT
+
+    def load_lineage(self, family: str) -> Lineage:
+        return Lineage.load(family, self.lineage, self.scaffolds)
+
+    def update_lineage(self, family: str):
+        """``with storage.update_lineage(family) as lineage:`` change it under its cross-process lock."""
+        return Lineage.updating(family, self.lineage, self.scaffolds)
+
+
+def slug(game: str) -> str:
+    """A game name usable as one path component (``minihack:Corridor-R3`` -> ``minihack-Corridor-R3``)."""
+    return game.replace(":", "-")
+
+
+def batch_dir(root: Path, kind: str, game: str, version: int, seeds: list[int], max_steps: int,
+              agent: str = "memory", window: int = DEFAULT_WINDOW) -> Path:
+    """The directory of a batch, determined by its settings, so the same settings resume it.
+
+    A memory-agent batch sits under its scaffold version (``.../v3/...``); a baseline, which
+    uses no scaffold, under its own name (``.../random/...``, ``.../window/...-window8``)."""
+    name = f"steps{max_steps}-seeds{seeds[0]}-{seeds[-1]}-n{len(seeds)}"
+    if agent == "memory":
+        return Path(root) / kind / slug(game) / f"v{version}" / name
+    return Path(root) / kind / slug(game) / agent / (name + (f"-window{window}" if agent in WINDOWED else ""))
+
+
+def load_champion(family: str, storage: Storage) -> Scaffold:
+    """The champion scaffold of ``family`` (the lineage's pointer)."""
+    champion = storage.load_lineage(family).champion()
+    return load_scaffold(family, champion.version, storage.scaffolds)
+
+
+def resolve_scaffold(game: str, ref: str, storage: Storage) -> Scaffold:
+    """``champion``, ``v<N>``/``<N>`` or a path to a scaffold YAML file."""
+    family = game_family(game)
+    if ref == "champion":
+        return load_champion(family, storage)
+    if ref.removeprefix("v").isdigit():
+        return load_scaffold(family, ref, storage.scaffolds)
+    return load_scaffold_file(Path(ref))

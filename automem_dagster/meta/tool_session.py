@@ -1,0 +1,153 @@
+"""The meta-LLM's conversation in the tool-using mode: tool calls answered until it replies.
+
+The meta-LLM gets OpenAI ``tools`` (``batch_tools.BatchTools``) and answers either with
+``tool_calls`` (each is run, its result sent back as a ``tool`` message) or with text, its
+diagnosis. Two bounds keep a diagnosis affordable, both on the meta endpoint:
+``meta_tool_calls`` (tool calls run; calls beyond it are answered "not run" and the next
+request sets ``tool_choice: none``, so the model must write its diagnosis from what it has
+read) and ``meta_token_budget`` (prompt and reply tokens of every request together, as the
+server reports them; once spent, one last request without tool use is allowed, and a session
+that still has no reply stops with ``BudgetSpent``). Every call is recorded with the size of
+its result and the steps it put in front of the model, for ``diagnosis.json``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from automem_dagster.llm.client import Completion, LLMClient
+from automem_dagster.meta.batch_tools import BatchTools
+
+IGNORED_CALLS = 8
+"""Tool calls answered "not run" after which a model that goes on calling tools is stopped (a server
+that ignores ``tool_choice: none`` and reports no usage would otherwise never spend the token budget)."""
+
+
+class BudgetSpent(RuntimeError):
+    """The token budget ran out before the meta-LLM replied; the message says how far it got."""
+
+
+@dataclass
+class ToolCallRecord:
+    """One tool call as ``diagnosis.json`` keeps it."""
+
+    name: str
+    arguments: str
+    result_chars: int
+    cut: bool
+    error: bool
+    ran: bool
+    steps_read: dict[str, str]
+    steps_shown: dict[str, str]
+
+
+@dataclass
+class ToolSession:
+    """A conversation with the meta endpoint over ``tools``; ``ask`` runs it until a text reply."""
+
+    client: LLMClient
+    tools: BatchTools
+    messages: list[dict]
+    calls: list[ToolCallRecord] = field(default_factory=list)
+    read: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    shown: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    stops: list[str] = field(default_factory=list)
+    """Why tool use was switched off, in order (calls spent, tokens spent)."""
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def calls_run(self) -> int:
+        return sum(c.ran for c in self.calls)
+
+    def seen(self, episode: str, step: int) -> bool:
+        """Whether the model read ``step`` verbatim or was shown it by a tool."""
+        return step in self.read.get(episode, ()) or step in self.shown.get(episode, ())
+
+    async def ask(self) -> Completion:
+        """Requests until the model answers with text (its diagnosis), running its tool calls."""
+        cfg = self.client.config
+        while True:
+            over = self.tokens >= cfg.meta_token_budget
+            if over and "tokens" in self.stops:
+                raise BudgetSpent(f"the diagnosis spent {self.tokens} tokens of its meta_token_budget "
+                                  f"{cfg.meta_token_budget} in {self.requests} request(s) and {self.calls_run} tool call(s) "
+                                  "without a usable reply; raise meta_token_budget on the meta endpoint")
+            if over:
+                self._stop("tokens", f"the token budget of {cfg.meta_token_budget} is spent")
+            if self.calls_run >= cfg.meta_tool_calls:
+                self._stop("calls", f"the budget of {cfg.meta_tool_calls} tool calls is spent")
+            allow = not self.stops
+            completion = await self.client.complete(self.messages, tools=self.tools.schemas(),
+                                                    tool_choice="auto" if allow else "none")
+            self.requests += 1
+            self.input_tokens += completion.input_tokens
+            self.output_tokens += completion.output_tokens
+            if not completion.tool_calls:
+                return completion
+            if self.stops and sum(not c.ran for c in self.calls) >= IGNORED_CALLS:
+                raise BudgetSpent(f"the model kept calling tools after tool use was over ({', '.join(self.stops)} spent) "
+                                  f"in {self.requests} request(s); the server may not honour tool_choice 'none'")
+            self.messages.append({"role": "assistant", "content": completion.text or None, "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in completion.tool_calls]})
+            for call in completion.tool_calls:
+                self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": self._run(call)})
+
+    def _run(self, call: dict) -> str:
+        """The tool message for one call: its result, or why it was not run."""
+        limit = self.client.config.meta_tool_calls
+        if self.stops or self.calls_run >= limit:
+            why = "tool use is over" if self.stops else f"the budget of {limit} tool calls is spent"
+            text = f"not run: {why}; reply now with your diagnosis as JSON, citing steps you have read"
+            self.calls.append(ToolCallRecord(call["name"], call["arguments"], len(text), False, True, False, {}, {}))
+            return text
+        result = self.tools.call(call["name"], call["arguments"])
+        for episode, steps in result.read.items():
+            self.read[episode] |= steps
+        for episode, steps in result.shown.items():
+            self.shown[episode] |= steps
+        self.calls.append(ToolCallRecord(call["name"], call["arguments"], len(result.text), result.cut, result.error,
+                                         True, _ranges_by_episode(result.read), _ranges_by_episode(result.shown)))
+        return result.text
+
+    def _stop(self, kind: str, why: str) -> None:
+        """Switch tool use off for good (the next requests say ``tool_choice: none``) and tell the model why."""
+        if kind not in self.stops:
+            self.stops.append(kind)
+            self.messages.append({"role": "user", "content": f"Tool use is over: {why}. Reply with your diagnosis "
+                                  "as JSON now, citing only steps you have read or were shown."})
+
+    def summary(self) -> dict:
+        """The session's cost and reach, for ``diagnosis.json`` and MLflow."""
+        return {"requests": self.requests, "tool_calls": self.calls_run, "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens, "stops": list(self.stops),
+                "steps_read": _ranges_by_episode(self.read), "steps_shown": _ranges_by_episode(self.shown),
+                "steps_read_count": sum(len(s) for s in self.read.values())}
+
+
+def ranges(steps: set[int]) -> str:
+    """``{1, 2, 3, 7}`` as ``1-3, 7``."""
+    out, ordered = [], sorted(steps)
+    start = prev = None
+    for step in ordered:
+        if start is None:
+            start = prev = step
+        elif step == prev + 1:
+            prev = step
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = step
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ", ".join(out)
+
+
+def _ranges_by_episode(steps: dict[str, set[int]]) -> dict[str, str]:
+    return {episode: ranges(s) for episode, s in sorted(steps.items()) if s}

@@ -1,0 +1,217 @@
+"""Rollout scaling: how many steps per second one process, and two shard processes, get from a slow endpoint.
+
+The memory agent plays real games against the scripted endpoint, which answers every call after
+a fixed latency (default 200 ms, the order of a vLLM call under load): LOG turns with
+``<|DONE|>``, PLAN turns with a valid action. With the model's time fixed, the harness is the
+only thing that can stop throughput from growing with the number of episodes in flight. Each
+level plays as many episodes as it runs at once (1, 4, 16, 64), each for the same number of
+steps, so a perfectly scaling harness finishes every level in the same wall time.
+
+Per level: steps per second, efficiency against linear (steps/s over level x steps/s of one
+episode), CPU seconds per step of the playing process split into the game (measured alone
+first: the same game stepped with the same action, no agent) and the harness (the rest: agent
+loop, client, trajectory files), and the scripted server's own CPU per step (a stand-in's cost,
+which a real vLLM spends on its own machine). A short untimed batch warms the process up first
+(imports, first environment builds). The saturation point is the first level whose efficiency
+falls under 0.8, else the largest level; there the same episodes are split over 2 shard
+processes (``rollout.shards``) playing at once, then merged. The shards' rate is taken over
+their playing window (first shard's start of play to the last one's end): starting a Python
+process and importing the games is paid once per shard, not per step, and is reported apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
+from automem_dagster.llm.scripted_server import scripted_server
+from automem_dagster.rollout import RolloutSpec
+from automem_dagster.rollout.shards import merge_shards, plan_shards, run_shard
+from benchmarks.common import batch_episodes, emit, load_scaffold_ref, parser, ratio, run_batches, start_result, table, target
+from benchmarks.harness_overhead import plan_action
+
+NAME = "rollout_scaling"
+FULL = {"levels": [1, 4, 16, 64], "max_steps": 30, "latency_s": 0.2}
+QUICK = {"levels": [1, 4], "max_steps": 4, "latency_s": 0.05}
+GAME = "minihack:Corridor-R3"
+FIRST_SEED = 1000
+EFFICIENCY_LIMIT = 0.8
+SHARD_SPEEDUP_LIMIT = 1.6
+SHARD_PROCESSES = 2
+
+
+def _endpoints(base_url: str) -> EndpointsConfig:
+    return EndpointsConfig(game=EndpointConfig(name="game", base_url=base_url, model="scripted", constrained="none",
+                                               max_retries=1, timeout_s=120))
+
+
+def _server_cpu_s(pid: int) -> float:
+    """User plus system CPU seconds of a process so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def game_cpu_per_step(game: str, action: str, steps: int) -> float:
+    """CPU seconds per step of the game alone, stepped with ``action``: building the environment and
+    its reset included, spread over the steps, as an episode of the batch pays them."""
+    from automem_dagster.games import make_game
+
+    make_game(game).close()   # imports and first-build costs are the warm-up's, not the game's
+    cpu = time.process_time()
+    adapter = make_game(game, max_steps=steps)
+    try:
+        result, played = adapter.reset(FIRST_SEED), 0
+        while played < steps and not result.done:
+            result = adapter.step(action)
+            played += 1
+    finally:
+        adapter.close()
+    return ratio(time.process_time() - cpu, played)
+
+
+def _spec(game: str, scaffold_ref: str, episodes: int, max_steps: int, batch: Path, concurrency: int) -> RolloutSpec:
+    seeds = list(range(FIRST_SEED, FIRST_SEED + episodes))
+    return RolloutSpec(game, load_scaffold_ref(game, scaffold_ref), seeds, max_steps, batch, concurrency)
+
+
+def _step_figures(batch: Path, elapsed: float, process_cpu: float, server_cpu: float,
+                  game_cpu: float) -> dict[str, Any]:
+    steps = [s for episode in batch_episodes(batch) for s in episode]
+    n = len(steps)
+    return {
+        "episodes": len(batch_episodes(batch)),
+        "steps": n,
+        "elapsed_s": elapsed,
+        "steps_per_s": ratio(n, elapsed),
+        "model_calls_per_step": ratio(sum(len(s["turns"]) for s in steps), n),
+        "process_cpu_s_per_step": ratio(process_cpu, n),
+        "game_cpu_s_per_step": game_cpu,
+        "harness_cpu_s_per_step": ratio(process_cpu, n) - game_cpu,
+        "server_cpu_s_per_step": ratio(server_cpu, n),
+    }
+
+
+def play_level(game: str, scaffold_ref: str, level: int, max_steps: int, server, work: Path,
+               game_cpu: float, name: str = "") -> dict[str, Any]:
+    """``level`` episodes at once in this process."""
+    batch = work / (name or f"level-{level}")
+    spec = _spec(game, scaffold_ref, level, max_steps, batch, level)
+    cpu, server_cpu = time.process_time(), _server_cpu_s(server.pid)
+    elapsed = sum(run_batches([spec], _endpoints(server.base_url), work / "logs")["elapsed_s"])
+    return _step_figures(batch, elapsed, time.process_time() - cpu, _server_cpu_s(server.pid) - server_cpu, game_cpu)
+
+
+def _shard_worker(job: dict) -> tuple[float, float, float]:
+    """One shard process: play its seeds; its CPU seconds and its window of play (epoch seconds)."""
+    from automem_dagster.games import make_game
+    from automem_dagster.llm.session import connect
+
+    spec = _spec(job["game"], job["scaffold"], job["episodes"], job["max_steps"], Path(job["batch"]), job["concurrency"])
+    make_game(job["game"]).close()   # the process's imports and first build happen before its window of play
+
+    async def go():
+        async with connect(_endpoints(job["base_url"]), Path(job["batch"]).parent / "logs") as clients:
+            await run_shard(spec, job["index"], job["seeds"], clients)
+
+    cpu, started = time.process_time(), time.time()
+    asyncio.run(go())
+    return time.process_time() - cpu, started, time.time()
+
+
+def play_sharded(game: str, scaffold_ref: str, level: int, max_steps: int, server, work: Path,
+                 game_cpu: float) -> dict[str, Any]:
+    """The ``level`` episodes split over ``SHARD_PROCESSES`` processes playing at once, then merged."""
+    batch = work / f"level-{level}-sharded"
+    spec = _spec(game, scaffold_ref, level, max_steps, batch, level)
+    shards = plan_shards(spec.seeds, shard_count=SHARD_PROCESSES)
+    jobs = [{"game": game, "scaffold": scaffold_ref, "episodes": level, "max_steps": max_steps, "batch": str(batch),
+             "concurrency": max(1, level // SHARD_PROCESSES), "base_url": server.base_url, "index": i, "seeds": seeds}
+            for i, seeds in enumerate(shards)]
+    server_cpu = _server_cpu_s(server.pid)
+    started = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
+        workers = pool.map(_shard_worker, jobs)
+    merge_shards(spec, shards)
+    total = time.perf_counter() - started
+    window = max(end for _, _, end in workers) - min(start for _, start, _ in workers)
+    figures = _step_figures(batch, window, sum(cpu for cpu, _, _ in workers), _server_cpu_s(server.pid) - server_cpu,
+                            game_cpu)
+    return {**figures, "processes": len(jobs), "total_s_with_process_start_and_merge": total}
+
+
+def scaling(levels: dict[int, dict[str, Any]]) -> tuple[dict[int, float], int]:
+    """Efficiency per level against linear scaling of the one-episode rate, and the saturation level."""
+    base = levels[min(levels)]["steps_per_s"] / min(levels)
+    efficiency = {level: ratio(f["steps_per_s"], level * base) for level, f in levels.items()}
+    saturated = [level for level in sorted(levels) if efficiency[level] < EFFICIENCY_LIMIT]
+    return efficiency, saturated[0] if saturated else max(levels)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(NAME, __doc__.splitlines()[0])
+    p.add_argument("--game", default=GAME, help=f"the game played (default {GAME})")
+    p.add_argument("--levels", default=None, help="comma-separated concurrent episodes per level (default 1,4,16,64)")
+    p.add_argument("--max-steps", type=int, default=None, help="steps per episode (default 30)")
+    p.add_argument("--latency", type=float, default=None, help="seconds the endpoint takes per call (default 0.2)")
+    p.add_argument("--scaffold", default="v0", help="scaffold version v<N> or a YAML file (default v0)")
+    args = p.parse_args(argv)
+    base = QUICK if args.quick else FULL
+    levels = [int(x) for x in args.levels.split(",")] if args.levels else base["levels"]
+    settings = {"game": args.game, "levels": levels, "max_steps": args.max_steps or base["max_steps"],
+                "latency_s": base["latency_s"] if args.latency is None else args.latency, "scaffold": args.scaffold,
+                "shard_processes": SHARD_PROCESSES, "first_seed": FIRST_SEED}
+    result = start_result(NAME, args.quick, settings)
+    with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
+        work = Path(tmp)
+        action = plan_action(args.game)
+        rules = work / "rules.json"
+        rules.write_text(json.dumps([{"match": "Phase: LOG", "reply": "<|DONE|>", "delay_s": settings["latency_s"]},
+                                     {"match": "Phase: PLAN", "reply": f"<|ACTION|>{action}<|END|>",
+                                      "delay_s": settings["latency_s"]}]))
+        server = scripted_server(rules, work / "scripted.log").start()
+        try:
+            game_cpu = game_cpu_per_step(args.game, action, settings["max_steps"])
+            play_level(args.game, args.scaffold, 2, 2, server, work, game_cpu, name="warm-up")
+            per_level = {level: play_level(args.game, args.scaffold, level, settings["max_steps"], server, work, game_cpu)
+                         for level in levels}
+            efficiency, saturation = scaling(per_level)
+            sharded = play_sharded(args.game, args.scaffold, saturation, settings["max_steps"], server, work, game_cpu)
+        finally:
+            server.stop()
+    speedup = ratio(sharded["steps_per_s"], per_level[saturation]["steps_per_s"])
+    result["results"] = {"levels": {str(k): {**v, "efficiency": efficiency[k]} for k, v in per_level.items()},
+                         "saturation_level": saturation, "sharded": sharded, "sharded_over_one_process": speedup}
+    top = max(levels)
+    result["targets"] = [
+        target(f"efficiency at {top} concurrent episodes in one process", efficiency[top], EFFICIENCY_LIMIT, ">="),
+        target(f"{SHARD_PROCESSES} shard processes over one process at the saturation point ({saturation} episodes)",
+               speedup, SHARD_SPEEDUP_LIMIT, ">=", unit="x"),
+    ]
+    emit(result, args.out, _tables(result))
+    return 0
+
+
+def _tables(result: dict[str, Any]) -> list:
+    rows = [[level, f["steps"], f["elapsed_s"], f["steps_per_s"], f["efficiency"], f["game_cpu_s_per_step"] * 1e3,
+             f["harness_cpu_s_per_step"] * 1e3, f["server_cpu_s_per_step"] * 1e3]
+            for level, f in result["results"]["levels"].items()]
+    s = result["results"]["sharded"]
+    rows.append([f"{result['results']['saturation_level']} in {s['processes']} processes", s["steps"], s["elapsed_s"],
+                 s["steps_per_s"], None, s["game_cpu_s_per_step"] * 1e3, s["harness_cpu_s_per_step"] * 1e3,
+                 s["server_cpu_s_per_step"] * 1e3])
+    settings = result["settings"]
+    return [table(f"{settings['game']}, {settings['max_steps']} steps per episode, endpoint latency "
+                  f"{settings['latency_s']} s per call",
+                  ["episodes at once", "steps", "elapsed s", "steps/s", "efficiency", "game CPU ms/step",
+                   "harness CPU ms/step", "server CPU ms/step"], rows)]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""Builders the test modules share: trajectory records as the runner writes them, and the Dagster
+resources and materialization metadata of an in-process round. One definition each, so a field the
+runner adds (``finish_reason``) or a resource the assets need reaches every test at once."""
+
+from __future__ import annotations
+
+import dagster as dg
+import yaml
+
+from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource
+
+
+def turn(phase: str, text: str = "", ops=(), errors=(), *, input_tokens: int = 100, output_tokens: int = 5,
+         endpoint: str = "game", **extra) -> dict:
+    """One model turn of a step record (``rollout/trajectory.py``: ``turns[]``)."""
+    return {"phase": phase, "endpoint": endpoint, "text": text, "ops": list(ops), "errors": list(errors),
+            "input_tokens": input_tokens, "output_tokens": output_tokens, "latency_s": 0.1, "attempts": 1,
+            "finish_reason": "stop", **extra}
+
+
+def step(action: str = "noop", turns=(), *, reward: float = 0.0, progression: float = 0.0, valid: bool = True,
+         observation: str | None = None, warnings=(), state: dict | None = None, wall_s: float = 0.1, **extra) -> dict:
+    """One step record as the runner writes it (without the ``type``/``step`` keys the writer adds)."""
+    return {"observation": f"obs before {action}" if observation is None else observation, "action": action,
+            "action_valid": valid, "action_note": "", "reward": reward, "progression": progression, "done": False,
+            "warnings": list(warnings), "turns": list(turns), "state": state or {}, "info": {}, "game_s": 0.0,
+            "wall_s": wall_s, **extra}
+
+
+def mlflow_resource(root) -> MlflowResource:
+    """A tracking store in ``root`` (an sqlite file and an artifact folder)."""
+    return MlflowResource(tracking_uri=f"sqlite:///{root}/mlflow.db", artifact_root=str(root / "artifacts"))
+
+
+def round_resources(tmp_path, storage, server, mlflow: MlflowResource, roles=("game", "meta")) -> dict:
+    """The resources of a round whose every endpoint in ``roles`` is the scripted ``server``."""
+    endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
+    path = tmp_path / f"endpoints-{server.port}.yaml"
+    path.write_text(yaml.safe_dump({role: {"name": role, **endpoint} for role in roles}))
+    return {"endpoints": LLMEndpointsResource(endpoints_file=str(path)), "storage": storage, "mlflow": mlflow}
+
+
+def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
+    """The metadata values of ``asset``'s one materialization in ``result``."""
+    [event] = result.asset_materializations_for_node(asset)
+    return {k: v.value for k, v in event.metadata.items()}

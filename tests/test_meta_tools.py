@@ -1,0 +1,228 @@
+"""The tool-using meta-LLM (``meta_mode: tools``) over a real 1,000-step batch.
+
+The batch is played once per module: MiniHack Corridor-R3, seed 7, by the memory agent against
+the scripted server (``benchmarks.meta_modes.play``: replies cycle, so memory files change and
+the agent oscillates). The meta endpoint is the scripted server answering with ``tool_calls`` the way OpenAI's chat-completions
+API does (platform.openai.com/docs/guides/function-calling: ``finish_reason: "tool_calls"``,
+``message.tool_calls[].function.arguments`` a JSON string).
+"""
+
+import asyncio
+import json
+import shutil
+
+import pytest
+from mlflow.tracking import MlflowClient
+from test_structure_round import GAME_RULES, SETTINGS, patch_reply
+
+from automem_dagster.cli import main as cli_main
+from automem_dagster.llm import EndpointConfig, LLMClient
+from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.llm.session import connect
+from automem_dagster.loop.report import report_round
+from automem_dagster.loop.structure import Storage, diagnosis_seeds, run_round
+from automem_dagster.meta.batch_tools import BatchTools
+from automem_dagster.meta.diagnose import DiagnosisError, diagnose
+from automem_dagster.meta.evidence import collect_evidence
+from automem_dagster.meta.tool_session import ranges
+from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.rollout import episode_id
+from automem_dagster.rollout.trajectory import finished_episodes
+from automem_dagster.scaffold import load_scaffold
+from automem_dagster.tracking import Tracker
+from benchmarks.meta_modes import EPISODE, play, reading_rules
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    return play(tmp_path_factory.mktemp("batch1000"), 1000)
+
+
+def _tools(batch):
+    paths = finished_episodes(batch)
+    scaffold = load_scaffold("minihack", 0)
+    return BatchTools(collect_evidence(paths, [f.name for f in scaffold.files]), scaffold)
+
+
+def _client(server, **overrides):
+    config = EndpointConfig(name="meta", base_url="unused", constrained="none", meta_mode="tools", **overrides)
+    return LLMClient(config, server.base_url)
+
+
+def _calls(*calls):
+    return {"tool_calls": [{"name": name, "arguments": args} for name, args in calls]}
+
+
+def _reply(*steps):
+    return json.dumps({"summary": "The agent walks back and forth in the corridor.", "findings": [
+        {"episode": EPISODE, "step": step, "kind": "oscillation", "what_happened": "west then east",
+         "scaffold_cause": "no oscillation signal", "proposed_change": "enable the oscillation signal"}
+        for step in steps]})
+
+
+def _read(first, last):
+    return ("read_steps", {"episode": EPISODE, "first": first, "last": last})
+
+
+def test_the_tools_read_a_bounded_part_of_the_batch_and_say_what_they_showed(batch):
+    tools = _tools(batch)
+    listed = tools.call("list_episodes", {})
+    assert f"{EPISODE}: seed 7, 1000 steps (0-999)" in listed.text and "oscillation" in listed.text
+    read = tools.call("read_steps", json.dumps({"episode": EPISODE, "first": 900, "last": 950}))
+    assert read.cut and len(read.text) <= tools.max_chars
+    shown = sorted(read.read[EPISODE])
+    assert shown[0] == 900 and shown == list(range(900, shown[-1] + 1)) and shown[-1] < 950
+    assert f"call read_steps from step {shown[-1] + 1}" in read.text and "--- step 900\nobservation:" in read.text
+    hits = tools.call("search_steps", {"pattern": "bogus", "episode": EPISODE})
+    assert hits.text.startswith("399 step(s) match 'bogus'; the first 40 are listed") and hits.cut  # 200 + the notes after
+    assert len(hits.shown[EPISODE]) == 40 and not hits.read
+    assert "invalid_action" in tools.call("read_evidence", {"kind": "invalid_action"}).text
+    assert "has no parent scaffold" in tools.call("read_scaffold", {}).text
+    for bad, why in [(("read_steps", {"episode": EPISODE, "first": 990, "last": 1000}), "has steps 0-999"),
+                     (("read_steps", "{not json"), "not valid JSON"), (("drop_table", {}), "no tool 'drop_table'"),
+                     (("search_steps", {"pattern": "("}), "not a regular expression")]:
+        result = tools.call(*bad)
+        assert result.error and why in result.text and not result.read and not result.shown
+    assert [t["function"]["name"] for t in tools.schemas()] == [
+        "list_episodes", "read_steps", "search_steps", "read_memory", "read_evidence", "read_scaffold"]
+
+
+def test_a_memory_file_at_a_step_is_replayed_from_the_journal(batch):
+    tools = _tools(batch)
+    final = batch / "memory" / EPISODE / "files"
+    for name in ("actions_log.txt", "strategy.txt", "dungeon_map.txt", "game_rules.txt"):
+        result = tools.call("read_memory", {"episode": EPISODE, "file": name, "step": 999})
+        assert result.text.split("\n", 1)[1] == (final / name).read_text().rstrip("\n"), name
+    early = tools.call("read_memory", {"episode": EPISODE, "file": "actions_log.txt", "step": 20}).text
+    assert early.startswith(f"actions_log.txt after step 20 of {EPISODE} (") and early.count("moved west") < 10
+    missing = tools.call("read_memory", {"episode": EPISODE, "file": "notes.txt", "step": 5})
+    assert missing.error and "no memory file 'notes.txt' at step 5" in missing.text
+
+
+def test_the_meta_reads_steps_900_to_950_cites_them_and_the_diagnosis_passes(batch, scripted, tmp_path):
+    rules = reading_rules(batch, 900, 950)
+    server = scripted([{"match": "--- step 950", "reply": _reply(930, 948)}, *rules])
+    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server), tmp_path / "out"))
+    assert [f["step"] for f in result.findings] == [930, 948] and len(result.attempts) == 1
+    assert result.meta_mode == "tools" and result.cost["steps_read"] == {EPISODE: "900-950"}
+    reads = len(rules)  # one rule per read_steps; the first comes with list_episodes
+    assert result.cost["tool_calls"] == reads + 1 and result.cost["requests"] == reads + 1 and result.cost["stops"] == []
+    saved = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    assert reads >= 3 and [c["name"] for c in saved["tool_calls"]] == ["list_episodes"] + ["read_steps"] * reads
+    assert all(c["result_chars"] > 0 for c in saved["tool_calls"]) and saved["tool_calls"][1]["cut"]
+    assert f"- `{EPISODE}` steps 900-950" in (tmp_path / "out" / "diagnosis.md").read_text()
+    requests = [json.loads(line)["body"] for line in server.request_log.read_text().splitlines()]
+    assert all(r["tool_choice"] == "auto" and len(r["tools"]) == 6 for r in requests)
+    answered = requests[1]["messages"]
+    assert answered[2]["tool_calls"][1]["function"] == {"name": "read_steps", "arguments": json.dumps(
+        {"episode": EPISODE, "first": 900, "last": 950})}
+    assert answered[4]["role"] == "tool" and answered[4]["content"].startswith("--- step 900")
+
+
+def test_a_finding_citing_an_unread_step_is_rejected_and_asked_again(batch, scripted, tmp_path):
+    server = scripted([{"match": "That reply was rejected", "reply": _reply(905)},
+                       {"match": "--- step 905", "reply": _reply(905, 500)},
+                       {"match": "Diagnose this batch", "reply": _calls(_read(900, 950))}])
+    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server), tmp_path / "out"))
+    first, second = result.attempts
+    assert f"{EPISODE} step 500 was never read or shown to you (you read: 900-9" in first.error
+    assert second.error is None and [f["step"] for f in result.findings] == [905]
+
+
+def test_the_tool_call_budget_stops_tool_use_and_asks_for_the_diagnosis(batch, scripted, tmp_path):
+    server = scripted([{"match": "Tool use is over", "reply": _reply(905)},
+                       {"match": "Diagnose this batch", "reply": _calls(_read(900, 910), _read(911, 920),
+                                                                        _read(921, 930))}])
+    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_tool_calls=2),
+                                  tmp_path / "out"))
+    assert [c["ran"] for c in result.tool_calls] == [True, True, False] and result.cost["stops"] == ["calls"]
+    assert result.cost["steps_read"] == {EPISODE: "900-920"}
+    last = json.loads(server.request_log.read_text().splitlines()[-1])["body"]
+    assert last["tool_choice"] == "none" and last["messages"][-2]["content"].startswith("not run: the budget of 2")
+
+
+def test_the_token_budget_stops_the_diagnosis_with_its_calls_kept(batch, scripted, tmp_path):
+    server = scripted([{"match": "Tool use is over", "reply": "not json"},
+                       {"match": "Diagnose this batch", "reply": _calls(_read(900, 950))}])
+    spent = r"spent \d+ tokens of its meta_token_budget 1000 in 2 request\(s\) and 1 tool call\(s\)"
+    with pytest.raises(DiagnosisError, match=spent):
+        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_token_budget=1000),
+                             tmp_path / "out"))
+    kept = json.loads((tmp_path / "out" / "diagnosis_failed.json").read_text())
+    assert kept["cost"]["stops"] == ["tokens"] and kept["tool_calls"][0]["name"] == "read_steps"
+    assert "not valid JSON" in kept["attempts"][0]["error"]
+
+
+def test_a_vllm_without_a_tool_parser_gets_pointed_to_the_one_call_mode(batch, scripted, tmp_path):
+    """vLLM refuses ``tool_choice: "auto"`` unless it was started with --enable-auto-tool-choice and
+    --tool-call-parser (vllm/entrypoints/openai/serving_chat.py, ``create_chat_completion``)."""
+    server = scripted([], provider={"refuse_auto_tools": True})
+    with pytest.raises(DiagnosisError, match="cannot call tools") as err:
+        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server), tmp_path / "out"))
+    assert '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser' in str(err.value)
+    assert "meta_mode: one_call" in str(err.value)
+
+
+def test_the_scripted_server_answers_tool_calls_as_openai_documents(scripted):
+    server = scripted([{"match": "hi", "reply": _calls(("list_episodes", {}))}])
+    completion = asyncio.run(_client(server).complete([{"role": "user", "content": "hi"}],
+                                                      tools=[{"type": "function", "function": {"name": "list_episodes"}}]))
+    assert completion.finish_reason == "tool_calls" and completion.text == ""
+    assert completion.tool_calls == ({"id": "call_1_0", "name": "list_episodes", "arguments": "{}"},)
+
+
+def test_ranges_are_compact():
+    assert ranges({1, 2, 3, 7, 9, 10}) == "1-3, 7, 9-10" and ranges(set()) == ""
+
+
+def test_the_endpoints_check_probes_tool_calling_on_a_meta_endpoint_in_tools_mode(tmp_path, capsys, scripted):
+    game = scripted([{"match": "", "reply": "<|ACTION|>north<|END|>"}])
+    calling = scripted([{"match": "", "reply": _calls(("list_episodes", {}))}])
+    no_parser = scripted([], provider={"refuse_auto_tools": True})
+    path = tmp_path / "endpoints.yaml"
+    for server, verdict in ((calling, "ok"), (no_parser, "UNUSABLE")):
+        path.write_text(f"game: {{name: game, base_url: '{game.base_url}', constrained: none}}\n"
+                        f"meta: {{name: meta, base_url: '{server.base_url}', constrained: none, meta_mode: tools}}\n")
+        code = cli_main(["endpoints", "check", "--endpoints", str(path)])
+        meta = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("meta"))
+        assert verdict in meta and code == (0 if verdict == "ok" else 1), meta
+    assert "--enable-auto-tool-choice" in meta and "meta_mode: one_call" in meta
+
+
+def test_a_server_that_ignores_tool_choice_none_is_stopped(batch, scripted, tmp_path):
+    server = scripted([{"match": "", "reply": _calls(("list_episodes", {}))}])
+    with pytest.raises(DiagnosisError, match="kept calling tools after tool use was over"):
+        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_tool_calls=1), tmp_path / "out"))
+    kept = json.loads((tmp_path / "out" / "diagnosis_failed.json").read_text())
+    assert [c["ran"] for c in kept["tool_calls"]] == [True] + [False] * 8
+
+
+def test_a_round_with_a_tool_using_meta_keeps_the_patch_gate_and_records_the_mode(tmp_path, scripted):
+    """The rest of the round is unchanged: the diagnosis read through tools feeds the schema-checked
+    revision, the lineage and the gate, and MLflow's candidate run records the mode and its cost."""
+    storage = Storage(runs=tmp_path / "runs", scaffolds=tmp_path / "scaffolds", lineage=tmp_path / "lineage")
+    shutil.copytree(SCAFFOLDS, storage.scaffolds)
+    episode = episode_id("crafter", diagnosis_seeds(SETTINGS, storage.load_lineage("crafter"), storage)[0])
+    game = scripted(GAME_RULES)
+    reply = json.dumps({"summary": "The agent idles on every step it was seen.", "findings": [
+        {"episode": episode, "step": 1, "kind": "stuck", "what_happened": "noop again",
+         "scaffold_cause": "the plan prompt does not push for interaction", "proposed_change": "warn when stuck"}]})
+    meta = scripted([{"match": "Propose one patch", "reply": patch_reply("WIN-MARKER")},
+                     {"match": "--- step 2\n", "reply": reply},
+                     {"match": "Diagnose this batch", "reply": _calls(("read_steps", {"episode": episode, "first": 0,
+                                                                                       "last": 2}))}])
+    config = EndpointsConfig(game=EndpointConfig(name="game", base_url=game.base_url, constrained="none"),
+                             meta=EndpointConfig(name="meta", base_url=meta.base_url, constrained="none", meta_mode="tools"))
+
+    async def go():
+        async with connect(config, storage.runs / "logs") as clients:
+            return await run_round(SETTINGS, clients, storage), clients.describe()
+
+    result, described = asyncio.run(go())
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
+    report = report_round(result, storage, tracker, described, SETTINGS.eval_max_steps)
+    assert result.outcome == "kept" and storage.load_lineage("crafter").champion().version == 1
+    assert (result.diagnosis_dir / "diagnosis.md").read_text().count(f"`{episode}` steps 0-2") == 1
+    run = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(report.runs["candidate"].run_id)
+    assert run.data.params["meta_mode"] == "tools" and run.data.metrics["diagnosis_tool_calls"] == 1
+    assert run.data.metrics["diagnosis_steps_read"] == 3 and run.data.metrics["diagnosis_tokens"] > 0
