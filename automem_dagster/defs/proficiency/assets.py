@@ -19,6 +19,12 @@ from automem_dagster.defs.common.metadata import code_block, rollout_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.versions import versioned_output
+
+# specialist_evaluation sits in the evaluation group beside candidate_evaluation: both play a
+# challenger against the one-model champion on the fixed seeds.
+from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
+from automem_dagster.defs.evaluation.assets import TAGS as EVALUATION_TAGS
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
 from automem_dagster.loop.gate import per_seed
@@ -48,6 +54,7 @@ from automem_dagster.scaffold import load_scaffold
 
 GROUP = "proficiency"
 TAGS = {"domain": "proficiency"}
+
 
 
 def _no_specialist(name: str | None) -> str:
@@ -87,12 +94,13 @@ def _training_log(log):
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
-          retry_policy=ROLLOUT_RETRY)
+          retry_policy=ROLLOUT_RETRY, deps=[dg.AssetDep("champion_scaffold")])
 def training_rollouts(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                       storage: StorageResource) -> dg.Output:
     """The champion scaffold played by the one-model agent on fresh training seeds (disjoint from
     the evaluation seeds and from the structure loop's diagnosis seeds): the memory decisions the
-    specialist learns from. The value is the batch directory.
+    specialist learns from. The value is the batch directory. It depends on ``champion_scaffold``:
+    a new champion (a new data version, its content hash) makes this round's specialist stale.
 
     Skipped (value None) while an earlier round's adapter still waits for its decision: this round
     then evaluates that adapter instead of training a new one."""
@@ -140,12 +148,12 @@ def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     stats = data.stats
     context.log.info(f"{data.examples} examples from {stats['kept_decisions']} decisions, version "
                      f"{stats['dataset_hash']}: {data.out_dir}")
-    return dg.Output({"dataset_dir": data.out_dir, "scaffold_version": version}, metadata={
+    return versioned_output({"dataset_dir": data.out_dir, "scaffold_version": version}, {
         "outcome": "curated",
         "dataset_version": stats["dataset_hash"],
         "scaffold": f"v{version}",
         **_curation_metadata(stats, Path(data.out_dir)),
-    })
+    }, dg.DataVersion(stats["dataset_hash"]))
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "json"}, tags=TAGS)
@@ -233,7 +241,7 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
                      metadata=metadata)
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+@dg.asset(group_name=EVALUATION_GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=EVALUATION_TAGS,
           retry_policy=ROLLOUT_RETRY)
 def specialist_evaluation(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                           storage: StorageResource, lora_adapter: dict) -> dg.Output:
