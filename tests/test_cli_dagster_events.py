@@ -11,26 +11,35 @@ partitions, and the gate sensor, which leaves a round the CLI already decided al
 import json
 
 import dagster as dg
+import pytest
+import test_dagster_proficiency as proficiency
 import yaml
 from test_dagster_defs import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
 
 from automem_dagster.commands import shared
+from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.structure import structure_round
 from automem_dagster.defs import defs
+from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
 from automem_dagster.defs.structure.sensors import evaluation_gate_sensor
 
 SETTINGS = RUN_CONFIG.ops["rollout_batch"].settings("crafter")
 STRUCTURE_ASSETS = ["rollout_batch", "diagnosis", "scaffold_candidate", "candidate_evaluation", "champion_scaffold"]
 
 
+def endpoints_file(tmp_path, server, roles=("game", "meta")):
+    endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
+    path = tmp_path / "endpoints.yaml"
+    path.write_text(yaml.safe_dump({role: {"name": role, **endpoint} for role in roles}))
+    return path
+
+
 def cli_round(tmp_path, monkeypatch, storage, server) -> dg.DagsterInstance:
     """One ``automem revise`` round on ``server``; returns the instance it reported to (conftest
     points ``$DAGSTER_HOME`` at ``tmp_path / "dagster_home"``)."""
-    endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(yaml.safe_dump({"game": {"name": "game", **endpoint}, "meta": {"name": "meta", **endpoint}}))
     monkeypatch.setattr(shared, "STORAGE", storage.storage())
-    structure_round(SETTINGS, endpoints, tracker=None)
+    structure_round(SETTINGS, endpoints_file(tmp_path, server), tracker=None)
     return dg.DagsterInstance.from_config(str(tmp_path / "dagster_home"))
 
 
@@ -88,3 +97,30 @@ def test_a_rejected_cli_round_shows_why_and_a_passing_gate(tmp_path, monkeypatch
         gate = gate_evaluation(instance)
         assert gate.passed and gate.metadata["would"].value == "nothing to decide"
         assert instance.get_dynamic_partitions("scaffold_versions") == ["crafter-v0"]
+
+
+@pytest.mark.integration
+def test_a_cli_proficiency_round_reports_every_asset_and_the_gate(tmp_path, monkeypatch, storage, scripted):
+    """``automem train``'s round (test_dagster_proficiency's scripted rules and budget: a real
+    one-step training), then each proficiency asset and ``specialist_gate`` read from the instance."""
+    server = scripted(proficiency.META_RULES + proficiency.GAME_RULES)
+    monkeypatch.setattr(shared, "STORAGE", storage.storage())
+    settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=2, min_examples=6, max_review_batches=4,
+                                 max_train_steps=1).settings("crafter")
+    proficiency_round(settings, endpoints_file(tmp_path, server, ("game", "memory", "meta")), tracker=None)
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        shown = {a: latest(instance, a) for a in proficiency.PROFICIENCY_ASSETS}
+        assert all(m["run_by"] == "automem CLI" for m in shown.values())
+        assert shown["training_rollouts"]["episodes"] == 4 and shown["sft_dataset"]["outcome"] == "curated"
+        assert shown["lora_config"]["source"] == "meta-LLM" and shown["lora_adapter"]["outcome"] == "trained"
+        assert "data:image/png;base64," in shown["lora_adapter"]["loss_plot"]
+        evaluation = shown["specialist_evaluation"]
+        assert evaluation["specialist_mean"] > evaluation["champion_mean"] == 0.0
+        assert "data:image/png;base64," in evaluation["behaviour_plot"]
+        assert shown["champion_specialist"]["decision"] == "kept"
+        key = dg.AssetCheckKey(dg.AssetKey("specialist_evaluation"), "specialist_gate")
+        [record] = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+        gate = record.event.dagster_event.event_specific_data
+        assert gate.passed and gate.metadata["would"].value == "keep"
+        tick = specialist_gate_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+        assert tick.run_requests == []

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import dagster as dg
 
-from automem_dagster.defs.common.metadata import behaviour_table, progression_table, run_link_metadata
+from automem_dagster.defs.common.metadata import behaviour_table, progression_table
 from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
@@ -49,15 +49,6 @@ def paired_metadata(game: str, role: str, challenger: BatchSummary, champion: Ba
     }
 
 
-def paired_evaluation_metadata(context: dg.AssetExecutionContext, game: str, role: str, challenger: BatchSummary,
-                               champion: BatchSummary, names: tuple[str, str], plot_path: Path) -> dict:
-    """``paired_metadata``, with the comparison logged in one line."""
-    metadata = paired_metadata(game, role, challenger, champion, names, plot_path)
-    context.log.info(f"{names[0]} {challenger.progression} vs {names[1]} {champion.progression}: "
-                     f"{metadata['paired_difference']}")
-    return metadata
-
-
 def candidate_evaluation_metadata(game: str, candidate: BatchSummary, champion: BatchSummary, plot_path: Path,
                                   candidate_version: int, champion_version: int) -> dict:
     """What ``candidate_evaluation`` shows of a candidate and the champion played on the fixed seeds."""
@@ -80,12 +71,6 @@ def log_run_links(context: dg.AssetExecutionContext, runs: dict) -> None:
     """Each logged MLflow run's URL, in the run's log."""
     for role, run in runs.items():
         context.log.info(f"MLflow {role} run: {run.url}")
-
-
-def mlflow_run_links(context: dg.AssetExecutionContext, runs: dict) -> dict:
-    """``mlflow_<role>_run`` URL metadata for each logged run, also written to the run's log."""
-    log_run_links(context, runs)
-    return run_link_metadata(runs)
 
 
 def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResult:

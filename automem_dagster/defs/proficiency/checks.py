@@ -12,4 +12,9 @@ with partitioned_checks():
         """What the round's gate policy would decide about the two-model agent against the one-model
         champion (``would``: keep or roll back; the same policies as for scaffolds). A tie or a loss is
         an ordinary outcome and passes; only scores that cannot be paired fail."""
-        return gate_preview(specialist_evaluation, "specialist", {"adapter": specialist_evaluation["adapter"]})
+        return specialist_gate_result(specialist_evaluation)
+
+
+def specialist_gate_result(evaluation: dict) -> dg.AssetCheckResult:
+    """The check's result for an evaluation value (also reported by the CLI's rounds)."""
+    return gate_preview(evaluation, "specialist", {"adapter": evaluation["adapter"]})
