@@ -217,6 +217,10 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
             for role in ("specialist", "champion")}
     assert tags["specialist"]["automem.role"] == "specialist" and tags["specialist"]["automem.decision"] == "kept"
     assert tags["champion"]["automem.role"] == "champion"
+    # MLflow's registry names the specialist in service: the kept version is the model's champion alias.
+    served = client.get_model_version_by_alias(specialist_model_name("crafter"), "champion")
+    assert served.tags["automem.adapter"] == "a1" and served.tags["automem.decision"] == "kept"
+    assert "kept" in served.tags["automem.decision_reason"]
 
     # A retried promotion shows the recorded decision instead of deciding twice.
     again = dg.materialize(ROUND, partition_key="crafter", resources=res, instance=instance,

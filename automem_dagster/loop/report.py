@@ -28,6 +28,7 @@ from automem_dagster.rollout import BatchSummary
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, Tracker, TrainingRun
+from automem_dagster.tracking.model_registry import record_specialist_decision
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 
 
@@ -135,7 +136,8 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: SpecialistDec
                       champion: BatchSummary, endpoints: dict, storage: Storage, tracker: Tracker | None,
                       max_steps: int, extra_plots: list[Path] = ()) -> RoundReport:
     """Plots of the gate (progression and behaviour, specialist vs one-model champion) and, with a
-    tracker, one MLflow run each for the specialist (role ``specialist``) and the champion."""
+    tracker, one MLflow run each for the specialist (role ``specialist``) and the champion, and the
+    decision on the adapter's registered model version (``champion`` alias when kept)."""
     report = RoundReport()
     out = report_dir(storage, game)
     version = decision.scaffold_version
@@ -158,6 +160,7 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: SpecialistDec
         decision=outcome, plots=[*report.plots.values(), *extra_plots]))
     report.runs["champion"] = tracker.log_evaluation(evaluation_run(
         game, champion, version, "champion", one_model, storage, max_steps, adapter.id))
+    record_specialist_decision(tracker, game_family(game), adapter.id, decision.keep, decision.reason)
     return report
 
 
