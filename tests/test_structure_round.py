@@ -177,3 +177,21 @@ def test_lineage_command_shows_the_tree(storage, scripted, monkeypatch, capsys):
     assert cli.main(["lineage", "--game", "minihack"]) == 0          # a family name, no task needed
     assert "v0  baseline" in capsys.readouterr().out
     assert cli.main(["lineage", "--game", "chess"]) == 2
+
+
+def test_the_reused_champion_batch_is_logged_once_and_linked(storage, scripted, tmp_path):
+    """Two rounds tie against champion v0 on the same seeds: its evaluation batch is played once
+    (reused) and so logged once; the second round's candidate run links that run by tag."""
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
+    _, first = run(storage, scripted(meta_rules(storage, patch_reply()) + GAME_RULES), tracker)
+    # The second round diagnoses fresh training seeds: a meta-LLM whose diagnosis cites those.
+    second_result, second = run(storage, scripted(meta_rules(storage, patch_reply()) + GAME_RULES), tracker)
+    assert second_result.outcome == "rolled_back" and second_result.candidate == 2
+    assert second.runs["champion"].run_id == first.runs["champion"].run_id
+    rows = tracker.runs_for("crafter")
+    assert [r["role"] for r in rows].count("champion") == 1 and [r["role"] for r in rows].count("candidate") == 2
+    for report in (first, second):
+        tags = tracker.client.get_run(report.runs["candidate"].run_id).data.tags
+        assert tags["automem.champion_run"] == first.runs["champion"].run_id
+    champion_tags = tracker.client.get_run(first.runs["champion"].run_id).data.tags
+    assert champion_tags["automem.batch"] == str(second_result.champion_eval.out_dir)

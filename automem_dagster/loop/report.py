@@ -28,6 +28,7 @@ from automem_dagster.rollout import BatchSummary
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, Tracker, TrainingRun
+from automem_dagster.tracking.batches import log_champion_once
 from automem_dagster.tracking.model_registry import record_specialist_decision
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 
@@ -72,7 +73,7 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
         role=role, round_id=round_id, seeds=seeds, max_steps=max_steps, endpoints=endpoints,
         progression_mean=summary.progression.mean, progression_se=summary.progression.stderr,
         per_seed={s: 100 * p for s, p in per_seed(summary).items()}, behaviour=summary.behaviour.as_dict(),
-        scaffold_yaml=scaffold_yaml(scaffold), **extra,
+        scaffold_yaml=scaffold_yaml(scaffold), batch=str(summary.out_dir), **extra,
     )
 
 
@@ -102,8 +103,9 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
     report.runs["candidate"] = tracker.log_evaluation(evaluation_run(
         result.game, result.candidate_eval, result.candidate, "candidate", endpoints, storage, max_steps, round_id,
         diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, plots=list(report.plots.values())))
-    report.runs["champion"] = tracker.log_evaluation(evaluation_run(
-        result.game, result.champion_eval, result.parent, "champion", endpoints, storage, max_steps, round_id))
+    report.runs["champion"] = log_champion_once(tracker, evaluation_run(
+        result.game, result.champion_eval, result.parent, "champion", endpoints, storage, max_steps, round_id),
+        report.runs["candidate"])
     return report
 
 
@@ -158,8 +160,8 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: SpecialistDec
     report.runs["specialist"] = tracker.log_evaluation(evaluation_run(
         game, specialist, version, "specialist", endpoints, storage, max_steps, adapter.id, adapter=adapter.id,
         decision=outcome, plots=[*report.plots.values(), *extra_plots]))
-    report.runs["champion"] = tracker.log_evaluation(evaluation_run(
-        game, champion, version, "champion", one_model, storage, max_steps, adapter.id))
+    report.runs["champion"] = log_champion_once(tracker, evaluation_run(
+        game, champion, version, "champion", one_model, storage, max_steps, adapter.id), report.runs["specialist"])
     record_specialist_decision(tracker, game_family(game), adapter.id, decision.keep, decision.reason)
     return report
 

@@ -94,6 +94,8 @@ class EvaluationRun:
     window: int | None = None
     adapter: str | None = None
     """The LoRA memory specialist (``a1``...) of a ``specialist`` run."""
+    batch: str | None = None
+    """The batch folder the figures come from (tag ``automem.batch``): a batch is logged once (``tracking.batches``)."""
 
     def __post_init__(self) -> None:
         if self.family not in GAME_FAMILIES:
@@ -403,6 +405,7 @@ def _tags(run: EvaluationRun) -> list[RunTag]:
         "automem.agent": run.agent,
         "automem.adapter": run.adapter,
         "automem.round": run.round_id,
+        "automem.batch": run.batch,
         "automem.decision": run.decision_tag,
         "mlflow.note.content": _summary(run),
     }
