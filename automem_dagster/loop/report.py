@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from automem_dagster.games import game_family
@@ -25,6 +26,7 @@ from automem_dagster.plots import (
     plot_progression_by_version,
 )
 from automem_dagster.rollout import BatchSummary
+from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, Tracker, TrainingRun
@@ -62,6 +64,19 @@ def version_points(storage: Storage, game: str) -> list[VersionPoint]:
     return points
 
 
+def batch_span_ms(batch: Path) -> tuple[int, int] | None:
+    """When ``batch`` was played: its first episode's ``started_at`` and last one's ``finished_at``
+    (ms since the epoch); None for a batch with no finished episode."""
+    spans = []
+    for path in finished_episodes(batch):
+        header, _, end = read_trajectory(path)
+        if header.get("started_at") and end.get("finished_at"):
+            spans.append((datetime.fromisoformat(header["started_at"]), datetime.fromisoformat(end["finished_at"])))
+    if not spans:
+        return None
+    return int(min(s for s, _ in spans).timestamp() * 1000), int(max(f for _, f in spans).timestamp() * 1000)
+
+
 def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, endpoints: dict, storage: Storage,
                    max_steps: int, round_id: str | None = None, **extra) -> EvaluationRun:
     """The MLflow record of one evaluation batch of scaffold ``version``."""
@@ -73,7 +88,8 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
         role=role, round_id=round_id, seeds=seeds, max_steps=max_steps, endpoints=endpoints,
         progression_mean=summary.progression.mean, progression_se=summary.progression.stderr,
         per_seed={s: 100 * p for s, p in per_seed(summary).items()}, behaviour=summary.behaviour.as_dict(),
-        scaffold_yaml=scaffold_yaml(scaffold), batch=str(summary.out_dir), **extra,
+        scaffold_yaml=scaffold_yaml(scaffold), batch=str(summary.out_dir), span_ms=batch_span_ms(Path(summary.out_dir)),
+        **extra,
     )
 
 
