@@ -72,10 +72,15 @@ def plot_progression_by_version(points: list[VersionPoint], title: str, out: Pat
             )
     for champion in (p for p in points if p.decision == "champion"):
         ax.axhline(champion.mean, color=DECISION_COLOURS["champion"], linestyle="--", linewidth=1.5, zorder=0)
-        ax.annotate(f"champion v{champion.version}", (points[0].version, champion.mean), xytext=(0, 4),
+        ax.annotate(f"champion v{champion.version}", (points[0].version, champion.mean), xytext=(8, -12),
                     textcoords="offset points", color=DECISION_COLOURS["champion"], fontsize=8)
+    for p in points:  # the figures themselves, so a zero SE (every seed alike) reads as such, not as a missing bar
+        ax.annotate(f"{p.mean:.1f} ± {p.se:.1f}", (p.version, p.mean + p.se), xytext=(0, 6),
+                    textcoords="offset points", ha="center", fontsize=8)
     ax.set_xticks([p.version for p in points], [f"v{p.version}" for p in points])
-    ax.set_ylim(bottom=0, top=max(max(p.mean + p.se for p in points) * 1.15, 1.0))
+    top = max(max(p.mean + p.se for p in points) * 1.25, 1.0)
+    ax.set_ylim(bottom=-0.06 * top, top=top)  # below 0, so markers at 0 % are drawn whole, not cut by the axis
+    ax.margins(x=0.1)
     ax.set_xlabel("scaffold version")
     ax.set_ylabel("progression (%)")
     ax.set_title(title)

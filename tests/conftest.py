@@ -49,6 +49,13 @@ def scripted(tmp_path):
         server.stop()
 
 
+@pytest.fixture(autouse=True)
+def scratch_dagster_home(tmp_path, monkeypatch):
+    """A CLI round reports to ``$DAGSTER_HOME`` (``defs/common/cli_events.py``): a scratch one per
+    test, so no test writes into the checkout's ``.dagster_home``."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+
+
 @pytest.fixture
 def storage(tmp_path):
     """Dagster's storage resource on a scratch project: a copy of the shipped scaffolds, and empty

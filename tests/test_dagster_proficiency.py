@@ -76,7 +76,10 @@ def test_definitions_load_with_the_proficiency_assets_check_jobs_and_sensor():
         "champion_scaffold"}
     assert dg.AssetCheckKey(dg.AssetKey("specialist_evaluation"), "specialist_gate") in graph.asset_check_keys
     for name in PROFICIENCY_ASSETS:
-        assert defs.resolve_assets_def(name).group_names_by_key[dg.AssetKey(name)] == "proficiency"
+        expected = "evaluation" if name == "specialist_evaluation" else "proficiency"  # beside candidate_evaluation
+        assert defs.resolve_assets_def(name).group_names_by_key[dg.AssetKey(name)] == expected
+    # The proficiency round plays and trains on the champion scaffold: a new champion makes it stale.
+    assert dg.AssetKey("champion_scaffold") in graph.get(dg.AssetKey("training_rollouts")).parent_keys
     assert {n.name for n in defs.resolve_job_def("proficiency_round_job").all_node_defs} == (
         PROFICIENCY_ASSETS - {"champion_specialist"}) | {"specialist_evaluation_specialist_gate"}
     assert {n.name for n in defs.resolve_job_def("promote_specialist_job").all_node_defs} == {"champion_specialist"}
@@ -201,6 +204,10 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
             for role in ("specialist", "champion")}
     assert tags["specialist"]["automem.role"] == "specialist" and tags["specialist"]["automem.decision"] == "kept"
     assert tags["champion"]["automem.role"] == "champion"
+    # MLflow's registry names the specialist in service: the kept version is the model's champion alias.
+    served = client.get_model_version_by_alias(specialist_model_name("crafter"), "champion")
+    assert served.tags["automem.adapter"] == "a1" and served.tags["automem.decision"] == "kept"
+    assert "kept" in served.tags["automem.decision_reason"]
 
     # A retried promotion shows the recorded decision instead of deciding twice.
     again = dg.materialize(ROUND, partition_key="crafter", resources=res, instance=instance,

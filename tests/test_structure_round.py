@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import shutil
+from datetime import datetime
 
 import pytest
 
@@ -18,13 +19,14 @@ from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
-from automem_dagster.loop.report import report_round
+from automem_dagster.loop.report import batch_span_ms, report_round
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import diagnosis_seeds, run_round
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import RolloutError, episode_id
+from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.tracking import Tracker
 
@@ -106,6 +108,11 @@ def test_a_winning_revision_is_kept_and_tracked(storage, scripted, tmp_path):
     artifacts = {a.path for a in tracker.client.list_artifacts(report.runs["candidate"].run_id)}
     assert {"diff.md", "diagnosis.md", "decision.json"} <= artifacts
     assert report.plots["progression"].read_bytes()[:4] == b"\x89PNG"
+    # The run's times are the batch's: its first episode's start and its last one's end.
+    info = tracker.client.get_run(report.runs["candidate"].run_id).info
+    assert (info.start_time, info.end_time) == batch_span_ms(result.candidate_eval.out_dir)
+    first = read_trajectory(finished_episodes(result.candidate_eval.out_dir)[0])[0]["started_at"]
+    assert info.start_time <= datetime.fromisoformat(first).timestamp() * 1000 < info.end_time
     # The decision file says which gate decided and how each side's requests were seeded.
     stored = json.loads((storage.runs / "decisions" / "crafter" / "v1.json").read_text())
     assert stored["gate"] == {"rule": "higher_mean", "level": 0.05, "min_seeds": 5}
@@ -177,3 +184,21 @@ def test_lineage_command_shows_the_tree(storage, scripted, monkeypatch, capsys):
     assert cli.main(["lineage", "--game", "minihack"]) == 0          # a family name, no task needed
     assert "v0  baseline" in capsys.readouterr().out
     assert cli.main(["lineage", "--game", "chess"]) == 2
+
+
+def test_the_reused_champion_batch_is_logged_once_and_linked(storage, scripted, tmp_path):
+    """Two rounds tie against champion v0 on the same seeds: its evaluation batch is played once
+    (reused) and so logged once; the second round's candidate run links that run by tag."""
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
+    _, first = run(storage, scripted(meta_rules(storage, patch_reply()) + GAME_RULES), tracker)
+    # The second round diagnoses fresh training seeds: a meta-LLM whose diagnosis cites those.
+    second_result, second = run(storage, scripted(meta_rules(storage, patch_reply()) + GAME_RULES), tracker)
+    assert second_result.outcome == "rolled_back" and second_result.candidate == 2
+    assert second.runs["champion"].run_id == first.runs["champion"].run_id
+    rows = tracker.runs_for("crafter")
+    assert [r["role"] for r in rows].count("champion") == 1 and [r["role"] for r in rows].count("candidate") == 2
+    for report in (first, second):
+        tags = tracker.client.get_run(report.runs["candidate"].run_id).data.tags
+        assert tags["automem.champion_run"] == first.runs["champion"].run_id
+    champion_tags = tracker.client.get_run(first.runs["champion"].run_id).data.tags
+    assert champion_tags["automem.batch"] == str(second_result.champion_eval.out_dir)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from automem_dagster.plots import (
     plot_progression_by_version,
 )
 from automem_dagster.rollout import BatchSummary
+from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, TrainingRun
@@ -65,6 +67,19 @@ def version_points(storage: Storage, game: str) -> list[VersionPoint]:
     return points
 
 
+def batch_span_ms(batch: Path) -> tuple[int, int] | None:
+    """When ``batch`` was played: its first episode's ``started_at`` and last one's ``finished_at``
+    (ms since the epoch); None for a batch with no finished episode."""
+    spans = []
+    for path in finished_episodes(batch):
+        header, _, end = read_trajectory(path)
+        if header.get("started_at") and end.get("finished_at"):
+            spans.append((datetime.fromisoformat(header["started_at"]), datetime.fromisoformat(end["finished_at"])))
+    if not spans:
+        return None
+    return int(min(s for s, _ in spans).timestamp() * 1000), int(max(f for _, f in spans).timestamp() * 1000)
+
+
 def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, endpoints: dict, storage: Storage,
                    max_steps: int, round_id: str | None = None, **extra) -> EvaluationRun:
     """The MLflow record of one evaluation batch of scaffold ``version``."""
@@ -76,7 +91,8 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
         role=role, round_id=round_id, seeds=seeds, max_steps=max_steps, endpoints=endpoints,
         progression_mean=summary.progression.mean, progression_se=summary.progression.stderr,
         per_seed={s: 100 * p for s, p in per_seed(summary).items()}, behaviour=summary.behaviour.as_dict(),
-        retries=summary.retries.as_metrics() if summary.retries else {}, scaffold_yaml=scaffold_yaml(scaffold), **extra,
+        retries=summary.retries.as_metrics() if summary.retries else {}, scaffold_yaml=scaffold_yaml(scaffold),
+        batch=str(summary.out_dir), span_ms=batch_span_ms(Path(summary.out_dir)), **extra,
     )
 
 
@@ -116,8 +132,11 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
         result.game, result.candidate_eval, result.candidate, "candidate", endpoints, storage, max_steps, round_id,
         diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, diagnosis=diagnosis,
         plots=list(report.plots.values()), meta=revision_meta(result.revision_dir)))
-    report.runs["champion"] = tracker.log_evaluation(evaluation_run(
-        result.game, result.champion_eval, result.parent, "champion", endpoints, storage, max_steps, round_id))
+    from automem_dagster.tracking.batches import log_champion_once  # needs MLflow, which a tracker implies
+
+    report.runs["champion"] = log_champion_once(tracker, evaluation_run(
+        result.game, result.champion_eval, result.parent, "champion", endpoints, storage, max_steps, round_id),
+        report.runs["candidate"])
     return report
 
 
@@ -150,7 +169,8 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: SpecialistDec
                       champion: BatchSummary, endpoints: dict, storage: Storage, tracker: Tracker | None,
                       max_steps: int, extra_plots: list[Path] = ()) -> RoundReport:
     """Plots of the gate (progression and behaviour, specialist vs one-model champion) and, with a
-    tracker, one MLflow run each for the specialist (role ``specialist``) and the champion."""
+    tracker, one MLflow run each for the specialist (role ``specialist``) and the champion, and the
+    decision on the adapter's registered model version (``champion`` alias when kept)."""
     report = RoundReport()
     out = report_dir(storage, game)
     version = decision.scaffold_version
@@ -165,14 +185,18 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: SpecialistDec
         out / f"{adapter.id}_behaviour.png", candidate_label=specialist_label, champion_label=champion_label)
     if tracker is None:
         return report
+    from automem_dagster.tracking.batches import log_champion_once  # these need MLflow, which a tracker implies
+    from automem_dagster.tracking.model_registry import record_specialist_decision
+
     outcome = {"keep": bool(decision.keep), "reason": decision.reason, **{k: decision.comparison[k] for k in
                ("mean_difference", "stderr_difference", "ci_low", "ci_high")}}
     one_model = {k: v for k, v in endpoints.items() if k != "memory"}
     report.runs["specialist"] = tracker.log_evaluation(evaluation_run(
         game, specialist, version, "specialist", endpoints, storage, max_steps, adapter.id, adapter=adapter.id,
         decision=outcome, plots=[*report.plots.values(), *extra_plots]))
-    report.runs["champion"] = tracker.log_evaluation(evaluation_run(
-        game, champion, version, "champion", one_model, storage, max_steps, adapter.id))
+    report.runs["champion"] = log_champion_once(tracker, evaluation_run(
+        game, champion, version, "champion", one_model, storage, max_steps, adapter.id), report.runs["specialist"])
+    record_specialist_decision(tracker, game_family(game), adapter.id, decision.keep, decision.reason)
     return report
 
 

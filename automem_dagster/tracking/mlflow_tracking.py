@@ -112,21 +112,24 @@ class Tracker:
             self.client.log_batch(run_id, metrics=_metrics(run), params=_params(run), tags=_tags(run))
             self._log_artifacts(run_id, run)
 
-        return self._logged_run(run.family, run.run_name, log)
+        return self._logged_run(run.family, run.run_name, log, run.span_ms)
 
-    def _logged_run(self, family: str, name: str, log: Callable[[str], None]) -> TrackedRun:
+    def _logged_run(self, family: str, name: str, log: Callable[[str], None],
+                    span_ms: tuple[int, int] | None = None) -> TrackedRun:
         """Create run ``name`` in ``automem-<family>``, call ``log(run_id)``, and end the run FINISHED,
         or FAILED (and re-raise) when logging breaks, so no run is left RUNNING."""
         experiment_id = self.experiment_id(family)
         with self._store(f"creating run {name} in experiment automem-{family}"):
-            run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
+            run_id = self.client.create_run(experiment_id, run_name=name,
+                                            start_time=span_ms[0] if span_ms else None).info.run_id
         with self._store(f"logging run {name} ({run_id})"):
             try:
                 log(run_id)
             except BaseException:
                 self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
                 raise
-            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED),
+                                       end_time=span_ms[1] if span_ms else None)
         return TrackedRun(run_id, experiment_id, f"{self.ui_url}/#/experiments/{experiment_id}/runs/{run_id}")
 
     def _log_artifacts(self, run_id: str, run: EvaluationRun) -> None:
@@ -290,6 +293,7 @@ def _tags(run: EvaluationRun) -> list[RunTag]:
         "automem.adapter": run.adapter,
         "automem.meta": run.meta,
         "automem.round": run.round_id,
+        "automem.batch": run.batch,
         "automem.decision": run.decision_tag,
         "mlflow.note.content": _summary(run),
     }

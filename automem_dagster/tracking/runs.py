@@ -82,6 +82,11 @@ class EvaluationRun:
     """The LoRA memory specialist (``a1``...) of a ``specialist`` run."""
     meta: str | None = None
     """Which meta made this version (``rules`` or ``llm <endpoint> (<model>)``), for a round's candidate."""
+    batch: str | None = None
+    """The batch folder the figures come from (tag ``automem.batch``): a batch is logged once (``tracking.batches``)."""
+    span_ms: tuple[int, int] | None = None
+    """When the batch was played (first episode's start, last one's end, ms since the epoch): the run's
+    start and end times, so MLflow shows how long the evaluation took, not how long logging it took."""
 
     def __post_init__(self) -> None:
         if self.family not in GAME_FAMILIES:

@@ -35,3 +35,9 @@ class RoundConfig(dg.Config):
     def settings(self, game: str) -> RoundSettings:
         return RoundSettings(game, self.rollout_episodes, self.rollout_max_steps, self.eval_max_steps,
                              self.eval_episodes, self.concurrency, self.max_attempts, self.gate_policy())
+
+
+def default_run_config(assets: tuple[str, ...], config: dg.Config) -> dg.RunConfig:
+    """A round job's run config with ``config``'s documented defaults for each of its ``assets``, so
+    the launchpad opens prefilled (every field shown, ready to raise) instead of offering "Add config"."""
+    return dg.RunConfig(ops={asset: config for asset in assets})

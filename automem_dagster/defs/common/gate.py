@@ -25,24 +25,22 @@ from automem_dagster.tracking import Tracker
 Recorded = TypeVar("Recorded")
 
 
-def paired_evaluation_metadata(context: dg.AssetExecutionContext, game: str, role: str, challenger: BatchSummary,
-                               champion: BatchSummary, names: tuple[str, str], plot_path: Path) -> dict:
+def paired_metadata(game: str, role: str, challenger: BatchSummary, champion: BatchSummary,
+                    names: tuple[str, str], plot_path: Path) -> dict:
     """Metadata of ``challenger`` (``role``: candidate or specialist) against ``champion`` on paired
     seeds: both means ± SE, the paired difference with its bootstrap CI, the progression and
-    behaviour tables, the behaviour plot and both batch folders. Logs the comparison in one line."""
+    behaviour tables, the behaviour plot and both batch folders."""
     c = compare_paired(per_seed(challenger), per_seed(champion))
     plot = plot_behaviour(challenger.behaviour.as_dict(), champion.behaviour.as_dict(),
                           f"{game}: {names[0]} vs {names[1]}", plot_path, *names)
-    preview = (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
-               f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)")
-    context.log.info(f"{names[0]} {challenger.progression} vs {names[1]} {champion.progression}: {preview}")
     return {
         f"{role}_mean": challenger.progression.mean,
         f"{role}_se": challenger.progression.stderr,
         "champion_mean": champion.progression.mean,
         "champion_se": champion.progression.stderr,
         "progression": dg.MetadataValue.md(progression_table(dict(zip(names, (challenger, champion), strict=True)))),
-        "paired_difference": preview,
+        "paired_difference": (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
+                              f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)"),
         "behaviour": dg.MetadataValue.md(behaviour_table({names[0]: challenger.behaviour.as_dict(),
                                                           names[1]: champion.behaviour.as_dict()})),
         "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
@@ -50,6 +48,14 @@ def paired_evaluation_metadata(context: dg.AssetExecutionContext, game: str, rol
         f"{role}_batch": dg.MetadataValue.path(challenger.out_dir),
         "champion_batch": dg.MetadataValue.path(champion.out_dir),
     }
+
+
+def candidate_evaluation_metadata(game: str, candidate: BatchSummary, champion: BatchSummary, plot_path: Path,
+                                  candidate_version: int, champion_version: int) -> dict:
+    """What ``candidate_evaluation`` shows of a candidate and the champion played on the fixed seeds."""
+    names = (f"candidate v{candidate_version}", f"champion v{champion_version}")
+    return {"outcome": "evaluated", "candidate": f"v{candidate_version}", "champion": f"v{champion_version}",
+            **paired_metadata(game, "candidate", candidate, champion, names, plot_path)}
 
 
 def decide_once(context: dg.AssetExecutionContext, recorded: Recorded | None, decide: Callable[[], Recorded],
@@ -62,24 +68,29 @@ def decide_once(context: dg.AssetExecutionContext, recorded: Recorded | None, de
     return decide(), mlflow.tracker()
 
 
-def mlflow_run_links(context: dg.AssetExecutionContext, runs: dict) -> dict:
-    """``mlflow_<role>_run`` URL metadata for each logged run, also written to the run's log."""
-    links = {}
+def log_run_links(context: dg.AssetExecutionContext, runs: dict) -> None:
+    """Each logged MLflow run's URL, in the run's log."""
     for role, run in runs.items():
-        links[f"mlflow_{role}_run"] = dg.MetadataValue.url(run.url)
         context.log.info(f"MLflow {role} run: {run.url}")
-    return links
 
 
-def gate_check(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResult:
-    """The preview of a promotion on an evaluation asset's value: passes iff the round's gate policy
-    would keep the ``role`` (candidate or specialist) against the champion on its paired seeds; a
-    tie or a loss fails with a warning. ``label`` names the challenger in the check's metadata."""
+def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResult:
+    """The preview of a promotion on an evaluation (``per_seed`` scores and ``gate`` policy of the
+    ``role``, candidate or specialist, against the champion): what the gate would decide, with its
+    reason, as metadata. A tie or a loss is an ordinary outcome of a round, so the check passes and
+    ``would`` says ``roll back``; it fails (an error) only when the scores cannot be paired, a fault
+    the promotion would refuse too. ``label`` names the challenger."""
     scores = evaluation["per_seed"]
-    decision = decide(compare_paired(scores[role], scores["champion"]), GatePolicy(**evaluation.get("gate", {})))
+    try:
+        comparison = compare_paired(scores[role], scores["champion"])
+    except ValueError as exc:
+        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
+                                   metadata={**label, "would": "refuse to decide", "reason": str(exc)})
+    decision = decide(comparison, GatePolicy(**evaluation.get("gate", {})))
     c = decision.comparison
-    return dg.AssetCheckResult(passed=decision.keep, severity=dg.AssetCheckSeverity.WARN, metadata={
+    return dg.AssetCheckResult(passed=True, metadata={
         **label,
+        "would": "keep" if decision.keep else "roll back",
         f"{role}_mean": c.candidate_mean,
         "champion_mean": c.champion_mean,
         "difference": c.mean_difference,
@@ -89,3 +100,8 @@ def gate_check(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResult:
         "gate": decision.policy.describe(),
         "reason": decision.reason,
     })
+
+
+def no_challenger_check(reason: str) -> dg.AssetCheckResult:
+    """The gate on an evaluation that had nothing to evaluate (a rejected revision): passes, nothing to decide."""
+    return dg.AssetCheckResult(passed=True, metadata={"would": "nothing to decide", "reason": reason})

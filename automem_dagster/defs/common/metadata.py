@@ -1,11 +1,24 @@
-"""Shaping materialization metadata: tables, code blocks and a batch's summary, nothing computed."""
+"""Shaping materialization metadata: tables, code blocks and what each stage's result shows, nothing computed.
+
+The assets and the CLI's reports to the Dagster instance (``defs/common/cli_events.py``) both
+build their metadata here, so a round shows the same entries however it was run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 
+from automem_dagster.games import game_family
 from automem_dagster.llm.attempts import describe_failures
+from automem_dagster.loop.storage import Storage
+from automem_dagster.loop.structure import DecisionRecord
+from automem_dagster.meta.diagnose import Diagnosis
+from automem_dagster.meta.revise import Revision
+from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import BatchSummary
+from automem_dagster.scaffold import content_hash, load_scaffold, scaffold_path, scaffold_yaml
+from automem_dagster.scaffold.lineage import render_tree
 
 
 def code_block(text: str, language: str = "") -> str:
@@ -54,9 +67,101 @@ def rollout_metadata(summary: BatchSummary, scaffold_version: int, seeds: list[i
         "outcome": "played",
         "scaffold": f"v{scaffold_version}",
         "progression": f"{p.mean:.1f} ± {p.stderr:.1f} % (n={p.n})",
+        "progression_mean": p.mean,
+        "progression_se": p.stderr,
         "episodes": len(summary.episodes),
         "seeds": dg.MetadataValue.json(seeds),
         "behaviour": dg.MetadataValue.md(behaviour_table({f"v{scaffold_version}": summary.behaviour.as_dict()})),
         "retries": dg.MetadataValue.md(retries_table({f"v{scaffold_version}": summary})),
         "batch": dg.MetadataValue.path(summary.out_dir),
     }
+
+
+# --- the structure loop's metadata, built here once for the assets and the CLI's reports ---------
+
+def diagnosis_metadata(result: Diagnosis, out: Path) -> dict:
+    """What ``diagnosis`` shows of a diagnosis written to ``out``."""
+    return {
+        "outcome": "diagnosed",
+        "summary": result.summary,
+        "findings": len(result.findings),
+        "dropped": len(result.dropped),
+        "attempts": len(result.attempts),
+        "diagnosis": dg.MetadataValue.md(result.to_markdown()),
+        "diagnosis_dir": dg.MetadataValue.path(str(out)),
+    }
+
+
+def revision_metadata(revision: Revision, out: Path, partition: str | None) -> dict:
+    """What ``scaffold_candidate`` shows of a revision: the candidate, its diff and the meta-LLM's
+    attempts when accepted (``partition``: its ``scaffold_version`` key), the reason when rejected."""
+    attempts = dg.MetadataValue.md("\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(revision.attempts, 1)))
+    if not revision.accepted:
+        return {"outcome": "rejected", "reason": revision.rejected_reason, "attempts": attempts,
+                "revision_dir": dg.MetadataValue.path(str(out))}
+    return {
+        "outcome": "accepted",
+        "candidate": f"v{revision.version}",
+        "parent": f"v{revision.parent_version}",
+        "scaffold_version": partition,
+        "changes": dg.MetadataValue.md("\n".join(f"- {c}" for c in revision.changes)),
+        "attempts": attempts,
+        "diff": dg.MetadataValue.md(revision.diff_md),
+        "revision_dir": dg.MetadataValue.path(str(out)),
+    }
+
+
+def scaffold_version_metadata(storage: Storage, family: str, version: int) -> dict:
+    """What ``scaffold_version`` shows of one version: YAML, content hash, parent and the lineage's decision."""
+    scaffold = load_scaffold(family, version, storage.scaffolds)
+    lineage = storage.load_lineage(family)
+    record = next((r for r in lineage.versions if r.version == version), None)
+    return {
+        "content_hash": content_hash(scaffold),
+        "parent": "none" if scaffold.parent is None else f"v{scaffold.parent}",
+        "decision": "not in the lineage" if record is None else record.decision or "pending",
+        "reason": record.reason if record is not None else "",
+        "champion": lineage.champion().version == version,
+        "description": scaffold.description or "",
+        "path": dg.MetadataValue.path(str(scaffold_path(family, version, storage.scaffolds))),
+        "scaffold": dg.MetadataValue.md(code_block(scaffold_yaml(scaffold), "yaml")),
+    }
+
+
+def no_candidate_metadata(reason: str) -> dict:
+    """What ``candidate_evaluation`` shows when the round made no candidate (revision rejected)."""
+    return {"outcome": "no candidate", "reason": reason}
+
+
+def no_decision_metadata(reason: str, storage: Storage, family: str) -> dict:
+    """What ``champion_scaffold`` shows when there was nothing to decide: the champion stays."""
+    lineage = storage.load_lineage(family)
+    before = lineage.champion().version
+    return {"decision": "no candidate", "reason": reason, "champion_before": before, "champion_after": before,
+            "lineage": dg.MetadataValue.md(code_block(render_tree(lineage)))}
+
+
+def run_link_metadata(runs: dict) -> dict:
+    """``mlflow_<role>_run`` URL metadata for each logged MLflow run."""
+    return {f"mlflow_{role}_run": dg.MetadataValue.url(run.url) for role, run in runs.items()}
+
+
+def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plots: dict[str, Path]) -> dict:
+    """What ``champion_scaffold`` shows of a keep-or-rollback decision: the decision and its reason,
+    the champion before and after, the lineage tree, the MLflow runs and the progression plot."""
+    family = game_family(record.game)
+    metadata = {
+        "decision": "kept" if record.keep else "rolled_back",
+        "reason": record.reason,
+        "candidate": f"v{record.candidate}",
+        "champion_before": record.champion_before,
+        "champion_after": record.champion_after,
+        "mean_difference": record.comparison["mean_difference"],
+        "stderr_difference": record.comparison["stderr_difference"],
+        "lineage": dg.MetadataValue.md(code_block(render_tree(storage.load_lineage(family)))),
+        **run_link_metadata(runs),
+    }
+    if "progression" in plots:
+        metadata["progression_by_version"] = dg.MetadataValue.md(
+            png_markdown(plots["progression"], f"{record.game}: progression by scaffold version"))
+    return metadata

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import dagster as dg
 
 from automem_dagster.loop.storage import slug
@@ -41,3 +45,14 @@ def ensure_version_partition(instance: dg.DagsterInstance, family: str, version:
     if not instance.has_dynamic_partition(scaffold_versions.name, key):
         instance.add_dynamic_partitions(scaffold_versions.name, [key])
     return key
+
+
+@contextmanager
+def partitioned_checks() -> Iterator[None]:
+    """Where the game-partitioned asset checks are defined: Dagster 1.13 warns that a check's
+    ``partitions_def`` is a preview feature on every load. The checks need it (each game's gate
+    is its own result), a user can do nothing about it, so exactly that warning is silenced here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec",
+                                category=dg.PreviewWarning)
+        yield

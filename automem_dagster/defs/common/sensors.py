@@ -25,6 +25,11 @@ def metadata_text(record: dg.EventLogRecord, name: str) -> str | None:
     return None if value is None else str(value.value)
 
 
+def run_by_cli(record: dg.EventLogRecord) -> bool:
+    """A materialization the CLI reported for a round it ran and decided itself (``defs/common/cli_events.py``)."""
+    return metadata_text(record, "run_by") == "automem CLI"
+
+
 def sensor_result(records: list[dg.EventLogRecord], requests: list[dg.RunRequest], skipped: str) -> dg.SensorResult:
     """The runs to start, or ``skipped`` as the skip reason; the cursor moves past ``records`` either way."""
     cursor = str(records[-1].storage_id)
@@ -43,6 +48,9 @@ def promotion_requests(context: dg.SensorEvaluationContext, asset: str, challeng
         return dg.SkipReason(f"no new {asset} materialization")
     requests = []
     for record in records:
+        if run_by_cli(record):
+            context.log.info(f"{record.partition_key}: evaluation {record.storage_id} was run and decided by the CLI")
+            continue
         if metadata_text(record, "outcome") != "evaluated":
             context.log.info(f"{record.partition_key}: no {challenger} in evaluation {record.storage_id}, "
                              "nothing to promote")

@@ -3,7 +3,8 @@
 import dagster as dg
 
 from automem_dagster.defs.common.config import ROLLOUT_RETRY, RoundConfig
-from automem_dagster.defs.common.gate import paired_evaluation_metadata
+from automem_dagster.defs.common.gate import candidate_evaluation_metadata
+from automem_dagster.defs.common.metadata import no_candidate_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
@@ -29,7 +30,7 @@ def candidate_evaluation(context: dg.AssetExecutionContext, config: RoundConfig,
         reason = scaffold_candidate.get("reason") or "the revision produced no candidate"
         context.log.info(f"no candidate to evaluate: {reason}")
         return dg.Output({**scaffold_candidate, "outcome": "no candidate", "reason": reason},
-                         metadata={"outcome": "no candidate", "reason": reason})
+                         metadata=no_candidate_metadata(reason))
     settings = config.settings(game_of(context.partition_key))
     game, family = settings.game, settings.family
     store = storage.storage()
@@ -44,12 +45,12 @@ def candidate_evaluation(context: dg.AssetExecutionContext, config: RoundConfig,
         return *played, clients.describe()
 
     cand, champ, described = endpoints.run(both, store.runs / "logs")
-    names = (f"candidate v{candidate.version}", f"champion v{champion.version}")
-    metadata = paired_evaluation_metadata(context, game, "candidate", cand, champ, names,
-                                          report_dir(store, game) / f"v{candidate.version}_behaviour.png")
+    metadata = candidate_evaluation_metadata(game, cand, champ, report_dir(store, game) / f"v{candidate.version}_behaviour.png",
+                                             candidate.version, champion.version)
+    context.log.info(f"candidate v{candidate.version} {cand.progression} vs champion v{champion.version} "
+                     f"{champ.progression}: {metadata['paired_difference']}")
     value = {**scaffold_candidate, "outcome": "evaluated", "champion": champion.version, "seeds": seeds,
              "eval_max_steps": settings.eval_max_steps, "candidate_batch": cand.out_dir, "champion_batch": champ.out_dir,
              "per_seed": {"candidate": per_seed(cand), "champion": per_seed(champ)}, "endpoints": described,
              "gate": settings.gate.as_dict()}
-    return dg.Output(value, metadata={"outcome": "evaluated", "candidate": f"v{candidate.version}",
-                                      "champion": f"v{champion.version}", **metadata})
+    return dg.Output(value, metadata=metadata)

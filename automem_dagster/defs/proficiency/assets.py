@@ -14,11 +14,25 @@ from pathlib import Path
 import dagster as dg
 
 from automem_dagster.defs.common.config import ROLLOUT_RETRY
-from automem_dagster.defs.common.gate import decide_once, mlflow_run_links, paired_evaluation_metadata
-from automem_dagster.defs.common.metadata import code_block, rollout_metadata
+from automem_dagster.defs.common.gate import decide_once, log_run_links
+from automem_dagster.defs.common.metadata import rollout_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
+from automem_dagster.defs.common.proficiency_metadata import (
+    adapter_metadata,
+    curation_metadata,
+    dataset_metadata,
+    lora_config_metadata,
+    specialist_decision_metadata,
+    specialist_evaluation_metadata,
+)
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.versions import versioned_output
+
+# specialist_evaluation sits in the evaluation group beside candidate_evaluation: both play a
+# challenger against the one-model champion on the fixed seeds.
+from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
+from automem_dagster.defs.evaluation.assets import TAGS as EVALUATION_TAGS
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
 from automem_dagster.loop.gate import per_seed
@@ -41,7 +55,6 @@ from automem_dagster.loop.serving import serving_rank_limit, specialist_endpoint
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.metrics.paired import GatePolicy
-from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
@@ -49,31 +62,6 @@ from automem_dagster.scaffold import load_scaffold
 GROUP = "proficiency"
 TAGS = {"domain": "proficiency"}
 
-
-def _no_specialist(name: str | None) -> str:
-    return name or "none (one-model agent)"
-
-
-def _counts_table(title: str, counts: dict[str, int]) -> str:
-    lines = [f"| {title} | count |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in sorted(counts.items())]
-    return "\n".join(lines)
-
-
-def _curation_metadata(stats: dict, out: Path) -> dict:
-    """What a person checks in a curation (also when it stopped short): counts, verdicts, exclusions."""
-    excluded = stats.get("excluded_episodes", [])
-    return {
-        "examples": stats["examples"],
-        "decisions": stats["decisions"],
-        "kept_decisions": stats["kept_decisions"],
-        "episodes": stats["episodes"],
-        "verdicts": dg.MetadataValue.md(_counts_table("verdict", stats["verdicts"])),
-        "examples_by_phase": dg.MetadataValue.md(_counts_table("phase", stats["examples_by_phase"])),
-        "excluded_episodes": dg.MetadataValue.md(
-            "\n".join(f"- {e['trajectory']}: {e['reason']}" for e in excluded) or "none"),
-        "score": dg.MetadataValue.json(stats.get("score", {})),
-        "dataset_dir": dg.MetadataValue.path(str(out)),
-    }
 
 
 def _training_log(log):
@@ -87,12 +75,13 @@ def _training_log(log):
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
-          retry_policy=ROLLOUT_RETRY)
+          retry_policy=ROLLOUT_RETRY, deps=[dg.AssetDep("champion_scaffold")])
 def training_rollouts(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                       storage: StorageResource) -> dg.Output:
     """The champion scaffold played by the one-model agent on fresh training seeds (disjoint from
     the evaluation seeds and from the structure loop's diagnosis seeds): the memory decisions the
-    specialist learns from. The value is the batch directory.
+    specialist learns from. The value is the batch directory. It depends on ``champion_scaffold``:
+    a new champion (a new data version, its content hash) makes this round's specialist stale.
 
     Skipped (value None) while an earlier round's adapter still waits for its decision: this round
     then evaluates that adapter instead of training a new one."""
@@ -136,16 +125,12 @@ def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
         context.log.error(str(exc))
         out = dataset_dir(store, batch)
         stats = json.loads((out / "stats.json").read_text()) if (out / "stats.json").exists() else None
-        raise dg.Failure(description=str(exc), metadata=_curation_metadata(stats, out) if stats else None) from exc
+        raise dg.Failure(description=str(exc), metadata=curation_metadata(stats, out) if stats else None) from exc
     stats = data.stats
     context.log.info(f"{data.examples} examples from {stats['kept_decisions']} decisions, version "
                      f"{stats['dataset_hash']}: {data.out_dir}")
-    return dg.Output({"dataset_dir": data.out_dir, "scaffold_version": version}, metadata={
-        "outcome": "curated",
-        "dataset_version": stats["dataset_hash"],
-        "scaffold": f"v{version}",
-        **_curation_metadata(stats, Path(data.out_dir)),
-    })
+    return versioned_output({"dataset_dir": data.out_dir, "scaffold_version": version},
+                            dataset_metadata(stats, Path(data.out_dir), version), dg.DataVersion(stats["dataset_hash"]))
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "json"}, tags=TAGS)
@@ -166,15 +151,7 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
                            store.runs / "logs")
     path = Path(data.out_dir) / "lora_config.json"
     context.log.info(f"{choice.source} settings: {choice.settings.model_dump_json()}")
-    attempts = "\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(choice.attempts, 1)) or "(none: not asked)"
-    return dg.Output({**sft_dataset, "lora_config": str(path)}, metadata={
-        "source": choice.source,
-        "reasoning": choice.reasoning,
-        "settings": dg.MetadataValue.md(code_block(json.dumps(choice.settings.model_dump(), indent=2), "json")),
-        "defaults": dg.MetadataValue.md(code_block(json.dumps(choice.defaults.model_dump(), indent=2), "json")),
-        "attempts": dg.MetadataValue.md(attempts),
-        "config_file": dg.MetadataValue.path(str(path)),
-    })
+    return dg.Output({**sft_dataset, "lora_config": str(path)}, metadata=lora_config_metadata(choice, path))
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "pytorch", "mlflow"}, tags=TAGS)
@@ -206,34 +183,14 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
         context.log.info(f"adapter {record.id} registered as pending: {record.gguf or record.adapter_dir}")
     training = training_record(record)
     plot, run = report_training(game, record, training, store, mlflow.tracker() if outcome == "trained" else None)
-    losses = training["validation_loss"]
-    metadata = {
-        "outcome": outcome,
-        "adapter": record.id,
-        "scaffold": f"v{record.scaffold_version}",
-        "dataset_version": record.dataset,
-        "settings_source": record.settings_source,
-        "validation_loss": f"{losses[0][1]:.3f} -> {losses[-1][1]:.3f} over {losses[-1][0]} steps",
-        "validation_loss_first": losses[0][1],
-        "validation_loss_last": losses[-1][1],
-        "examples_train": training["examples_train"],
-        "examples_validation": training["examples_validation"],
-        "loss_plot": dg.MetadataValue.md(png_markdown(plot, f"{game}: {record.id} training and validation loss")),
-        "adapter_dir": dg.MetadataValue.path(record.adapter_dir),
-    }
-    for key in ("seconds_per_step", "tokens_per_second", "peak_rss_mb"):
-        if training.get(key) is not None:
-            metadata[key] = round(float(training[key]), 3)
-    if record.gguf:
-        metadata["gguf"] = dg.MetadataValue.path(record.gguf)
+    metadata = adapter_metadata(game, record, training, plot, outcome, run)
     if run is not None:
-        metadata["mlflow_training_run"] = dg.MetadataValue.url(run.url)
         context.log.info(f"MLflow training run: {run.url}")
     return dg.Output({"game": game, "adapter": record.id, "outcome": outcome, "loss_plot": str(plot)},
                      metadata=metadata)
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
+@dg.asset(group_name=EVALUATION_GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=EVALUATION_TAGS,
           retry_policy=ROLLOUT_RETRY)
 def specialist_evaluation(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                           storage: StorageResource, lora_adapter: dict) -> dg.Output:
@@ -260,15 +217,15 @@ def specialist_evaluation(context: dg.AssetExecutionContext, config: Proficiency
 
     spec, champ, described = endpoints.run(both, store.runs / "logs", config=two_model, lora=lora,
                                                 two_model=True)
-    names = (f"v{scaffold.version} + {record.id}", f"v{scaffold.version} one-model")
-    metadata = paired_evaluation_metadata(context, game, "specialist", spec, champ, names,
-                                          report_dir(store, game) / f"{record.id}_behaviour.png")
+    metadata = specialist_evaluation_metadata(game, record.id, scaffold.version, spec, champ,
+                                              report_dir(store, game) / f"{record.id}_behaviour.png", described)
+    context.log.info(f"specialist {record.id} {spec.progression} vs one-model champion {champ.progression}: "
+                     f"{metadata['paired_difference']}")
     value = {"game": game, "outcome": "evaluated", "adapter": record.id, "scaffold_version": scaffold.version,
              "seeds": seeds, "eval_max_steps": settings.budget.eval_max_steps, "specialist_batch": spec.out_dir,
              "champion_batch": champ.out_dir, "per_seed": {"specialist": per_seed(spec), "champion": per_seed(champ)},
              "endpoints": described, "loss_plot": lora_adapter.get("loss_plot"), "gate": settings.budget.gate.as_dict()}
-    return dg.Output(value, metadata={"outcome": "evaluated", "adapter": record.id, "scaffold": f"v{scaffold.version}",
-                                      **metadata, "endpoints": dg.MetadataValue.json(described)})
+    return dg.Output(value, metadata=metadata)
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "mlflow"}, tags=TAGS)
@@ -294,19 +251,6 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
     extra = [Path(loss_plot)] if loss_plot and Path(loss_plot).exists() else []
     report = report_specialist(game, record, decision, specialist, champion, specialist_evaluation["endpoints"], store,
                                tracker, specialist_evaluation["eval_max_steps"], extra)
-    outcome = "kept" if decision.keep else "rolled_back"
-    metadata = {
-        "decision": outcome,
-        "reason": decision.reason,
-        "adapter": adapter_id,
-        "scaffold": f"v{decision.scaffold_version}",
-        "specialist_before": _no_specialist(decision.champion_before),
-        "specialist_after": _no_specialist(decision.champion_after),
-        "mean_difference": decision.comparison["mean_difference"],
-        "stderr_difference": decision.comparison["stderr_difference"],
-    }
-    metadata.update(mlflow_run_links(context, report.runs))
-    if "progression" in report.plots:
-        metadata["progression"] = dg.MetadataValue.md(
-            png_markdown(report.plots["progression"], f"{game}: one-model champion vs two-model specialist"))
-    return dg.Output({**asdict(decision), "decision": outcome}, metadata=metadata)
+    metadata = specialist_decision_metadata(game, decision, report.runs, report.plots)
+    log_run_links(context, report.runs)
+    return dg.Output({**asdict(decision), "decision": metadata["decision"]}, metadata=metadata)

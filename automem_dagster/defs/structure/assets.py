@@ -12,8 +12,15 @@ from pathlib import Path
 import dagster as dg
 
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.gate import decide_once, mlflow_run_links
-from automem_dagster.defs.common.metadata import code_block, rollout_metadata
+from automem_dagster.defs.common.gate import decide_once, log_run_links
+from automem_dagster.defs.common.metadata import (
+    decision_metadata,
+    diagnosis_metadata,
+    no_decision_metadata,
+    revision_metadata,
+    rollout_metadata,
+    scaffold_version_metadata,
+)
 from automem_dagster.defs.common.partitions import (
     ensure_version_partition,
     game_of,
@@ -23,6 +30,12 @@ from automem_dagster.defs.common.partitions import (
 )
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.common.shards import planned_shards, shard_op, shard_outputs
+from automem_dagster.defs.common.versions import (
+    champion_data_version,
+    record_scaffold_versions,
+    scaffold_data_version,
+    versioned_output,
+)
 from automem_dagster.games import game_family
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import (
@@ -36,12 +49,10 @@ from automem_dagster.loop.structure import (
 )
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.metrics.paired import GatePolicy
-from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import load_summary
 from automem_dagster.rollout.shards import merge_shards, spec_from_record, spec_record
 from automem_dagster.rollout.trajectory import read_manifest
-from automem_dagster.scaffold import content_hash, load_scaffold, scaffold_path, scaffold_yaml
-from automem_dagster.scaffold.lineage import render_tree
+from automem_dagster.scaffold import load_scaffold
 
 GROUP = "structure"
 TAGS = {"domain": "structure"}
@@ -49,26 +60,15 @@ TAGS = {"domain": "structure"}
 
 @dg.asset(group_name=GROUP, partitions_def=scaffold_versions, kinds={"yaml"}, tags=TAGS)
 def scaffold_version(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
-    """One scaffold version (partition ``<family>-v<N>``): its YAML, content hash, parent, and what the
-    lineage decided about it. Partitions are added when a candidate is registered."""
+    """One scaffold version (partition ``<family>-v<N>``): its YAML, content hash (its data version),
+    parent, and what the lineage decided about it. Every version that exists is a partition, whatever
+    made it: the round's assets and the CLI record each version when it is made and when it is decided
+    (``defs/common/versions.py``); materializing a partition here shows it as it is now."""
     family, version = parse_version_key(context.partition_key)
     store = storage.storage()
-    scaffold = load_scaffold(family, version, store.scaffolds)
-    lineage = store.load_lineage(family)
-    record = next((r for r in lineage.versions if r.version == version), None)
-    decision = "not in the lineage" if record is None else record.decision or "pending"
-    is_champion = lineage.champion().version == version
-    context.log.info(f"{family} v{version}: {decision}{' (champion)' if is_champion else ''}")
-    return dg.MaterializeResult(metadata={
-        "content_hash": content_hash(scaffold),
-        "parent": "none" if scaffold.parent is None else f"v{scaffold.parent}",
-        "decision": decision,
-        "reason": record.reason if record is not None else "",
-        "champion": is_champion,
-        "description": scaffold.description or "",
-        "path": dg.MetadataValue.path(str(scaffold_path(family, version, store.scaffolds))),
-        "scaffold": dg.MetadataValue.md(code_block(scaffold_yaml(scaffold), "yaml")),
-    })
+    metadata = scaffold_version_metadata(store, family, version)
+    context.log.info(f"{family} v{version}: {metadata['decision']}{' (champion)' if metadata['champion'] else ''}")
+    return dg.MaterializeResult(metadata=metadata, data_version=scaffold_data_version(store, family, version))
 
 
 @dg.op(name="rollout_batch_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
@@ -78,7 +78,7 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
     store = storage.storage()
     start = start_round(settings, store)
     champion = start.champion
-    ensure_version_partition(context.instance, settings.family, champion.version)
+    record_scaffold_versions(context.instance, store, settings.family, [champion.version], only_new=True)
     if start.resumes:
         reason = f"candidate v{start.pending} of an earlier round is pending: this round resumes it, no new rollouts"
         context.log.info(reason)
@@ -101,9 +101,7 @@ def rollout_merge(context: dg.OpExecutionContext, storage: StorageResource, plan
     summary = merge_shards(spec, planned_shards(played))
     context.log.info(f"progression {summary.progression}: {summary.out_dir}")
     return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, spec.scaffold.version, spec.seeds),
-                                                "shards": len(played),
-                                                "progression_mean": summary.progression.mean,
-                                                "progression_se": summary.progression.stderr})
+                                                "shards": len(played)})
 
 
 @dg.config_mapping
@@ -145,15 +143,7 @@ def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints:
     result, out = endpoints.run(lambda clients: diagnose_stage(batch, scaffold, clients, store, config.max_attempts),
                                 store.runs / "logs")
     context.log.info(f"{len(result.findings)} findings, {len(result.dropped)} dropped: {out}")
-    return dg.Output(str(out), metadata={
-        "outcome": "diagnosed",
-        "summary": result.summary,
-        "findings": len(result.findings),
-        "dropped": len(result.dropped),
-        "attempts": len(result.attempts),
-        "diagnosis": dg.MetadataValue.md(result.to_markdown()),
-        "diagnosis_dir": dg.MetadataValue.path(str(out)),
-    })
+    return dg.Output(str(out), metadata=diagnosis_metadata(result, out))
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "yaml"}, tags=TAGS)
@@ -188,28 +178,15 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
     context.log.info(f"asking the meta-LLM for a revision of v{champion.version}")
     revision, out = endpoints.run(lambda clients: revise_stage(diag, Path(diagnosis), champion, clients, store,
                                                                config.max_attempts, register=True), store.runs / "logs")
-    attempts = dg.MetadataValue.md("\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(revision.attempts, 1)))
     value.update(diagnosis_dir=diagnosis, revision_dir=str(out))
     if not revision.accepted:
         context.log.warning(f"revision rejected: {revision.rejected_reason}")
-        return dg.Output({**value, "outcome": "rejected", "reason": revision.rejected_reason}, metadata={
-            "outcome": "rejected",
-            "reason": revision.rejected_reason,
-            "attempts": attempts,
-            "revision_dir": dg.MetadataValue.path(str(out)),
-        })
-    key = ensure_version_partition(context.instance, family, revision.version)
+        return dg.Output({**value, "outcome": "rejected", "reason": revision.rejected_reason},
+                         metadata=revision_metadata(revision, out, None))
+    key = record_scaffold_versions(context.instance, store, family, [revision.version])
     context.log.info(f"candidate v{revision.version}: {', '.join(revision.changes)}")
-    return dg.Output({**value, "outcome": "accepted", "candidate": revision.version}, metadata={
-        "outcome": "accepted",
-        "candidate": f"v{revision.version}",
-        "parent": f"v{champion.version}",
-        "scaffold_version": key,
-        "changes": dg.MetadataValue.md("\n".join(f"- {c}" for c in revision.changes)),
-        "attempts": attempts,
-        "diff": dg.MetadataValue.md(revision.diff_md),
-        "revision_dir": dg.MetadataValue.path(str(out)),
-    })
+    return dg.Output({**value, "outcome": "accepted", "candidate": revision.version},
+                     metadata=revision_metadata(revision, out, key))
 
 
 def _stored_dir(path: str | None, file: str) -> Path | None:
@@ -232,10 +209,8 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
     if candidate_evaluation["outcome"] != "evaluated" or version is None:
         reason = candidate_evaluation.get("reason") or "no candidate this round"
         context.log.info(f"nothing to decide ({reason}): champion stays v{before}")
-        return dg.Output({"game": game, "decision": "no candidate", "champion": before}, metadata={
-            "decision": "no candidate", "reason": reason, "champion_before": before, "champion_after": before,
-            "lineage": dg.MetadataValue.md(code_block(render_tree(store.load_lineage(family)))),
-        })
+        return versioned_output({"game": game, "decision": "no candidate", "champion": before},
+                                no_decision_metadata(reason, store, family), champion_data_version(store, family))
     candidate = load_summary(Path(candidate_evaluation["candidate_batch"]))
     champion = load_summary(Path(candidate_evaluation["champion_batch"]))
     record, tracker = decide_once(context, load_decision(store, game, version),
@@ -247,19 +222,8 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
                                 _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"),
                                 _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"))
     report = report_round(result, store, tracker, candidate_evaluation["endpoints"], candidate_evaluation["eval_max_steps"])
-    decision = "kept" if record.keep else "rolled_back"
-    metadata = {
-        "decision": decision,
-        "reason": record.reason,
-        "candidate": f"v{version}",
-        "champion_before": record.champion_before,
-        "champion_after": record.champion_after,
-        "mean_difference": record.comparison["mean_difference"],
-        "stderr_difference": record.comparison["stderr_difference"],
-        "lineage": dg.MetadataValue.md(code_block(render_tree(store.load_lineage(family)))),
-    }
-    metadata.update(mlflow_run_links(context, report.runs))
-    if "progression" in report.plots:
-        metadata["progression_by_version"] = dg.MetadataValue.md(
-            png_markdown(report.plots["progression"], f"{game}: progression by scaffold version"))
-    return dg.Output({**asdict(record), "decision": decision}, metadata=metadata)
+    metadata = decision_metadata(record, store, report.runs, report.plots)
+    log_run_links(context, report.runs)
+    record_scaffold_versions(context.instance, store, family, [record.champion_before, version])
+    return versioned_output({**asdict(record), "decision": metadata["decision"]}, metadata,
+                            champion_data_version(store, family))

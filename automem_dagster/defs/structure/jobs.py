@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dagster as dg
 
+from automem_dagster.defs.common.config import RoundConfig, default_run_config
 from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
+
+ROUND_ASSETS = ("rollout_batch", "diagnosis", "scaffold_candidate", "candidate_evaluation")
 
 structure_round_job = dg.define_asset_job(
     "structure_round_job",
     tags=MODEL_ROUND_TAGS,
-    selection=dg.AssetSelection.assets("rollout_batch", "diagnosis", "scaffold_candidate", "candidate_evaluation"),
+    selection=dg.AssetSelection.assets(*ROUND_ASSETS),
+    config=default_run_config(ROUND_ASSETS, RoundConfig()),
     description="One structure-loop round for a game: rollouts of the champion, diagnosis, revision, and the "
                 "evaluation of the candidate against the champion on the fixed seeds (with the evaluation_gate "
                 "check). The decision is promote_job's, started by evaluation_gate_sensor.",

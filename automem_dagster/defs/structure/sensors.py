@@ -8,7 +8,13 @@ materialization starts one run only.
 
 import dagster as dg
 
-from automem_dagster.defs.common.sensors import metadata_text, new_materializations, promotion_requests, sensor_result
+from automem_dagster.defs.common.sensors import (
+    metadata_text,
+    new_materializations,
+    promotion_requests,
+    run_by_cli,
+    sensor_result,
+)
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
 
 
@@ -25,12 +31,12 @@ def evaluation_gate_sensor(context: dg.SensorEvaluationContext):
 def next_round_sensor(context: dg.SensorEvaluationContext):
     """Opt-in (stopped by default): after a ``champion_scaffold`` materialization that kept its
     candidate, start the next ``structure_round_job`` for that game, so a game keeps improving until a
-    round fails to beat its champion. Turn it on in the UI (Automation) or with
+    round fails to beat its champion (rounds the CLI ran are left to the CLI). Turn it on in the UI (Automation) or with
     ``dagster sensor start next_round_sensor``."""
     records = new_materializations(context, "champion_scaffold")
     if not records:
         return dg.SkipReason("no new champion_scaffold materialization")
     requests = [dg.RunRequest(run_key=f"next-round-{r.storage_id}", partition_key=r.partition_key,
                               tags={"automem/after_promotion": str(r.storage_id)})
-                for r in records if metadata_text(r, "decision") == "kept"]
+                for r in records if metadata_text(r, "decision") == "kept" and not run_by_cli(r)]
     return sensor_result(records, requests, "no new champion: the last rounds were rolled back or had no candidate")

@@ -1,0 +1,120 @@
+"""What the proficiency loop's assets show, built here once for the assets and the CLI's reports
+(``defs/common/cli_events.py``): curation counts, the LoRA choice, the training's figures, the
+specialist's paired evaluation and the decision."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+
+from automem_dagster.defs.common.gate import paired_metadata
+from automem_dagster.defs.common.metadata import code_block, run_link_metadata
+from automem_dagster.loop.proficiency import SpecialistDecision
+from automem_dagster.meta.lora_config import LoraChoice
+from automem_dagster.plots import png_markdown
+from automem_dagster.rollout import BatchSummary
+from automem_dagster.tracking import TrackedRun
+from automem_dagster.training.registry import AdapterRecord
+
+
+def _no_specialist(name: str | None) -> str:
+    return name or "none (one-model agent)"
+
+
+def _counts_table(title: str, counts: dict[str, int]) -> str:
+    lines = [f"| {title} | count |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in sorted(counts.items())]
+    return "\n".join(lines)
+
+
+def curation_metadata(stats: dict, out: Path) -> dict:
+    """What a person checks in a curation (also when it stopped short): counts, verdicts, exclusions."""
+    excluded = stats.get("excluded_episodes", [])
+    return {
+        "examples": stats["examples"],
+        "decisions": stats["decisions"],
+        "kept_decisions": stats["kept_decisions"],
+        "episodes": stats["episodes"],
+        "verdicts": dg.MetadataValue.md(_counts_table("verdict", stats["verdicts"])),
+        "examples_by_phase": dg.MetadataValue.md(_counts_table("phase", stats["examples_by_phase"])),
+        "excluded_episodes": dg.MetadataValue.md(
+            "\n".join(f"- {e['trajectory']}: {e['reason']}" for e in excluded) or "none"),
+        "score": dg.MetadataValue.json(stats.get("score", {})),
+        "dataset_dir": dg.MetadataValue.path(str(out)),
+    }
+
+
+def dataset_metadata(stats: dict, out: Path, scaffold_version: int) -> dict:
+    """What ``sft_dataset`` shows of a finished curation; its content hash is the dataset's version."""
+    return {"outcome": "curated", "dataset_version": stats["dataset_hash"], "scaffold": f"v{scaffold_version}",
+            **curation_metadata(stats, out)}
+
+
+def lora_config_metadata(choice: LoraChoice, path: Path) -> dict:
+    """What ``lora_config`` shows: the settings, where they came from, and the meta-LLM's attempts."""
+    attempts = "\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(choice.attempts, 1)) or "(none: not asked)"
+    return {
+        "source": choice.source,
+        "reasoning": choice.reasoning,
+        "settings": dg.MetadataValue.md(code_block(json.dumps(choice.settings.model_dump(), indent=2), "json")),
+        "defaults": dg.MetadataValue.md(code_block(json.dumps(choice.defaults.model_dump(), indent=2), "json")),
+        "attempts": dg.MetadataValue.md(attempts),
+        "config_file": dg.MetadataValue.path(str(path)),
+    }
+
+
+def adapter_metadata(game: str, record: AdapterRecord, training: dict, plot: Path, outcome: str,
+                     run: TrackedRun | None = None) -> dict:
+    """What ``lora_adapter`` shows of a trained (or resumed) adapter: losses, speed, files, MLflow run."""
+    losses = training["validation_loss"]
+    metadata = {
+        "outcome": outcome,
+        "adapter": record.id,
+        "scaffold": f"v{record.scaffold_version}",
+        "dataset_version": record.dataset,
+        "settings_source": record.settings_source,
+        "validation_loss": f"{losses[0][1]:.3f} -> {losses[-1][1]:.3f} over {losses[-1][0]} steps",
+        "validation_loss_first": losses[0][1],
+        "validation_loss_last": losses[-1][1],
+        "examples_train": training["examples_train"],
+        "examples_validation": training["examples_validation"],
+        "loss_plot": dg.MetadataValue.md(png_markdown(plot, f"{game}: {record.id} training and validation loss")),
+        "adapter_dir": dg.MetadataValue.path(record.adapter_dir),
+    }
+    for key in ("seconds_per_step", "tokens_per_second", "peak_rss_mb"):
+        if training.get(key) is not None:
+            metadata[key] = round(float(training[key]), 3)
+    if record.gguf:
+        metadata["gguf"] = dg.MetadataValue.path(record.gguf)
+    if run is not None:
+        metadata["mlflow_training_run"] = dg.MetadataValue.url(run.url)
+    return metadata
+
+
+def specialist_evaluation_metadata(game: str, adapter: str, scaffold_version: int, specialist: BatchSummary,
+                                   champion: BatchSummary, plot_path: Path, endpoints: dict) -> dict:
+    """What ``specialist_evaluation`` shows: the two-model agent against the one-model champion, paired."""
+    names = (f"v{scaffold_version} + {adapter}", f"v{scaffold_version} one-model")
+    return {"outcome": "evaluated", "adapter": adapter, "scaffold": f"v{scaffold_version}",
+            **paired_metadata(game, "specialist", specialist, champion, names, plot_path),
+            "endpoints": dg.MetadataValue.json(endpoints)}
+
+
+def specialist_decision_metadata(game: str, decision: SpecialistDecision, runs: dict, plots: dict[str, Path]) -> dict:
+    """What ``champion_specialist`` shows of a keep-or-rollback decision on a specialist."""
+    metadata = {
+        "decision": "kept" if decision.keep else "rolled_back",
+        "reason": decision.reason,
+        "adapter": decision.adapter,
+        "scaffold": f"v{decision.scaffold_version}",
+        "specialist_before": _no_specialist(decision.champion_before),
+        "specialist_after": _no_specialist(decision.champion_after),
+        "mean_difference": decision.comparison["mean_difference"],
+        "stderr_difference": decision.comparison["stderr_difference"],
+        **run_link_metadata(runs),
+    }
+    if "progression" in plots:
+        metadata["progression"] = dg.MetadataValue.md(
+            png_markdown(plots["progression"], f"{game}: one-model champion vs two-model specialist"))
+    return metadata
