@@ -30,7 +30,7 @@ run: install
 	$(VENV)/bin/automem demo
 
 test: install dvc-install
-	$(PY) -m pytest -q -rs tests
+	$(PY) -m pytest -q -rs --durations=25 tests
 
 unit: install
 	$(PY) -m pytest -q -m "not integration" tests

@@ -152,7 +152,9 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     assert metadata(result, "training_rollouts")["episodes"] == 4
     dataset = metadata(result, "sft_dataset")
     assert dataset["outcome"] == "curated" and dataset["examples"] >= 6 and len(dataset["dataset_version"]) == 16
-    assert "| reviewed_kept |" in dataset["verdicts"] and "| log |" in dataset["examples_by_phase"]
+    # The scripted game only plays `do`, which rarely changes anything, so the agent skips most LOG turns
+    # (nothing new to record): the dataset's examples come from the PLAN phase.
+    assert "| reviewed_kept |" in dataset["verdicts"] and "| plan |" in dataset["examples_by_phase"]
     assert dataset["excluded_episodes"] == "none"
     config = metadata(result, "lora_config")
     assert config["source"] == "meta-LLM" and '"rank": 8' in config["settings"] and config["attempts"] == "1. valid"
