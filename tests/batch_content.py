@@ -6,8 +6,9 @@ from pathlib import Path
 from automem_dagster.rollout import read_trajectory
 
 VOLATILE = {"started_at", "finished_at", "wall_s", "game_s", "latency_s", "request_s", "wall_s_per_step",
-            "model_s_per_step", "retry_s", "model_s"}
-"""Timings and clock times: they differ between any two plays."""
+            "model_s_per_step", "retry_s", "model_s", "resumes"}
+"""Timings and clock times, which differ between any two plays, and ``resumes``, the record of where an
+interrupted episode was resumed, which a play without interruption does not have."""
 
 
 def _clean(record):

@@ -25,10 +25,10 @@ from automem_dagster.loop.structure import rollout_stage, start_round
 
 RULES = [
     {"match": "Phase: LOG", "reply": "<|DONE|>"},
-    {"match": "Step 2. Now", "reply": "<|ACTION|>do<|END|>"},
+    {"match": "Step 2. Your previous action", "reply": "<|ACTION|>do<|END|>"},
     {"match": "Phase: PLAN", "reply": "<|ACTION|>move_left<|END|>"},
 ]
-FAIL_ONCE = {"match": "Step 3. Now", "status": 500, "times": 1}
+FAIL_ONCE = {"match": "Step 3. Your previous action", "status": 500, "times": 1}
 """One request of one episode fails: exactly one shard fails, and its retry must finish it."""
 EPISODES, STEPS = 4, 5
 ENV = "AUTOMEM_TEST_SHARDED"
