@@ -17,7 +17,7 @@ from automem_dagster.scaffold import load_scaffold
 
 RULES = [
     {"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|moved\n<|DONE|>"},
-    {"match": "Step 3. Now", "reply": "<|ACTION|>north<|END|>"},
+    {"match": "Step 3. Your previous action", "reply": "<|ACTION|>north<|END|>"},
     {"match": "Phase: PLAN", "reply": "<|ACTION|>east<|END|>"},
     {"match": "Reply with any valid answer", "reply": "<|ACTION|>north<|END|>"},
 ]

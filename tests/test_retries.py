@@ -24,10 +24,11 @@ REPLIES = [
     {"match": "Phase: PLAN", "reply": "<|ACTION|>east<|END|>"},
 ]
 FAULTS = [
-    {"match": "Step 2. Now:", "status": 500, "times": 2},
-    {"match": "Step 3. Now:", "status": 429, "error": "Rate limit reached", "headers": {"Retry-After": "1"}, "times": 1},
-    {"match": "Step 4. Now:", "delay_s": 1.5, "times": 1, "reply": "too late"},
-    {"match": "Step 5. Now:", "drop": True, "times": 1},
+    {"match": "Step 2. Your previous action", "status": 500, "times": 2},
+    {"match": "Step 3. Your previous action", "status": 429, "error": "Rate limit reached",
+     "headers": {"Retry-After": "1"}, "times": 1},
+    {"match": "Step 4. Your previous action", "delay_s": 1.5, "times": 1, "reply": "too late"},
+    {"match": "Step 5. Your previous action", "drop": True, "times": 1},
     {"match": "Phase: LOG", "status": 503, "every": 3},       # the 3rd, 6th and 9th LOG request, retries included
 ]
 
@@ -49,8 +50,8 @@ def test_a_faulty_endpoint_shows_as_retries_by_cause_and_time_lost(tmp_path, scr
     assert r.model_s < r.retry_s           # the scripted model answers at once: the time went to retries
 
     _, steps, _ = read_trajectory(next((out / "trajectories").glob("*.jsonl")))
-    [waited] = steps[3]["turns"][-1:]
-    assert waited["retries"] == {"http_429": 1} and waited["attempts"] == 2
+    waited = steps[3]["turns"][0]          # step 3's LOG turn: the 429, then the 3rd LOG request's 503
+    assert waited["retries"] == {"http_429": 1, "http_503": 1} and waited["attempts"] == 3
     assert waited["retry_s"] >= 1.0 and waited["latency_s"] < 0.5
     assert sum(t["latency_s"] for s in steps for t in s["turns"]) == pytest.approx(r.model_s)
 

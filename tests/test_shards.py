@@ -16,7 +16,7 @@ from automem_dagster.scaffold import load_scaffold
 # Replies depend only on the request, so a shard gets the replies one process would.
 RULES = [
     {"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|moved\n<|DONE|>"},
-    {"match": "Step 3. Now", "reply": "<|ACTION|>north<|END|>"},
+    {"match": "Step 3. Your previous action", "reply": "<|ACTION|>north<|END|>"},
     {"match": "Phase: PLAN", "reply": "<|ACTION|>east<|END|>"},
 ]
 GAME, SEEDS, STEPS = "minihack:Corridor-R3", [11, 12, 13, 14, 15], 6
