@@ -83,10 +83,11 @@ def _spec(game: str, scaffold_ref: str, episodes: int, max_steps: int, batch: Pa
 
 def _step_figures(batch: Path, elapsed: float, process_cpu: float, server_cpu: float,
                   game_cpu: float) -> dict[str, Any]:
-    steps = [s for episode in batch_episodes(batch) for s in episode]
+    episodes = batch_episodes(batch)
+    steps = [s for episode in episodes for s in episode]
     n = len(steps)
     return {
-        "episodes": len(batch_episodes(batch)),
+        "episodes": len(episodes),
         "steps": n,
         "elapsed_s": elapsed,
         "steps_per_s": ratio(n, elapsed),

@@ -16,6 +16,7 @@ task; calls made outside an episode (the meta-LLM) just take the least busy repl
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -73,7 +74,7 @@ class ReplicatedClient:
         self._replicas = [_Replica(LLMClient(config, url)) for url in config.base_urls()]
         self._assigned: dict[str, _Replica] = {}
 
-    def _pick(self, key: str | None, avoid: set[int], lost: dict[str, int]) -> _Replica:
+    def _pick(self, key: str | None, avoid: set[int], lost: Counter) -> _Replica:
         now = time.monotonic()
         current = self._assigned.get(key) if key is not None else None
         if current is not None and current.healthy(now) and id(current) not in avoid:
@@ -95,7 +96,7 @@ class ReplicatedClient:
     async def complete(self, messages: list[dict], *args, **options) -> Completion:
         """One chat completion (``LLMClient.complete``'s arguments, passed on as given) on a healthy replica.
         Attempts lost on replicas that failed count as retries of the call, by cause and time."""
-        key, tried, lost, lost_s = affinity.get(), set(), {}, 0.0
+        key, tried, lost, lost_s = affinity.get(), set(), Counter(), 0.0
         while True:
             replica = self._pick(key, tried, lost)
             replica.outstanding += 1
@@ -108,19 +109,15 @@ class ReplicatedClient:
                 replica.failures += 1
                 replica.down_until = time.monotonic() + self.cooldown_s
                 tried.add(id(replica))
-                for cause, count in (exc.failures or {_cause(exc): 1}).items():
-                    lost[cause] = lost.get(cause, 0) + count
+                lost.update(exc.failures or {_cause(exc): 1})
                 lost_s += time.perf_counter() - started
                 continue
             finally:
                 replica.outstanding -= 1
             if not lost:
                 return completion
-            retries = dict(completion.retries)
-            for cause, count in lost.items():
-                retries[cause] = retries.get(cause, 0) + count
-            return replace(completion, attempts=completion.attempts + sum(lost.values()), retries=retries,
-                           retry_s=completion.retry_s + lost_s)
+            return replace(completion, attempts=completion.attempts + lost.total(),
+                           retries=dict(Counter(completion.retries) + lost), retry_s=completion.retry_s + lost_s)
 
     def replica_clients(self) -> list[LLMClient]:
         """One plain client per replica, for probing each server on its own (``automem endpoints check``)."""

@@ -48,7 +48,7 @@ def shard_op(name: str) -> dg.OpDefinition:
         context.log.info(f"shard {shard['index']}: seeds {shard['seeds']} of {spec.out_dir}")
         endpoints.run(lambda clients: run_shard(spec, shard["index"], shard["seeds"], clients, episode_log(context.log)),
                       store.runs / "logs")
-        return {"index": shard["index"], "seeds": shard["seeds"], "spec": shard["spec"]}
+        return shard
 
     return play_shard
 
