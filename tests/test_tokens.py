@@ -177,4 +177,4 @@ def test_the_token_counts_benchmark_counts_on_a_vllm_tokenize_route(vllm_meta, t
     f = result["results"]
     assert f["counter"] == "exact, vllm /tokenize" and f["note"] is None
     assert f["full_batch"]["exact"] > f["full_batch"]["chars4"] and f["budget"]["exact"] > f["budget"]["chars4"]
-    assert len(f["searches"]) == 3 and result["verdict"] == "PASS"
+    assert len(f["searches"]) == 3 and result["verdict"] == "PASS", json.dumps([result["targets"], f["searches"]])

@@ -15,9 +15,11 @@ server where it has a tokenize route (llama.cpp, vLLM), else as characters / 4, 
 ASCII maps, so such a budget needs a margin below the context. The search over layouts renders
 dozens of candidates, so with an exact counter it does not count each one on the server: it
 estimates with a characters-per-token ratio calibrated on one exact count of the full text, then
-counts the layout it chose exactly; if that is over the budget (summary lines tokenize
-differently from steps), the ratio is calibrated again on that layout and the search repeated,
-and as a last resort the search counts every candidate exactly. The result is within the budget
+counts the layout it chose exactly. Summary lines tokenize differently from steps, so the ratio is
+then calibrated again on that layout and the search repeated: if the first layout was over the
+budget, to find one that fits; if it fitted, to find whether a more detailed one fits too (a
+ratio from the full text can overstate a compressed layout's tokens). As a last resort the
+search counts every candidate exactly. The result is within the budget
 by the counter's own count.
 """
 
@@ -87,6 +89,7 @@ def render_for_diagnosis(
     if not counter.exact:
         return _Compressor(episodes, full_tokens, budget_tokens, window, estimate_tokens, counter.method).fit()
     chars_per_token = len(full) / full_tokens
+    best: RenderedBatch | None = None
     for _ in range(CALIBRATIONS):
         calibrated = _Compressor(episodes, full_tokens, budget_tokens, window,
                                  lambda text, ratio=chars_per_token: math.ceil(len(text) / ratio), counter.method)
@@ -94,12 +97,18 @@ def render_for_diagnosis(
             rendered = calibrated.fit()
         except ValueError:
             break
+        if best is not None and len(rendered.text) <= len(best.text):
+            return best  # recalibrating on the fitting layout found nothing more detailed
         tokens = counter.count(rendered.text)
         if not counter.exact:  # the server stopped counting: the chars/4 search decides
             return _Compressor(episodes, full_tokens, budget_tokens, window, estimate_tokens, counter.method).fit()
         if tokens <= budget_tokens:
-            return replace(rendered, tokens=tokens)
+            best = replace(rendered, tokens=tokens)
+        elif best is not None:
+            return best
         chars_per_token = len(rendered.text) / tokens
+    if best is not None:
+        return best
     return _Compressor(episodes, full_tokens, budget_tokens, window, counter.count, counter.method).fit()
 
 
