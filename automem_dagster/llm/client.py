@@ -44,6 +44,19 @@ class EndpointError(RuntimeError):
         self.failures = failures or {}
 
 
+def refused_request(exc: BaseException) -> EndpointError | None:
+    """The ``EndpointError`` in ``exc``'s cause chain whose server refused the request itself (HTTP 4xx
+    other than 408, 409 and 429), else None. Sending such a request again cannot succeed, so an
+    orchestrator's retry (with its minutes of backoff) is skipped and the message's advice is read."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, EndpointError) and seen.status and 400 <= seen.status < 500 \
+                and seen.status not in (408, 409, 429):
+            return seen
+        seen = seen.__cause__
+    return None
+
+
 class ContextOverflow(EndpointError):
     """The prompt did not fit the endpoint's context: the caller can send a shorter one."""
 

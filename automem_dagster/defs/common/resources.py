@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import dagster as dg
 
+from automem_dagster.llm.client import refused_request
 from automem_dagster.llm.config import EndpointsConfig, load_endpoints
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.storage import Storage
@@ -47,7 +48,15 @@ class LLMEndpointsResource(dg.ConfigurableResource):
             async with self.clients(log_dir, config, lora, two_model) as clients:
                 return await stage(clients)
 
-        return asyncio.run(go())
+        try:
+            return asyncio.run(go())
+        except Exception as exc:
+            refused = refused_request(exc)
+            if refused is None:
+                raise
+            raise dg.Failure(f"{exc}\nNot retried: the endpoint refused the request (HTTP {refused.status}), so the "
+                             "same request would fail again; fix the endpoint or the request and rerun (a rerun "
+                             "resumes the batch)", allow_retries=False) from exc
 
 
 class MlflowResource(dg.ConfigurableResource):
