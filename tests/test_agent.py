@@ -211,12 +211,13 @@ def test_request_seeds_are_stable_across_processes_and_distinct_per_position():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("game_name", ["crafter", "minihack:Corridor-R3", "nethack"])
+@pytest.mark.parametrize("game_name", ["crafter", "nethack"])
 def test_memory_agent_rerun_at_temperature_is_identical(game_name, embedded, tmp_path):
     """Integration: at temperature 0.7 on the embedded server, the same episode played twice gives the
     same model replies and actions, because every request carries a seed from its position. The prompt
     cache is off: llama.cpp's logits over a cached prefix can differ in the last bits, enough to part a
-    rerun where two tokens are nearly tied (seen on NetHack at the third step)."""
+    rerun where two tokens are nearly tied (seen on NetHack at the third step). MiniHack is left out:
+    it has NetHack's renderer and prompts, and each game costs a minute of uncached prompts."""
     config = EndpointConfig(name="game", base_url="unused", server="llama.cpp", constrained="gbnf", temperature=0.7,
                             cache_prompt=False)
 
