@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import builders
 import pyarrow.parquet as pq
@@ -11,6 +12,7 @@ import pytest
 from builders import turn
 
 from automem_dagster.agent import prompts
+from automem_dagster.eta import eta, format_duration
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.meta.curate import CurationError, CurationSettings, DatasetTooSmall, curate
@@ -215,3 +217,29 @@ def test_an_unusable_review_reply_drops_the_batch_and_is_kept(tmp_path, scripted
     assert result.stats["verdicts"]["reviewed_dropped"] == 3
     review = json.loads((tmp_path / "data" / "review.json").read_text())
     assert review[0]["reply"] == "I think they are fine" and review[0]["error"].startswith("review reply unusable")
+
+
+def test_the_review_counts_its_calls_with_an_eta(tmp_path, scripted):
+    reply = json.dumps({"verdicts": [{"id": 0, "keep": True, "reason": "records where the agent acted"}]})
+    server = scripted([{"match": "review its memory decisions", "reply": reply}])
+    write_episode(tmp_path / "batch", 1234)
+    lines: list[str] = []
+
+    async def run():
+        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        try:
+            await curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings(review_batch=1), meta=client,
+                         progress=lines.append)
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+    reviews = [line for line in lines if line.startswith("meta-LLM review")]
+    assert [r.split(" (")[0] for r in reviews] == ["meta-LLM review 1/3", "meta-LLM review 2/3", "meta-LLM review 3/3"]
+    assert reviews[0].endswith("eta ?") and all(re.search(r"eta \d+:\d\d$", r) for r in reviews[1:])
+
+
+def test_eta_is_the_mean_pace_times_what_is_left():
+    assert eta(0, 4, 3.0) == "?"
+    assert eta(1, 4, 20.0) == "1:00" and eta(3, 3, 9.0) == "0:00"
+    assert format_duration(3725) == "1:02:05"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from automem_dagster.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from automem_dagster.datafiles import parse_json_reply
+from automem_dagster.eta import eta
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.meta.decisions import DecisionError, MemoryDecision, ScoreWeights, extract_decisions
@@ -170,13 +172,15 @@ async def _review(borderline: list[MemoryDecision], settings: CurationSettings, 
     borderline.sort(key=lambda d: -d.score.score)
     attempts: list[Attempt] = []
     batches = [borderline[i:i + settings.review_batch] for i in range(0, len(borderline), settings.review_batch)]
+    calls, started = min(len(batches), settings.max_review_batches), time.perf_counter()
     for number, batch in enumerate(batches):
         if meta is None or number >= settings.max_review_batches:
             why = "no meta endpoint" if meta is None else f"review budget of {settings.max_review_batches} calls spent"
             for d in batch:
                 d.verdict, d.reason = "unreviewed", f"borderline, not reviewed ({why})"
             continue
-        say(f"meta-LLM review {number + 1}/{min(len(batches), settings.max_review_batches)} ({len(batch)} decisions)")
+        say(f"meta-LLM review {number + 1}/{calls} ({len(batch)} decisions), "
+            f"eta {eta(number, calls, time.perf_counter() - started)}")
         verdicts, error, completion = await _review_batch(batch, meta)
         attempts.append(Attempt.of(completion, error))
         for i, d in enumerate(batch):
