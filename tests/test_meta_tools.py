@@ -9,6 +9,7 @@ API does (platform.openai.com/docs/guides/function-calling: ``finish_reason: "to
 
 import asyncio
 import json
+import re
 import shutil
 
 import pytest
@@ -22,10 +23,10 @@ from automem_dagster.llm.session import connect
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import Storage, diagnosis_seeds, run_round
 from automem_dagster.meta.batch_tools import BatchTools
+from automem_dagster.meta.compress import ranges
 from automem_dagster.meta.diagnose import DiagnosisError, diagnose
-from automem_dagster.meta.evidence import collect_evidence
+from automem_dagster.meta.evidence import FAILURE_KINDS, collect_evidence
 from automem_dagster.meta.revise import propose_revision
-from automem_dagster.meta.tool_session import ranges
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import episode_id
 from automem_dagster.rollout.trajectory import finished_episodes
@@ -128,6 +129,27 @@ def test_a_finding_citing_an_unread_step_is_rejected_and_asked_again(batch, scri
     first, second = result.attempts
     assert f"{EPISODE} step 500 was never read or shown to you (you read: 900-9" in first.error
     assert second.error is None and [f["step"] for f in result.findings] == [905]
+
+
+def test_one_call_a_finding_citing_a_step_summarised_away_is_rejected_and_asked_again(batch, scripted, tmp_path):
+    """The one-call mode's 8k context shows a few of the 1,000 steps verbatim; a finding citing one of the
+    others is refused with that reason, as in the tool-using mode, and the model is asked again."""
+    scaffold = load_scaffold("minihack", 0)
+    evidence = collect_evidence(finished_episodes(batch), [f.name for f in scaffold.files])
+    first = next(p for kind in FAILURE_KINDS for p in evidence.failure_points if p.kind == kind)  # the first excerpt kept
+    server = scripted([{"match": "That reply was rejected", "reply": _reply(first.step_start)},
+                       {"match": "Diagnose this batch", "reply": _reply(500)}])
+    client = LLMClient(EndpointConfig(name="meta", base_url="unused", constrained="none"), server.base_url)
+    result = asyncio.run(diagnose(batch, scaffold, client, tmp_path / "out"))
+    prompt = json.loads(server.request_log.read_text().splitlines()[0])["body"]["messages"][1]["content"]
+    verbatim = {int(n) for n in re.findall(r"^--- step (\d+)$", prompt, re.M)}
+    ends = {int(n) for n in re.findall(r"^!! \S+ steps? \d+(?:-(\d+))?:", prompt, re.M) if n}
+    assert 500 not in verbatim | ends and first.step_start in verbatim and len(verbatim) < 100
+    rejected, accepted = result.attempts
+    assert f"{EPISODE} step 500 was summarised away or omitted (shown verbatim: {ranges(verbatim | ends)})" in rejected.error
+    assert accepted.error is None and [f["step"] for f in result.findings] == [first.step_start]
+    assert result.cost["steps_shown"] == {EPISODE: ranges(verbatim | ends)}
+    assert f"- `{EPISODE}` steps {ranges(verbatim | ends)}" in (tmp_path / "out" / "diagnosis.md").read_text()
 
 
 def test_the_tool_call_budget_stops_tool_use_and_asks_for_the_diagnosis(batch, scripted, tmp_path):

@@ -26,7 +26,7 @@ from automem_dagster.llm.client import ContextOverflow, LLMClient
 from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.llm.tokens import TokenCounter
-from automem_dagster.meta.compress import RenderedBatch, render_for_diagnosis
+from automem_dagster.meta.compress import RenderedBatch, ranges, render_for_diagnosis
 from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, collect_evidence, tally
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.rollout.trajectory import finished_episodes
@@ -117,6 +117,9 @@ class Diagnosis:
             lines += [f"- `{ep}` steps {steps}" for ep, steps in self.cost.get("steps_read", {}).items()] or ["- no step"]
             lines += [f"- {len(self.tool_calls)} tool calls: "
                       + ", ".join(f"{c['name']}({c['arguments']})" for c in self.tool_calls)]
+        elif self.cost.get("steps_shown"):
+            lines += ["", "## Steps the meta-LLM was shown (one-call mode)", ""]
+            lines += [f"- `{ep}` steps {steps or 'none'}" for ep, steps in self.cost["steps_shown"].items()]
         lines += ["", f"Meta-LLM attempts: {len(self.attempts)}"]
         return "\n".join(lines) + "\n"
 
@@ -201,6 +204,17 @@ def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dic
     return kept, dropped
 
 
+def unshown_citations(findings: list[dict], rendered: RenderedBatch) -> str | None:
+    """Why a reply is refused when a finding cites a step the compressed batch summarised away or
+    omitted (the model cannot have seen what happened there), naming the steps it was shown."""
+    unshown = [f"{f['episode']} step {f['step']} was summarised away or omitted (shown verbatim: "
+               f"{ranges(rendered.shown.get(f['episode'], ())) or 'no step of it'})"
+               for f in findings if not rendered.was_shown(f["episode"], f["step"])]
+    if not unshown:
+        return None
+    return "a finding cites a step that was never shown to you: " + "; ".join(unshown) + ". Cite only steps shown verbatim"
+
+
 def prompt_parts(scaffold: Scaffold, evidence: Evidence) -> tuple[str, str]:
     """The user prompt's text before the rendered batch (scaffold, evidence) and after it (the ask)."""
     head = (f"Game: {scaffold.game}. Scaffold version {scaffold.version}:\n```yaml\n{scaffold_yaml(scaffold)}```\n\n"
@@ -251,7 +265,9 @@ def one_call_cost(attempts: list[Attempt], evidence: Evidence, rendered: Rendere
     """What the one-call diagnosis cost and how much of the batch it showed verbatim."""
     return {"requests": len(attempts), "tool_calls": 0, "input_tokens": sum(a.input_tokens for a in attempts),
             "output_tokens": sum(a.output_tokens for a in attempts), "batch_tokens": rendered.tokens,
-            "steps_read_count": sum(e.steps for e in evidence.episodes) - rendered.omitted_steps}
+            "steps_read_count": sum(e.steps for e in evidence.episodes) - rendered.omitted_steps,
+            "steps_shown": {e.episode: ranges(range(e.steps)) if rendered.shown is None else ranges(rendered.shown.get(
+                e.episode, ())) for e in evidence.episodes}}
 
 
 async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_dir: Path,
@@ -295,6 +311,8 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
             kept, dropped = check_citations(reply, evidence)
             if not kept:
                 error = "every finding cites an episode or step not in the batch: " + "; ".join(d["reason"] for d in dropped)
+            else:
+                error = unshown_citations(kept, rendered)
         attempts.append(Attempt.of(completion, error))
         if error is None:
             result = Diagnosis(game=scaffold.game, scaffold_version=scaffold.version, batch_dir=str(batch),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from automem_dagster.llm.client import Completion, EndpointError, LLMClient
 from automem_dagster.meta.batch_tools import BatchTools
+from automem_dagster.meta.compress import ranges
 
 NO_TOOLS_HINT = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser <parser>; "
                  "llama.cpp: --jinja) or set meta_mode: one_call on the meta endpoint, which needs no tool calling")
@@ -161,23 +162,6 @@ class ToolSession:
                 "output_tokens": self.output_tokens, "stops": list(self.stops),
                 "steps_read": _ranges_by_episode(self.read), "steps_shown": _ranges_by_episode(self.shown),
                 "steps_read_count": sum(len(s) for s in self.read.values())}
-
-
-def ranges(steps: set[int]) -> str:
-    """``{1, 2, 3, 7}`` as ``1-3, 7``."""
-    out, ordered = [], sorted(steps)
-    start = prev = None
-    for step in ordered:
-        if start is None:
-            start = prev = step
-        elif step == prev + 1:
-            prev = step
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = step
-    if start is not None:
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ", ".join(out)
 
 
 def _ranges_by_episode(steps: dict[str, set[int]]) -> dict[str, str]:
