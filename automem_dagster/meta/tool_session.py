@@ -14,6 +14,7 @@ its result and the steps it put in front of the model, for ``diagnosis.json``.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -38,10 +39,18 @@ class ToolsUnsupported(EndpointError):
     a llama.cpp without ``--jinja``); the message points to the fix and to the one-call mode."""
 
 
-def refuses_tools(exc: EndpointError) -> bool:
-    """Whether a refusal is about the request's tools: HTTP 400 naming them (vLLM's '"auto" tool choice
-    requires --enable-auto-tool-choice ...', llama.cpp's 'tools param requires --jinja flag')."""
-    return exc.status == 400 and "tool" in str(exc).lower()
+_NO_TOOLS = re.compile(r'"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+                       r"|tool(?:s|_choice) param requires --jinja flag|\S+ does not support tools")
+"""How servers say they cannot take ``tools``: vLLM without a parser (HTTP 400 '"auto" tool choice requires
+--enable-auto-tool-choice and --tool-call-parser to be set'), llama.cpp without ``--jinja`` (HTTP 500 'tools
+param requires --jinja flag', retried by the client as any 500 before it gives up), a model without tool
+support ('does not support tools'). A refusal of a badly paired tool conversation is not one of them."""
+
+
+def refuses_tools(exc: EndpointError) -> str | None:
+    """The server's words when a refusal says it or its model cannot call tools at all (``_NO_TOOLS``)."""
+    found = _NO_TOOLS.search(str(exc)) if exc.status is not None else None
+    return found.group(0) if found else None
 
 
 @dataclass
@@ -123,10 +132,12 @@ class ToolSession:
             return await self.client.complete(self.messages, tools=self.tools.schemas(),
                                               tool_choice="none" if self.stops else "auto")
         except EndpointError as exc:
-            if refuses_tools(exc):
-                raise ToolsUnsupported(f"the meta endpoint cannot call tools ({exc}); {NO_TOOLS_HINT}", exc.status,
-                                       exc.endpoint, exc.base_url, exc.failures) from exc
-            raise
+            words = refuses_tools(exc)
+            if words is None:
+                raise
+            raise ToolsUnsupported(f"the meta endpoint {exc.endpoint!r} ({exc.base_url}) cannot call tools: it answered "
+                                   f"HTTP {exc.status} '{words}'; {NO_TOOLS_HINT}", exc.status, exc.endpoint,
+                                   exc.base_url, exc.failures) from exc
 
     def _run(self, call: dict) -> str:
         """The tool message for one call: its result, or why it was not run."""
