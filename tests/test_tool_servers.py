@@ -3,8 +3,8 @@
 None of the servers users have for tool calling runs here, so the scripted server plays each
 (``provider={"tool_calling": ...}``, ``llm/scripted_tools.py``), with the behaviour their docs and
 sources give: ``tool_choice`` honoured (OpenAI's chat-completions reference; vLLM's tool-calling
-docs, vllm>=0.8.3; llama.cpp's ``common_chat_tool_choice_parse_oaicompat``; Anthropic's
-docs.anthropic.com/en/api/openai-sdk lists it as supported), llama.cpp's ``parallel_tool_calls``
+docs, vllm>=0.8.3; llama.cpp's ``common_chat_tool_choice_parse_oaicompat``; assumed for Anthropic's layer, whose
+docs.anthropic.com/en/api/openai-sdk lists ``parallel_tool_calls`` but not it), llama.cpp's ``parallel_tool_calls``
 defaulting to false (tools/server/server-common.cpp ``oaicompat_chat_params_parse``), OpenAI's and
 Anthropic's refusal of tool messages that do not answer the calls' ids (their error wording as
 reported in smarter-sh/smarter#264, dapr/dapr-agents#145, router-for-me/CLIProxyAPI#2798,

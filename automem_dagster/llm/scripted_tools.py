@@ -8,8 +8,9 @@ source says, with the wording of its errors as users have reported them:
 * Every server honours ``tool_choice`` (OpenAI's chat-completions reference: ``none`` means the
   model will not call a tool, ``required`` that it must call one or more, a named function that
   it must call that one; vLLM's tool-calling docs support all four as of vllm>=0.8.3; llama.cpp
-  parses ``none``/``auto``/``required`` in ``common_chat_tool_choice_parse_oaicompat``; Anthropic's
-  compatibility page lists ``tool_choice`` as fully supported). A rule whose reply the model
+  parses ``none``/``auto``/``required`` in ``common_chat_tool_choice_parse_oaicompat``; for
+  Anthropic's layer this is an assumption: the part of its compatibility page read here lists
+  ``parallel_tool_calls`` as fully supported but not ``tool_choice``). A rule whose reply the model
   could not give under the request's ``tool_choice`` is passed over, as if the model had
   answered otherwise.
 * ``parallel_tool_calls: false`` leaves at most one call per reply. llama.cpp's default is false
