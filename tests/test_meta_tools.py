@@ -287,3 +287,5 @@ def test_a_round_with_a_tool_using_meta_keeps_the_patch_gate_and_records_the_mod
     assert run.data.metrics["diagnosis_steps_read"] == 3 and run.data.metrics["diagnosis_tokens"] > 0
     revision = json.loads((result.revision_dir / "revision.json").read_text())
     assert revision["meta_mode"] == "tools" and [c["name"] for c in revision["tool_calls"]] == ["search_steps"]
+    assert run.data.metrics["revision_tool_calls"] == 1 and run.data.metrics["revision_tokens"] == (
+        revision["cost"]["input_tokens"] + revision["cost"]["output_tokens"]) > 0
