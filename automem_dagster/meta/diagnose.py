@@ -40,6 +40,9 @@ INPUT_SHARE = 0.5
 """Share of the context left for the rendered batch after the reply and the fixed prompt when
 tokens are estimated (chars/4): it undercounts ASCII maps, so half is the margin that keeps the
 call in context."""
+MAX_STEP_ENUM = 500
+"""Steps a reply schema lists at most; OpenAI's structured outputs allow 1,000 enum values in a schema
+(platform.openai.com/docs/guides/structured-outputs, "Objects have limitations on nesting depth and size")."""
 MARGIN_TOKENS = 32
 """With exact counts, what is kept free besides the reply: the batch and the prompt around it
 are counted apart, and tokens may merge differently where they meet."""
@@ -176,17 +179,23 @@ def evidence_digest(evidence: dict) -> str:
     return "\n".join(lines)
 
 
-def reply_schema(episodes: list[str], max_step: int) -> dict:
-    """The reply's JSON schema, narrowed to a batch: its episodes by name, steps 0..``max_step``."""
+def reply_schema(episodes: list[str], max_step: int, steps: list[int] | None = None) -> dict:
+    """The reply's JSON schema, narrowed to a batch: its episodes by name, steps 0..``max_step``, or
+    only ``steps`` when given (the steps a compressed batch showed)."""
     schema = DiagnosisReply.model_json_schema()
     finding = schema["$defs"]["Finding"]["properties"]
     finding["episode"] = {"type": "string", "enum": list(episodes)}
-    finding["step"] = {"type": "integer", "minimum": 0, "maximum": max_step}
+    finding["step"] = ({"type": "integer", "enum": steps} if steps else
+                       {"type": "integer", "minimum": 0, "maximum": max_step})
     return to_strict(schema)
 
 
-def batch_reply_schema(evidence: Evidence) -> dict:
-    return reply_schema([e.episode for e in evidence.episodes], max(e.steps for e in evidence.episodes) - 1)
+def batch_reply_schema(evidence: Evidence, rendered: RenderedBatch | None = None) -> dict:
+    """``reply_schema`` for the batch; when ``rendered`` was compressed, steps are limited to those it
+    showed (of any episode, up to ``MAX_STEP_ENUM``), so a constrained model cannot cite a step it never saw."""
+    shown = sorted(set().union(*rendered.shown.values())) if rendered is not None and rendered.shown else None
+    return reply_schema([e.episode for e in evidence.episodes], max(e.steps for e in evidence.episodes) - 1,
+                        shown if shown and len(shown) <= MAX_STEP_ENUM else None)
 
 
 def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dict], list[dict]]:
@@ -287,7 +296,6 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
         raise DiagnosisError(f"{batch}: no finished trajectories to diagnose; run or resume the rollout first")
     evidence = collect_evidence(paths, [f.name for f in scaffold.files])
     head, ask = prompt_parts(scaffold, evidence)
-    schema = batch_reply_schema(evidence)
     counter = TokenCounter.for_client(client)
     budget = input_budget(client.config, counter, head + ask)
     rendered = fit_messages(paths, evidence, budget, counter, client.config, head, ask)
@@ -295,7 +303,8 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
     attempts: list[Attempt] = []
     while len(attempts) < max_attempts:
         try:
-            completion = await client.complete(messages, json_schema=schema, schema_name="diagnosis")
+            completion = await client.complete(messages, json_schema=batch_reply_schema(evidence, rendered),
+                                               schema_name="diagnosis")
         except ContextOverflow as exc:
             # chars/4 underestimates dense text such as ASCII maps: render again in half the budget.
             if budget // 2 < MIN_BUDGET:
