@@ -20,11 +20,12 @@ from automem_dagster.cli import main as cli_main
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
+from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.report import report_round
-from automem_dagster.loop.structure import Storage, diagnosis_seeds, run_round
+from automem_dagster.loop.structure import Storage, diagnosis_seeds, revise_stage, run_round
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.compress import ranges
-from automem_dagster.meta.diagnose import DiagnosisError, diagnose
+from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
 from automem_dagster.meta.evidence import FAILURE_KINDS, collect_evidence
 from automem_dagster.meta.revise import propose_revision
 from automem_dagster.paths import SCAFFOLDS
@@ -227,6 +228,24 @@ def test_a_revision_that_spends_its_token_budget_is_rejected_with_that_reason(ba
     assert not revision.accepted and revision.cost["stops"] == ["tokens"]
     assert revision.rejected_reason.startswith("the patch spent ") and "of its meta_token_budget 1000" in revision.rejected_reason
     assert revision.diff_md.startswith("No candidate: the patch spent") and revision.tool_calls[0]["name"] == "read_steps"
+
+
+def test_a_tool_using_revision_whose_batch_is_gone_says_so(tmp_path, scripted):
+    storage = Storage(runs=tmp_path / "runs", scaffolds=tmp_path / "scaffolds", lineage=tmp_path / "lineage")
+    shutil.copytree(SCAFFOLDS, storage.scaffolds)
+    meta = scripted([])
+    config = EndpointsConfig(game=EndpointConfig(name="game", base_url=meta.base_url, constrained="none"),
+                             meta=EndpointConfig(name="meta", base_url=meta.base_url, constrained="none", meta_mode="tools"))
+    diagnosis = Diagnosis("minihack", 0, str(tmp_path / "gone"), "A summary.", [], [], {}, [])
+
+    async def go():
+        async with connect(config, tmp_path / "logs") as clients:
+            await revise_stage(diagnosis, tmp_path / "diag", load_scaffold("minihack", 0), clients, storage,
+                               out=tmp_path / "revision")
+
+    with pytest.raises(RoundError, match="has no finished trajectories, and the tool-using revision reads it"):
+        asyncio.run(go())
+    assert not (tmp_path / "revision").exists() and not meta.request_log.exists()  # nothing asked
 
 
 def test_ranges_are_compact():

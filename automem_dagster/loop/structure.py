@@ -108,6 +108,10 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
         tools = None
         if clients.meta.config.meta_mode == "tools":  # the revision reads the batch the diagnosis was made from
             episodes = finished_episodes(Path(diagnosis.batch_dir))
+            if not episodes:
+                raise RoundError(f"{diagnosis.batch_dir}: the batch the diagnosis was made from has no finished "
+                                 "trajectories, and the tool-using revision reads it; restore the batch or set "
+                                 "meta_mode: one_call on the meta endpoint")
             tools = BatchTools.of_episodes(episodes, parent, _tools_parent(parent, clients, storage))
         revision = await propose_revision(parent, diagnosis.to_markdown(), diagnosis_path, clients.meta,
                                           lineage.next_version(), max_attempts, tools)
