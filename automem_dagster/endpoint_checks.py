@@ -28,7 +28,7 @@ from automem_dagster.meta.curate import CurationSettings, review_schema
 from automem_dagster.meta.diagnose import reply_schema as diagnosis_schema
 from automem_dagster.meta.lora_config import reply_schema as lora_schema
 from automem_dagster.meta.revise import revision_schema
-from automem_dagster.meta.tool_diagnosis import NO_TOOLS_HINT
+from automem_dagster.meta.tool_session import NO_TOOLS_HINT
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold.model import Scaffold
 

@@ -23,7 +23,7 @@ from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.scripted_server import scripted_server
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import diagnose
-from automem_dagster.meta.evidence import collect_evidence
+from automem_dagster.meta.evidence import FAILURE_KINDS, collect_evidence
 from automem_dagster.rollout import RolloutSpec
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import load_scaffold
@@ -79,11 +79,14 @@ def reading_rules(batch: Path, first: int, last: int) -> list[dict]:
 
 
 def meta_rules(batch: Path, first: int, last: int) -> list[dict]:
-    """One-call requests (they hold 'Trajectories:') get a diagnosis citing the first failure point;
-    tool requests read ``first``-``last`` (``reading_rules``), then reply citing a step read."""
+    """One-call requests (they hold 'Trajectories:') get a diagnosis citing the failure point the
+    compressor keeps longest (the first of the first kind, ``compress._Compressor.priority``), so it
+    was shown even in an 8k context; tool requests read ``first``-``last`` (``reading_rules``), then
+    reply citing a step read."""
     scaffold = load_scaffold("minihack", 0)
     evidence = collect_evidence(finished_episodes(batch), [f.name for f in scaffold.files])
-    return [{"match": "Trajectories:\n", "reply": _reply(evidence.failure_points[0].step_start)},
+    kept = next(p for kind in FAILURE_KINDS for p in evidence.failure_points if p.kind == kind)
+    return [{"match": "Trajectories:\n", "reply": _reply(kept.step_start)},
             {"match": f"--- step {last}\n", "reply": _reply(first + (last - first) // 2)},
             *reading_rules(batch, first, last)]
 
@@ -100,7 +103,8 @@ async def diagnose_all(batch: Path, base_url: str, out: Path) -> dict[str, dict]
         cost = diagnosis.cost
         results[label] = {"requests": cost["requests"], "tool_calls": cost["tool_calls"],
                           "input_tokens": cost["input_tokens"], "output_tokens": cost["output_tokens"],
-                          "steps_shown_verbatim": cost["steps_read_count"], "steps_read": cost.get("steps_read")}
+                          "steps_shown_verbatim": cost["steps_read_count"], "steps_read": cost.get("steps_read"),
+                          "attempts": len(diagnosis.attempts)}
     return results
 
 

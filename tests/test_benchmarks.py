@@ -273,6 +273,7 @@ def test_meta_modes_quick(tmp_path, capsys):
     assert modes["tools"]["steps_read"] == {"minihack-Corridor-R3__seed7": "150-170"}
     assert modes["tools"]["steps_shown_verbatim"] == 21 and modes["tools"]["tool_calls"] >= 2
     assert modes["one call, 128k context"]["steps_shown_verbatim"] == 200 and result["verdict"] == "no targets"
+    assert all(m["attempts"] == 1 for m in modes.values())  # each cites a step it was shown
 
 
 def test_resume_cost_quick(tmp_path, capsys):

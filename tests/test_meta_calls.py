@@ -9,6 +9,7 @@ from test_evidence import _step, _turn, _write
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.strict_schema import strict_violations
+from automem_dagster.meta.compress import render_for_diagnosis
 from automem_dagster.meta.diagnose import DiagnosisError, DiagnosisReply, batch_reply_schema, diagnose
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.meta.revise import STRUCTURAL_FIELDS, propose_revision, revision_schema
@@ -92,6 +93,19 @@ def test_reply_schema_lists_the_batch_episodes(tmp_path):
     finding = schema["properties"]["findings"]["items"]["properties"]
     assert finding["episode"]["enum"] == ["crafter__seed7", "crafter__seed8"]
     assert finding["step"] == {"type": "integer", "minimum": 0, "maximum": 5}
+
+
+def test_a_compressed_batch_narrows_the_steps_a_reply_may_cite_to_those_shown(tmp_path):
+    paths = [write_episode(tmp_path, "crafter__seed7", 40)]
+    evidence = collect_evidence(paths)
+    rendered = render_for_diagnosis(paths, evidence, 400)
+    shown = sorted(rendered.shown["crafter__seed7"])
+    assert rendered.compressed and 0 < len(shown) < 40
+    schema = batch_reply_schema(evidence, rendered)
+    assert schema["properties"]["findings"]["items"]["properties"]["step"] == {"type": "integer", "enum": shown}
+    assert strict_violations(schema) == []
+    whole = render_for_diagnosis(paths, evidence, 10**6)
+    assert batch_reply_schema(evidence, whole)["properties"]["findings"]["items"]["properties"]["step"]["maximum"] == 39
 
 
 def _batch(tmp_path, steps):

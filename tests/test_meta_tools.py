@@ -9,6 +9,7 @@ API does (platform.openai.com/docs/guides/function-calling: ``finish_reason: "to
 
 import asyncio
 import json
+import re
 import shutil
 
 import pytest
@@ -19,12 +20,14 @@ from automem_dagster.cli import main as cli_main
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
+from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.report import report_round
-from automem_dagster.loop.structure import Storage, diagnosis_seeds, run_round
+from automem_dagster.loop.structure import Storage, diagnosis_seeds, revise_stage, run_round
 from automem_dagster.meta.batch_tools import BatchTools
-from automem_dagster.meta.diagnose import DiagnosisError, diagnose
-from automem_dagster.meta.evidence import collect_evidence
-from automem_dagster.meta.tool_session import ranges
+from automem_dagster.meta.compress import ranges
+from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
+from automem_dagster.meta.evidence import FAILURE_KINDS, collect_evidence
+from automem_dagster.meta.revise import propose_revision
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import episode_id
 from automem_dagster.rollout.trajectory import finished_episodes
@@ -129,6 +132,27 @@ def test_a_finding_citing_an_unread_step_is_rejected_and_asked_again(batch, scri
     assert second.error is None and [f["step"] for f in result.findings] == [905]
 
 
+def test_one_call_a_finding_citing_a_step_summarised_away_is_rejected_and_asked_again(batch, scripted, tmp_path):
+    """The one-call mode's 8k context shows a few of the 1,000 steps verbatim; a finding citing one of the
+    others is refused with that reason, as in the tool-using mode, and the model is asked again."""
+    scaffold = load_scaffold("minihack", 0)
+    evidence = collect_evidence(finished_episodes(batch), [f.name for f in scaffold.files])
+    first = next(p for kind in FAILURE_KINDS for p in evidence.failure_points if p.kind == kind)  # the first excerpt kept
+    server = scripted([{"match": "That reply was rejected", "reply": _reply(first.step_start)},
+                       {"match": "Diagnose this batch", "reply": _reply(500)}])
+    client = LLMClient(EndpointConfig(name="meta", base_url="unused", constrained="none"), server.base_url)
+    result = asyncio.run(diagnose(batch, scaffold, client, tmp_path / "out"))
+    prompt = json.loads(server.request_log.read_text().splitlines()[0])["body"]["messages"][1]["content"]
+    verbatim = {int(n) for n in re.findall(r"^--- step (\d+)$", prompt, re.M)}
+    ends = {int(n) for n in re.findall(r"^!! \S+ steps? \d+(?:-(\d+))?:", prompt, re.M) if n}
+    assert 500 not in verbatim | ends and first.step_start in verbatim and len(verbatim) < 100
+    rejected, accepted = result.attempts
+    assert f"{EPISODE} step 500 was summarised away or omitted (shown verbatim: {ranges(verbatim | ends)})" in rejected.error
+    assert accepted.error is None and [f["step"] for f in result.findings] == [first.step_start]
+    assert result.cost["steps_shown"] == {EPISODE: ranges(verbatim | ends)}
+    assert f"- `{EPISODE}` steps {ranges(verbatim | ends)}" in (tmp_path / "out" / "diagnosis.md").read_text()
+
+
 def test_the_tool_call_budget_stops_tool_use_and_asks_for_the_diagnosis(batch, scripted, tmp_path):
     server = scripted([{"match": "Tool use is over", "reply": _reply(905)},
                        {"match": "Diagnose this batch", "reply": _calls(_read(900, 910), _read(911, 920),
@@ -171,6 +195,59 @@ def test_the_scripted_server_answers_tool_calls_as_openai_documents(scripted):
     assert completion.tool_calls == ({"id": "call_1_0", "name": "list_episodes", "arguments": "{}"},)
 
 
+ONSET_PATCH = json.dumps({"patch": {"signals": {"oscillation": {"enabled": True, "window": 6}},
+                                     "rationale": "Finding 1: west then east at 930; warn on oscillation."}})
+
+
+def test_the_revision_reads_the_batch_through_tools_and_its_patch_is_checked_as_before(batch, scripted, tmp_path):
+    """The revision in the tool-using mode: it reads a memory file at a cited step, a wording-only patch is
+    still rejected by ``apply_patch`` and asked again, and the tool calls and cost go to ``revision.json``."""
+    memory = ("read_memory", {"episode": EPISODE, "file": "actions_log.txt", "step": 930})
+    server = scripted([{"match": "That patch was rejected: wording only", "reply": ONSET_PATCH},
+                       {"match": f"actions_log.txt after step 930 of {EPISODE}",
+                        "reply": json.dumps({"patch": {"rationale": "Reworded the prompts only."}})},
+                       {"match": "Propose one patch", "reply": _calls(memory, _read(928, 931))}])
+    scaffold = load_scaffold("minihack", 0)
+    revision = asyncio.run(propose_revision(scaffold, f"## Findings\n- `{EPISODE}` step 930: west then east",
+                                            tmp_path, _client(server), 1, tools=_tools(batch)))
+    assert revision.accepted and revision.changes[0].startswith("signals: oscillation"), revision.changes
+    assert "wording only" in revision.attempts[0].error and len(revision.attempts) == 2
+    assert revision.meta_mode == "tools" and [c["name"] for c in revision.tool_calls] == ["read_memory", "read_steps"]
+    assert revision.cost["steps_read"] == {EPISODE: "928-931"} and revision.cost["tool_calls"] == 2
+    saved = json.loads((revision.save(tmp_path / "rev") / "revision.json").read_text())
+    assert saved["tool_calls"][0]["steps_shown"] == {EPISODE: "930"} and saved["cost"]["requests"] == 3
+    first = json.loads(server.request_log.read_text().splitlines()[0])["body"]
+    assert "response_format" not in first and len(first["tools"]) == 6 and "read-only tools" in first["messages"][0]["content"]
+
+
+def test_a_revision_that_spends_its_token_budget_is_rejected_with_that_reason(batch, scripted, tmp_path):
+    server = scripted([{"match": "Tool use is over", "reply": "not a patch"},
+                       {"match": "Propose one patch", "reply": _calls(_read(900, 950))}])
+    revision = asyncio.run(propose_revision(load_scaffold("minihack", 0), "## Findings", tmp_path,
+                                            _client(server, meta_token_budget=1000), 1, tools=_tools(batch)))
+    assert not revision.accepted and revision.cost["stops"] == ["tokens"]
+    assert revision.rejected_reason.startswith("the patch spent ") and "of its meta_token_budget 1000" in revision.rejected_reason
+    assert revision.diff_md.startswith("No candidate: the patch spent") and revision.tool_calls[0]["name"] == "read_steps"
+
+
+def test_a_tool_using_revision_whose_batch_is_gone_says_so(tmp_path, scripted):
+    storage = Storage(runs=tmp_path / "runs", scaffolds=tmp_path / "scaffolds", lineage=tmp_path / "lineage")
+    shutil.copytree(SCAFFOLDS, storage.scaffolds)
+    meta = scripted([])
+    config = EndpointsConfig(game=EndpointConfig(name="game", base_url=meta.base_url, constrained="none"),
+                             meta=EndpointConfig(name="meta", base_url=meta.base_url, constrained="none", meta_mode="tools"))
+    diagnosis = Diagnosis("minihack", 0, str(tmp_path / "gone"), "A summary.", [], [], {}, [])
+
+    async def go():
+        async with connect(config, tmp_path / "logs") as clients:
+            await revise_stage(diagnosis, tmp_path / "diag", load_scaffold("minihack", 0), clients, storage,
+                               out=tmp_path / "revision")
+
+    with pytest.raises(RoundError, match="has no finished trajectories, and the tool-using revision reads it"):
+        asyncio.run(go())
+    assert not (tmp_path / "revision").exists() and not meta.request_log.exists()  # nothing asked
+
+
 def test_ranges_are_compact():
     assert ranges({1, 2, 3, 7, 9, 10}) == "1-3, 7, 9-10" and ranges(set()) == ""
 
@@ -207,7 +284,8 @@ def test_a_round_with_a_tool_using_meta_keeps_the_patch_gate_and_records_the_mod
     reply = json.dumps({"summary": "The agent idles on every step it was seen.", "findings": [
         {"episode": episode, "step": 1, "kind": "stuck", "what_happened": "noop again",
          "scaffold_cause": "the plan prompt does not push for interaction", "proposed_change": "warn when stuck"}]})
-    meta = scripted([{"match": "Propose one patch", "reply": patch_reply("WIN-MARKER")},
+    meta = scripted([{"match": "step(s) match 'noop'", "reply": patch_reply("WIN-MARKER")},
+                     {"match": "Propose one patch", "reply": _calls(("search_steps", {"pattern": "noop"}))},
                      {"match": "--- step 2\n", "reply": reply},
                      {"match": "Diagnose this batch", "reply": _calls(("read_steps", {"episode": episode, "first": 0,
                                                                                        "last": 2}))}])
@@ -226,3 +304,7 @@ def test_a_round_with_a_tool_using_meta_keeps_the_patch_gate_and_records_the_mod
     run = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(report.runs["candidate"].run_id)
     assert run.data.params["meta_mode"] == "tools" and run.data.metrics["diagnosis_tool_calls"] == 1
     assert run.data.metrics["diagnosis_steps_read"] == 3 and run.data.metrics["diagnosis_tokens"] > 0
+    revision = json.loads((result.revision_dir / "revision.json").read_text())
+    assert revision["meta_mode"] == "tools" and [c["name"] for c in revision["tool_calls"]] == ["search_steps"]
+    assert run.data.metrics["revision_tool_calls"] == 1 and run.data.metrics["revision_tokens"] == (
+        revision["cost"]["input_tokens"] + revision["cost"]["output_tokens"]) > 0

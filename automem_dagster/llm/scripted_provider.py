@@ -26,6 +26,9 @@ What is enforced, and where it is written down:
   --enable-auto-tool-choice and --tool-call-parser to be set', as ``BadRequestError`` with
   ``code`` 400 (vllm/entrypoints/openai/serving_chat.py ``create_chat_completion``; the error
   body is vLLM's ``ErrorResponse``/``ErrorInfo``); ``tool_choice: "none"`` is accepted.
+* ``tool_calling``: one of ``scripted_tools.SERVERS`` (``openai``, ``anthropic``, ``vllm``,
+  ``llama.cpp``): what that server does with tool calls, as ``scripted_tools.py`` documents;
+  ``jinja: false`` is a llama.cpp started without ``--jinja``.
 * ``error_shape``: ``openai`` (``{"error": {"message", "type", "param", "code"}}``) or
   ``anthropic`` (``{"type": "error", "error": {"type", "message"}}``).
 """
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from automem_dagster.llm import scripted_tools
 from automem_dagster.llm.strict_schema import strict_violations
 
 
@@ -45,7 +49,17 @@ class Provider:
     exclusive_params: list[list[str]] = field(default_factory=list)
     strict_schemas: bool = False
     refuse_auto_tools: bool = False
+    tool_calling: str | None = None
+    jinja: bool = True
     error_shape: str = "openai"
+
+    def __post_init__(self) -> None:
+        if self.tool_calling is not None and self.tool_calling not in scripted_tools.SERVERS:
+            raise ValueError(f"tool_calling {self.tool_calling!r}: use one of {', '.join(scripted_tools.SERVERS)}")
+
+    def shape(self, body: dict, reply: str | dict) -> str | dict | None:
+        """``reply`` as this provider's server lets the model give it (``scripted_tools.shape``)."""
+        return scripted_tools.shape(self.tool_calling, body, reply) if self.tool_calling else reply
 
     def _error(self, status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
                code: str | None = None) -> tuple[int, dict]:
@@ -79,6 +93,10 @@ class Provider:
         if self.refuse_auto_tools and body.get("tools") and body.get("tool_choice", "auto") == "auto":
             return 400, {"error": {"message": '"auto" tool choice requires --enable-auto-tool-choice and '
                                    "--tool-call-parser to be set", "type": "BadRequestError", "param": None, "code": 400}}
+        if self.tool_calling:
+            refused = scripted_tools.refusal(self.tool_calling, body, self.jinja)
+            if refused is not None:
+                return refused
         fmt = body.get("response_format") or {}
         if self.strict_schemas and fmt.get("type") == "json_schema" and fmt.get("json_schema", {}).get("strict"):
             spec = fmt["json_schema"]

@@ -23,7 +23,9 @@ platform.openai.com/docs/guides/function-calling). Fault rules for what a real e
 The file may instead be ``{"rules": [...], "provider": {...}}``: the server then also enforces
 what a hosted provider enforces before any rule is consulted (``scripted_provider.py``: served models,
 the API key, refused and mutually exclusive parameters, OpenAI's strict-schema rules), with
-that provider's error shapes. ``--log FILE`` appends every request (time, headers, body) as
+that provider's error shapes, and with ``tool_calling`` what that server does with tool calls
+(``scripted_tools.py``: ``tool_choice``, ``parallel_tool_calls``, the pairing of calls and tool
+messages, its id format, llama.cpp's ``--jinja``). ``--log FILE`` appends every request (time, headers, body) as
 one JSON line, for tests that check what was sent and when.
 """
 
@@ -34,12 +36,14 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from automem_dagster.llm.process import ServerProcess, free_port
 from automem_dagster.llm.scripted_provider import Provider
+from automem_dagster.llm.scripted_tools import call_id
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,10 @@ class _Rules:
         self.lock = threading.Lock()
         self.requests = 0
 
-    def answer(self, body: dict) -> _Answer:
-        """What the first rule that applies to this request says."""
+    def answer(self, body: dict, shape: Callable[[dict, str | dict], str | dict | None] | None = None) -> _Answer:
+        """What the first rule that applies to this request says. ``shape`` (a provider's) turns a reply
+        into what its server lets the model give under the request's ``tool_choice``; a rule whose
+        reply it cannot give (None) is passed over."""
         text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         with self.lock:
             self.requests += 1
@@ -73,24 +79,28 @@ class _Rules:
                     continue
                 replies = rule.get("replies") or [rule.get("reply", "")]
                 reply = replies[self.counters[i] % len(replies)]
-                self.counters[i] += 1
                 status = int(rule.get("status", 200))
+                if status == 200 and shape is not None:
+                    reply = shape(body, reply)
+                    if reply is None:
+                        continue
+                self.counters[i] += 1
                 return _Answer(status, reply if status == 200 else rule.get("error", f"scripted failure {status}"),
                                float(rule.get("delay_s", 0.0)), dict(rule.get("headers", {})), bool(rule.get("drop")))
         return _Answer()
 
 
-def _completion(body: dict, reply: str | dict, request: int) -> dict:
-    """A chat completion answering ``body`` with ``reply`` (text, or tool calls)."""
-    message, finish = _message(reply, request)
+def _completion(body: dict, reply: str | dict, request: int, server: str | None = None) -> dict:
+    """A chat completion answering ``body`` with ``reply`` (text, or tool calls with ids in ``server``'s format)."""
+    message, finish = _message(reply, request, server)
     return {"id": "scripted", "object": "chat.completion", "model": body.get("model", "scripted"),
             "choices": [{"index": 0, "finish_reason": finish, "message": message}], "usage": _usage(body, message)}
 
 
-def _message(reply: str | dict, request: int) -> tuple[dict, str]:
+def _message(reply: str | dict, request: int, server: str | None) -> tuple[dict, str]:
     """The assistant message and finish reason for a rule's reply: text, or tool calls."""
     if isinstance(reply, dict) and "tool_calls" in reply:
-        calls = [{"id": f"call_{request}_{i}", "type": "function", "function": {
+        calls = [{"id": call_id(server, request, i), "type": "function", "function": {
             "name": call["name"], "arguments": call["arguments"] if isinstance(call["arguments"], str)
             else json.dumps(call["arguments"])}} for i, call in enumerate(reply["tool_calls"])]
         return {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
@@ -149,14 +159,14 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
             if refusal is not None:
                 self._send(*refusal)
                 return
-            answer = rules.answer(body)
+            answer = rules.answer(body, provider.shape if provider else None)
             time.sleep(answer.delay_s)
             if answer.drop:  # nothing is written: the client sees the connection close with no answer
                 self.close_connection = True
             elif answer.status != 200:
                 self._send(answer.status, {"error": {"message": answer.text, "type": "server_error"}}, answer.headers)
             else:
-                self._send(200, _completion(body, answer.text, rules.requests))
+                self._send(200, _completion(body, answer.text, rules.requests, provider.tool_calling if provider else None))
 
     return Handler
 

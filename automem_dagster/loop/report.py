@@ -96,12 +96,27 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
     )
 
 
+def revision_record(revision_dir: Path | None) -> dict:
+    """A round's ``revision.json`` (empty when there is none)."""
+    path = Path(revision_dir) / "revision.json" if revision_dir else None
+    return json.loads(path.read_text()) if path is not None and path.exists() else {}
+
+
 def revision_meta(revision_dir: Path | None) -> str | None:
     """Which meta made a round's candidate, as its ``revision.json`` recorded it (None before that was recorded)."""
-    path = Path(revision_dir) / "revision.json" if revision_dir else None
-    if path is None or not path.exists():
-        return None
-    return json.loads(path.read_text()).get("meta") or None
+    return revision_record(revision_dir).get("meta") or None
+
+
+def revision_metrics(revision_dir: Path | None) -> dict:
+    """What the revision cost, beside the diagnosis's (``Diagnosis.tracking_summary``), so the meta modes are
+    compared on the whole round: its tool calls and its tokens (of the tool conversation, else of its attempts)."""
+    record = revision_record(revision_dir)
+    if not record.get("attempts") and not record.get("cost"):
+        return {}  # the rules meta, or a revision recorded before its cost was
+    cost = record.get("cost") or {}
+    tokens = (cost["input_tokens"] + cost["output_tokens"] if cost
+              else sum(a["input_tokens"] + a["output_tokens"] for a in record["attempts"]))
+    return {"revision_tool_calls": cost.get("tool_calls", 0), "revision_tokens": tokens}
 
 
 def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None, endpoints: dict,
@@ -127,6 +142,8 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
     round_id = f"r{result.candidate}"
     diagnosis_md = (result.diagnosis_dir / "diagnosis.md").read_text() if result.diagnosis_dir else None
     diagnosis = Diagnosis.load(result.diagnosis_dir).tracking_summary() if result.diagnosis_dir else None
+    if diagnosis is not None:
+        diagnosis["metrics"] |= revision_metrics(result.revision_dir)
     diff_md = (result.revision_dir / "diff.md").read_text() if result.revision_dir else None
     report.runs["candidate"] = tracker.log_evaluation(evaluation_run(
         result.game, result.candidate_eval, result.candidate, "candidate", endpoints, storage, max_steps, round_id,

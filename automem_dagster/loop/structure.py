@@ -27,6 +27,7 @@ from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.gate import decide_paired, decision_evidence, load_decision_record, write_decision_record
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage, batch_dir
+from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
 from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
@@ -34,6 +35,7 @@ from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
+from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
 from automem_dagster.scaffold.lineage import Lineage
 
@@ -76,9 +78,13 @@ async def diagnose_stage(batch: Path, scaffold: Scaffold, clients: Clients, stor
         return rules_diagnose(batch, scaffold, out), out
     if clients.meta is None:
         raise RoundError("no meta endpoint: add a `meta:` entry to the endpoints file to diagnose and revise")
-    reads_parent = clients.meta.config.meta_mode == "tools" and scaffold.parent is not None  # for read_scaffold's diff
-    parent = load_scaffold(scaffold.game, scaffold.parent, storage.scaffolds) if reads_parent else None
-    return await diagnose(batch, scaffold, clients.meta, out, max_attempts, parent), out
+    return await diagnose(batch, scaffold, clients.meta, out, max_attempts, _tools_parent(scaffold, clients, storage)), out
+
+
+def _tools_parent(scaffold: Scaffold, clients: Clients, storage: Storage) -> Scaffold | None:
+    """The parent of ``scaffold``, for ``read_scaffold``'s diff when the meta-LLM uses tools."""
+    reads_parent = clients.meta.config.meta_mode == "tools" and scaffold.parent is not None
+    return load_scaffold(scaffold.game, scaffold.parent, storage.scaffolds) if reads_parent else None
 
 
 # --- stage 3: revision ----------------------------------------------------------------------
@@ -99,8 +105,16 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
     elif clients.meta is None:
         raise RoundError("no meta endpoint: add a `meta:` entry to the endpoints file to diagnose and revise")
     else:
+        tools = None
+        if clients.meta.config.meta_mode == "tools":  # the revision reads the batch the diagnosis was made from
+            episodes = finished_episodes(Path(diagnosis.batch_dir))
+            if not episodes:
+                raise RoundError(f"{diagnosis.batch_dir}: the batch the diagnosis was made from has no finished "
+                                 "trajectories, and the tool-using revision reads it; restore the batch or set "
+                                 "meta_mode: one_call on the meta endpoint")
+            tools = BatchTools.of_episodes(episodes, parent, _tools_parent(parent, clients, storage))
         revision = await propose_revision(parent, diagnosis.to_markdown(), diagnosis_path, clients.meta,
-                                          lineage.next_version(), max_attempts)
+                                          lineage.next_version(), max_attempts, tools)
     revision.save(out)
     if register and revision.accepted:
         candidate = load_scaffold_file(out / "candidate.yaml")

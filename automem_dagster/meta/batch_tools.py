@@ -22,7 +22,7 @@ from pathlib import Path
 
 from automem_dagster.meta.compress import render_step
 from automem_dagster.meta.diagnose import evidence_digest
-from automem_dagster.meta.evidence import Evidence, FailurePoint, tally
+from automem_dagster.meta.evidence import Evidence, FailurePoint, collect_evidence, tally
 from automem_dagster.meta.memory_replay import ReplayError, file_at_step, journal_path
 from automem_dagster.rollout.trajectory import read_trajectory
 from automem_dagster.scaffold.io import diff_scaffolds, scaffold_yaml
@@ -75,6 +75,11 @@ class BatchTools:
         self._points: dict[str, list[FailurePoint]] = defaultdict(list)
         for point in evidence.failure_points:
             self._points[point.episode].append(point)
+
+    @classmethod
+    def of_episodes(cls, paths: list[Path], scaffold: Scaffold, parent: Scaffold | None = None) -> BatchTools:
+        """The tools over finished trajectory files, with the evidence collected from them."""
+        return cls(collect_evidence(paths, [f.name for f in scaffold.files]), scaffold, parent)
 
     def schemas(self) -> list[dict]:
         """The tools as OpenAI ``tools`` entries (function calling)."""

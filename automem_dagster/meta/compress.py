@@ -56,6 +56,13 @@ class RenderedBatch:
     notes: list[str]
     tokens: int = 0
     """The text's tokens by the counter it was fitted with."""
+    shown: dict[str, frozenset[int]] | None = None
+    """Per episode, the steps the text shows: verbatim, or named as the end of a failure stretch on a
+    verbatim step's ``!!`` line; None when every step is verbatim (nothing was compressed)."""
+
+    def was_shown(self, episode: str, step: int) -> bool:
+        """Whether ``step`` of ``episode`` is in the text, not summarised away or omitted."""
+        return self.shown is None or step in self.shown.get(episode, ())
 
 
 def render_step(record: dict, points: Sequence[FailurePoint] = ()) -> str:
@@ -172,6 +179,11 @@ class _Episode:
             parts.append(f"failure points {tally(kinds, limit=len(FAILURE_KINDS))}")
         return f"~~ {_steps(first, last)} summarised: " + "; ".join(parts)
 
+    def shown_steps(self, verbatim: list[bool]) -> frozenset[int]:
+        """The steps ``text(verbatim)`` shows: the verbatim ones and the ends its ``!!`` lines name."""
+        steps = {i for i, shown in enumerate(verbatim) if shown}
+        return frozenset(steps | {p.step_end for i in steps for p in self.starting[i]})
+
     def excerpt_mask(self, points: Iterable[FailurePoint], window: int) -> list[bool]:
         """Which steps to show verbatim: ``window`` steps around each end of each point."""
         mask = [False] * len(self.steps)
@@ -228,7 +240,8 @@ class _Compressor:
         steps = sum(len(e.steps) for e in self.episodes)
         omitted = steps - sum(map(sum, masks))
         notes = self._notes(window, excerpts, kept, omitted, steps)
-        return RenderedBatch(_batch_text(self.episodes, masks, notes), True, omitted, notes)
+        shown = {e.header["episode"]: e.shown_steps(mask) for e, mask in zip(self.episodes, masks, strict=False)}
+        return RenderedBatch(_batch_text(self.episodes, masks, notes), True, omitted, notes, shown=shown)
 
     def _notes(self, window: int, excerpts: int, kept: int, omitted: int, steps: int) -> list[str]:
         every, total = len(self.priority), len(self.episodes)
@@ -292,6 +305,23 @@ def _indent(text: str, first: str, rest: str | None = None) -> str:
 def _op_name(text: str) -> str:
     op = recorded_op(text)
     return op.name.value if op is not None else "unrecognised"
+
+
+def ranges(steps: Iterable[int]) -> str:
+    """``{1, 2, 3, 7}`` as ``1-3, 7``."""
+    out, ordered = [], sorted(steps)
+    start = prev = None
+    for step in ordered:
+        if start is None:
+            start = prev = step
+        elif step == prev + 1:
+            prev = step
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = step
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ", ".join(out)
 
 
 def _steps(first: int, last: int) -> str:

@@ -26,7 +26,7 @@ from automem_dagster.llm.client import ContextOverflow, LLMClient
 from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.llm.tokens import TokenCounter
-from automem_dagster.meta.compress import RenderedBatch, render_for_diagnosis
+from automem_dagster.meta.compress import RenderedBatch, ranges, render_for_diagnosis
 from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, collect_evidence, tally
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.rollout.trajectory import finished_episodes
@@ -40,6 +40,9 @@ INPUT_SHARE = 0.5
 """Share of the context left for the rendered batch after the reply and the fixed prompt when
 tokens are estimated (chars/4): it undercounts ASCII maps, so half is the margin that keeps the
 call in context."""
+MAX_STEP_ENUM = 500
+"""Steps a reply schema lists at most; OpenAI's structured outputs allow 1,000 enum values in a schema
+(platform.openai.com/docs/guides/structured-outputs, "Objects have limitations on nesting depth and size")."""
 MARGIN_TOKENS = 32
 """With exact counts, what is kept free besides the reply: the batch and the prompt around it
 are counted apart, and tokens may merge differently where they meet."""
@@ -117,6 +120,9 @@ class Diagnosis:
             lines += [f"- `{ep}` steps {steps}" for ep, steps in self.cost.get("steps_read", {}).items()] or ["- no step"]
             lines += [f"- {len(self.tool_calls)} tool calls: "
                       + ", ".join(f"{c['name']}({c['arguments']})" for c in self.tool_calls)]
+        elif self.cost.get("steps_shown"):
+            lines += ["", "## Steps the meta-LLM was shown (one-call mode)", ""]
+            lines += [f"- `{ep}` steps {steps or 'none'}" for ep, steps in self.cost["steps_shown"].items()]
         lines += ["", f"Meta-LLM attempts: {len(self.attempts)}"]
         return "\n".join(lines) + "\n"
 
@@ -173,17 +179,23 @@ def evidence_digest(evidence: dict) -> str:
     return "\n".join(lines)
 
 
-def reply_schema(episodes: list[str], max_step: int) -> dict:
-    """The reply's JSON schema, narrowed to a batch: its episodes by name, steps 0..``max_step``."""
+def reply_schema(episodes: list[str], max_step: int, steps: list[int] | None = None) -> dict:
+    """The reply's JSON schema, narrowed to a batch: its episodes by name, steps 0..``max_step``, or
+    only ``steps`` when given (the steps a compressed batch showed)."""
     schema = DiagnosisReply.model_json_schema()
     finding = schema["$defs"]["Finding"]["properties"]
     finding["episode"] = {"type": "string", "enum": list(episodes)}
-    finding["step"] = {"type": "integer", "minimum": 0, "maximum": max_step}
+    finding["step"] = ({"type": "integer", "enum": steps} if steps else
+                       {"type": "integer", "minimum": 0, "maximum": max_step})
     return to_strict(schema)
 
 
-def batch_reply_schema(evidence: Evidence) -> dict:
-    return reply_schema([e.episode for e in evidence.episodes], max(e.steps for e in evidence.episodes) - 1)
+def batch_reply_schema(evidence: Evidence, rendered: RenderedBatch | None = None) -> dict:
+    """``reply_schema`` for the batch; when ``rendered`` was compressed, steps are limited to those it
+    showed (of any episode, up to ``MAX_STEP_ENUM``), so a constrained model cannot cite a step it never saw."""
+    shown = sorted(set().union(*rendered.shown.values())) if rendered is not None and rendered.shown else None
+    return reply_schema([e.episode for e in evidence.episodes], max(e.steps for e in evidence.episodes) - 1,
+                        shown if shown and len(shown) <= MAX_STEP_ENUM else None)
 
 
 def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dict], list[dict]]:
@@ -199,6 +211,17 @@ def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dic
         else:
             kept.append(data)
     return kept, dropped
+
+
+def unshown_citations(findings: list[dict], rendered: RenderedBatch) -> str | None:
+    """Why a reply is refused when a finding cites a step the compressed batch summarised away or
+    omitted (the model cannot have seen what happened there), naming the steps it was shown."""
+    unshown = [f"{f['episode']} step {f['step']} was summarised away or omitted (shown verbatim: "
+               f"{ranges(rendered.shown.get(f['episode'], ())) or 'no step of it'})"
+               for f in findings if not rendered.was_shown(f["episode"], f["step"])]
+    if not unshown:
+        return None
+    return "a finding cites a step that was never shown to you: " + "; ".join(unshown) + ". Cite only steps shown verbatim"
 
 
 def prompt_parts(scaffold: Scaffold, evidence: Evidence) -> tuple[str, str]:
@@ -251,7 +274,9 @@ def one_call_cost(attempts: list[Attempt], evidence: Evidence, rendered: Rendere
     """What the one-call diagnosis cost and how much of the batch it showed verbatim."""
     return {"requests": len(attempts), "tool_calls": 0, "input_tokens": sum(a.input_tokens for a in attempts),
             "output_tokens": sum(a.output_tokens for a in attempts), "batch_tokens": rendered.tokens,
-            "steps_read_count": sum(e.steps for e in evidence.episodes) - rendered.omitted_steps}
+            "steps_read_count": sum(e.steps for e in evidence.episodes) - rendered.omitted_steps,
+            "steps_shown": {e.episode: ranges(range(e.steps)) if rendered.shown is None else ranges(rendered.shown.get(
+                e.episode, ())) for e in evidence.episodes}}
 
 
 async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_dir: Path,
@@ -271,7 +296,6 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
         raise DiagnosisError(f"{batch}: no finished trajectories to diagnose; run or resume the rollout first")
     evidence = collect_evidence(paths, [f.name for f in scaffold.files])
     head, ask = prompt_parts(scaffold, evidence)
-    schema = batch_reply_schema(evidence)
     counter = TokenCounter.for_client(client)
     budget = input_budget(client.config, counter, head + ask)
     rendered = fit_messages(paths, evidence, budget, counter, client.config, head, ask)
@@ -279,7 +303,8 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
     attempts: list[Attempt] = []
     while len(attempts) < max_attempts:
         try:
-            completion = await client.complete(messages, json_schema=schema, schema_name="diagnosis")
+            completion = await client.complete(messages, json_schema=batch_reply_schema(evidence, rendered),
+                                               schema_name="diagnosis")
         except ContextOverflow as exc:
             # chars/4 underestimates dense text such as ASCII maps: render again in half the budget.
             if budget // 2 < MIN_BUDGET:
@@ -295,6 +320,8 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
             kept, dropped = check_citations(reply, evidence)
             if not kept:
                 error = "every finding cites an episode or step not in the batch: " + "; ".join(d["reason"] for d in dropped)
+            else:
+                error = unshown_citations(kept, rendered)
         attempts.append(Attempt.of(completion, error))
         if error is None:
             result = Diagnosis(game=scaffold.game, scaffold_version=scaffold.version, batch_dir=str(batch),

@@ -7,6 +7,13 @@ with wording alone. The patch is then applied by ``scaffold.patch.apply_patch``,
 everything again (an unconstrained endpoint gets no schema). A rejected patch is answered with
 its reason and asked again, at most ``MAX_ATTEMPTS`` times; every attempt is kept, and a round
 whose attempts all fail records the revision as rejected with the last reason.
+
+With the meta endpoint's ``meta_mode: tools`` the revision is asked through the same read-only
+tools over the batch as the diagnosis (``tool_session.ToolSession``, its own ``meta_tool_calls``
+and ``meta_token_budget``): the meta-LLM may read the steps, memory files and scaffold it needs
+before it proposes. That conversation sends no schema (tool calls are not JSON patches), so the
+reply is checked as an unconstrained endpoint's is, by ``parse_revision_reply`` and
+``apply_patch``; the tool calls and the cost are kept in ``revision.json``.
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.memory.ops import OP_SYNTAX, OpName
+from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.replies import Attempt
+from automem_dagster.meta.tool_session import BudgetSpent, ToolSession
 from automem_dagster.scaffold.io import diff_scaffolds, scaffold_yaml, structural_changes
 from automem_dagster.scaffold.model import MODEL_OPS, Limits, Scaffold, Signals
 from automem_dagster.scaffold.patch import MAX_FILES_TOUCHED, PatchRejected, ScaffoldPatch, apply_patch, patch_json_schema
@@ -47,6 +56,11 @@ Rules: the patch must change structure (files, policies, operations, limits or s
 wording; the model must keep at least one file it can write; touch at most {MAX_FILES_TOUCHED} files; \
 the rationale cites the diagnosis findings it answers."""
 
+TOOLS_PROMPT = """You have read-only tools over the batch the diagnosis was made from: list the episodes, \
+read steps verbatim, search steps, read a memory file as it stood at a step, read the evidence and the \
+scaffold. Read what you need to choose the change (the steps the findings cite, the memory files there). \
+When you are done, reply with the patch as text (no tool call): {"patch": {...}}."""
+
 
 @dataclass
 class Revision:
@@ -64,6 +78,11 @@ class Revision:
     attempts: list[Attempt] = field(default_factory=list)
     meta: str = ""
     """Which meta made it: ``rules`` (``meta/rules_reviser.py``) or ``llm <endpoint> (<model>)``."""
+    meta_mode: str = "one_call"
+    tool_calls: list[dict] = field(default_factory=list)
+    """``meta_mode: tools``: every tool call with its result size and the steps it showed (``tool_session``)."""
+    cost: dict = field(default_factory=dict)
+    """``meta_mode: tools``: requests, tokens, why tool use stopped and the steps read (``ToolSession.summary``)."""
 
     @property
     def accepted(self) -> bool:
@@ -137,23 +156,33 @@ def parse_revision_reply(text: str) -> tuple[ScaffoldPatch | None, str | None]:
     return (bare, None) if bare is not None else (None, error if '"patch"' in text else bare_error)
 
 
-def revision_messages(parent: Scaffold, diagnosis_md: str) -> list[dict]:
+def revision_messages(parent: Scaffold, diagnosis_md: str, with_tools: bool = False) -> list[dict]:
     syntax = "\n".join(f"- {OP_SYNTAX[op]}" for op in parent.operations if op in OP_SYNTAX)
     user = (f"Current scaffold ({parent.game} v{parent.version}):\n```yaml\n{scaffold_yaml(parent)}```\n\n"
             f"Its operations' syntax:\n{syntax}\n\n{diagnosis_md}\n\n"
             "Propose one patch that answers the findings. Reply with the JSON patch only.")
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    system = SYSTEM_PROMPT + ("\n\n" + TOOLS_PROMPT if with_tools else "")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 async def propose_revision(parent: Scaffold, diagnosis_md: str, diagnosis_dir: Path, client: LLMClient, version: int,
-                           max_attempts: int = MAX_ATTEMPTS) -> Revision:
-    """Ask for a patch until one yields a valid, structurally different scaffold ``version``."""
+                           max_attempts: int = MAX_ATTEMPTS, tools: BatchTools | None = None) -> Revision:
+    """Ask for a patch until one yields a valid, structurally different scaffold ``version``; with
+    ``tools`` (the tool-using mode) through a tool conversation over the batch. A tool conversation
+    that spends its token budget ends the revision as rejected, with that reason."""
     meta = f"llm {client.config.name} ({client.config.model})"
-    messages = revision_messages(parent, diagnosis_md)
+    messages = revision_messages(parent, diagnosis_md, tools is not None)
     schema = revision_schema(parent)
+    session = ToolSession(client, tools, messages, task="patch") if tools is not None else None
     attempts: list[Attempt] = []
-    for _ in range(max_attempts):
-        completion = await client.complete(messages, json_schema=schema, schema_name="revision")
+    reason = None
+    while len(attempts) < max_attempts:
+        try:
+            completion = await (session.ask() if session is not None else
+                                client.complete(messages, json_schema=schema, schema_name="revision"))
+        except BudgetSpent as exc:
+            reason = str(exc)
+            break
         patch, error = parse_revision_reply(completion.text)
         candidate = None
         if patch is not None:
@@ -163,14 +192,23 @@ async def propose_revision(parent: Scaffold, diagnosis_md: str, diagnosis_dir: P
                 error = str(exc)
         attempts.append(Attempt.of(completion, error))
         if candidate is not None:
-            return Revision(parent.game, parent.version, version, str(diagnosis_dir), scaffold_yaml(candidate),
-                            patch.model_dump(mode="json", exclude_defaults=True), structural_changes(parent, candidate),
-                            diff_scaffolds(parent, candidate), None, attempts, meta)
-        messages = [*messages, {"role": "assistant", "content": completion.text},
-                    {"role": "user", "content": f"That patch was rejected: {error}. Reply with a corrected JSON patch."}]
-    reason = f"no valid revision in {max_attempts} attempts; last rejection: {attempts[-1].error}"
-    return Revision(parent.game, parent.version, version, str(diagnosis_dir), None, None, [],
-                    f"No candidate: {reason}\n", reason, attempts, meta)
+            return _recorded(Revision(parent.game, parent.version, version, str(diagnosis_dir), scaffold_yaml(candidate),
+                                      patch.model_dump(mode="json", exclude_defaults=True),
+                                      structural_changes(parent, candidate), diff_scaffolds(parent, candidate), None,
+                                      attempts, meta), session)
+        messages += [{"role": "assistant", "content": completion.text},
+                     {"role": "user", "content": f"That patch was rejected: {error}. Reply with a corrected JSON patch."}]
+    reason = reason or f"no valid revision in {max_attempts} attempts; last rejection: {attempts[-1].error}"
+    return _recorded(Revision(parent.game, parent.version, version, str(diagnosis_dir), None, None, [],
+                              f"No candidate: {reason}\n", reason, attempts, meta), session)
+
+
+def _recorded(revision: Revision, session: ToolSession | None) -> Revision:
+    """``revision`` with the tool conversation's calls and cost, when it was asked through tools."""
+    if session is not None:
+        revision.meta_mode, revision.cost = "tools", session.summary()
+        revision.tool_calls = [asdict(c) for c in session.calls]
+    return revision
 
 
 def _enum_list(values: list[str]) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.datafiles import parse_json_reply
-from automem_dagster.llm.client import EndpointError, LLMClient
+from automem_dagster.llm.client import LLMClient
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import (
     MAX_ATTEMPTS,
@@ -29,9 +29,8 @@ from automem_dagster.meta.diagnose import (
     check_citations,
     evidence_digest,
 )
-from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.meta.replies import Attempt
-from automem_dagster.meta.tool_session import BudgetSpent, ToolSession
+from automem_dagster.meta.tool_session import NO_TOOLS_HINT, BudgetSpent, ToolSession, ToolsUnsupported
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold.model import Scaffold
 
@@ -41,9 +40,6 @@ where the failures are before you diagnose. Cite only steps you read or a tool s
 citing any other step is rejected. When you are done, reply with the diagnosis JSON as text \
 (no tool call): {"summary": "...", "findings": [{"episode", "step", "kind", "what_happened", \
 "scaffold_cause", "proposed_change"}]}, 1 to 3 findings, each text under 160 characters."""
-
-NO_TOOLS_HINT = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser <parser>; "
-                 "llama.cpp: --jinja) or set meta_mode: one_call on the meta endpoint, which needs no tool calling")
 
 
 def tool_messages(scaffold: Scaffold, digest: str, episodes: int, steps: int) -> list[dict]:
@@ -69,8 +65,8 @@ async def diagnose_with_tools(batch_dir: Path, scaffold: Scaffold, client: LLMCl
     paths = finished_episodes(batch)
     if not paths:
         raise DiagnosisError(f"{batch}: no finished trajectories to diagnose; run or resume the rollout first")
-    evidence = collect_evidence(paths, [f.name for f in scaffold.files])
-    tools = BatchTools(evidence, scaffold, parent)
+    tools = BatchTools.of_episodes(paths, scaffold, parent)
+    evidence = tools.evidence
     messages = tool_messages(scaffold, evidence_digest(evidence.as_dict()), len(paths),
                              sum(e.steps for e in evidence.episodes))
     session = ToolSession(client, tools, messages)
@@ -80,10 +76,8 @@ async def diagnose_with_tools(batch_dir: Path, scaffold: Scaffold, client: LLMCl
             completion = await session.ask()
         except BudgetSpent as exc:
             _fail(out_dir, attempts, session, f"{exc}. Tool calls and replies are in ")
-        except EndpointError as exc:
-            if exc.status == 400 and "tool" in str(exc).lower():
-                raise DiagnosisError(f"the meta endpoint cannot call tools ({exc}); {NO_TOOLS_HINT}") from exc
-            raise
+        except ToolsUnsupported as exc:
+            raise DiagnosisError(str(exc)) from exc
         reply, error = parse_json_reply(completion.text, DiagnosisReply)
         if reply is not None:
             kept, dropped = check_citations(reply, evidence)

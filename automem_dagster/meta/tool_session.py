@@ -1,8 +1,9 @@
 """The meta-LLM's conversation in the tool-using mode: tool calls answered until it replies.
 
 The meta-LLM gets OpenAI ``tools`` (``batch_tools.BatchTools``) and answers either with
-``tool_calls`` (each is run, its result sent back as a ``tool`` message) or with text, its
-diagnosis. Two bounds keep a diagnosis affordable, both on the meta endpoint:
+``tool_calls`` (each is run, its result sent back as a ``tool`` message) or with text: its
+diagnosis, or its patch (the session's ``task``; the diagnosis and the revision each have a
+session of their own). Two bounds keep each affordable, both on the meta endpoint:
 ``meta_tool_calls`` (tool calls run; calls beyond it are answered "not run" and the next
 request sets ``tool_choice: none``, so the model must write its diagnosis from what it has
 read) and ``meta_token_budget`` (prompt and reply tokens of every request together, as the
@@ -13,11 +14,16 @@ its result and the steps it put in front of the model, for ``diagnosis.json``.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from automem_dagster.llm.client import Completion, LLMClient
+from automem_dagster.llm.client import Completion, EndpointError, LLMClient
 from automem_dagster.meta.batch_tools import BatchTools
+from automem_dagster.meta.compress import ranges
+
+NO_TOOLS_HINT = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser <parser>; "
+                 "llama.cpp: --jinja) or set meta_mode: one_call on the meta endpoint, which needs no tool calling")
 
 IGNORED_CALLS = 8
 """Tool calls answered "not run" after which a model that goes on calling tools is stopped (a server
@@ -26,6 +32,25 @@ that ignores ``tool_choice: none`` and reports no usage would otherwise never sp
 
 class BudgetSpent(RuntimeError):
     """The token budget ran out before the meta-LLM replied; the message says how far it got."""
+
+
+class ToolsUnsupported(EndpointError):
+    """The meta endpoint refused a request because of its ``tools`` (a vLLM without a tool-call parser,
+    a llama.cpp without ``--jinja``); the message points to the fix and to the one-call mode."""
+
+
+_NO_TOOLS = re.compile(r'"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+                       r"|tool(?:s|_choice) param requires --jinja flag|\S+ does not support tools")
+"""How servers say they cannot take ``tools``: vLLM without a parser (HTTP 400 '"auto" tool choice requires
+--enable-auto-tool-choice and --tool-call-parser to be set'), llama.cpp without ``--jinja`` (HTTP 500 'tools
+param requires --jinja flag', retried by the client as any 500 before it gives up), a model without tool
+support ('does not support tools'). A refusal of a badly paired tool conversation is not one of them."""
+
+
+def refuses_tools(exc: EndpointError) -> str | None:
+    """The server's words when a refusal says it or its model cannot call tools at all (``_NO_TOOLS``)."""
+    found = _NO_TOOLS.search(str(exc)) if exc.status is not None else None
+    return found.group(0) if found else None
 
 
 @dataclass
@@ -57,6 +82,8 @@ class ToolSession:
     requests: int = 0
     stops: list[str] = field(default_factory=list)
     """Why tool use was switched off, in order (calls spent, tokens spent)."""
+    task: str = "diagnosis"
+    """What the text reply holds (``diagnosis`` or ``patch``), for what the model and the errors are told."""
 
     @property
     def tokens(self) -> int:
@@ -76,16 +103,14 @@ class ToolSession:
         while True:
             over = self.tokens >= cfg.meta_token_budget
             if over and "tokens" in self.stops:
-                raise BudgetSpent(f"the diagnosis spent {self.tokens} tokens of its meta_token_budget "
+                raise BudgetSpent(f"the {self.task} spent {self.tokens} tokens of its meta_token_budget "
                                   f"{cfg.meta_token_budget} in {self.requests} request(s) and {self.calls_run} tool call(s) "
                                   "without a usable reply; raise meta_token_budget on the meta endpoint")
             if over:
                 self._stop("tokens", f"the token budget of {cfg.meta_token_budget} is spent")
             if self.calls_run >= cfg.meta_tool_calls:
                 self._stop("calls", f"the budget of {cfg.meta_tool_calls} tool calls is spent")
-            allow = not self.stops
-            completion = await self.client.complete(self.messages, tools=self.tools.schemas(),
-                                                    tool_choice="auto" if allow else "none")
+            completion = await self._request()
             self.requests += 1
             self.input_tokens += completion.input_tokens
             self.output_tokens += completion.output_tokens
@@ -100,12 +125,26 @@ class ToolSession:
             for call in completion.tool_calls:
                 self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": self._run(call)})
 
+    async def _request(self) -> Completion:
+        """One request with the tools (``tool_choice: none`` once tool use is over); a server that refuses
+        tools raises ``ToolsUnsupported`` with the fix."""
+        try:
+            return await self.client.complete(self.messages, tools=self.tools.schemas(),
+                                              tool_choice="none" if self.stops else "auto")
+        except EndpointError as exc:
+            words = refuses_tools(exc)
+            if words is None:
+                raise
+            raise ToolsUnsupported(f"the meta endpoint {exc.endpoint!r} ({exc.base_url}) cannot call tools: it answered "
+                                   f"HTTP {exc.status} '{words}'; {NO_TOOLS_HINT}", exc.status, exc.endpoint,
+                                   exc.base_url, exc.failures) from exc
+
     def _run(self, call: dict) -> str:
         """The tool message for one call: its result, or why it was not run."""
         limit = self.client.config.meta_tool_calls
         if self.stops or self.calls_run >= limit:
             why = "tool use is over" if self.stops else f"the budget of {limit} tool calls is spent"
-            text = f"not run: {why}; reply now with your diagnosis as JSON, citing steps you have read"
+            text = f"not run: {why}; reply now with your {self.task} as JSON{self._citing}"
             self.calls.append(ToolCallRecord(call["name"], call["arguments"], len(text), False, True, False, {}, {}))
             return text
         result = self.tools.call(call["name"], call["arguments"])
@@ -121,8 +160,12 @@ class ToolSession:
         """Switch tool use off for good (the next requests say ``tool_choice: none``) and tell the model why."""
         if kind not in self.stops:
             self.stops.append(kind)
-            self.messages.append({"role": "user", "content": f"Tool use is over: {why}. Reply with your diagnosis "
-                                  "as JSON now, citing only steps you have read or were shown."})
+            self.messages.append({"role": "user", "content": f"Tool use is over: {why}. Reply with your {self.task} "
+                                  f"as JSON now{self._citing}."})
+
+    @property
+    def _citing(self) -> str:
+        return ", citing only steps you have read or were shown" if self.task == "diagnosis" else ""
 
     def summary(self) -> dict:
         """The session's cost and reach, for ``diagnosis.json`` and MLflow."""
@@ -130,23 +173,6 @@ class ToolSession:
                 "output_tokens": self.output_tokens, "stops": list(self.stops),
                 "steps_read": _ranges_by_episode(self.read), "steps_shown": _ranges_by_episode(self.shown),
                 "steps_read_count": sum(len(s) for s in self.read.values())}
-
-
-def ranges(steps: set[int]) -> str:
-    """``{1, 2, 3, 7}`` as ``1-3, 7``."""
-    out, ordered = [], sorted(steps)
-    start = prev = None
-    for step in ordered:
-        if start is None:
-            start = prev = step
-        elif step == prev + 1:
-            prev = step
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = step
-    if start is not None:
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ", ".join(out)
 
 
 def _ranges_by_episode(steps: dict[str, set[int]]) -> dict[str, str]:

@@ -80,13 +80,17 @@ def rollout_metadata(summary: BatchSummary, scaffold_version: int, seeds: list[i
 # --- the structure loop's metadata, built here once for the assets and the CLI's reports ---------
 
 def diagnosis_metadata(result: Diagnosis, out: Path) -> dict:
-    """What ``diagnosis`` shows of a diagnosis written to ``out``."""
+    """What ``diagnosis`` shows of a diagnosis written to ``out``, with its meta mode and what it cost."""
+    cost = result.tracking_summary()["metrics"]
     return {
         "outcome": "diagnosed",
         "summary": result.summary,
         "findings": len(result.findings),
         "dropped": len(result.dropped),
         "attempts": len(result.attempts),
+        "meta_mode": result.meta_mode,
+        "tool_calls": cost["diagnosis_tool_calls"],
+        "tokens": cost["diagnosis_tokens"],
         "diagnosis": dg.MetadataValue.md(result.to_markdown()),
         "diagnosis_dir": dg.MetadataValue.path(str(out)),
     }
@@ -98,6 +102,7 @@ def revision_metadata(revision: Revision, out: Path, partition: str | None) -> d
     attempts = dg.MetadataValue.md("\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(revision.attempts, 1)))
     if not revision.accepted:
         return {"outcome": "rejected", "reason": revision.rejected_reason, "attempts": attempts,
+                "meta_mode": revision.meta_mode, "tool_calls": len(revision.tool_calls),
                 "revision_dir": dg.MetadataValue.path(str(out))}
     return {
         "outcome": "accepted",
@@ -106,6 +111,8 @@ def revision_metadata(revision: Revision, out: Path, partition: str | None) -> d
         "scaffold_version": partition,
         "changes": dg.MetadataValue.md("\n".join(f"- {c}" for c in revision.changes)),
         "attempts": attempts,
+        "meta_mode": revision.meta_mode,
+        "tool_calls": len(revision.tool_calls),
         "diff": dg.MetadataValue.md(revision.diff_md),
         "revision_dir": dg.MetadataValue.path(str(out)),
     }
