@@ -80,8 +80,10 @@ def test_definitions_load_with_the_proficiency_assets_check_jobs_and_sensor():
         assert defs.resolve_assets_def(name).group_names_by_key[dg.AssetKey(name)] == expected
     # The proficiency round plays and trains on the champion scaffold: a new champion makes it stale.
     assert dg.AssetKey("champion_scaffold") in graph.get(dg.AssetKey("training_rollouts")).parent_keys
+    sharded = {f"{asset}_{step}" for asset in ("training_rollouts", "specialist_evaluation")  # plan -> shards -> merge
+               for step in ("plan", "shard", "merge")}
     assert {n.name for n in defs.resolve_job_def("proficiency_round_job").all_node_defs} == (
-        PROFICIENCY_ASSETS - {"champion_specialist"}) | {"specialist_evaluation_specialist_gate"}
+        PROFICIENCY_ASSETS - {"champion_specialist"}) | sharded | {"specialist_evaluation_specialist_gate"}
     assert {n.name for n in defs.resolve_job_def("promote_specialist_job").all_node_defs} == {"champion_specialist"}
     sensor = defs.resolve_sensor_def("specialist_gate_sensor")
     assert sensor.job_name == "promote_specialist_job" and sensor.default_status == dg.DefaultSensorStatus.RUNNING

@@ -8,10 +8,6 @@ from pydantic import Field
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.metrics.paired import GatePolicy
 
-ROLLOUT_RETRY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL)
-"""For the assets that play episodes: a batch resumes (finished episodes are kept), so a retry after a
-server hiccup or a killed worker only replays the unfinished ones; 30 s then 60 s lets a server recover."""
-
 
 class RoundConfig(dg.Config):
     """Small local defaults; raise them in the launchpad for a real round (AutoMem used full seed sets)."""
