@@ -148,9 +148,16 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     res = resources(server)
     round_assets = [a for a in ROUND if a is not champion_specialist]
     result = dg.materialize(round_assets, partition_key="crafter", resources=res, instance=instance,
-                            run_config=round_config())
+                            run_config=round_config(shards=2))
 
     assert result.success
+    # Rollouts and both evaluation batches in seed shards, one step each (the specialist's connects
+    # as the two-model agent, the champion's without its memory role).
+    shards = sorted(e.step_key.split(".", 1)[1] for e in result.all_events
+                    if e.event_type_value == "STEP_SUCCESS" and "_shard[" in e.step_key)
+    assert shards == ["specialist_evaluation_shard[champion_0]", "specialist_evaluation_shard[champion_1]",
+                      "specialist_evaluation_shard[specialist_0]", "specialist_evaluation_shard[specialist_1]",
+                      "training_rollouts_shard[training_0]", "training_rollouts_shard[training_1]"]
     assert metadata(result, "training_rollouts")["episodes"] == 4
     dataset = metadata(result, "sft_dataset")
     assert dataset["outcome"] == "curated" and dataset["examples"] >= 6 and len(dataset["dataset_version"]) == 16

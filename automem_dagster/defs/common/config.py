@@ -17,9 +17,9 @@ class RoundConfig(dg.Config):
     eval_max_steps: int = Field(10, ge=1, description="steps per evaluation episode")
     eval_episodes: int | None = Field(2, ge=1, description="first k evaluation seeds; null for the whole fixed set")
     concurrency: int = Field(2, ge=1, description="episodes played at once (per shard)")
-    shards: int = Field(1, ge=1, description="seed shards of the rollout batch, each its own step (a process or pod "
-                                             "with a multiprocess or Kubernetes executor); keep 1 with the embedded "
-                                             "model, whose server each shard would start again")
+    shards: int = Field(1, ge=1, description="seed shards of each batch the asset plays, each its own step (a process "
+                                             "or pod with a multiprocess or Kubernetes executor); keep 1 with the "
+                                             "embedded model, whose server each shard would start again")
     max_attempts: int = Field(3, ge=1, description="meta-LLM attempts per diagnosis or revision")
     gate: str = Field("higher_mean", description="keep rule: higher_mean (AutoMem's) or significant (beyond chance)")
     gate_level: float = Field(0.05, gt=0, lt=1, description="significant gate: one-sided permutation p-value to beat")
