@@ -81,7 +81,7 @@ def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, s
 def test_sharded_training_rollouts_merge_into_the_one_process_batch(tmp_path, storage, scripted):
     server = scripted(GAME_RULES)
     resources = round_resources(tmp_path, storage, server, mlflow_resource(tmp_path))
-    config = ProficiencyConfig(rollout_episodes=3, rollout_max_steps=3, shards=2)
+    config = ProficiencyConfig(rollout_episodes=3, rollout_max_steps=3, shard_size=2)  # shards of 2 and 1 seeds
     result = dg.materialize([training_rollouts], partition_key="crafter", resources=resources,
                             run_config=dg.RunConfig(ops={"training_rollouts": config}),
                             instance=dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster")))

@@ -26,7 +26,7 @@ def evaluation_plan(context: dg.OpExecutionContext, config: RoundConfig, storage
         reason = scaffold_candidate.get("reason") or "the revision produced no candidate"
         context.log.info(f"no candidate to evaluate: {reason}")
         yield dg.Output({**scaffold_candidate, "outcome": "no candidate", "reason": reason}, "plan")
-        yield from shard_outputs([], 1)
+        yield from shard_outputs([])
         return
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
@@ -34,11 +34,11 @@ def evaluation_plan(context: dg.OpExecutionContext, config: RoundConfig, storage
     champion = load_champion(settings.family, store)
     seeds = settings.eval_seed_list(store.seeds_file)
     context.log.info(f"candidate v{candidate.version} and champion v{champion.version} on seeds {seeds}, "
-                     f"{settings.eval_max_steps} steps each, {config.shards} shard(s) each")
+                     f"{settings.eval_max_steps} steps each, {config.sharding()} each")
     yield dg.Output({**scaffold_candidate, "champion": champion.version, "seeds": seeds,
                      "eval_max_steps": settings.eval_max_steps, "gate": settings.gate.as_dict()}, "plan")
     yield from shard_outputs([Arm("candidate", evaluation_spec(settings, candidate, store)),
-                              Arm("champion", evaluation_spec(settings, champion, store))], config.shards)
+                              Arm("champion", evaluation_spec(settings, champion, store))], config)
 
 
 @dg.op(name="candidate_evaluation_merge")

@@ -93,14 +93,14 @@ def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, sto
         reason = f"adapter {start.pending.id} of an earlier round is pending: this round evaluates it, no new rollouts"
         context.log.info(reason)
         yield dg.Output({"skipped": reason}, "plan")
-        yield from shard_outputs([], 1)
+        yield from shard_outputs([])
         return
     champion, seeds = start.scaffold, start.seeds
     context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.budget.rollout_max_steps} "
-                     f"steps each, {config.shards} shard(s)")
+                     f"steps each, {config.sharding()}")
     yield dg.Output({"version": champion.version, "seeds": seeds}, "plan")
-    yield from shard_outputs([Arm("training", training_rollout_spec(settings, champion, seeds, store), one_model=True)],
-                             config.shards)
+    spec = training_rollout_spec(settings, champion, seeds, store)
+    yield from shard_outputs([Arm("training", spec, one_model=True)], config)
 
 
 training_shard = shard_op("training_rollouts_shard")
@@ -221,12 +221,12 @@ def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, s
     scaffold = load_scaffold(settings.family, record.scaffold_version, store.scaffolds)
     specialist, champion = specialist_evaluation_specs(settings, scaffold, record, store)
     context.log.info(f"specialist {record.id} + frozen game model vs the one-model champion v{scaffold.version} on "
-                     f"seeds {specialist.seeds}, {specialist.max_steps} steps each, {config.shards} shard(s) each")
+                     f"seeds {specialist.seeds}, {specialist.max_steps} steps each, {config.sharding()} each")
     yield dg.Output({"game": settings.game, "outcome": "evaluated", "adapter": record.id,
                      "scaffold_version": scaffold.version, "seeds": specialist.seeds,
                      "eval_max_steps": specialist.max_steps, "loss_plot": lora_adapter.get("loss_plot"),
                      "gate": settings.budget.gate.as_dict()}, "plan")
-    yield from shard_outputs([Arm("specialist", specialist), Arm("champion", champion, one_model=True)], config.shards,
+    yield from shard_outputs([Arm("specialist", specialist), Arm("champion", champion, one_model=True)], config,
                              {"adapter": record.id})
 
 

@@ -81,13 +81,13 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
         reason = f"candidate v{start.pending} of an earlier round is pending: this round resumes it, no new rollouts"
         context.log.info(reason)
         yield dg.Output({"skipped": reason}, "plan")
-        yield from shard_outputs([], 1)
+        yield from shard_outputs([])
         return
     spec = rollout_spec(settings, champion, start.seeds, store)
     context.log.info(f"champion v{champion.version} on training seeds {spec.seeds}, {spec.max_steps} steps each, "
-                     f"{config.shards} shard(s)")
+                     f"{config.sharding()}")
     yield dg.Output({"version": champion.version, "seeds": spec.seeds}, "plan")
-    yield from shard_outputs([Arm("rollout", spec)], config.shards)
+    yield from shard_outputs([Arm("rollout", spec)], config)
 
 
 rollout_shard = shard_op("rollout_batch_shard")
