@@ -123,9 +123,10 @@ def test_shards_in_their_own_processes_merge_into_the_one_process_batch(tmp_path
             [materialization] = result.asset_materializations_for_node("rollout_batch")
             batch = materialization.metadata["batch"].value
     shards = sorted(key for key in succeeded if "rollout_batch_shard" in key)
-    # The kill and the HTTP 500 each cost one retry of the shard they hit (the same shard or not); no
-    # other step reran.
-    assert len(shards) == 2 and killed and retries[KILLED] >= 1 and sum(retries.values()) == 2, retries
+    # The kill and the HTTP 500 each cost a retry of the shard they hit, one retry for both when the 500
+    # failed an episode of the first shard's attempt that was then killed (its other episode played on);
+    # no other step reran.
+    assert len(shards) == 2 and killed and retries[KILLED] >= 1 and sum(retries.values()) <= 2, retries
     assert set(retries) <= set(shards) and any(KILLED in message for message in crashed), crashed
     assert len(pids) >= 3                          # each shard step in a process of its own, the retry in another
     # The killed shard's retry resumed its episodes where they stopped instead of playing them again.
