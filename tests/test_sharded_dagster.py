@@ -64,14 +64,31 @@ def _kill_first_shard_mid_episode(instance: dg.DagsterInstance, shard: Path, kil
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if any(_recorded_steps(partial) >= 3 for partial in shard.glob("trajectories/*.jsonl.partial")):
-            for run in instance.get_runs():
-                starts = [e for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)
-                          if e.step_key == KILLED]
-                if starts:                                   # the latest attempt (the 500 may have hit it first)
-                    os.kill(starts[-1].dagster_event.pid, signal.SIGKILL)
-                    killed.append(starts[-1].dagster_event.pid)
+            pid = _running_attempt(instance)
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
                     return
+                except ProcessLookupError:                   # that attempt had just ended: wait for the next
+                    pass
         time.sleep(0.05)
+
+
+def _running_attempt(instance: dg.DagsterInstance) -> int | None:
+    """The process of the first shard's attempt now running (the 500 may have ended an earlier one)."""
+    running = None
+    for run in instance.get_runs():
+        for entry in instance.all_logs(run.run_id):
+            event = entry.dagster_event
+            if event is None or entry.step_key != KILLED:
+                continue
+            if event.event_type in (dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_RESTARTED):
+                running = event.pid
+            elif event.event_type in (dg.DagsterEventType.STEP_UP_FOR_RETRY, dg.DagsterEventType.STEP_FAILURE,
+                                      dg.DagsterEventType.STEP_SUCCESS):
+                running = None
+    return running
 
 
 def _recorded_steps(partial: Path) -> int:
