@@ -53,9 +53,10 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
         "champion_scaffold"}
     assert dg.AssetCheckKey(dg.AssetKey("candidate_evaluation"), "evaluation_gate") in graph.asset_check_keys
     round_job = defs.resolve_job_def("structure_round_job")
-    assert {n.name for n in round_job.all_node_defs} == {
-        "rollout_batch", "rollout_batch_plan", "rollout_batch_shard", "rollout_batch_merge",  # the sharded graph
-        "diagnosis", "scaffold_candidate", "candidate_evaluation", "candidate_evaluation_evaluation_gate"}
+    sharded = {f"{asset}{step}" for asset in ("rollout_batch", "candidate_evaluation")  # the sharded graphs
+               for step in ("", "_plan", "_shard", "_merge")}
+    assert {n.name for n in round_job.all_node_defs} == sharded | {
+        "diagnosis", "scaffold_candidate", "candidate_evaluation_evaluation_gate"}
     assert {n.name for n in defs.resolve_job_def("promote_job").all_node_defs} == {"champion_scaffold"}
     assert evaluation_gate_sensor.job_name == "promote_job"
     assert next_round_sensor.job_name == "structure_round_job"
@@ -68,12 +69,11 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
     assert game_partitions.get_partition_keys() == ["crafter", "minihack-Corridor-R3", "nethack"]
     assert [game_of(k) for k in game_partitions.get_partition_keys()] == ["crafter", "minihack:Corridor-R3", "nethack"]
     assert parse_version_key("minihack-v12") == ("minihack", 12)
-    # Assets that play episodes retry (a batch resumes, so a retry replays only unfinished episodes).
-    for name in ("candidate_evaluation", "training_rollouts", "specialist_evaluation"):
-        policy = defs.resolve_assets_def(name).op.retry_policy
-        assert policy is not None and policy.max_retries >= 1, name
-    shard = defs.resolve_assets_def("rollout_batch").node_def.node_named("rollout_batch_shard").definition
-    assert shard.retry_policy.max_retries >= 1 and shard.pool == "game_endpoint"  # a shard resumes, so it retries
+    # Assets that play episodes do so in shard steps that retry (a shard resumes, so a retry replays
+    # only its unfinished episodes) and take a slot of the model endpoints' pool.
+    for name in ("rollout_batch", "candidate_evaluation", "training_rollouts", "specialist_evaluation"):
+        shard = defs.resolve_assets_def(name).node_def.node_named(f"{name}_shard").definition
+        assert shard.retry_policy.max_retries >= 1 and shard.pool == "game_endpoint", name
     assert defs.resolve_assets_def("champion_scaffold").op.retry_policy is None  # a decision is taken once
     # The launchpad opens prefilled with the documented defaults of every configurable asset.
     prefilled = defs.resolve_job_def("structure_round_job").get_run_config_for_partition_key("crafter")["ops"]

@@ -80,8 +80,10 @@ def test_definitions_load_with_the_proficiency_assets_check_jobs_and_sensor():
         assert defs.resolve_assets_def(name).group_names_by_key[dg.AssetKey(name)] == expected
     # The proficiency round plays and trains on the champion scaffold: a new champion makes it stale.
     assert dg.AssetKey("champion_scaffold") in graph.get(dg.AssetKey("training_rollouts")).parent_keys
+    sharded = {f"{asset}_{step}" for asset in ("training_rollouts", "specialist_evaluation")  # plan -> shards -> merge
+               for step in ("plan", "shard", "merge")}
     assert {n.name for n in defs.resolve_job_def("proficiency_round_job").all_node_defs} == (
-        PROFICIENCY_ASSETS - {"champion_specialist"}) | {"specialist_evaluation_specialist_gate"}
+        PROFICIENCY_ASSETS - {"champion_specialist"}) | sharded | {"specialist_evaluation_specialist_gate"}
     assert {n.name for n in defs.resolve_job_def("promote_specialist_job").all_node_defs} == {"champion_specialist"}
     sensor = defs.resolve_sensor_def("specialist_gate_sensor")
     assert sensor.job_name == "promote_specialist_job" and sensor.default_status == dg.DefaultSensorStatus.RUNNING
@@ -146,9 +148,16 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     res = resources(server)
     round_assets = [a for a in ROUND if a is not champion_specialist]
     result = dg.materialize(round_assets, partition_key="crafter", resources=res, instance=instance,
-                            run_config=round_config())
+                            run_config=round_config(shards=2))
 
     assert result.success
+    # Rollouts and both evaluation batches in seed shards, one step each (the specialist's connects
+    # as the two-model agent, the champion's without its memory role).
+    shards = sorted(e.step_key.split(".", 1)[1] for e in result.all_events
+                    if e.event_type_value == "STEP_SUCCESS" and "_shard[" in e.step_key)
+    assert shards == ["specialist_evaluation_shard[champion_0]", "specialist_evaluation_shard[champion_1]",
+                      "specialist_evaluation_shard[specialist_0]", "specialist_evaluation_shard[specialist_1]",
+                      "training_rollouts_shard[training_0]", "training_rollouts_shard[training_1]"]
     assert metadata(result, "training_rollouts")["episodes"] == 4
     dataset = metadata(result, "sft_dataset")
     assert dataset["outcome"] == "curated" and dataset["examples"] >= 6 and len(dataset["dataset_version"]) == 16

@@ -5,6 +5,7 @@ Validated by Dagster's own instance loader (the schema of docs.dagster.io "Run q
 tag that no job carries would silently limit nothing.
 """
 
+import pickle
 from pathlib import Path
 
 import dagster as dg
@@ -86,3 +87,48 @@ def test_the_kubernetes_launcher_fields_pass_dagster_k8s_schema(tmp_path, monkey
     assert checked.success, [e.message for e in checked.errors]
     broken = {**launcher["config"], "volume_mount": []}
     assert not process_config(dagster_k8s.K8sRunLauncher.config_type(), broken).success
+
+
+def test_the_kubernetes_instance_keeps_step_outputs_and_logs_on_the_shared_volume(tmp_path, monkeypatch):
+    """With k8s_job_executor every shard step is a pod of its own and the merge step reads what the
+    shard pods wrote: the IO manager's folder (the instance's storage directory) and the captured
+    logs must be on the volume every pod mounts, beside the project home."""
+    config = _k8s_instance_config(tmp_path, monkeypatch)
+    mounts = {m["mount_path"] for m in config["run_launcher"]["config"]["volume_mounts"]}
+    shared = [config["local_artifact_storage"]["config"]["base_dir"], config["compute_logs"]["config"]["base_dir"]]
+    for path in shared:
+        assert any(Path(path).is_relative_to(mount) for mount in mounts), (path, mounts)
+    # The IO manager's default folder, as the instance derives it (Postgres, needed to open the whole
+    # instance, is not installed here).
+    from dagster._core.storage.root import LocalArtifactStorage
+
+    artifacts = LocalArtifactStorage.from_config_value(None, config["local_artifact_storage"]["config"])
+    assert artifacts.storage_dir == "/data/automem/dagster/storage"
+
+
+@dg.asset
+def handed_on() -> dict:
+    """A value an asset hands to the next step, as the plans and shard results are."""
+    return {"batch": "runs/rollouts/x", "seeds": [1, 2]}
+
+
+@pytest.mark.parametrize("base", ["folder", "memory://automem-io"])
+def test_step_outputs_go_where_automem_io_base_says(tmp_path, monkeypatch, base):
+    """``$AUTOMEM_IO_BASE`` moves the project's IO manager: a folder (a shared mount), or an fsspec URL
+    opened as a UPath. fsspec's in-memory file system stands in for an object store here: it is
+    reached through the same fsspec interface as s3fs or gcsfs (filesystem_spec docs, "Implementations")."""
+    from upath import UPath
+
+    from automem_dagster.defs.common.resources import IO_BASE_ENV, io_manager
+
+    target = str(tmp_path / "shared-io") if base == "folder" else base
+    monkeypatch.setenv(IO_BASE_ENV, target)
+    (tmp_path / "dagster_home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+        result = dg.materialize([handed_on], resources={"io_manager": io_manager()}, instance=instance)
+        assert result.success
+    stored = UPath(target) / "handed_on"
+    assert stored.exists() and not (tmp_path / "dagster_home" / "storage" / "handed_on").exists()
+    assert pickle.loads(stored.read_bytes()) == {"batch": "runs/rollouts/x", "seeds": [1, 2]}
+    monkeypatch.delenv(IO_BASE_ENV)
+    assert io_manager().base_dir is None  # unset: the instance's storage directory, Dagster's default

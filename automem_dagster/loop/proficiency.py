@@ -28,7 +28,7 @@ from automem_dagster.loop.gate import decide_paired, decision_evidence, load_dec
 from automem_dagster.loop.serving import check_specialist_served, one_model, serving_rank_limit, specialist_endpoints
 from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
-from automem_dagster.loop.structure import evaluate_stage
+from automem_dagster.loop.structure import evaluation_spec
 from automem_dagster.meta.curate import CurationResult, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
 from automem_dagster.metrics.paired import GatePolicy
@@ -85,10 +85,15 @@ def proficiency_seeds(settings: ProficiencySettings, storage: Storage) -> list[i
 async def training_rollout_stage(settings: ProficiencySettings, scaffold: Scaffold, seeds: list[int], clients: Clients,
                                  storage: Storage, progress: Progress | None = None) -> BatchSummary:
     """The champion one-model agent on training seeds: the decisions the specialist learns from."""
+    return await run_batch(training_rollout_spec(settings, scaffold, seeds, storage), one_model(clients), progress)
+
+
+def training_rollout_spec(settings: ProficiencySettings, scaffold: Scaffold, seeds: list[int],
+                          storage: Storage) -> RolloutSpec:
+    """The training-rollout batch (played with the one-model agent): whole, or in seed shards by Dagster."""
     budget = settings.budget
     out = batch_dir(storage.runs, "training", settings.game, scaffold.version, seeds, budget.rollout_max_steps)
-    spec = RolloutSpec(settings.game, scaffold, seeds, budget.rollout_max_steps, out, budget.concurrency)
-    return await run_batch(spec, one_model(clients), progress)
+    return RolloutSpec(settings.game, scaffold, seeds, budget.rollout_max_steps, out, budget.concurrency)
 
 
 # --- stage 2: curation ----------------------------------------------------------------------
@@ -224,14 +229,19 @@ async def specialist_evaluation_stage(settings: ProficiencySettings, scaffold: S
     if clients.memory is None:
         raise RoundError("the specialist evaluation needs a memory endpoint serving the adapter (specialist_endpoints)")
     check_specialist_served(clients.memory, settings.family, record)
+    specialist, champion = specialist_evaluation_specs(settings, scaffold, record, storage)
+    return await run_batch(specialist, clients, progress), await run_batch(champion, one_model(clients), progress)
+
+
+def specialist_evaluation_specs(settings: ProficiencySettings, scaffold: Scaffold, record: AdapterRecord,
+                                storage: Storage) -> tuple[RolloutSpec, RolloutSpec]:
+    """The two batches of a specialist evaluation: the two-model agent's, and the one-model champion's
+    (the structure loop's champion batch on the same seeds and steps, reused when it was played)."""
     budget = settings.budget
     seeds = budget.eval_seed_list(storage.seeds_file)
     out = specialist_batch_dir(storage, settings.game, scaffold.version, seeds, budget.eval_max_steps, record.id)
-    spec = RolloutSpec(settings.game, scaffold, seeds, budget.eval_max_steps, out, budget.concurrency)
-    specialist = await run_batch(spec, clients, progress)
-    champion = await evaluate_stage(settings.game, scaffold, seeds, budget.eval_max_steps, one_model(clients), storage,
-                                    budget.concurrency, progress)
-    return specialist, champion
+    specialist = RolloutSpec(settings.game, scaffold, seeds, budget.eval_max_steps, out, budget.concurrency)
+    return specialist, evaluation_spec(settings.budget, scaffold, storage)
 
 
 # --- stage 6: the decision ------------------------------------------------------------------

@@ -186,12 +186,19 @@ async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_st
     return await run_batch(spec, clients, progress)
 
 
+def evaluation_spec(settings: RoundSettings, scaffold: Scaffold, storage: Storage) -> RolloutSpec:
+    """``scaffold`` on the round's evaluation seeds, in the batch ``evaluate_stage`` plays (and reuses)."""
+    seeds = settings.eval_seed_list(storage.seeds_file)
+    out = batch_dir(storage.runs, "evaluations", settings.game, scaffold.version, seeds, settings.eval_max_steps)
+    return RolloutSpec(settings.game, scaffold, seeds, settings.eval_max_steps, out, settings.concurrency)
+
+
 async def evaluate_pair_stage(settings: RoundSettings, candidate: Scaffold, champion: Scaffold, clients: Clients,
                               storage: Storage, progress: Progress | None = None) -> tuple[BatchSummary, BatchSummary]:
-    """Candidate, then champion, on the round's evaluation seeds (paired)."""
-    seeds = settings.eval_seed_list(storage.seeds_file)
-    return tuple([await evaluate_stage(settings.game, scaffold, seeds, settings.eval_max_steps, clients, storage,
-                                       settings.concurrency, progress) for scaffold in (candidate, champion)])
+    """Candidate, then champion, on the round's evaluation seeds (paired); Dagster plays the same two
+    ``evaluation_spec`` batches in seed shards."""
+    return tuple([await run_batch(evaluation_spec(settings, scaffold, storage), clients, progress)
+                  for scaffold in (candidate, champion)])
 
 
 # --- stage 5: the decision ------------------------------------------------------------------

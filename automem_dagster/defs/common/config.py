@@ -8,10 +8,6 @@ from pydantic import Field
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.metrics.paired import GatePolicy
 
-ROLLOUT_RETRY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL)
-"""For the assets that play episodes: a batch resumes (finished episodes are kept), so a retry after a
-server hiccup or a killed worker only replays the unfinished ones; 30 s then 60 s lets a server recover."""
-
 
 class RoundConfig(dg.Config):
     """Small local defaults; raise them in the launchpad for a real round (AutoMem used full seed sets)."""
@@ -21,9 +17,11 @@ class RoundConfig(dg.Config):
     eval_max_steps: int = Field(10, ge=1, description="steps per evaluation episode")
     eval_episodes: int | None = Field(2, ge=1, description="first k evaluation seeds; null for the whole fixed set")
     concurrency: int = Field(2, ge=1, description="episodes played at once (per shard)")
-    shards: int = Field(1, ge=1, description="seed shards of the rollout batch, each its own step (a process or pod "
-                                             "with a multiprocess or Kubernetes executor); keep 1 with the embedded "
-                                             "model, whose server each shard would start again")
+    shards: int = Field(1, ge=1, description="seed shards of each batch the asset plays, each its own step (a process "
+                                             "or pod with a multiprocess or Kubernetes executor); keep 1 with the "
+                                             "embedded model, whose server each shard would start again")
+    shard_size: int | None = Field(None, ge=1, description="seeds per shard instead of a shard count (a batch of N "
+                                                           "seeds makes ceil(N / shard_size) steps); null: `shards`")
     max_attempts: int = Field(3, ge=1, description="meta-LLM attempts per diagnosis or revision")
     gate: str = Field("higher_mean", description="keep rule: higher_mean (AutoMem's) or significant (beyond chance)")
     gate_level: float = Field(0.05, gt=0, lt=1, description="significant gate: one-sided permutation p-value to beat")
@@ -31,6 +29,13 @@ class RoundConfig(dg.Config):
 
     def gate_policy(self) -> GatePolicy:
         return GatePolicy(self.gate, self.gate_level, self.gate_min_seeds)
+
+    def shard_plan(self) -> dict[str, int]:
+        """How ``rollout.shards.plan_shards`` splits each batch: by ``shard_size`` when set, else in ``shards``."""
+        return {"shard_size": self.shard_size} if self.shard_size else {"shard_count": self.shards}
+
+    def sharding(self) -> str:
+        return f"shards of {self.shard_size} seeds" if self.shard_size else f"{self.shards} shard(s)"
 
     def settings(self, game: str) -> RoundSettings:
         return RoundSettings(game, self.rollout_episodes, self.rollout_max_steps, self.eval_max_steps,

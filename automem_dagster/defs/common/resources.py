@@ -1,8 +1,10 @@
-"""Resources: the LLM endpoints, the MLflow tracking store, and where a round keeps its files."""
+"""Resources: the LLM endpoints, the MLflow tracking store, where a round keeps its files, and
+where Dagster keeps the values passed between steps."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -84,6 +86,20 @@ class StorageResource(dg.ConfigurableResource):
                        Path(self.specialists))
 
 
+IO_BASE_ENV = "AUTOMEM_IO_BASE"
+"""Where step outputs go: a folder (a shared mount), or an object-store URL such as
+``s3://bucket/automem-io`` (fsspec's protocols, with that protocol's package installed, e.g. s3fs)."""
+
+
+def io_manager() -> dg.FilesystemIOManager:
+    """Dagster's pickling IO manager for the values passed between steps (paths, plans, small dicts;
+    the batches themselves are files under the project home). Under ``$AUTOMEM_IO_BASE`` when set
+    (Dagster opens it as a ``UPath``, so object storage works too); else under the instance's
+    ``local_artifact_storage`` (deploy/dagster.yaml, deploy/k8s/dagster.yaml), Dagster's default."""
+    return dg.FilesystemIOManager(base_dir=os.environ.get(IO_BASE_ENV) or None)
+
+
 def default_resources() -> dict[str, dg.ConfigurableResource]:
-    """The project's own files, endpoints and tracking store."""
-    return {"endpoints": LLMEndpointsResource(), "mlflow": MlflowResource(), "storage": StorageResource()}
+    """The project's own files, endpoints and tracking store, and the IO manager."""
+    return {"endpoints": LLMEndpointsResource(), "mlflow": MlflowResource(), "storage": StorageResource(),
+            "io_manager": io_manager()}

@@ -1,20 +1,32 @@
 """Seed shards as Dagster steps: a batch asset fans out into one step per shard and merges them.
 
-A batch asset becomes a small graph, ``<asset>_plan`` -> ``<asset>_shard`` (mapped, one step per
-shard) -> ``<asset>_merge``, shown in the asset graph as one asset. With the multiprocess,
-Kubernetes, Celery or Docker executor each shard step is its own process, container or pod; a
-shard that fails is retried on its own (``SHARD_RETRY``) and resumes where its batch stopped, and
-"re-execute from failure" reruns only the failed shards. The plan passes plain data (the batch's
-spec as ``rollout.shards.spec_record``), so the steps share nothing but the project's storage.
+Every asset that plays episodes (``rollout_batch``, ``candidate_evaluation``, ``training_rollouts``,
+``specialist_evaluation``) is a small graph, ``<asset>_plan`` -> ``<asset>_shard`` (mapped, one step
+per shard) -> ``<asset>_merge``, shown in the asset graph as one asset. The plan names the batches
+the asset plays (its *arms*: the candidate and the champion of an evaluation, the one batch of a
+rollout) and splits each arm's seeds into ``shards`` shards. With the multiprocess, Kubernetes,
+Celery or Docker executor each shard step is its own process, container or pod; a shard that fails
+is retried on its own (``SHARD_RETRY``) and resumes where its batch stopped, and "re-execute from
+failure" reruns only the failed shards. The plan passes plain data (each batch's spec as
+``rollout.shards.spec_record``), so the steps share nothing but the project's storage.
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 
+from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.metadata import rollout_metadata
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
-from automem_dagster.rollout import RolloutSpec
-from automem_dagster.rollout.shards import plan_shards, run_shard, spec_from_record, spec_record
+from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.llm.session import Clients
+from automem_dagster.loop.serving import one_model
+from automem_dagster.loop.storage import Storage
+from automem_dagster.rollout import BatchSummary, RolloutSpec
+from automem_dagster.rollout.shards import merge_shards, plan_shards, run_shard, spec_from_record, spec_record
 
 SHARD_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 """A shard resumes (its finished episodes are kept), so a retry after a server hiccup or a lost worker
@@ -24,19 +36,47 @@ GAME_ENDPOINT_POOL = "game_endpoint"
 """The concurrency pool of every step that plays episodes (deploy/dagster.yaml sets its limit)."""
 
 
-def shard_outputs(spec: RolloutSpec | None, shards: int, output_name: str = "shards"):
-    """One ``DynamicOutput`` per shard of ``spec``'s seeds; a round with nothing to play (``None``)
-    still yields one empty shard, so the merge step always runs and can say why nothing was played."""
-    if spec is None:
-        yield dg.DynamicOutput({"index": 0, "seeds": [], "spec": None}, mapping_key="nothing", output_name=output_name)
-        return
-    for index, seeds in enumerate(plan_shards(spec.seeds, shard_count=shards)):
-        yield dg.DynamicOutput({"index": index, "seeds": seeds, "spec": spec_record(spec)}, mapping_key=f"shard_{index}",
+@dataclass(frozen=True)
+class Arm:
+    """One batch an asset plays: ``name`` keys its shard steps (``candidate_0``); ``one_model`` plays it
+    with the memory role removed (the one-model champion beside the two-model agent)."""
+
+    name: str
+    spec: RolloutSpec
+    one_model: bool = False
+
+
+@dataclass
+class Connection:
+    """How a shard step connects: the endpoints file as it is, unless an asset's shards need other
+    endpoints (the two-model agent's, with the adapters the embedded server loads) and a check that
+    the connected servers are the right ones before a turn is played."""
+
+    config: EndpointsConfig | None = None
+    lora: list[Path] = field(default_factory=list)
+    two_model: bool = False
+    check: Callable[[Clients], None] | None = None
+
+
+def shard_outputs(arms: list[Arm], config: RoundConfig | None = None, extra: dict | None = None,
+                  output_name: str = "shards"):
+    """One ``DynamicOutput`` per shard of each arm's seeds (split as ``config.shard_plan`` says), carrying
+    ``extra`` (what the shard step's connection needs). A plan with nothing to play (no arms) still
+    yields one empty shard, so the merge step always runs and can say why nothing was played."""
+    if not arms:
+        yield dg.DynamicOutput({"arm": None, "index": 0, "seeds": [], "spec": None}, mapping_key="nothing",
                                output_name=output_name)
+        return
+    for arm in arms:
+        for index, seeds in enumerate(plan_shards(arm.spec.seeds, **config.shard_plan())):
+            yield dg.DynamicOutput({"arm": arm.name, "index": index, "seeds": seeds, "spec": spec_record(arm.spec),
+                                    "one_model": arm.one_model, **(extra or {})},
+                                   mapping_key=f"{arm.name}_{index}", output_name=output_name)
 
 
-def shard_op(name: str) -> dg.OpDefinition:
-    """The mapped step that plays one shard of a batch; returns the shard's (index, seeds)."""
+def shard_op(name: str, connection: Callable[[dict, LLMEndpointsResource, Storage], Connection] | None = None):
+    """The mapped step that plays one shard of a batch, connected as ``connection(shard, endpoints,
+    storage)`` says (default: the endpoints file); returns the shard with the endpoints it was played on."""
 
     @dg.op(name=name, retry_policy=SHARD_RETRY, pool=GAME_ENDPOINT_POOL, tags={"kind": "llm"})
     def play_shard(context: dg.OpExecutionContext, endpoints: LLMEndpointsResource, storage: StorageResource,
@@ -45,14 +85,58 @@ def shard_op(name: str) -> dg.OpDefinition:
             return shard
         store = storage.storage()
         spec = spec_from_record(shard["spec"], store.scaffolds)
-        context.log.info(f"shard {shard['index']}: seeds {shard['seeds']} of {spec.out_dir}")
-        endpoints.run(lambda clients: run_shard(spec, shard["index"], shard["seeds"], clients, episode_log(context.log)),
-                      store.runs / "logs")
-        return shard
+        how = connection(shard, endpoints, store) if connection else Connection()
+        context.log.info(f"{shard['arm']} shard {shard['index']}: seeds {shard['seeds']} of {spec.out_dir}")
+
+        async def play(clients: Clients) -> dict:
+            if how.check:
+                how.check(clients)
+            await run_shard(spec, shard["index"], shard["seeds"], one_model(clients) if shard["one_model"] else clients,
+                            episode_log(context.log))
+            return clients.describe()
+
+        described = endpoints.run(play, store.runs / "logs", how.config, how.lora or None, how.two_model)
+        return {**shard, "endpoints": described}
 
     return play_shard
 
 
-def planned_shards(played: list[dict]) -> list[list[int]]:
-    """The shards' seed lists in plan order, from what the shard steps returned (collected in any order)."""
-    return [shard["seeds"] for shard in sorted(played, key=lambda s: s["index"])]
+def merge_arms(store: Storage, played: list[dict]) -> tuple[dict[str, BatchSummary], dict]:
+    """Each arm's shards merged into its batch (what one process playing it would have left), by arm
+    name, and the endpoints the shards were played on."""
+    by_arm: dict[str, list[dict]] = {}
+    for shard in sorted(played, key=lambda s: s["index"]):
+        if shard["arm"] is not None:
+            by_arm.setdefault(shard["arm"], []).append(shard)
+    batches = {arm: merge_shards(spec_from_record(shards[0]["spec"], store.scaffolds), [s["seeds"] for s in shards])
+               for arm, shards in by_arm.items()}
+    return batches, next((s["endpoints"] for s in played if s.get("endpoints")), {})
+
+
+def batch_merge_op(name: str) -> dg.OpDefinition:
+    """The fan-in of a one-batch asset (rollouts): the batch directory, or None when its plan skipped
+    (``{"skipped": reason}``); a played plan says the scaffold ``version`` and ``seeds``."""
+
+    @dg.op(name=name)
+    def merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict, played: list[dict]) -> dg.Output:
+        if "skipped" in plan:
+            return dg.Output(None, metadata={"outcome": "skipped", "reason": plan["skipped"]})
+        [summary] = merge_arms(storage.storage(), played)[0].values()
+        context.log.info(f"progression {summary.progression}: {summary.out_dir}")
+        return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, plan["version"], plan["seeds"]),
+                                                    "shards": len(played)})
+
+    return merge
+
+
+def plan_config(plan: str, config_type: type[RoundConfig]) -> dg.ConfigMapping:
+    """The launchpad shows the round's settings (``config_type``) on the asset, not on each of its
+    steps: they go to the ``plan`` step, which decides everything the shards and the merge do."""
+    return dg.ConfigMapping(config_fn=lambda config: {plan: {"config": config}},
+                            config_schema=config_type.to_config_schema())
+
+
+def fan_out(plan: dg.OpDefinition, shard: dg.OpDefinition, merge: dg.OpDefinition, *inputs):
+    """Inside a ``graph_asset``: plan -> one ``shard`` step per planned shard -> merge."""
+    decided, shards = plan(*inputs)
+    return merge(decided, shards.map(shard).collect())

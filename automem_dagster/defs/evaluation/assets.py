@@ -2,55 +2,73 @@
 
 import dagster as dg
 
-from automem_dagster.defs.common.config import ROLLOUT_RETRY, RoundConfig
+from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.gate import candidate_evaluation_metadata
 from automem_dagster.defs.common.metadata import no_candidate_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
-from automem_dagster.defs.common.progress import episode_log
-from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
+from automem_dagster.defs.common.resources import StorageResource
+from automem_dagster.defs.common.shards import Arm, fan_out, merge_arms, plan_config, shard_op, shard_outputs
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.report import report_dir
 from automem_dagster.loop.storage import load_champion
-from automem_dagster.loop.structure import evaluate_pair_stage
+from automem_dagster.loop.structure import evaluation_spec
 from automem_dagster.scaffold import load_scaffold
 
 GROUP = "evaluation"
 TAGS = {"domain": "evaluation"}
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
-          retry_policy=ROLLOUT_RETRY)
-def candidate_evaluation(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
-                         storage: StorageResource, scaffold_candidate: dict) -> dg.Output:
-    """Candidate and champion on the same fixed evaluation seeds (paired), with progression ± SE and
-    behaviour metrics for both. A champion batch already played with the same seeds and steps is
-    reused. The keep-or-rollback decision is not taken here: the ``evaluation_gate`` check previews
-    it and ``champion_scaffold`` takes it. Without a candidate (revision rejected) nothing is played."""
+@dg.op(name="candidate_evaluation_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
+def evaluation_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: StorageResource,
+                    scaffold_candidate: dict):
+    """The candidate's and the champion's batches on the fixed seeds, each split into seed shards."""
     if scaffold_candidate.get("candidate") is None:
         reason = scaffold_candidate.get("reason") or "the revision produced no candidate"
         context.log.info(f"no candidate to evaluate: {reason}")
-        return dg.Output({**scaffold_candidate, "outcome": "no candidate", "reason": reason},
-                         metadata=no_candidate_metadata(reason))
+        yield dg.Output({**scaffold_candidate, "outcome": "no candidate", "reason": reason}, "plan")
+        yield from shard_outputs([])
+        return
     settings = config.settings(game_of(context.partition_key))
-    game, family = settings.game, settings.family
     store = storage.storage()
-    candidate = load_scaffold(family, scaffold_candidate["candidate"], store.scaffolds)
-    champion = load_champion(family, store)
+    candidate = load_scaffold(settings.family, scaffold_candidate["candidate"], store.scaffolds)
+    champion = load_champion(settings.family, store)
     seeds = settings.eval_seed_list(store.seeds_file)
     context.log.info(f"candidate v{candidate.version} and champion v{champion.version} on seeds {seeds}, "
-                     f"{settings.eval_max_steps} steps each")
+                     f"{settings.eval_max_steps} steps each, {config.sharding()} each")
+    yield dg.Output({**scaffold_candidate, "champion": champion.version, "seeds": seeds,
+                     "eval_max_steps": settings.eval_max_steps, "gate": settings.gate.as_dict()}, "plan")
+    yield from shard_outputs([Arm("candidate", evaluation_spec(settings, candidate, store)),
+                              Arm("champion", evaluation_spec(settings, champion, store))], config)
 
-    async def both(clients):
-        played = await evaluate_pair_stage(settings, candidate, champion, clients, store, episode_log(context.log))
-        return *played, clients.describe()
 
-    cand, champ, described = endpoints.run(both, store.runs / "logs")
-    metadata = candidate_evaluation_metadata(game, cand, champ, report_dir(store, game) / f"v{candidate.version}_behaviour.png",
-                                             candidate.version, champion.version)
-    context.log.info(f"candidate v{candidate.version} {cand.progression} vs champion v{champion.version} "
+@dg.op(name="candidate_evaluation_merge")
+def evaluation_merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict,
+                     played: list[dict]) -> dg.Output:
+    """Both batches merged from their shards, side by side with progression ± SE and behaviour metrics."""
+    if plan["outcome"] == "no candidate":
+        return dg.Output(plan, metadata=no_candidate_metadata(plan["reason"]))
+    game = game_of(context.partition_key)
+    store = storage.storage()
+    batches, described = merge_arms(store, played)
+    cand, champ = batches["candidate"], batches["champion"]
+    metadata = candidate_evaluation_metadata(game, cand, champ, report_dir(store, game) / f"v{plan['candidate']}_behaviour.png",
+                                             plan["candidate"], plan["champion"])
+    context.log.info(f"candidate v{plan['candidate']} {cand.progression} vs champion v{plan['champion']} "
                      f"{champ.progression}: {metadata['paired_difference']}")
-    value = {**scaffold_candidate, "outcome": "evaluated", "champion": champion.version, "seeds": seeds,
-             "eval_max_steps": settings.eval_max_steps, "candidate_batch": cand.out_dir, "champion_batch": champ.out_dir,
-             "per_seed": {"candidate": per_seed(cand), "champion": per_seed(champ)}, "endpoints": described,
-             "gate": settings.gate.as_dict()}
+    value = {**plan, "outcome": "evaluated", "candidate_batch": cand.out_dir, "champion_batch": champ.out_dir,
+             "per_seed": {"candidate": per_seed(cand), "champion": per_seed(champ)}, "endpoints": described}
     return dg.Output(value, metadata=metadata)
+
+
+evaluation_shard = shard_op("candidate_evaluation_shard")
+
+
+@dg.graph_asset(name="candidate_evaluation", group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"},
+                tags=TAGS, config=plan_config("candidate_evaluation_plan", RoundConfig))
+def candidate_evaluation(scaffold_candidate):
+    """Candidate and champion on the same fixed evaluation seeds (paired), with progression ± SE and
+    behaviour metrics for both; each batch played in ``shards`` seed shards, one step each. A champion
+    batch already played with the same seeds and steps is reused. The keep-or-rollback decision is not
+    taken here: the ``evaluation_gate`` check previews it and ``champion_scaffold`` takes it. Without a
+    candidate (revision rejected) nothing is played."""
+    return fan_out(evaluation_plan, evaluation_shard, evaluation_merge, scaffold_candidate)

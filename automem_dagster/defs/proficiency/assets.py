@@ -13,9 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.config import ROLLOUT_RETRY
 from automem_dagster.defs.common.gate import decide_once, log_run_links
-from automem_dagster.defs.common.metadata import rollout_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.proficiency_metadata import (
     adapter_metadata,
@@ -25,8 +23,17 @@ from automem_dagster.defs.common.proficiency_metadata import (
     specialist_decision_metadata,
     specialist_evaluation_metadata,
 )
-from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.shards import (
+    Arm,
+    Connection,
+    batch_merge_op,
+    fan_out,
+    merge_arms,
+    plan_config,
+    shard_op,
+    shard_outputs,
+)
 from automem_dagster.defs.common.versions import versioned_output
 
 # specialist_evaluation sits in the evaluation group beside candidate_evaluation: both play a
@@ -44,14 +51,15 @@ from automem_dagster.loop.proficiency import (
     load_specialist_decision,
     lora_config_stage,
     registry,
-    specialist_evaluation_stage,
+    specialist_evaluation_specs,
     start_proficiency_round,
     train_stage,
     training_record,
-    training_rollout_stage,
+    training_rollout_spec,
 )
 from automem_dagster.loop.report import report_dir, report_specialist, report_training
-from automem_dagster.loop.serving import serving_rank_limit, specialist_endpoints
+from automem_dagster.loop.serving import check_specialist_served, serving_rank_limit, specialist_endpoints
+from automem_dagster.loop.storage import Storage
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.metrics.paired import GatePolicy
@@ -74,31 +82,44 @@ def _training_log(log):
     return progress
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS,
-          retry_policy=ROLLOUT_RETRY, deps=[dg.AssetDep("champion_scaffold")])
-def training_rollouts(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
-                      storage: StorageResource) -> dg.Output:
-    """The champion scaffold played by the one-model agent on fresh training seeds (disjoint from
-    the evaluation seeds and from the structure loop's diagnosis seeds): the memory decisions the
-    specialist learns from. The value is the batch directory. It depends on ``champion_scaffold``:
-    a new champion (a new data version, its content hash) makes this round's specialist stale.
-
-    Skipped (value None) while an earlier round's adapter still waits for its decision: this round
-    then evaluates that adapter instead of training a new one."""
+@dg.op(name="training_rollouts_plan", ins={"champion_scaffold": dg.In(dg.Nothing)},
+       out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
+def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, storage: StorageResource):
+    """Decide what the round does (``start_proficiency_round``) and split the training seeds into shards."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     start = start_proficiency_round(settings, store)
     if start.resumes:
         reason = f"adapter {start.pending.id} of an earlier round is pending: this round evaluates it, no new rollouts"
         context.log.info(reason)
-        return dg.Output(None, metadata={"outcome": "skipped", "reason": reason})
+        yield dg.Output({"skipped": reason}, "plan")
+        yield from shard_outputs([])
+        return
     champion, seeds = start.scaffold, start.seeds
     context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.budget.rollout_max_steps} "
-                     "steps each")
-    summary = endpoints.run(lambda clients: training_rollout_stage(settings, champion, seeds, clients, store,
-                                                                   episode_log(context.log)), store.runs / "logs")
-    context.log.info(f"progression {summary.progression}: {summary.out_dir}")
-    return dg.Output(summary.out_dir, metadata=rollout_metadata(summary, champion.version, seeds))
+                     f"steps each, {config.sharding()}")
+    yield dg.Output({"version": champion.version, "seeds": seeds}, "plan")
+    spec = training_rollout_spec(settings, champion, seeds, store)
+    yield from shard_outputs([Arm("training", spec, one_model=True)], config)
+
+
+training_shard = shard_op("training_rollouts_shard")
+training_merge = batch_merge_op("training_rollouts_merge")
+
+
+@dg.graph_asset(name="training_rollouts", group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"},
+                tags=TAGS, ins={"champion_scaffold": dg.AssetIn(dagster_type=dg.Nothing)},
+                config=plan_config("training_rollouts_plan", ProficiencyConfig))
+def training_rollouts(champion_scaffold):
+    """The champion scaffold played by the one-model agent on fresh training seeds (disjoint from
+    the evaluation seeds and from the structure loop's diagnosis seeds): the memory decisions the
+    specialist learns from. The value is the batch directory; played in ``shards`` seed shards, one
+    step each. It depends on ``champion_scaffold``: a new champion (a new data version, its content
+    hash) makes this round's specialist stale.
+
+    Skipped (value None) while an earlier round's adapter still waits for its decision: this round
+    then evaluates that adapter instead of training a new one."""
+    return fan_out(training_plan, training_shard, training_merge, champion_scaffold)
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "parquet"}, tags=TAGS)
@@ -190,42 +211,67 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
                      metadata=metadata)
 
 
-@dg.asset(group_name=EVALUATION_GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=EVALUATION_TAGS,
-          retry_policy=ROLLOUT_RETRY)
-def specialist_evaluation(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
-                          storage: StorageResource, lora_adapter: dict) -> dg.Output:
+@dg.op(name="specialist_evaluation_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
+def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, storage: StorageResource,
+                    lora_adapter: dict):
+    """The two-model agent's and the one-model champion's batches on the fixed seeds, in seed shards."""
+    settings = config.settings(game_of(context.partition_key))
+    store = storage.storage()
+    record = registry(store, settings.family).record(lora_adapter["adapter"])
+    scaffold = load_scaffold(settings.family, record.scaffold_version, store.scaffolds)
+    specialist, champion = specialist_evaluation_specs(settings, scaffold, record, store)
+    context.log.info(f"specialist {record.id} + frozen game model vs the one-model champion v{scaffold.version} on "
+                     f"seeds {specialist.seeds}, {specialist.max_steps} steps each, {config.sharding()} each")
+    yield dg.Output({"game": settings.game, "outcome": "evaluated", "adapter": record.id,
+                     "scaffold_version": scaffold.version, "seeds": specialist.seeds,
+                     "eval_max_steps": specialist.max_steps, "loss_plot": lora_adapter.get("loss_plot"),
+                     "gate": settings.budget.gate.as_dict()}, "plan")
+    yield from shard_outputs([Arm("specialist", specialist), Arm("champion", champion, one_model=True)], config,
+                             {"adapter": record.id})
+
+
+def specialist_connection(shard: dict, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
+    """Both arms connect as the two-model agent (the champion's with its memory role removed), as the
+    one-process evaluation does: the embedded server loads the adapter's GGUF, a vLLM memory endpoint
+    loads its peft folder (already served: confirmed), and the served adapter is checked before a turn."""
+    family = shard["spec"]["family"]
+    record = registry(store, family).record(shard["adapter"])
+    two_model, lora = specialist_endpoints(endpoints.config(), record, family)
+    return Connection(two_model, lora, two_model=True,
+                      check=lambda clients: check_specialist_served(clients.memory, family, record))
+
+
+@dg.op(name="specialist_evaluation_merge")
+def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict,
+                     played: list[dict]) -> dg.Output:
+    """Both batches merged from their shards, paired, with behaviour metrics."""
+    store = storage.storage()
+    batches, described = merge_arms(store, played)
+    spec, champ = batches["specialist"], batches["champion"]
+    game, adapter = plan["game"], plan["adapter"]
+    metadata = specialist_evaluation_metadata(game, adapter, plan["scaffold_version"], spec, champ,
+                                              report_dir(store, game) / f"{adapter}_behaviour.png", described)
+    context.log.info(f"specialist {adapter} {spec.progression} vs one-model champion {champ.progression}: "
+                     f"{metadata['paired_difference']}")
+    value = {**plan, "specialist_batch": spec.out_dir, "champion_batch": champ.out_dir,
+             "per_seed": {"specialist": per_seed(spec), "champion": per_seed(champ)}, "endpoints": described}
+    return dg.Output(value, metadata=metadata)
+
+
+specialist_shard = shard_op("specialist_evaluation_shard", specialist_connection)
+
+
+@dg.graph_asset(name="specialist_evaluation", group_name=EVALUATION_GROUP, partitions_def=game_partitions,
+                kinds={"python", "llm"}, tags=EVALUATION_TAGS,
+                config=plan_config("specialist_evaluation_plan", ProficiencyConfig))
+def specialist_evaluation(lora_adapter):
     """The two-model agent (the specialist does the memory operations, the frozen game model picks
     the actions) against the one-model champion, the same scaffold, on the same fixed evaluation
-    seeds (paired). The embedded server loads the adapter's GGUF; a vLLM memory endpoint loads its
-    peft folder at run time under a name carrying its content hash, verified before the first turn.
-    The decision is not taken here: the ``specialist_gate`` check previews it and
-    ``champion_specialist`` takes it."""
-    settings = config.settings(game_of(context.partition_key))
-    game, family = settings.game, settings.family
-    store = storage.storage()
-    record = registry(store, family).record(lora_adapter["adapter"])
-    scaffold = load_scaffold(family, record.scaffold_version, store.scaffolds)
-    seeds = settings.budget.eval_seed_list(store.seeds_file)
-    two_model, lora = specialist_endpoints(endpoints.config(), record, family)
-    context.log.info(f"specialist {record.id} + frozen game model vs the one-model champion v{scaffold.version} on "
-                     f"seeds {seeds}, {settings.budget.eval_max_steps} steps each")
-    progress = episode_log(context.log)
-
-    async def both(clients):
-        played = await specialist_evaluation_stage(settings, scaffold, record, clients, store, progress)
-        return *played, clients.describe()
-
-    spec, champ, described = endpoints.run(both, store.runs / "logs", config=two_model, lora=lora,
-                                                two_model=True)
-    metadata = specialist_evaluation_metadata(game, record.id, scaffold.version, spec, champ,
-                                              report_dir(store, game) / f"{record.id}_behaviour.png", described)
-    context.log.info(f"specialist {record.id} {spec.progression} vs one-model champion {champ.progression}: "
-                     f"{metadata['paired_difference']}")
-    value = {"game": game, "outcome": "evaluated", "adapter": record.id, "scaffold_version": scaffold.version,
-             "seeds": seeds, "eval_max_steps": settings.budget.eval_max_steps, "specialist_batch": spec.out_dir,
-             "champion_batch": champ.out_dir, "per_seed": {"specialist": per_seed(spec), "champion": per_seed(champ)},
-             "endpoints": described, "loss_plot": lora_adapter.get("loss_plot"), "gate": settings.budget.gate.as_dict()}
-    return dg.Output(value, metadata=metadata)
+    seeds (paired); each batch played in ``shards`` seed shards, one step each. The embedded server
+    loads the adapter's GGUF; a vLLM memory endpoint loads its peft folder at run time under a name
+    carrying its content hash, verified before the first turn. The decision is not taken here: the
+    ``specialist_gate`` check previews it and ``champion_specialist`` takes it."""
+    return fan_out(specialist_plan, specialist_shard, specialist_merge, lora_adapter)
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "mlflow"}, tags=TAGS)

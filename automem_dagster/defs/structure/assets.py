@@ -18,7 +18,6 @@ from automem_dagster.defs.common.metadata import (
     diagnosis_metadata,
     no_decision_metadata,
     revision_metadata,
-    rollout_metadata,
     scaffold_version_metadata,
 )
 from automem_dagster.defs.common.partitions import (
@@ -29,7 +28,7 @@ from automem_dagster.defs.common.partitions import (
     scaffold_versions,
 )
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.shards import planned_shards, shard_op, shard_outputs
+from automem_dagster.defs.common.shards import Arm, batch_merge_op, fan_out, plan_config, shard_op, shard_outputs
 from automem_dagster.defs.common.versions import (
     champion_data_version,
     record_scaffold_versions,
@@ -50,7 +49,6 @@ from automem_dagster.loop.structure import (
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import load_summary
-from automem_dagster.rollout.shards import merge_shards, spec_from_record, spec_record
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
 
@@ -83,38 +81,21 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
         reason = f"candidate v{start.pending} of an earlier round is pending: this round resumes it, no new rollouts"
         context.log.info(reason)
         yield dg.Output({"skipped": reason}, "plan")
-        yield from shard_outputs(None, 1)
+        yield from shard_outputs([])
         return
     spec = rollout_spec(settings, champion, start.seeds, store)
     context.log.info(f"champion v{champion.version} on training seeds {spec.seeds}, {spec.max_steps} steps each, "
-                     f"{config.shards} shard(s)")
-    yield dg.Output({"spec": spec_record(spec)}, "plan")
-    yield from shard_outputs(spec, config.shards)
-
-
-@dg.op(name="rollout_batch_merge")
-def rollout_merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict, played: list[dict]) -> dg.Output:
-    """The shards' episodes moved into the batch, which is then what one process would have played."""
-    if "skipped" in plan:
-        return dg.Output(None, metadata={"outcome": "skipped", "reason": plan["skipped"]})
-    spec = spec_from_record(plan["spec"], storage.storage().scaffolds)
-    summary = merge_shards(spec, planned_shards(played))
-    context.log.info(f"progression {summary.progression}: {summary.out_dir}")
-    return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, spec.scaffold.version, spec.seeds),
-                                                "shards": len(played)})
-
-
-@dg.config_mapping
-def _rollout_config(config: RoundConfig) -> dict:
-    """The launchpad shows the round's settings on the asset, not on each of its steps."""
-    return {"rollout_batch_plan": {"config": config.model_dump()}}
+                     f"{config.sharding()}")
+    yield dg.Output({"version": champion.version, "seeds": spec.seeds}, "plan")
+    yield from shard_outputs([Arm("rollout", spec)], config)
 
 
 rollout_shard = shard_op("rollout_batch_shard")
+rollout_merge = batch_merge_op("rollout_batch_merge")
 
 
 @dg.graph_asset(name="rollout_batch", group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"},
-                tags=TAGS, config=_rollout_config)
+                tags=TAGS, config=plan_config("rollout_batch_plan", RoundConfig))
 def rollout_batch():
     """The champion scaffold played on fresh training seeds (disjoint from the evaluation seeds): the
     trajectories the meta-LLM diagnoses. The value is the batch directory. Played in ``shards`` seed
@@ -122,8 +103,7 @@ def rollout_batch():
 
     Skipped (value None) while an earlier round's candidate still waits for its decision: this round
     then finishes that candidate instead of making a new one."""
-    plan, shards = rollout_plan()
-    return rollout_merge(plan, shards.map(rollout_shard).collect())
+    return fan_out(rollout_plan, rollout_shard, rollout_merge)
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)

@@ -1,0 +1,99 @@
+"""Evaluations and training rollouts in seed shards: each batch an asset plays is split into shard
+steps and merged back into what one process playing every seed leaves.
+
+In-process (one process, each shard still its own step): that shards also run in processes of their
+own, and that a failed one is retried alone, is test_sharded_dagster's (the same shard op). Every
+model is one scripted server whose replies depend only on the prompt, so two plays of one seed agree.
+"""
+
+import asyncio
+import shutil
+
+import dagster as dg
+import pytest
+from batch_content import batch_content
+from builders import mlflow_resource, round_resources
+from test_dagster_defs import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
+
+from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.resources import StorageResource
+from automem_dagster.defs.evaluation.assets import candidate_evaluation
+from automem_dagster.defs.proficiency.assets import training_rollouts
+from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.defs.structure.assets import diagnosis, rollout_batch, scaffold_candidate
+from automem_dagster.llm.config import load_endpoints
+from automem_dagster.llm.session import connect
+from automem_dagster.loop.proficiency import start_proficiency_round, training_rollout_stage
+from automem_dagster.loop.structure import evaluate_pair_stage
+from automem_dagster.scaffold import load_scaffold
+
+
+def _clean_copy(tmp_path, storage: StorageResource) -> StorageResource:
+    """A second project with the same scaffolds (the round's candidate too) and nothing played."""
+    clean = StorageResource(runs=str(tmp_path / "clean-runs"), scaffolds=str(tmp_path / "clean-scaffolds"),
+                            lineage=str(tmp_path / "clean-lineage"), specialists=str(tmp_path / "clean-specialists"))
+    shutil.copytree(storage.scaffolds, clean.scaffolds)
+    return clean
+
+
+def _one_process(resources: dict, tmp_path, stage):
+    """``stage(clients)`` on the round's endpoints, in this process, as the CLI plays a batch."""
+
+    async def go():
+        async with connect(load_endpoints(resources["endpoints"].endpoints_file), tmp_path / "logs") as clients:
+            return await stage(clients)
+
+    return asyncio.run(go())
+
+
+def _shard_steps(result: dg.ExecuteInProcessResult, asset: str) -> list[str]:
+    """The shard steps of ``asset``'s graph that succeeded, by mapping key (``candidate_0``)."""
+    prefix = f"{asset}.{asset}_shard["
+    return sorted(e.step_key.removeprefix(prefix).rstrip("]") for e in result.all_events
+                  if e.event_type_value == "STEP_SUCCESS" and e.step_key.startswith(prefix))
+
+
+@pytest.mark.integration
+def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, storage, scripted):
+    server = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
+    resources = round_resources(tmp_path, storage, server, mlflow_resource(tmp_path))
+    evaluation = RoundConfig(eval_episodes=3, eval_max_steps=3, shards=2)  # shards of 2 and 1 seeds per batch
+    run_config = dg.RunConfig(ops={**RUN_CONFIG.ops, "candidate_evaluation": evaluation})
+    result = dg.materialize([rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation], partition_key="crafter",
+                            resources=resources, run_config=run_config,
+                            instance=dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster")))
+
+    assert result.success
+    assert _shard_steps(result, "candidate_evaluation") == ["candidate_0", "candidate_1", "champion_0", "champion_1"]
+    value = result.output_for_node("candidate_evaluation")
+    assert value["outcome"] == "evaluated" and len(value["seeds"]) == 3
+
+    clean = _clean_copy(tmp_path, storage)
+    store = clean.storage()
+    candidate, champion = (load_scaffold("crafter", v, store.scaffolds) for v in (value["candidate"], value["champion"]))
+    whole = _one_process(resources, tmp_path, lambda clients: evaluate_pair_stage(
+        evaluation.settings("crafter"), candidate, champion, clients, store))
+    assert [batch_content(value[f"{arm}_batch"]) for arm in ("candidate", "champion")] == \
+        [batch_content(batch.out_dir) for batch in whole]
+    assert value["per_seed"]["candidate"] != value["per_seed"]["champion"]  # two different batches, each merged
+
+
+def test_sharded_training_rollouts_merge_into_the_one_process_batch(tmp_path, storage, scripted):
+    server = scripted(GAME_RULES)
+    resources = round_resources(tmp_path, storage, server, mlflow_resource(tmp_path))
+    config = ProficiencyConfig(rollout_episodes=3, rollout_max_steps=3, shard_size=2)  # shards of 2 and 1 seeds
+    result = dg.materialize([training_rollouts], partition_key="crafter", resources=resources,
+                            run_config=dg.RunConfig(ops={"training_rollouts": config}),
+                            instance=dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster")))
+
+    assert result.success
+    assert _shard_steps(result, "training_rollouts") == ["training_0", "training_1"]
+    batch = result.output_for_node("training_rollouts")
+
+    settings = config.settings("crafter")
+    store = _clean_copy(tmp_path, storage).storage()
+    start = start_proficiency_round(settings, store)
+    whole = _one_process(resources, tmp_path, lambda clients: training_rollout_stage(
+        settings, start.scaffold, start.seeds, clients, store))
+    content = batch_content(batch)
+    assert content == batch_content(whole.out_dir) and len(content[0]) == 3
