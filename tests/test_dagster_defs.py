@@ -237,7 +237,7 @@ def test_a_round_that_failed_in_evaluation_is_resumed_by_the_next_one(tmp_path, 
     first = dg.materialize(ROUND, partition_key="crafter", resources=resources(failing),
                            instance=instance, run_config=RUN_CONFIG, raise_on_error=False)
     assert not first.success and metadata(first, "scaffold_candidate")["outcome"] == "accepted"
-    # An HTTP 400 would fail again: the evaluation step is not retried (ROLLOUT_RETRY waits 30 s, then 60 s).
+    # An HTTP 400 would fail again: the evaluation shard is not retried (SHARD_RETRY waits 10 s, 20 s, then 40 s).
     assert not [e for e in first.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
     failure = next(e for e in first.all_events if e.event_type_value == "STEP_FAILURE")
     assert failure.step_key.startswith("candidate_evaluation") and "Not retried" in str(failure.event_specific_data)
