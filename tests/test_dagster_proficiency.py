@@ -161,7 +161,8 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     adapter = metadata(result, "lora_adapter")
     assert adapter["outcome"] == "trained" and adapter["adapter"] == "a1"
     assert adapter["dataset_version"] == dataset["dataset_version"] and " -> " in adapter["validation_loss"]
-    assert adapter["seconds_per_step"] > 0 and adapter["peak_rss_mb"] > 0 and "tokens_per_second" in adapter
+    assert adapter["train_s_per_step"] > 0 and adapter["validation_s_per_pass"] > 0 and adapter["peak_rss_mb"] > 0
+    assert "tokens_per_second" in adapter
     assert "data:image/png;base64," in adapter["loss_plot"] and "/runs/" in adapter["mlflow_training_run"]
     evaluation = metadata(result, "specialist_evaluation")
     assert evaluation["outcome"] == "evaluated" and evaluation["adapter"] == "a1"

@@ -17,6 +17,7 @@ from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.tracking import TrackedRun
 from automem_dagster.training.registry import AdapterRecord
+from automem_dagster.training.sft_result import FIGURES
 
 
 def _no_specialist(name: str | None) -> str:
@@ -82,7 +83,7 @@ def adapter_metadata(game: str, record: AdapterRecord, training: dict, plot: Pat
         "loss_plot": dg.MetadataValue.md(png_markdown(plot, f"{game}: {record.id} training and validation loss")),
         "adapter_dir": dg.MetadataValue.path(record.adapter_dir),
     }
-    for key in ("seconds_per_step", "tokens_per_second", "peak_rss_mb"):
+    for key in FIGURES:
         if training.get(key) is not None:
             metadata[key] = round(float(training[key]), 3)
     if record.gguf:
