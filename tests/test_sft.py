@@ -374,3 +374,41 @@ def test_validation_loss_falls_and_the_adapter_loads_back(interrupted_run):
         with model.disable_adapter():
             plain = model(input_ids=ids, labels=labels).loss.item()
     assert tuned < plain - 0.5, (tuned, plain)
+
+
+@pytest.mark.integration
+def test_the_adapter_is_an_mlflow_model_that_loads_back_from_the_registry(interrupted_run, tmp_path, monkeypatch):
+    """The trained adapter logged with its training run: the registered version's source is an MLflow
+    logged model with an ``MLmodel``, and ``mlflow.pyfunc.load_model`` on the registry's URI gives a
+    specialist that answers a held-out memory turn with the operation it was trained on."""
+    import mlflow
+
+    from automem_dagster.tracking.mlflow_tracking import Tracker
+    from automem_dagster.tracking.runs import TrainingRun, specialist_model_name
+
+    result, _, _, _ = interrupted_run
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    tracker = Tracker(uri, artifact_root=tmp_path / "artifacts")
+    run = tracker.log_training(TrainingRun(
+        game="crafter", family="crafter", scaffold_version=0, adapter="a1", base=result.base,
+        settings=result.settings, settings_source="default", dataset_hash="test", examples_train=result.examples_train,
+        examples_validation=result.examples_validation, train_loss=result.train_loss,
+        validation_loss=result.validation_loss, figures={"train_s_per_step": result.train_s_per_step},
+        adapter_dir=Path(result.adapter_dir)))
+    client, name = tracker.client, specialist_model_name("crafter")
+    [version] = client.search_model_versions(f"name='{name}'")
+    model = client.get_logged_model(version.source.removeprefix("models:/"))
+    assert version.run_id == model.source_run_id == run.run_id and model.status == "READY"
+    assert [o.model_id for o in client.get_run(run.run_id).outputs.model_outputs] == [model.model_id]
+    files = {f.path for f in client.list_logged_model_artifacts(model.model_id)}
+    assert {"MLmodel", "specialist_model_code.py", "requirements.txt"} <= files
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # how a user loads it: mlflow's registry URI
+    specialist = mlflow.pyfunc.load_model(f"models:/{name}/{version.version}")
+    rows = _rows()
+    row = rows[split_examples([r["episode"] for r in rows], 0.1, 0).validation[0]]  # held out from training
+    [reply] = specialist.predict([row["prompt"]])
+    obj = row["prompt"][1]["content"].split("You see a ")[1].split(" ")[0]
+    assert reply.startswith(f"<|UPSERT|>map_notes.txt|{obj}|"), reply
+    with pytest.raises(Exception, match="does not end with a user message"):
+        specialist.predict([row["prompt"] + row["completion"]])
