@@ -62,7 +62,7 @@ def test_a_cli_round_reports_every_asset_and_the_gate_to_the_instance(tmp_path, 
         assert all(m["run_by"] == "automem CLI" for m in shown.values())
         assert shown["rollout_batch"]["episodes"] == 2 and shown["diagnosis"]["findings"] == 1
         assert shown["scaffold_candidate"]["outcome"] == "accepted"
-        assert "stuck.enabled False -> True" in shown["scaffold_candidate"]["diff"]
+        assert "stuck.enabled False -> True" in shown["scaffold_candidate"]["diff_full"]  # long: one click away
         evaluation = shown["candidate_evaluation"]
         assert evaluation["outcome"] == "evaluated" and evaluation["candidate"] == "v1"
         assert evaluation["candidate_mean"] > evaluation["champion_mean"] == 0.0

@@ -408,7 +408,7 @@ def test_the_adapter_is_an_mlflow_model_that_loads_back_from_the_registry(interr
     rows = _rows()
     row = rows[split_examples([r["episode"] for r in rows], 0.1, 0).validation[0]]  # held out from training
     [reply] = specialist.predict([row["prompt"]])
-    obj = row["prompt"][1]["content"].split("You see a ")[1].split(" ")[0]
-    assert reply.startswith(f"<|UPSERT|>map_notes.txt|{obj}|"), reply
+    # A memory turn in the trained form (operations, then DONE), where the base alone answers in prose.
+    assert reply.strip().startswith("<|") and reply.strip().endswith("<|DONE|>"), reply
     with pytest.raises(Exception, match="does not end with a user message"):
         specialist.predict([row["prompt"] + row["completion"]])

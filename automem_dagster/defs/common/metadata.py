@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from automem_dagster.defs.common.long_values import link, long_text
 from automem_dagster.games import game_family
 from automem_dagster.llm.attempts import describe_failures
 from automem_dagster.loop.storage import Storage
@@ -83,11 +84,11 @@ def diagnosis_metadata(result: Diagnosis, out: Path) -> dict:
     """What ``diagnosis`` shows of a diagnosis written to ``out``."""
     return {
         "outcome": "diagnosed",
-        "summary": result.summary,
+        **long_text("summary", result.summary),
         "findings": len(result.findings),
         "dropped": len(result.dropped),
         "attempts": len(result.attempts),
-        "diagnosis": dg.MetadataValue.md(result.to_markdown()),
+        **long_text("diagnosis", result.to_markdown(), markdown=True),
         "diagnosis_dir": dg.MetadataValue.path(str(out)),
     }
 
@@ -97,7 +98,7 @@ def revision_metadata(revision: Revision, out: Path, partition: str | None) -> d
     attempts when accepted (``partition``: its ``scaffold_version`` key), the reason when rejected."""
     attempts = dg.MetadataValue.md("\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(revision.attempts, 1)))
     if not revision.accepted:
-        return {"outcome": "rejected", "reason": revision.rejected_reason, "attempts": attempts,
+        return {"outcome": "rejected", **long_text("reason", revision.rejected_reason or ""), "attempts": attempts,
                 "revision_dir": dg.MetadataValue.path(str(out))}
     return {
         "outcome": "accepted",
@@ -106,7 +107,7 @@ def revision_metadata(revision: Revision, out: Path, partition: str | None) -> d
         "scaffold_version": partition,
         "changes": dg.MetadataValue.md("\n".join(f"- {c}" for c in revision.changes)),
         "attempts": attempts,
-        "diff": dg.MetadataValue.md(revision.diff_md),
+        **long_text("diff", revision.diff_md, markdown=True),
         "revision_dir": dg.MetadataValue.path(str(out)),
     }
 
@@ -120,7 +121,7 @@ def scaffold_version_metadata(storage: Storage, family: str, version: int) -> di
         "content_hash": content_hash(scaffold),
         "parent": "none" if scaffold.parent is None else f"v{scaffold.parent}",
         "decision": "not in the lineage" if record is None else record.decision or "pending",
-        "reason": record.reason if record is not None else "",
+        **long_text("reason", record.reason if record is not None and record.reason else ""),
         "champion": lineage.champion().version == version,
         "description": scaffold.description or "",
         "path": dg.MetadataValue.path(str(scaffold_path(family, version, storage.scaffolds))),
@@ -130,20 +131,20 @@ def scaffold_version_metadata(storage: Storage, family: str, version: int) -> di
 
 def no_candidate_metadata(reason: str) -> dict:
     """What ``candidate_evaluation`` shows when the round made no candidate (revision rejected)."""
-    return {"outcome": "no candidate", "reason": reason}
+    return {"outcome": "no candidate", **long_text("reason", reason)}
 
 
 def no_decision_metadata(reason: str, storage: Storage, family: str) -> dict:
     """What ``champion_scaffold`` shows when there was nothing to decide: the champion stays."""
     lineage = storage.load_lineage(family)
     before = lineage.champion().version
-    return {"decision": "no candidate", "reason": reason, "champion_before": before, "champion_after": before,
+    return {"decision": "no candidate", **long_text("reason", reason), "champion_before": before, "champion_after": before,
             "lineage": dg.MetadataValue.md(code_block(render_tree(lineage)))}
 
 
 def run_link_metadata(runs: dict) -> dict:
-    """``mlflow_<role>_run`` URL metadata for each logged MLflow run."""
-    return {f"mlflow_{role}_run": dg.MetadataValue.url(run.url) for role, run in runs.items()}
+    """``mlflow_<role>_run``: a link to each logged MLflow run, labelled with its role and short id."""
+    return {f"mlflow_{role}_run": link(f"MLflow {role} run {run.run_id[:8]}", run.url) for role, run in runs.items()}
 
 
 def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plots: dict[str, Path]) -> dict:
@@ -152,7 +153,7 @@ def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plot
     family = game_family(record.game)
     metadata = {
         "decision": "kept" if record.keep else "rolled_back",
-        "reason": record.reason,
+        **long_text("reason", record.reason),
         "candidate": f"v{record.candidate}",
         "champion_before": record.champion_before,
         "champion_after": record.champion_after,

@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from automem_dagster.defs.common.gate import paired_metadata
+from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import code_block, run_link_metadata
 from automem_dagster.loop.proficiency import SpecialistDecision
 from automem_dagster.meta.lora_config import LoraChoice
@@ -89,7 +90,7 @@ def adapter_metadata(game: str, record: AdapterRecord, training: dict, plot: Pat
     if record.gguf:
         metadata["gguf"] = dg.MetadataValue.path(record.gguf)
     if run is not None:
-        metadata["mlflow_training_run"] = dg.MetadataValue.url(run.url)
+        metadata |= run_link_metadata({"training": run})
     return metadata
 
 
@@ -106,7 +107,7 @@ def specialist_decision_metadata(game: str, decision: SpecialistDecision, runs: 
     """What ``champion_specialist`` shows of a keep-or-rollback decision on a specialist."""
     metadata = {
         "decision": "kept" if decision.keep else "rolled_back",
-        "reason": decision.reason,
+        **long_text("reason", decision.reason),
         "adapter": decision.adapter,
         "scaffold": f"v{decision.scaffold_version}",
         "specialist_before": _no_specialist(decision.champion_before),
