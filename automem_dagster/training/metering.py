@@ -40,6 +40,15 @@ def validation_passes_left(step: int, total: int, every: int) -> int:
     return total // every - (step - 1) // every + (1 if total % every else 0)
 
 
+def eta_seconds(figures: dict[str, float], step: int, total: int, every: int | None) -> float:
+    """Seconds left after ``step`` of ``total``: the steps left at ``train_s_per_step`` and the
+    validation passes left at ``validation_s_per_pass`` (none counted before one has been timed)."""
+    if TRAIN_S_PER_STEP not in figures:
+        return math.nan
+    passes = validation_passes_left(step, total, max(1, int(every or 1)))
+    return figures[TRAIN_S_PER_STEP] * (total - step) + figures.get(VALIDATION_S_PER_PASS, 0.0) * passes
+
+
 def meter_callback(progress: TrainingProgress | None, stream):
     """The progress and timing callback (a ``TrainerCallback``; imported lazily with transformers)."""
     from transformers import TrainerCallback
@@ -64,16 +73,6 @@ def meter_callback(progress: TrainingProgress | None, stream):
                 figures[VALIDATION_S_PER_PASS] = statistics.fmean(self.validation_seconds)
             return figures
 
-        def eta(self, state) -> float:
-            """Seconds left: the steps left at ``train_s_per_step`` and the validation passes left at
-            ``validation_s_per_pass`` (none counted before one has been timed)."""
-            figures = self.figures()
-            if TRAIN_S_PER_STEP not in figures:
-                return math.nan
-            left = figures[TRAIN_S_PER_STEP] * (state.max_steps - state.global_step)
-            passes = validation_passes_left(state.global_step, state.max_steps, max(1, int(state.eval_steps or 1)))
-            return left + figures.get(VALIDATION_S_PER_PASS, 0.0) * passes
-
         def on_train_begin(self, args, state, control, **kwargs):
             self.tokens_start = self.tokens_end = state.num_input_tokens_seen
 
@@ -95,10 +94,11 @@ def meter_callback(progress: TrainingProgress | None, stream):
                 if VALIDATION_S_PER_PASS in logs:
                     line += f"  {VALIDATION_S_PER_PASS} {logs[VALIDATION_S_PER_PASS]:.2f}"
             elif "loss" in logs:
-                logs |= {k: v for k, v in self.figures().items() if k == TRAIN_S_PER_STEP}
-                per_step = logs.get(TRAIN_S_PER_STEP, math.nan)
+                figures = self.figures()
+                logs |= {k: v for k, v in figures.items() if k == TRAIN_S_PER_STEP}
+                eta = _duration(eta_seconds(figures, step, total, state.eval_steps))
                 line = (f"step {step}/{total}  loss {logs['loss']:.4f}  lr {logs.get('learning_rate', 0):.2e}  "
-                        f"{TRAIN_S_PER_STEP} {per_step:.2f}  eta {_duration(self.eta(state))}")
+                        f"{TRAIN_S_PER_STEP} {logs.get(TRAIN_S_PER_STEP, math.nan):.2f}  eta {eta}")
             else:
                 return
             if state.is_world_process_zero:
