@@ -22,6 +22,7 @@ from automem_dagster.defs.common.partitions import game_of, game_partitions, par
 from automem_dagster.defs.common.resources import MlflowResource, StorageResource
 from automem_dagster.defs.evaluation.assets import candidate_evaluation
 from automem_dagster.defs.evaluation.checks import evaluation_gate
+from automem_dagster.defs.proficiency.sensors import new_champion_sensor
 from automem_dagster.defs.structure.assets import (
     champion_scaffold,
     diagnosis,
@@ -61,6 +62,8 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
     assert evaluation_gate_sensor.job_name == "promote_job"
     assert next_round_sensor.job_name == "structure_round_job"
     assert next_round_sensor.default_status == dg.DefaultSensorStatus.STOPPED
+    assert new_champion_sensor.job_name == "proficiency_round_job"
+    assert new_champion_sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert defs.resolve_sensor_def("evaluation_gate_sensor") and defs.resolve_sensor_def("next_round_sensor")
     groups = {str(k.to_user_string()): g for k, g in defs.resolve_assets_def("rollout_batch").group_names_by_key.items()}
     assert groups == {"rollout_batch": "structure"}
@@ -231,6 +234,9 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
     assert [(r.partition_key, r.run_key.startswith("promote-")) for r in gate_tick.run_requests] == [("crafter", True)]
     next_tick = next_round_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
     assert [r.partition_key for r in next_tick.run_requests] == ["crafter"]
+    # (opt-in) and a proficiency round on the new champion, whose specialist learnt from the old one
+    proficiency_tick = new_champion_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert [(r.partition_key, r.job_name) for r in proficiency_tick.run_requests] == [("crafter", "proficiency_round_job")]
 
     # A retried promotion shows the recorded decision instead of deciding twice.
     again = dg.materialize(ROUND, partition_key="crafter", resources=res, instance=instance,

@@ -11,13 +11,7 @@ import dagster as dg
 
 from automem_dagster.defs.common.partitions import scaffold_versions, version_key
 from automem_dagster.defs.common.resources import StorageResource
-from automem_dagster.defs.common.sensors import (
-    metadata_text,
-    new_materializations,
-    promotion_requests,
-    run_by_cli,
-    sensor_result,
-)
+from automem_dagster.defs.common.sensors import after_new_champion, promotion_requests
 from automem_dagster.defs.common.versions import scaffold_version_event
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
 from automem_dagster.games import GAME_FAMILIES
@@ -39,13 +33,7 @@ def next_round_sensor(context: dg.SensorEvaluationContext):
     candidate, start the next ``structure_round_job`` for that game, so a game keeps improving until a
     round fails to beat its champion (rounds the CLI ran are left to the CLI). Turn it on in the UI (Automation) or with
     ``dagster sensor start next_round_sensor``."""
-    records = new_materializations(context, "champion_scaffold")
-    if not records:
-        return dg.SkipReason("no new champion_scaffold materialization")
-    requests = [dg.RunRequest(run_key=f"next-round-{r.storage_id}", partition_key=r.partition_key,
-                              tags={"automem/after_promotion": str(r.storage_id)})
-                for r in records if metadata_text(r, "decision") == "kept" and not run_by_cli(r)]
-    return sensor_result(records, requests, "no new champion: the last rounds were rolled back or had no candidate")
+    return after_new_champion(context, "next-round")
 
 
 @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
