@@ -78,7 +78,7 @@ def test_a_cli_round_reports_every_asset_and_the_gate_to_the_instance(tmp_path, 
         # Both versions are partitions, each materialized with its YAML and fate.
         assert instance.get_dynamic_partitions("scaffold_versions") == ["crafter-v0", "crafter-v1"]
         v1 = latest(instance, "scaffold_version", "crafter-v1")
-        assert v1["decision"] == "kept" and v1["champion"] is True and "WIN-MARKER" in v1["scaffold"]
+        assert v1["decision"] == "kept" and v1["champion"] is True and "WIN-MARKER" in v1["scaffold_full"]
         assert latest(instance, "scaffold_version", "crafter-v0")["champion"] is False
 
         # The CLI decided already: the gate sensor starts no promotion for it.

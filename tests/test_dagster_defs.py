@@ -105,6 +105,10 @@ def test_long_values_read_at_a_glance_with_the_whole_one_click_away():
     assert shown["reason"].startswith("rolled back: tie on seeds 42-43 and") and "the whole in reason_full" in shown["reason"]
     diff = "```diff\n" + "\n".join(f"+ line {i}" for i in range(200)) + "\n```"
     assert long_text("diff", diff, markdown=True)["diff"] == "+ line 0 (2,101 characters, 202 lines: the whole in diff_full)"
+    # A code line does not wrap: a wide one would push the page's values off its edge, so it waits a click away.
+    lineage = "```\ncrafter lineage (champion v1)\n└── v0  baseline  0.0% ± 0.0 (n=2), 2026-12-01 12:00\n```"
+    assert set(long_text("lineage", lineage, markdown=True)) == {"lineage", "lineage_full"}
+    assert long_text("settings", '```json\n{\n  "rank": 8\n}\n```', markdown=True)["settings"].value.startswith("```")
     assert link("MLflow candidate run 0123abcd", "http://x/#/runs/0123").value == \
         "[MLflow candidate run 0123abcd](http://x/#/runs/0123)"
 
@@ -206,7 +210,7 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
     assert champion["decision"] == "kept" and (champion["champion_before"], champion["champion_after"]) == (0, 1)
     # Links read as their role and short id: a long URL would widen Dagster's value column past the page.
     assert champion["mlflow_candidate_run"].startswith("[MLflow candidate run ")
-    assert "data:image/png;base64," in champion["progression_by_version"] and "[champion]" in champion["lineage"]
+    assert "data:image/png;base64," in champion["progression_by_version"] and "[champion]" in champion["lineage_full"]
 
     # The files say the same: champion pointer moved, v1 saved, MLflow has both runs.
     assert storage.storage().load_lineage("crafter").champion().version == 1
@@ -226,7 +230,7 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
     # The new version's partition shows its YAML and fate.
     version = dg.materialize([scaffold_version], partition_key="crafter-v1", resources=res, instance=instance)
     shown = metadata(version, "scaffold_version")
-    assert shown["decision"] == "kept" and shown["champion"] is True and "WIN-MARKER" in shown["scaffold"]
+    assert shown["decision"] == "kept" and shown["champion"] is True and "WIN-MARKER" in shown["scaffold_full"]
 
     # The sensors react to this instance's materializations: promote the evaluated game, then
     # (opt-in) start its next round because the candidate was kept.

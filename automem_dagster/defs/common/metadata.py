@@ -125,7 +125,7 @@ def scaffold_version_metadata(storage: Storage, family: str, version: int) -> di
         "champion": lineage.champion().version == version,
         "description": scaffold.description or "",
         "path": dg.MetadataValue.path(str(scaffold_path(family, version, storage.scaffolds))),
-        "scaffold": dg.MetadataValue.md(code_block(scaffold_yaml(scaffold), "yaml")),
+        **long_text("scaffold", code_block(scaffold_yaml(scaffold), "yaml"), markdown=True),
     }
 
 
@@ -139,7 +139,7 @@ def no_decision_metadata(reason: str, storage: Storage, family: str) -> dict:
     lineage = storage.load_lineage(family)
     before = lineage.champion().version
     return {"decision": "no candidate", **long_text("reason", reason), "champion_before": before, "champion_after": before,
-            "lineage": dg.MetadataValue.md(code_block(render_tree(lineage)))}
+            **long_text("lineage", code_block(render_tree(lineage)), markdown=True)}
 
 
 def run_link_metadata(runs: dict) -> dict:
@@ -159,7 +159,7 @@ def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plot
         "champion_after": record.champion_after,
         "mean_difference": record.comparison["mean_difference"],
         "stderr_difference": record.comparison["stderr_difference"],
-        "lineage": dg.MetadataValue.md(code_block(render_tree(storage.load_lineage(family)))),
+        **long_text("lineage", code_block(render_tree(storage.load_lineage(family))), markdown=True),
         **run_link_metadata(runs),
     }
     if "progression" in plots:

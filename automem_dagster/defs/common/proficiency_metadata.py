@@ -59,8 +59,8 @@ def lora_config_metadata(choice: LoraChoice, path: Path) -> dict:
     return {
         "source": choice.source,
         "reasoning": choice.reasoning,
-        "settings": dg.MetadataValue.md(code_block(json.dumps(choice.settings.model_dump(), indent=2), "json")),
-        "defaults": dg.MetadataValue.md(code_block(json.dumps(choice.defaults.model_dump(), indent=2), "json")),
+        **long_text("settings", code_block(json.dumps(choice.settings.model_dump(), indent=2), "json"), markdown=True),
+        **long_text("defaults", code_block(json.dumps(choice.defaults.model_dump(), indent=2), "json"), markdown=True),
         "attempts": dg.MetadataValue.md(attempts),
         "config_file": dg.MetadataValue.path(str(path)),
     }
