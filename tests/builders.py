@@ -40,6 +40,11 @@ def round_resources(tmp_path, storage, server, mlflow: MlflowResource, roles=("g
     return {"endpoints": LLMEndpointsResource(endpoints_file=str(path)), "storage": storage, "mlflow": mlflow}
 
 
+def whole(shown: dict, key: str) -> str:
+    """A metadata text as a whole: ``<key>_full`` where the page sums a long one up (``defs/common/long_values``)."""
+    return shown.get(f"{key}_full", shown[key])
+
+
 def run_id_of(link: str) -> str:
     """The MLflow run id a metadata link (``[label](<ui>/#/experiments/<e>/runs/<id>)``) points at."""
     url = link.rsplit("](", 1)[1].removesuffix(")")

@@ -14,6 +14,7 @@ import dagster as dg
 import pytest
 import test_dagster_proficiency as proficiency
 import yaml
+from builders import whole
 from test_dagster_defs import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
 
 from automem_dagster.commands import shared
@@ -66,7 +67,7 @@ def test_a_cli_round_reports_every_asset_and_the_gate_to_the_instance(tmp_path, 
         evaluation = shown["candidate_evaluation"]
         assert evaluation["outcome"] == "evaluated" and evaluation["candidate"] == "v1"
         assert evaluation["candidate_mean"] > evaluation["champion_mean"] == 0.0
-        assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in evaluation["progression"]
+        assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in whole(evaluation, "progression")
         champion = shown["champion_scaffold"]
         assert champion["decision"] == "kept" and (champion["champion_before"], champion["champion_after"]) == (0, 1)
         assert "data:image/png;base64," in champion["progression_by_version"]

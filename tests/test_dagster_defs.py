@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
-from builders import metadata, mlflow_resource, round_resources, run_id_of
+from builders import metadata, mlflow_resource, round_resources, run_id_of, whole
 
 from automem_dagster.defs import defs
 from automem_dagster.defs.common.config import RoundConfig
@@ -105,9 +105,17 @@ def test_long_values_read_at_a_glance_with_the_whole_one_click_away():
     assert shown["reason"].startswith("rolled back: tie on seeds 42-43 and") and "the whole in reason_full" in shown["reason"]
     diff = "```diff\n" + "\n".join(f"+ line {i}" for i in range(200)) + "\n```"
     assert long_text("diff", diff, markdown=True)["diff"] == "+ line 0 (2,101 characters, 202 lines: the whole in diff_full)"
-    # A code line does not wrap: a wide one would push the page's values off its edge, so it waits a click away.
-    lineage = "```\ncrafter lineage (champion v1)\n└── v0  baseline  0.0% ± 0.0 (n=2), 2026-12-01 12:00\n```"
-    assert set(long_text("lineage", lineage, markdown=True)) == {"lineage", "lineage_full"}
+    # Code lines and table rows do not wrap: a wide one would push the page's values off its edge, so
+    # it is rewritten to wrap (lines of text, list items), or summed up when even that is too long.
+    lineage = "```\ncrafter lineage (champion v1)\n└── v0  baseline\n    └── v1  kept_up 4.5% vs 0.0% (n=2) on 2026-12-01\n```"
+    assert long_text("lineage", lineage, markdown=True)["lineage"].value == (
+        "crafter lineage (champion v1)  \n└── v0  baseline  \n\u00a0\u00a0\u00a0\u00a0└── v1  kept\\_up 4.5% vs 0.0% "
+        "(n=2) on 2026-12-01")
+    table = "| batch | calls | time lost to retries s | model latency s |\n|---|---:|---:|---:|\n| v1 | 24 | 0.00 | 1.2 |"
+    assert long_text("retries", table, markdown=True)["retries"].value == \
+        "- **v1**: calls: 24, time lost to retries s: 0.00, model latency s: 1.2"
+    assert set(long_text("retries", "\n".join([table] + [table.splitlines()[-1]] * 40), markdown=True)) == \
+        {"retries", "retries_full"}
     assert long_text("settings", '```json\n{\n  "rank": 8\n}\n```', markdown=True)["settings"].value.startswith("```")
     assert link("MLflow candidate run 0123abcd", "http://x/#/runs/0123").value == \
         "[MLflow candidate run 0123abcd](http://x/#/runs/0123)"
@@ -195,14 +203,14 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
 
     assert result.success
     assert metadata(result, "rollout_batch")["episodes"] == 2
-    assert "| v0 |" in metadata(result, "rollout_batch")["retries"]           # calls, attempts, retries, time lost
+    assert "**v0**: calls:" in whole(metadata(result, "rollout_batch"), "retries")           # calls, attempts, retries, time lost
     assert metadata(result, "diagnosis")["findings"] == 1
     candidate = metadata(result, "scaffold_candidate")
     assert candidate["outcome"] == "accepted" and "stuck.enabled False -> True" in candidate["diff_full"]
     evaluation = metadata(result, "candidate_evaluation")
     assert evaluation["candidate_mean"] > evaluation["champion_mean"] == 0.0
-    assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in evaluation["progression"]
-    assert "| candidate v1 |" in evaluation["retries"] and "| champion v0 |" in evaluation["retries"]
+    assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in whole(evaluation, "progression")
+    assert "**candidate v1**: calls:" in whole(evaluation, "retries") and "**champion v0**" in whole(evaluation, "retries")
     [gate] = result.get_asset_check_evaluations()
     assert gate.check_name == "evaluation_gate" and gate.passed and gate.metadata["would"].value == "keep"
     assert gate.metadata["difference"].value > 0 and "kept" in gate.metadata["reason"].value
@@ -210,7 +218,7 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
     assert champion["decision"] == "kept" and (champion["champion_before"], champion["champion_after"]) == (0, 1)
     # Links read as their role and short id: a long URL would widen Dagster's value column past the page.
     assert champion["mlflow_candidate_run"].startswith("[MLflow candidate run ")
-    assert "data:image/png;base64," in champion["progression_by_version"] and "[champion]" in champion["lineage_full"]
+    assert "data:image/png;base64," in champion["progression_by_version"] and "[champion]" in whole(champion, "lineage")
 
     # The files say the same: champion pointer moved, v1 saved, MLflow has both runs.
     assert storage.storage().load_lineage("crafter").champion().version == 1

@@ -39,13 +39,13 @@ def paired_metadata(game: str, role: str, challenger: BatchSummary, champion: Ba
         f"{role}_se": challenger.progression.stderr,
         "champion_mean": champion.progression.mean,
         "champion_se": champion.progression.stderr,
-        "progression": dg.MetadataValue.md(progression_table(dict(zip(names, (challenger, champion), strict=True)))),
+        **long_text("progression", progression_table(dict(zip(names, (challenger, champion), strict=True))), True),
         "paired_difference": (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
                               f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)"),
-        "behaviour": dg.MetadataValue.md(behaviour_table({names[0]: challenger.behaviour.as_dict(),
-                                                          names[1]: champion.behaviour.as_dict()})),
+        **long_text("behaviour", behaviour_table({names[0]: challenger.behaviour.as_dict(),
+                                                  names[1]: champion.behaviour.as_dict()}), markdown=True),
         "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
-        "retries": dg.MetadataValue.md(retries_table(dict(zip(names, (challenger, champion), strict=True)))),
+        **long_text("retries", retries_table(dict(zip(names, (challenger, champion), strict=True))), markdown=True),
         f"{role}_batch": dg.MetadataValue.path(challenger.out_dir),
         "champion_batch": dg.MetadataValue.path(champion.out_dir),
     }

@@ -40,8 +40,8 @@ def behaviour_table(columns: dict[str, dict[str, float]]) -> str:
 
 
 def progression_table(batches: dict[str, BatchSummary]) -> str:
-    """Mean ± SE (percent, BALROG's convention) and the per-seed progressions of each batch."""
-    lines = ["| scaffold | progression % (mean ± SE) | n | per seed % |", "|---|---:|---:|---|"]
+    """Mean ± SE (percent, BALROG's convention: ``4.5 ± 0.0``) and the per-seed progressions of each batch."""
+    lines = ["| scaffold | progression % | n | per seed % |", "|---|---:|---:|---|"]
     for name, b in batches.items():
         seeds = ", ".join(f"{e.seed}: {100 * e.progression:.1f}" for e in sorted(b.episodes, key=lambda e: e.seed))
         lines.append(f"| {name} | {b.progression.mean:.1f} ± {b.progression.stderr:.1f} | {b.progression.n} | {seeds} |")
@@ -72,8 +72,8 @@ def rollout_metadata(summary: BatchSummary, scaffold_version: int, seeds: list[i
         "progression_se": p.stderr,
         "episodes": len(summary.episodes),
         "seeds": dg.MetadataValue.json(seeds),
-        "behaviour": dg.MetadataValue.md(behaviour_table({f"v{scaffold_version}": summary.behaviour.as_dict()})),
-        "retries": dg.MetadataValue.md(retries_table({f"v{scaffold_version}": summary})),
+        **long_text("behaviour", behaviour_table({f"v{scaffold_version}": summary.behaviour.as_dict()}), markdown=True),
+        **long_text("retries", retries_table({f"v{scaffold_version}": summary}), markdown=True),
         "batch": dg.MetadataValue.path(summary.out_dir),
     }
 
