@@ -17,7 +17,7 @@ from builders import metadata, mlflow_resource, round_resources, run_id_of, whol
 
 from automem_dagster.defs import defs
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.long_values import link, long_text
+from automem_dagster.defs.common.long_values import link, long_text, wrapping
 from automem_dagster.defs.common.partitions import game_of, game_partitions, parse_version_key
 from automem_dagster.defs.common.resources import MlflowResource, StorageResource
 from automem_dagster.defs.evaluation.assets import candidate_evaluation
@@ -111,6 +111,9 @@ def test_long_values_read_at_a_glance_with_the_whole_one_click_away():
     assert long_text("lineage", lineage, markdown=True)["lineage"].value == (
         "crafter lineage (champion v1)  \n└── v0  baseline  \n\u00a0\u00a0\u00a0\u00a0└── v1  kept\\_up 4.5% vs 0.0% "
         "(n=2) on 2026-12-01")
+    # a diff's lines stay lines: no list items, headings or emphasis made of its marks
+    assert wrapping("```diff\n- memory.max_lines: 100\n+ memory.max_lines: 20 and *pruned*\n---\n1. x\n```") == \
+        "\\- memory.max_lines: 100  \n\\+ memory.max_lines: 20 and \\*pruned\\*  \n\\---  \n1\\. x"
     table = "| batch | calls | time lost to retries s | model latency s |\n|---|---:|---:|---:|\n| v1 | 24 | 0.00 | 1.2 |"
     assert long_text("retries", table, markdown=True)["retries"].value == \
         "- **v1**: calls: 24, time lost to retries s: 0.00, model latency s: 1.2"

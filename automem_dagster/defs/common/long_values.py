@@ -70,7 +70,9 @@ def wrapping(markdown: str) -> str:
                 out.append("")  # a code block becomes a paragraph of its own
         elif inside:
             stripped = line.lstrip(" ")
-            out.append("\u00a0" * (len(line) - len(stripped)) + re.sub(r"([\\`*_<>|#~])", r"\\\1", stripped) + "  ")
+            text = re.sub(r"([\\`*_<>|#~])", r"\\\1", stripped)
+            text = re.sub(r"^(\d+)([.)])", r"\1\\\2", re.sub(r"^([-+=])", r"\\\1", text))  # no list, no heading
+            out.append("\u00a0" * (len(line) - len(stripped)) + text + "  ")
         elif line.startswith("|"):
             table.append(line)
         else:
