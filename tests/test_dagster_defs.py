@@ -113,7 +113,7 @@ def test_long_values_read_at_a_glance_with_the_whole_one_click_away():
         "(n=2) on 2026-12-01")
     # a diff's lines stay lines: no list items, headings or emphasis made of its marks
     assert wrapping("```diff\n- memory.max_lines: 100\n+ memory.max_lines: 20 and *pruned*\n---\n1. x\n```") == \
-        "\\- memory.max_lines: 100  \n\\+ memory.max_lines: 20 and \\*pruned\\*  \n\\---  \n1\\. x"
+        "\\- memory.max\\_lines: 100  \n\\+ memory.max\\_lines: 20 and \\*pruned\\*  \n\\---  \n1\\. x"
     table = "| batch | calls | time lost to retries s | model latency s |\n|---|---:|---:|---:|\n| v1 | 24 | 0.00 | 1.2 |"
     assert long_text("retries", table, markdown=True)["retries"].value == \
         "- **v1**: calls: 24, time lost to retries s: 0.00, model latency s: 1.2"
