@@ -1,4 +1,4 @@
-"""Training throughput: LoRA SFT of the memory specialist, seconds per step, tokens per second and peak memory.
+"""Training throughput: LoRA SFT of the memory specialist, its step and validation timings, tokens/s, peak memory.
 
 The run is the real one (``automem_dagster.training.sft.train_adapter``: trl's SFTTrainer with a
 peft LoRA, completion-only loss, held-out validation by episode, checkpoints) on a synthetic
@@ -10,9 +10,10 @@ outcome, DONE; PLAN: SEARCH when a vital sign is low, else READ the strategy, DO
 validation loss has something to learn. Settings are ``default_settings`` for the base (the AutoMem paper's
 configuration scaled to its width), with the step budget capped by ``--steps``.
 
-Seconds per step and tokens per second count the optimizer steps only (evaluation and checkpoint
-writes are timed apart, in ``train_seconds``); tokens are the non-padding tokens of the batches
-trained. Peak RSS is this process's high-water mark (``getrusage``), model loading included.
+``train_s_per_step`` and tokens per second count the optimizer steps only; a validation pass is
+timed apart (``validation_s_per_pass``) and ``wall_s`` is the whole training, checkpoint writes
+included (the trainer's names, ``training/metering.py``); tokens are the non-padding tokens of the
+batches trained. Peak RSS is this process's high-water mark (``getrusage``), model loading included.
 """
 
 from __future__ import annotations
@@ -167,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         "examples_train": run.examples_train,
         "examples_validation": run.examples_validation,
         "steps": run.steps_this_run,
-        "seconds_per_step": run.seconds_per_step,
+        "train_s_per_step": run.train_s_per_step,
+        "validation_s_per_pass": run.validation_s_per_pass,
+        "validation_passes": run.validation_passes,
         "tokens_per_second": run.tokens_per_second,
         "tokens_per_example_mean": run.tokens_trained / (run.global_step * settings.batch_size) if run.global_step else None,
-        "train_seconds": run.train_seconds,
+        "wall_s": run.wall_s,
         "peak_rss_mb": run.peak_rss_mb,
         "validation_loss_before": run.initial_validation_loss,
         "validation_loss_after": run.final_validation_loss,
@@ -186,9 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     r = result["results"]
     emit(result, args.out, [table(
         f"LoRA SFT on the {args.base} base (rank {settings.rank}, batch {settings.batch_size}, {r['steps']} steps)",
-        ["device", "s/step", "tokens/s", "tokens/example", "peak RSS MB", "val loss before", "val loss after"],
-        [[r["device"], r["seconds_per_step"], r["tokens_per_second"], r["tokens_per_example_mean"], r["peak_rss_mb"],
-          r["validation_loss_before"], r["validation_loss_after"]]])])
+        ["device", "train_s_per_step", "validation_s_per_pass", "tokens/s", "tokens/example", "peak RSS MB",
+         "val loss before", "val loss after"],
+        [[r["device"], r["train_s_per_step"], r["validation_s_per_pass"], r["tokens_per_second"],
+          r["tokens_per_example_mean"], r["peak_rss_mb"], r["validation_loss_before"], r["validation_loss_after"]]])])
     return 0
 
 

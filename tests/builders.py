@@ -40,6 +40,18 @@ def round_resources(tmp_path, storage, server, mlflow: MlflowResource, roles=("g
     return {"endpoints": LLMEndpointsResource(endpoints_file=str(path)), "storage": storage, "mlflow": mlflow}
 
 
+def whole(shown: dict, key: str) -> str:
+    """A metadata text as a whole: ``<key>_full`` where the page sums a long one up (``defs/common/long_values``)."""
+    return shown.get(f"{key}_full", shown[key])
+
+
+def run_id_of(link: str) -> str:
+    """The MLflow run id a metadata link (``[label](<ui>/#/experiments/<e>/runs/<id>)``) points at."""
+    url = link.rsplit("](", 1)[1].removesuffix(")")
+    assert url.startswith("http") and "/runs/" in url, link
+    return url.rsplit("/", 1)[1]
+
+
 def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
     """The metadata values of ``asset``'s one materialization in ``result``."""
     [event] = result.asset_materializations_for_node(asset)

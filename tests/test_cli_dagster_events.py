@@ -14,6 +14,7 @@ import dagster as dg
 import pytest
 import test_dagster_proficiency as proficiency
 import yaml
+from builders import whole
 from test_dagster_defs import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
 
 from automem_dagster.commands import shared
@@ -62,11 +63,11 @@ def test_a_cli_round_reports_every_asset_and_the_gate_to_the_instance(tmp_path, 
         assert all(m["run_by"] == "automem CLI" for m in shown.values())
         assert shown["rollout_batch"]["episodes"] == 2 and shown["diagnosis"]["findings"] == 1
         assert shown["scaffold_candidate"]["outcome"] == "accepted"
-        assert "stuck.enabled False -> True" in shown["scaffold_candidate"]["diff"]
+        assert "stuck.enabled False -> True" in shown["scaffold_candidate"]["diff_full"]  # long: one click away
         evaluation = shown["candidate_evaluation"]
         assert evaluation["outcome"] == "evaluated" and evaluation["candidate"] == "v1"
         assert evaluation["candidate_mean"] > evaluation["champion_mean"] == 0.0
-        assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in evaluation["progression"]
+        assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in whole(evaluation, "progression")
         champion = shown["champion_scaffold"]
         assert champion["decision"] == "kept" and (champion["champion_before"], champion["champion_after"]) == (0, 1)
         assert "data:image/png;base64," in champion["progression_by_version"]
@@ -78,7 +79,7 @@ def test_a_cli_round_reports_every_asset_and_the_gate_to_the_instance(tmp_path, 
         # Both versions are partitions, each materialized with its YAML and fate.
         assert instance.get_dynamic_partitions("scaffold_versions") == ["crafter-v0", "crafter-v1"]
         v1 = latest(instance, "scaffold_version", "crafter-v1")
-        assert v1["decision"] == "kept" and v1["champion"] is True and "WIN-MARKER" in v1["scaffold"]
+        assert v1["decision"] == "kept" and v1["champion"] is True and "WIN-MARKER" in v1["scaffold_full"]
         assert latest(instance, "scaffold_version", "crafter-v0")["champion"] is False
 
         # The CLI decided already: the gate sensor starts no promotion for it.

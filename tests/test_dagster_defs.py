@@ -13,14 +13,16 @@ from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
-from builders import metadata, mlflow_resource, round_resources
+from builders import metadata, mlflow_resource, round_resources, run_id_of, whole
 
 from automem_dagster.defs import defs
 from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.long_values import link, long_text, wrapping
 from automem_dagster.defs.common.partitions import game_of, game_partitions, parse_version_key
 from automem_dagster.defs.common.resources import MlflowResource, StorageResource
 from automem_dagster.defs.evaluation.assets import candidate_evaluation
 from automem_dagster.defs.evaluation.checks import evaluation_gate
+from automem_dagster.defs.proficiency.sensors import new_champion_sensor
 from automem_dagster.defs.structure.assets import (
     champion_scaffold,
     diagnosis,
@@ -29,10 +31,10 @@ from automem_dagster.defs.structure.assets import (
     scaffold_version,
 )
 from automem_dagster.defs.structure.schedules import weekly_structure_round
-from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor
+from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor, scaffold_versions_sensor
 from automem_dagster.loop.structure import diagnosis_seeds
 from automem_dagster.rollout import episode_id
-from automem_dagster.scaffold import content_hash, load_scaffold
+from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
 
 ROUND = [rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation, champion_scaffold, evaluation_gate]
 RUN_CONFIG = dg.RunConfig(ops={"rollout_batch": RoundConfig(rollout_max_steps=3)})
@@ -61,6 +63,8 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
     assert evaluation_gate_sensor.job_name == "promote_job"
     assert next_round_sensor.job_name == "structure_round_job"
     assert next_round_sensor.default_status == dg.DefaultSensorStatus.STOPPED
+    assert new_champion_sensor.job_name == "proficiency_round_job"
+    assert new_champion_sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert defs.resolve_sensor_def("evaluation_gate_sensor") and defs.resolve_sensor_def("next_round_sensor")
     groups = {str(k.to_user_string()): g for k, g in defs.resolve_assets_def("rollout_batch").group_names_by_key.items()}
     assert groups == {"rollout_batch": "structure"}
@@ -87,6 +91,54 @@ def test_loading_the_definitions_prints_no_preview_or_beta_warning():
     code = "import warnings; warnings.simplefilter('error', Warning); import automem_dagster.defs"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_long_values_read_at_a_glance_with_the_whole_one_click_away():
+    """Up to what Dagster's asset page shows whole, a text stays as it is; a longer one is summed up in
+    one line under its key, the whole under ``<key>_full`` as Markdown (behind "[Show Markdown]")."""
+    assert long_text("reason", "kept: +4.5 points") == {"reason": "kept: +4.5 points"}
+    short_md = long_text("diff", "```diff\n+ a\n```", markdown=True)["diff"]
+    assert isinstance(short_md, dg.MarkdownMetadataValue) and short_md.value == "```diff\n+ a\n```"
+    reason = "rolled back: tie on seeds 42-43 " + "and a long explanation " * 60
+    shown = long_text("reason", reason)
+    assert shown["reason_full"].value == reason and len(shown["reason"]) < 240
+    assert shown["reason"].startswith("rolled back: tie on seeds 42-43 and") and "the whole in reason_full" in shown["reason"]
+    diff = "```diff\n" + "\n".join(f"+ line {i}" for i in range(200)) + "\n```"
+    assert long_text("diff", diff, markdown=True)["diff"] == "+ line 0 (2,101 characters, 202 lines: the whole in diff_full)"
+    # Code lines and table rows do not wrap: a wide one would push the page's values off its edge, so
+    # it is rewritten to wrap (lines of text, list items), or summed up when even that is too long.
+    lineage = "```\ncrafter lineage (champion v1)\n└── v0  baseline\n    └── v1  kept_up 4.5% vs 0.0% (n=2) on 2026-12-01\n```"
+    assert long_text("lineage", lineage, markdown=True)["lineage"].value == (
+        "crafter lineage (champion v1)  \n└── v0  baseline  \n\u00a0\u00a0\u00a0\u00a0└── v1  kept\\_up 4.5% vs 0.0% "
+        "(n=2) on 2026-12-01")
+    # a diff's lines stay lines: no list items, headings or emphasis made of its marks
+    assert wrapping("```diff\n- memory.max_lines: 100\n+ memory.max_lines: 20 and *pruned*\n---\n1. x\n```") == \
+        "\\- memory.max\\_lines: 100  \n\\+ memory.max\\_lines: 20 and \\*pruned\\*  \n\\---  \n1\\. x"
+    table = "| batch | calls | time lost to retries s | model latency s |\n|---|---:|---:|---:|\n| v1 | 24 | 0.00 | 1.2 |"
+    assert long_text("retries", table, markdown=True)["retries"].value == \
+        "- **v1**: calls: 24, time lost to retries s: 0.00, model latency s: 1.2"
+    assert set(long_text("retries", "\n".join([table] + [table.splitlines()[-1]] * 40), markdown=True)) == \
+        {"retries", "retries_full"}
+    assert long_text("settings", '```json\n{\n  "rank": 8\n}\n```', markdown=True)["settings"].value.startswith("```")
+    assert link("MLflow candidate run 0123abcd", "http://x/#/runs/0123").value == \
+        "[MLflow candidate run 0123abcd](http://x/#/runs/0123)"
+
+
+def test_every_scaffold_version_on_disk_gets_its_partition(tmp_path, storage):
+    """A version made outside any round (here a file saved by hand, as ``automem propose`` or DVC would)
+    gets its ``scaffold_version`` partition and a materialization with its fate from the sensor."""
+    store = storage.storage()
+    v0 = load_scaffold("crafter", 0, store.scaffolds)
+    save_scaffold(v0.model_copy(update={"version": 7, "parent": 0, "description": "made by hand"}), store.scaffolds)
+    instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster"))
+    context = dg.build_sensor_context(instance=instance, resources={"storage": storage})
+    result = scaffold_versions_sensor(context)
+    shown = {e.partition: {k: v.value for k, v in e.metadata.items()} for e in result.asset_events}
+    assert {"crafter-v0", "crafter-v7"} <= set(shown) <= set(instance.get_dynamic_partitions("scaffold_versions"))
+    assert shown["crafter-v7"]["parent"] == "v0" and shown["crafter-v7"]["description"] == "made by hand"
+    assert shown["crafter-v7"]["decision"] == "not in the lineage"
+    assert isinstance(scaffold_versions_sensor(dg.build_sensor_context(instance=instance, resources={"storage": storage})),
+                      dg.SkipReason)  # each version once
 
 
 def test_weekly_schedule_starts_one_round_per_game():
@@ -154,21 +206,22 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
 
     assert result.success
     assert metadata(result, "rollout_batch")["episodes"] == 2
-    assert "| v0 |" in metadata(result, "rollout_batch")["retries"]           # calls, attempts, retries, time lost
+    assert "**v0**: calls:" in whole(metadata(result, "rollout_batch"), "retries")           # calls, attempts, retries, time lost
     assert metadata(result, "diagnosis")["findings"] == 1
     candidate = metadata(result, "scaffold_candidate")
-    assert candidate["outcome"] == "accepted" and "stuck.enabled False -> True" in candidate["diff"]
+    assert candidate["outcome"] == "accepted" and "stuck.enabled False -> True" in candidate["diff_full"]
     evaluation = metadata(result, "candidate_evaluation")
     assert evaluation["candidate_mean"] > evaluation["champion_mean"] == 0.0
-    assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in evaluation["progression"]
-    assert "| candidate v1 |" in evaluation["retries"] and "| champion v0 |" in evaluation["retries"]
+    assert "data:image/png;base64," in evaluation["behaviour_plot"] and "± " in whole(evaluation, "progression")
+    assert "**candidate v1**: calls:" in whole(evaluation, "retries") and "**champion v0**" in whole(evaluation, "retries")
     [gate] = result.get_asset_check_evaluations()
     assert gate.check_name == "evaluation_gate" and gate.passed and gate.metadata["would"].value == "keep"
     assert gate.metadata["difference"].value > 0 and "kept" in gate.metadata["reason"].value
     champion = metadata(result, "champion_scaffold")
     assert champion["decision"] == "kept" and (champion["champion_before"], champion["champion_after"]) == (0, 1)
-    assert champion["mlflow_candidate_run"].startswith("http") and "/runs/" in champion["mlflow_candidate_run"]
-    assert "data:image/png;base64," in champion["progression_by_version"] and "[champion]" in champion["lineage"]
+    # Links read as their role and short id: a long URL would widen Dagster's value column past the page.
+    assert champion["mlflow_candidate_run"].startswith("[MLflow candidate run ")
+    assert "data:image/png;base64," in champion["progression_by_version"] and "[champion]" in whole(champion, "lineage")
 
     # The files say the same: champion pointer moved, v1 saved, MLflow has both runs.
     assert storage.storage().load_lineage("crafter").champion().version == 1
@@ -180,7 +233,7 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
     [promoted] = result.asset_materializations_for_node("champion_scaffold")
     assert promoted.tags["dagster/data_version"] == v1_hash
     client = mlflow_store.tracker().client
-    tags = {role: client.get_run(champion[f"mlflow_{role}_run"].rsplit("/", 1)[1]).data.tags
+    tags = {role: client.get_run(run_id_of(champion[f"mlflow_{role}_run"])).data.tags
             for role in ("candidate", "champion")}
     assert tags["candidate"]["automem.decision"] == "kept" and tags["candidate"]["automem.version"] == "1"
     assert tags["champion"]["automem.version"] == "0"
@@ -188,7 +241,7 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
     # The new version's partition shows its YAML and fate.
     version = dg.materialize([scaffold_version], partition_key="crafter-v1", resources=res, instance=instance)
     shown = metadata(version, "scaffold_version")
-    assert shown["decision"] == "kept" and shown["champion"] is True and "WIN-MARKER" in shown["scaffold"]
+    assert shown["decision"] == "kept" and shown["champion"] is True and "WIN-MARKER" in shown["scaffold_full"]
 
     # The sensors react to this instance's materializations: promote the evaluated game, then
     # (opt-in) start its next round because the candidate was kept.
@@ -196,6 +249,9 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
     assert [(r.partition_key, r.run_key.startswith("promote-")) for r in gate_tick.run_requests] == [("crafter", True)]
     next_tick = next_round_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
     assert [r.partition_key for r in next_tick.run_requests] == ["crafter"]
+    # (opt-in) and a proficiency round on the new champion, whose specialist learnt from the old one
+    proficiency_tick = new_champion_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert [r.partition_key for r in proficiency_tick.run_requests] == ["crafter"]  # its job: proficiency_round_job
 
     # A retried promotion shows the recorded decision instead of deciding twice.
     again = dg.materialize(ROUND, partition_key="crafter", resources=res, instance=instance,
@@ -251,6 +307,6 @@ def test_a_round_that_failed_in_evaluation_is_resumed_by_the_next_one(tmp_path, 
     assert metadata(second, "rollout_batch")["outcome"] == "skipped"
     assert metadata(second, "diagnosis")["outcome"] == "skipped"
     resumed = metadata(second, "scaffold_candidate")
-    assert resumed["outcome"] == "resumed" and resumed["candidate"] == "v1" and "WIN-MARKER" in resumed["diff"]
+    assert resumed["outcome"] == "resumed" and resumed["candidate"] == "v1" and "WIN-MARKER" in resumed["diff_full"]
     assert metadata(second, "champion_scaffold")["decision"] == "kept"
     assert storage.storage().load_lineage("crafter").champion().version == 1

@@ -16,7 +16,7 @@ import json
 
 import dagster as dg
 import pytest
-from builders import metadata, mlflow_resource, round_resources
+from builders import metadata, mlflow_resource, round_resources, run_id_of, whole
 
 from automem_dagster.defs import defs
 from automem_dagster.defs.proficiency.assets import (
@@ -170,12 +170,13 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     adapter = metadata(result, "lora_adapter")
     assert adapter["outcome"] == "trained" and adapter["adapter"] == "a1"
     assert adapter["dataset_version"] == dataset["dataset_version"] and " -> " in adapter["validation_loss"]
-    assert adapter["seconds_per_step"] > 0 and adapter["peak_rss_mb"] > 0 and "tokens_per_second" in adapter
-    assert "data:image/png;base64," in adapter["loss_plot"] and "/runs/" in adapter["mlflow_training_run"]
+    assert adapter["train_s_per_step"] > 0 and adapter["validation_s_per_pass"] > 0 and adapter["peak_rss_mb"] > 0
+    assert "tokens_per_second" in adapter
+    assert "data:image/png;base64," in adapter["loss_plot"] and adapter["mlflow_training_run"].startswith("[MLflow ")
     evaluation = metadata(result, "specialist_evaluation")
     assert evaluation["outcome"] == "evaluated" and evaluation["adapter"] == "a1"
     assert evaluation["specialist_mean"] > evaluation["champion_mean"] == 0.0
-    assert "± " in evaluation["progression"] and "data:image/png;base64," in evaluation["behaviour_plot"]
+    assert "± " in whole(evaluation, "progression") and "data:image/png;base64," in evaluation["behaviour_plot"]
     assert set(evaluation["endpoints"]) >= {"game", "memory"}
     [gate] = result.get_asset_check_evaluations()
     assert gate.check_name == "specialist_gate" and gate.passed and gate.metadata["difference"].value > 0
@@ -184,7 +185,7 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
 
     # MLflow: the training run, and the adapter as a version of the registered model.
     client = res["mlflow"].tracker().client
-    training = client.get_run(adapter["mlflow_training_run"].rsplit("/", 1)[1])
+    training = client.get_run(run_id_of(adapter["mlflow_training_run"]))
     assert training.data.tags["automem.role"] == "training" and "validation_loss" in training.data.metrics
     [version] = client.search_model_versions(f"name='{specialist_model_name('crafter')}'")
     assert version.run_id == training.info.run_id and version.tags["automem.adapter"] == "a1"
@@ -211,7 +212,7 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     assert "data:image/png;base64," in champion["progression"]
     reg = registry(storage.storage(), "crafter")
     assert reg.champion == "a1" and reg.pending() is None and reg.adapters[0].decision == "kept"
-    tags = {role: client.get_run(champion[f"mlflow_{role}_run"].rsplit("/", 1)[1]).data.tags
+    tags = {role: client.get_run(run_id_of(champion[f"mlflow_{role}_run"])).data.tags
             for role in ("specialist", "champion")}
     assert tags["specialist"]["automem.role"] == "specialist" and tags["specialist"]["automem.decision"] == "kept"
     assert tags["champion"]["automem.role"] == "champion"

@@ -17,6 +17,7 @@ import pytest
 from automem_dagster.training.checkpoints import resume_point, run_fingerprint
 from automem_dagster.training.examples import load_examples, split_examples
 from automem_dagster.training.launch import launch_training
+from automem_dagster.training.metering import eta_seconds, meter_callback, validation_passes_left
 from automem_dagster.training.settings import LoraSettings
 from automem_dagster.training.sft import build_trainer, train_adapter
 from automem_dagster.training.sft_result import RUN_FILE, TrainingError
@@ -220,6 +221,46 @@ def test_prompt_tokens_are_masked_in_the_collated_batch(tmp_path):
         assert (labels[kept] == ids[kept]).all() and not kept[mask == 0].any()  # padding is masked too
 
 
+# --- timings --------------------------------------------------------------------------------------
+
+def test_validation_passes_left_follow_the_trainer_schedule():
+    # Counted when a step has been logged, before its own pass: every 4 of 8 steps, passes at 4 and 8;
+    # every 3 of 8, at 3, 6 and after the last step.
+    assert [validation_passes_left(s, 8, 4) for s in (1, 3, 4, 5, 8)] == [2, 2, 2, 1, 1]
+    assert [validation_passes_left(s, 8, 3) for s in (1, 3, 4, 6, 7, 8)] == [3, 3, 2, 2, 1, 1]
+
+
+def test_meter_names_each_timing_once_on_the_console_and_in_the_progress():
+    """The callback driven through the trainer's own state: steps and a validation pass timed apart,
+    the console line and the relayed logs carry the same names, the ETA counts both."""
+    import io
+
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    args = TrainingArguments(output_dir="unused", report_to="none")
+    state, control = TrainerState(max_steps=4, eval_steps=2), TrainerControl()
+    stream, relayed = io.StringIO(), []
+    meter = meter_callback(lambda step, total, logs: relayed.append((step, dict(logs))), stream)
+    meter.on_train_begin(args, state, control)
+    meter.on_log(args, state, control, logs={"eval_loss": 2.0, "eval_runtime": 30.0})
+    for step in (1, 2):
+        meter.on_step_begin(args, state, control)
+        time.sleep(0.02)
+        state.global_step = step
+        meter.on_step_end(args, state, control)
+    meter.on_log(args, state, control, logs={"loss": 1.5, "learning_rate": 1e-3})
+    figures = meter.figures()
+    assert 0.02 <= figures["train_s_per_step"] < 1 and figures["validation_s_per_pass"] == 30.0
+    assert relayed[0] == (0, {"eval_loss": 2.0, "eval_runtime": 30.0, "validation_s_per_pass": 30.0})
+    assert relayed[1][1]["train_s_per_step"] == figures["train_s_per_step"]
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "step 0/4  validation loss 2.0000  validation_s_per_pass 30.00"
+    assert lines[1].startswith("step 2/4  loss 1.5000  lr 1.00e-03  train_s_per_step 0.0")
+    # 2 steps left and the passes at steps 2 (logged before it runs) and 4: a minute, not 2 x 0.02 s
+    assert lines[1].endswith("eta 1:00") or lines[1].endswith("eta 1:01")
+    assert 60 <= eta_seconds(figures, 2, 4, 2) < 62
+
+
 # --- real runs on the embedded base --------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -273,6 +314,10 @@ def test_killed_run_resumes_from_its_last_checkpoint(interrupted_run):
     result, killed, progress, out = interrupted_run
     assert killed["returncode"] == -signal.SIGKILL and not killed["finished"]
     assert "step 1/8  loss" in killed["log"] and "validation loss" in killed["log"]  # progress lines
+    # One name per timing, the same on the console, in the relayed progress and in the result.
+    assert "train_s_per_step " in killed["log"] and "validation_s_per_pass " in killed["log"]
+    assert all("train_s_per_step" in p[2] for p in progress if "loss" in p[2])
+    assert all("validation_s_per_pass" in p[2] for p in progress if "eval_loss" in p[2])
     assert result.resumed_from is not None
     resumed = int(Path(result.resumed_from).name.split("-")[1])
     assert resumed >= 2 and resumed % 2 == 0 and Path(result.resumed_from).parent == out / "checkpoints"
@@ -302,7 +347,11 @@ def test_validation_loss_falls_and_the_adapter_loads_back(interrupted_run):
     assert result.examples_too_long == 0
     assert result.final_validation_loss < result.initial_validation_loss - 0.5, result.validation_loss
     assert result.train_loss[-1][1] < result.train_loss[0][1]
-    assert result.seconds_per_step > 0 and result.tokens_per_second > 0 and result.tokens_trained > 0
+    assert result.train_s_per_step > 0 and result.tokens_per_second > 0 and result.tokens_trained > 0
+    # This process validated at steps 4 (or not, if the kill came after it) and 8; all its time is
+    # steps, validation passes and checkpoint writes.
+    assert result.validation_passes >= 1 and result.validation_s_per_pass > 0
+    assert result.wall_s > result.train_s_per_step * result.steps_this_run
     assert 0 < result.peak_rss_mb < 4096
     # The adapter loads back with peft onto the base, holds the trained weights, and lowers the loss
     # of a validation example against the base alone.
@@ -325,3 +374,41 @@ def test_validation_loss_falls_and_the_adapter_loads_back(interrupted_run):
         with model.disable_adapter():
             plain = model(input_ids=ids, labels=labels).loss.item()
     assert tuned < plain - 0.5, (tuned, plain)
+
+
+@pytest.mark.integration
+def test_the_adapter_is_an_mlflow_model_that_loads_back_from_the_registry(interrupted_run, tmp_path, monkeypatch):
+    """The trained adapter logged with its training run: the registered version's source is an MLflow
+    logged model with an ``MLmodel``, and ``mlflow.pyfunc.load_model`` on the registry's URI gives a
+    specialist that answers a held-out memory turn with the operation it was trained on."""
+    import mlflow
+
+    from automem_dagster.tracking.mlflow_tracking import Tracker
+    from automem_dagster.tracking.runs import TrainingRun, specialist_model_name
+
+    result, _, _, _ = interrupted_run
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    tracker = Tracker(uri, artifact_root=tmp_path / "artifacts")
+    run = tracker.log_training(TrainingRun(
+        game="crafter", family="crafter", scaffold_version=0, adapter="a1", base=result.base,
+        settings=result.settings, settings_source="default", dataset_hash="test", examples_train=result.examples_train,
+        examples_validation=result.examples_validation, train_loss=result.train_loss,
+        validation_loss=result.validation_loss, figures={"train_s_per_step": result.train_s_per_step},
+        adapter_dir=Path(result.adapter_dir)))
+    client, name = tracker.client, specialist_model_name("crafter")
+    [version] = client.search_model_versions(f"name='{name}'")
+    model = client.get_logged_model(version.source.removeprefix("models:/"))
+    assert version.run_id == model.source_run_id == run.run_id and model.status == "READY"
+    assert [o.model_id for o in client.get_run(run.run_id).outputs.model_outputs] == [model.model_id]
+    files = {f.path for f in client.list_logged_model_artifacts(model.model_id)}
+    assert {"MLmodel", "specialist_model_code.py", "requirements.txt"} <= files
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # how a user loads it: mlflow's registry URI
+    specialist = mlflow.pyfunc.load_model(f"models:/{name}/{version.version}")
+    rows = _rows()
+    row = rows[split_examples([r["episode"] for r in rows], 0.1, 0).validation[0]]  # held out from training
+    [reply] = specialist.predict([row["prompt"]])
+    # A memory turn in the trained form (operations, then DONE), where the base alone answers in prose.
+    assert reply.strip().startswith("<|") and reply.strip().endswith("<|DONE|>"), reply
+    with pytest.raises(Exception, match="does not end with a user message"):
+        specialist.predict([row["prompt"] + row["completion"]])

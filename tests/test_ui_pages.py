@@ -99,11 +99,38 @@ def check_dagster(page, url: str) -> None:
     page.wait_for_timeout(1000)                       # the dialog fades in: shoot it opaque
     shoot(page, "dagster_behaviour_plot.png")
     page.keyboard.press("Escape")
+    check_long_values(page, url)
     page.goto(f"{url}/assets/candidate_evaluation?view=checks", timeout=60_000)
     page.get_by_text("evaluation_gate").first.wait_for(timeout=60_000)
     page.get_by_text("evaluation_gate").first.click()
     page.get_by_text("keep", exact=True).first.wait_for(timeout=60_000)
     shoot(page, "dagster_evaluation_gate.png")
+
+
+FITS = """row => {
+    let box = row.parentElement;
+    while (box && getComputedStyle(box).overflowX === 'visible') box = box.parentElement;
+    return row.getBoundingClientRect().right <= box.getBoundingClientRect().right + 1;
+}"""
+"""Whether a metadata row ends inside the box that clips it (nothing cut off at the right edge)."""
+
+
+def check_long_values(page, url: str) -> None:
+    """``champion_scaffold``'s page: its MLflow links read as short labels, and no row of its
+    metadata runs past the page (a long URL or code line, which do not wrap, once pushed every
+    value off its edge)."""
+    page.goto(f"{url}/assets/champion_scaffold", timeout=60_000)
+    run_link = page.get_by_role("link", name="MLflow candidate run", exact=False).first
+    run_link.wait_for(timeout=120_000)
+    assert "/runs/" in run_link.get_attribute("href")
+    assert page.locator("tr", has_text="mlflow_champion_run").count() >= 1
+    shoot(page, "dagster_champion_scaffold.png")
+    assert_nothing_cut_off(page)
+
+
+def assert_nothing_cut_off(page) -> None:
+    for row in page.locator("tr").all():
+        assert row.evaluate(FITS), f"this metadata row runs past the page: {row.inner_text()[:300]}"
 
 
 def check_mlflow(page, url: str, tracker: Tracker) -> None:

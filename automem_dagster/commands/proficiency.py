@@ -42,7 +42,7 @@ from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.paths import RUNS
 from automem_dagster.rollout.trajectory import read_manifest
-from automem_dagster.training.sft_result import RESULT_FILE
+from automem_dagster.training.sft_result import FIGURES, RESULT_FILE
 
 
 def register(sub) -> None:
@@ -141,8 +141,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     result, _ = train_into(data, choice, settings, out)
     write_json_atomic(args.metrics or out / "metrics.json", {
         "initial_validation_loss": result.initial_validation_loss, "final_validation_loss": result.final_validation_loss,
-        "steps": result.global_step, "seconds_per_step": result.seconds_per_step,
-        "tokens_per_second": result.tokens_per_second, "peak_rss_mb": result.peak_rss_mb})
+        "steps": result.global_step, **{key: getattr(result, key) for key in FIGURES}})
     if args.loss_curves:
         for curve, rows in loss_rows(json.loads((out / RESULT_FILE).read_text())).items():
             write_json_atomic(args.loss_curves / f"{curve}.json", rows)

@@ -33,6 +33,7 @@ from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, TrainingRun
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
+from automem_dagster.training.sft_result import FIGURES
 
 if TYPE_CHECKING:
     from automem_dagster.tracking.mlflow_tracking import Tracker
@@ -173,8 +174,7 @@ def report_training(game: str, adapter: AdapterRecord, training: dict, storage: 
         dataset_hash=adapter.dataset, examples_train=training["examples_train"],
         examples_validation=training["examples_validation"], train_loss=training["train_loss"],
         validation_loss=training["validation_loss"],
-        figures={k: training[k] for k in ("seconds_per_step", "tokens_per_second", "peak_rss_mb")
-                 if training.get(k) is not None},
+        figures={k: training[k] for k in FIGURES if training.get(k) is not None},
         adapter_dir=Path(adapter.adapter_dir),
         artifacts=[p for p in (data_dir / "stats.json", data_dir / "lora_config.json", plot) if p.exists()]))
     with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 
-from mlflow.entities import Experiment, LifecycleStage, Metric, Param, RunStatus, RunTag
+from mlflow.entities import Experiment, LifecycleStage, LoggedModel, Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
@@ -147,31 +147,40 @@ class Tracker:
 
     def log_training(self, run: TrainingRun) -> TrackedRun:
         """One MLflow run for a LoRA training: settings as params, the loss curves as stepped
-        metrics, the adapter and its curation records as artifacts, and a new version of the
-        registered model ``automem-<family>-specialist`` whose source is the logged adapter."""
+        metrics, its curation records as artifacts, the adapter as the run's MLflow model (pyfunc,
+        ``tracking/specialist_model.py``), and a new version of the registered model
+        ``automem-<family>-specialist`` whose source is that model."""
+        from automem_dagster.tracking.specialist_model import log_specialist_model  # mlflow.pyfunc: only here
 
         def log(run_id: str) -> None:
             self.client.log_batch(run_id, metrics=_training_metrics(run), params=_training_params(run),
                                   tags=_training_tags(run))
-            self.client.log_artifacts(run_id, str(run.adapter_dir), "adapter")
             for path in run.artifacts:
                 self.client.log_artifact(run_id, str(path))
-            self._register(run, run_id)
+            model = log_specialist_model(self.client, self.experiment_id(run.family), run_id, run.adapter,
+                                         run.adapter_dir, run.base, _version_tags(run))
+            self._register(run, run_id, model)
 
         return self._logged_run(run.family, f"v{run.scaffold_version}+{run.adapter}-training", log)
 
-    def _register(self, run: TrainingRun, run_id: str) -> None:
-        model = specialist_model_name(run.family)
+    def _register(self, run: TrainingRun, run_id: str, model: LoggedModel) -> None:
+        """A new version of the family's specialist model from the logged ``model`` (source
+        ``models:/<id>``, as ``mlflow.register_model`` makes it). mlflow's sqlite registry looks that
+        source up through the process-wide tracking URI rather than this client's (mlflow 3.17), so
+        the URI is this tracker's for that one call."""
+        from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+        name = specialist_model_name(run.family)
         try:
-            self.client.create_registered_model(model, description=(
+            self.client.create_registered_model(name, description=(
                 f"LoRA memory specialists for {run.family}: one version per trained adapter; the adapter is "
                 "served next to the frozen game model (vLLM --lora-modules, or as GGUF by the embedded server)."))
         except MlflowException as exc:
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
-        self.client.create_model_version(model, f"runs:/{run_id}/adapter", run_id=run_id, tags={
-            "automem.adapter": run.adapter, "automem.scaffold_version": str(run.scaffold_version),
-            "automem.dataset": run.dataset_hash, "automem.base": run.base})
+        with _use_tracking_uri(self.tracking_uri):
+            self.client.create_model_version(name, f"models:/{model.model_id}", run_id=run_id,
+                                             tags=_version_tags(run), model_id=model.model_id)
 
     def runs_for(self, family: str) -> list[dict]:
         """The family's runs, newest first: version, role, agent, adapter, meta, run_id, progression, decision
@@ -206,6 +215,12 @@ class Tracker:
                 token = page.token
                 if not token:
                     return rows
+
+
+def _version_tags(run: TrainingRun) -> dict[str, str]:
+    """What the adapter's registered version and logged model say of it."""
+    return {"automem.adapter": run.adapter, "automem.scaffold_version": str(run.scaffold_version),
+            "automem.dataset": run.dataset_hash, "automem.base": run.base}
 
 
 def _training_params(run: TrainingRun) -> list[Param]:

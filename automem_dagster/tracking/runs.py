@@ -144,6 +144,6 @@ class TrainingRun:
     train_loss: list[list[float]]
     validation_loss: list[list[float]]
     figures: dict[str, float]
-    """seconds_per_step, tokens_per_second, peak_rss_mb and any other scalar of the run."""
+    """``training.sft_result.FIGURES`` of the run (train_s_per_step, validation_s_per_pass, ...)."""
     adapter_dir: Path
     artifacts: list[Path] = field(default_factory=list)

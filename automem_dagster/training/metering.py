@@ -1,20 +1,45 @@
 """The trainer's progress and timing: one line per logged step on stderr with an ETA, relayed to
-the caller's ``progress``, and the optimizer steps of this process timed for the result's figures."""
+the caller's ``progress``, and the figures of the result (``training.json``).
+
+A run spends its time three ways: optimizer steps, validation passes and checkpoint writes. Each
+timing has one name, used alike on the console, in the relayed progress, in the result and in
+MLflow, so a figure read in one place is the figure read in another:
+
+- ``train_s_per_step``: mean seconds of one optimizer step of this process (forward, backward
+  and update over its micro-batches), validation and checkpoints excluded;
+- ``validation_s_per_pass``: mean seconds of one pass over the validation set (trainer's
+  ``eval_runtime``);
+- the result's ``wall_s``: the whole ``trainer.train()`` of this process, all three included.
+"""
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
+from automem_dagster.eta import format_duration
 from automem_dagster.training.sft_result import TrainingProgress
 
+TRAIN_S_PER_STEP = "train_s_per_step"
+VALIDATION_S_PER_PASS = "validation_s_per_pass"
 
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+def validation_passes_left(step: int, total: int, every: int) -> int:
+    """Validation passes still to run when step ``step`` of ``total`` has just been logged: the
+    trainer logs a step before it validates, so a pass at ``step`` itself is still ahead. One pass
+    every ``every`` steps, and one after the last step when it is not a multiple (transformers'
+    ``DefaultFlowCallback``)."""
+    return total // every - (step - 1) // every + (1 if total % every else 0)
+
+
+def eta_seconds(figures: dict[str, float], step: int, total: int, every: int | None) -> float:
+    """Seconds left after ``step`` of ``total``: the steps left at ``train_s_per_step`` and the
+    validation passes left at ``validation_s_per_pass`` (none counted before one has been timed)."""
+    if TRAIN_S_PER_STEP not in figures:
+        return math.nan
+    passes = validation_passes_left(step, total, max(1, int(every or 1)))
+    return figures[TRAIN_S_PER_STEP] * (total - step) + figures.get(VALIDATION_S_PER_PASS, 0.0) * passes
 
 
 def meter_callback(progress: TrainingProgress | None, stream):
@@ -22,17 +47,26 @@ def meter_callback(progress: TrainingProgress | None, stream):
     from transformers import TrainerCallback
 
     class Meter(TrainerCallback):
-        """Prints one line per log, relays it to ``progress`` and times the optimizer steps of this process."""
+        """Prints one line per log, relays it to ``progress`` and times the optimizer steps and
+        validation passes of this process."""
 
         def __init__(self) -> None:
             self.step_seconds: list[float] = []
+            self.validation_seconds: list[float] = []
             self.tokens_start = 0
             self.tokens_end = 0
             self._began = 0.0
-            self._t0 = 0.0
+
+        def figures(self) -> dict[str, float]:
+            """The timings measured so far, by their shared names (a figure not measured yet is absent)."""
+            figures = {}
+            if self.step_seconds:
+                figures[TRAIN_S_PER_STEP] = statistics.fmean(self.step_seconds)
+            if self.validation_seconds:
+                figures[VALIDATION_S_PER_PASS] = statistics.fmean(self.validation_seconds)
+            return figures
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self._t0 = time.perf_counter()
             self.tokens_start = self.tokens_end = state.num_input_tokens_seen
 
         def on_step_begin(self, args, state, control, **kwargs):
@@ -46,12 +80,18 @@ def meter_callback(progress: TrainingProgress | None, stream):
             logs = {k: v for k, v in (logs or {}).items() if isinstance(v, int | float)}
             step, total = state.global_step, state.max_steps
             if "eval_loss" in logs:
+                if "eval_runtime" in logs:
+                    self.validation_seconds.append(float(logs["eval_runtime"]))
+                logs |= {k: v for k, v in self.figures().items() if k == VALIDATION_S_PER_PASS}
                 line = f"step {step}/{total}  validation loss {logs['eval_loss']:.4f}"
+                if VALIDATION_S_PER_PASS in logs:
+                    line += f"  {VALIDATION_S_PER_PASS} {logs[VALIDATION_S_PER_PASS]:.2f}"
             elif "loss" in logs:
-                done = len(self.step_seconds)
-                per_step = (time.perf_counter() - self._t0) / done if done else math.nan
+                figures = self.figures()
+                logs |= {k: v for k, v in figures.items() if k == TRAIN_S_PER_STEP}
+                eta = format_duration(eta_seconds(figures, step, total, state.eval_steps))
                 line = (f"step {step}/{total}  loss {logs['loss']:.4f}  lr {logs.get('learning_rate', 0):.2e}  "
-                        f"{per_step:.2f} s/step  eta {_duration(per_step * (total - step))}")
+                        f"{TRAIN_S_PER_STEP} {logs.get(TRAIN_S_PER_STEP, math.nan):.2f}  eta {eta}")
             else:
                 return
             if state.is_world_process_zero:

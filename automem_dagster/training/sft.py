@@ -19,8 +19,9 @@ What a run guarantees:
   budget, split); a rerun whose fingerprint differs refuses to resume instead of mixing two runs.
 - The adapter is written with ``save_pretrained`` to ``out_dir/adapter`` through a temp directory
   and a rename, and the result (``TrainingResult``) to ``out_dir/training.json``, atomically.
-- Progress: one line per logged step on stderr (step, loss, seconds per step, ETA), and the
-  caller's ``progress(step, total, logs)`` when given.
+- Progress: one line per logged step on stderr (step, loss, ``train_s_per_step``, ETA; at a
+  validation, its loss and ``validation_s_per_pass``), and the caller's ``progress(step, total,
+  logs)`` when given. The timings keep these names in the result and in MLflow (``training/metering.py``).
 - No Hub access while training and no reporting integrations: the caller logs the result.
 - Bounded memory (``build_trainer``): activation checkpointing, one unpadded sequence per micro-batch
   on CPU, narrower LM-head tiles on CPU. The embedded base measured 1.4-1.7 GB peak RSS on
@@ -180,8 +181,8 @@ def train_adapter(dataset_dir: Path, settings: LoraSettings, out_dir: Path, *, b
                                 max_steps=max_steps, eval_every=plan.eval_every, save_every=plan.save_every, seed=seed,
                                 evaluate_first=plan.resume is None, callbacks=[meter])
         too_long = _dropped_examples(plan, trainer)
-        train_seconds = _train(plan, trainer)
-    result = _training_result(plan, trainer, meter, too_long, train_seconds)
+        wall_s = _train(plan, trainer)
+    result = _training_result(plan, trainer, meter, too_long, wall_s)
     if trainer.is_world_process_zero():
         write_json_atomic(plan.out_dir / RESULT_FILE, result.to_dict())
     del trainer, model
@@ -199,7 +200,7 @@ def _dropped_examples(plan: RunPlan, trainer) -> int:
 
 
 def _train(plan: RunPlan, trainer) -> float:
-    """Run (or resume) the trainer and save the adapter; returns the seconds ``trainer.train`` took."""
+    """Run (or resume) the trainer and save the adapter; returns the seconds ``trainer.train`` took (``wall_s``)."""
     if plan.resume is not None and rank_zero():
         print(f"resuming from {plan.resume}", file=sys.stderr, flush=True)
     with warnings.catch_warnings(), cpu_lm_head_tiles(trainer.args.device):
@@ -207,13 +208,13 @@ def _train(plan: RunPlan, trainer) -> float:
         warnings.filterwarnings("ignore", message="Could not find a config file", category=UserWarning)
         started = time.perf_counter()
         trainer.train(resume_from_checkpoint=str(plan.resume) if plan.resume is not None else None)
-        train_seconds = time.perf_counter() - started
+        wall_s = time.perf_counter() - started
         if trainer.is_world_process_zero():
             save_adapter(trainer.model, plan.out_dir / ADAPTER)
-    return train_seconds
+    return wall_s
 
 
-def _training_result(plan: RunPlan, trainer, meter, too_long: int, train_seconds: float) -> TrainingResult:
+def _training_result(plan: RunPlan, trainer, meter, too_long: int, wall_s: float) -> TrainingResult:
     """The run's record from the trainer's log history and this process's timings."""
     state, split = trainer.state, plan.split
     train_curve = [[e["step"], e["loss"]] for e in state.log_history if "loss" in e]
@@ -229,10 +230,9 @@ def _training_result(plan: RunPlan, trainer, meter, too_long: int, train_seconds
         save_every=plan.save_every, train_loss=train_curve, validation_loss=eval_curve,
         initial_validation_loss=next((loss for step, loss in eval_curve if step == 0), None),
         final_validation_loss=next((loss for step, loss in reversed(eval_curve) if step == state.global_step), None),
-        steps_this_run=len(meter.step_seconds),
-        seconds_per_step=timed / len(meter.step_seconds) if meter.step_seconds else None,
+        steps_this_run=len(meter.step_seconds), **meter.figures(), validation_passes=len(meter.validation_seconds),
         tokens_per_second=(meter.tokens_end - meter.tokens_start) / timed if timed > 0 else None,
-        tokens_trained=int(state.num_input_tokens_seen), train_seconds=round(train_seconds, 3),
+        tokens_trained=int(state.num_input_tokens_seen), wall_s=round(wall_s, 3),
         peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         resumed_from=str(plan.resume) if plan.resume is not None else None, device=str(trainer.args.device),
     )

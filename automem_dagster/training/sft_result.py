@@ -15,6 +15,10 @@ RESULT_FILE = "training.json"
 
 TrainingProgress = Callable[[int, int, dict[str, float]], None]
 
+FIGURES = ("train_s_per_step", "validation_s_per_pass", "tokens_per_second", "peak_rss_mb")
+"""The scalar figures of a result that the adapter's Dagster metadata, its MLflow training run and
+the DVC stage's metrics show, under these same names."""
+
 
 class TrainingError(RuntimeError):
     """The dataset, the output directory or the run cannot be used; the message says what to do."""
@@ -48,10 +52,13 @@ class TrainingResult:
     initial_validation_loss: float | None = None
     final_validation_loss: float | None = None
     steps_this_run: int = 0
-    seconds_per_step: float | None = None  # optimizer steps of this process, evaluation and saving excluded
+    # Timings of this process, named as on the console and in MLflow (``training/metering.py``).
+    train_s_per_step: float | None = None  # one optimizer step, validation and checkpoints excluded
+    validation_s_per_pass: float | None = None  # one pass over the validation set
+    validation_passes: int = 0
     tokens_per_second: float | None = None  # non-padding tokens of this process's steps over their time
     tokens_trained: int = 0  # non-padding tokens over every step of the run, resumed ones included
-    train_seconds: float = 0.0  # wall time of this process's trainer.train(), evaluation and saving included
+    wall_s: float = 0.0  # this process's trainer.train(): steps, validation passes and checkpoint writes
     peak_rss_mb: float = 0.0
     resumed_from: str | None = None
     device: str = "cpu"

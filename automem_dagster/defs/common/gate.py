@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import dagster as dg
 
+from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import behaviour_table, progression_table, retries_table
 from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.loop.gate import per_seed
@@ -38,13 +39,13 @@ def paired_metadata(game: str, role: str, challenger: BatchSummary, champion: Ba
         f"{role}_se": challenger.progression.stderr,
         "champion_mean": champion.progression.mean,
         "champion_se": champion.progression.stderr,
-        "progression": dg.MetadataValue.md(progression_table(dict(zip(names, (challenger, champion), strict=True)))),
+        **long_text("progression", progression_table(dict(zip(names, (challenger, champion), strict=True))), True),
         "paired_difference": (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
                               f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)"),
-        "behaviour": dg.MetadataValue.md(behaviour_table({names[0]: challenger.behaviour.as_dict(),
-                                                          names[1]: champion.behaviour.as_dict()})),
+        **long_text("behaviour", behaviour_table({names[0]: challenger.behaviour.as_dict(),
+                                                  names[1]: champion.behaviour.as_dict()}), markdown=True),
         "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
-        "retries": dg.MetadataValue.md(retries_table(dict(zip(names, (challenger, champion), strict=True)))),
+        **long_text("retries", retries_table(dict(zip(names, (challenger, champion), strict=True))), markdown=True),
         f"{role}_batch": dg.MetadataValue.path(challenger.out_dir),
         "champion_batch": dg.MetadataValue.path(champion.out_dir),
     }
@@ -85,7 +86,7 @@ def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResul
         comparison = compare_paired(scores[role], scores["champion"])
     except ValueError as exc:
         return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
-                                   metadata={**label, "would": "refuse to decide", "reason": str(exc)})
+                                   metadata={**label, "would": "refuse to decide", **long_text("reason", str(exc))})
     decision = decide(comparison, GatePolicy(**evaluation.get("gate", {})))
     c = decision.comparison
     return dg.AssetCheckResult(passed=True, metadata={
@@ -98,10 +99,10 @@ def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResul
         "ci": f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
         "p_value": c.p_value,
         "gate": decision.policy.describe(),
-        "reason": decision.reason,
+        **long_text("reason", decision.reason),
     })
 
 
 def no_challenger_check(reason: str) -> dg.AssetCheckResult:
     """The gate on an evaluation that had nothing to evaluate (a rejected revision): passes, nothing to decide."""
-    return dg.AssetCheckResult(passed=True, metadata={"would": "nothing to decide", "reason": reason})
+    return dg.AssetCheckResult(passed=True, metadata={"would": "nothing to decide", **long_text("reason", reason)})

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from automem_dagster.defs.common.long_values import link, long_text
 from automem_dagster.games import game_family
 from automem_dagster.llm.attempts import describe_failures
 from automem_dagster.loop.storage import Storage
@@ -39,8 +40,8 @@ def behaviour_table(columns: dict[str, dict[str, float]]) -> str:
 
 
 def progression_table(batches: dict[str, BatchSummary]) -> str:
-    """Mean ± SE (percent, BALROG's convention) and the per-seed progressions of each batch."""
-    lines = ["| scaffold | progression % (mean ± SE) | n | per seed % |", "|---|---:|---:|---|"]
+    """Mean ± SE (percent, BALROG's convention: ``4.5 ± 0.0``) and the per-seed progressions of each batch."""
+    lines = ["| scaffold | progression % | n | per seed % |", "|---|---:|---:|---|"]
     for name, b in batches.items():
         seeds = ", ".join(f"{e.seed}: {100 * e.progression:.1f}" for e in sorted(b.episodes, key=lambda e: e.seed))
         lines.append(f"| {name} | {b.progression.mean:.1f} ± {b.progression.stderr:.1f} | {b.progression.n} | {seeds} |")
@@ -71,8 +72,8 @@ def rollout_metadata(summary: BatchSummary, scaffold_version: int, seeds: list[i
         "progression_se": p.stderr,
         "episodes": len(summary.episodes),
         "seeds": dg.MetadataValue.json(seeds),
-        "behaviour": dg.MetadataValue.md(behaviour_table({f"v{scaffold_version}": summary.behaviour.as_dict()})),
-        "retries": dg.MetadataValue.md(retries_table({f"v{scaffold_version}": summary})),
+        **long_text("behaviour", behaviour_table({f"v{scaffold_version}": summary.behaviour.as_dict()}), markdown=True),
+        **long_text("retries", retries_table({f"v{scaffold_version}": summary}), markdown=True),
         "batch": dg.MetadataValue.path(summary.out_dir),
     }
 
@@ -84,14 +85,14 @@ def diagnosis_metadata(result: Diagnosis, out: Path) -> dict:
     cost = result.tracking_summary()["metrics"]
     return {
         "outcome": "diagnosed",
-        "summary": result.summary,
+        **long_text("summary", result.summary),
         "findings": len(result.findings),
         "dropped": len(result.dropped),
         "attempts": len(result.attempts),
         "meta_mode": result.meta_mode,
         "tool_calls": cost["diagnosis_tool_calls"],
         "tokens": cost["diagnosis_tokens"],
-        "diagnosis": dg.MetadataValue.md(result.to_markdown()),
+        **long_text("diagnosis", result.to_markdown(), markdown=True),
         "diagnosis_dir": dg.MetadataValue.path(str(out)),
     }
 
@@ -101,7 +102,7 @@ def revision_metadata(revision: Revision, out: Path, partition: str | None) -> d
     attempts when accepted (``partition``: its ``scaffold_version`` key), the reason when rejected."""
     attempts = dg.MetadataValue.md("\n".join(f"{i}. {a.error or 'valid'}" for i, a in enumerate(revision.attempts, 1)))
     if not revision.accepted:
-        return {"outcome": "rejected", "reason": revision.rejected_reason, "attempts": attempts,
+        return {"outcome": "rejected", **long_text("reason", revision.rejected_reason or ""), "attempts": attempts,
                 "meta_mode": revision.meta_mode, "tool_calls": len(revision.tool_calls),
                 "revision_dir": dg.MetadataValue.path(str(out))}
     return {
@@ -113,7 +114,7 @@ def revision_metadata(revision: Revision, out: Path, partition: str | None) -> d
         "attempts": attempts,
         "meta_mode": revision.meta_mode,
         "tool_calls": len(revision.tool_calls),
-        "diff": dg.MetadataValue.md(revision.diff_md),
+        **long_text("diff", revision.diff_md, markdown=True),
         "revision_dir": dg.MetadataValue.path(str(out)),
     }
 
@@ -127,30 +128,30 @@ def scaffold_version_metadata(storage: Storage, family: str, version: int) -> di
         "content_hash": content_hash(scaffold),
         "parent": "none" if scaffold.parent is None else f"v{scaffold.parent}",
         "decision": "not in the lineage" if record is None else record.decision or "pending",
-        "reason": record.reason if record is not None else "",
+        **long_text("reason", record.reason if record is not None and record.reason else ""),
         "champion": lineage.champion().version == version,
         "description": scaffold.description or "",
         "path": dg.MetadataValue.path(str(scaffold_path(family, version, storage.scaffolds))),
-        "scaffold": dg.MetadataValue.md(code_block(scaffold_yaml(scaffold), "yaml")),
+        **long_text("scaffold", code_block(scaffold_yaml(scaffold), "yaml"), markdown=True),
     }
 
 
 def no_candidate_metadata(reason: str) -> dict:
     """What ``candidate_evaluation`` shows when the round made no candidate (revision rejected)."""
-    return {"outcome": "no candidate", "reason": reason}
+    return {"outcome": "no candidate", **long_text("reason", reason)}
 
 
 def no_decision_metadata(reason: str, storage: Storage, family: str) -> dict:
     """What ``champion_scaffold`` shows when there was nothing to decide: the champion stays."""
     lineage = storage.load_lineage(family)
     before = lineage.champion().version
-    return {"decision": "no candidate", "reason": reason, "champion_before": before, "champion_after": before,
-            "lineage": dg.MetadataValue.md(code_block(render_tree(lineage)))}
+    return {"decision": "no candidate", **long_text("reason", reason), "champion_before": before, "champion_after": before,
+            **long_text("lineage", code_block(render_tree(lineage)), markdown=True)}
 
 
 def run_link_metadata(runs: dict) -> dict:
-    """``mlflow_<role>_run`` URL metadata for each logged MLflow run."""
-    return {f"mlflow_{role}_run": dg.MetadataValue.url(run.url) for role, run in runs.items()}
+    """``mlflow_<role>_run``: a link to each logged MLflow run, labelled with its role and short id."""
+    return {f"mlflow_{role}_run": link(f"MLflow {role} run {run.run_id[:8]}", run.url) for role, run in runs.items()}
 
 
 def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plots: dict[str, Path]) -> dict:
@@ -159,13 +160,13 @@ def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plot
     family = game_family(record.game)
     metadata = {
         "decision": "kept" if record.keep else "rolled_back",
-        "reason": record.reason,
+        **long_text("reason", record.reason),
         "candidate": f"v{record.candidate}",
         "champion_before": record.champion_before,
         "champion_after": record.champion_after,
         "mean_difference": record.comparison["mean_difference"],
         "stderr_difference": record.comparison["stderr_difference"],
-        "lineage": dg.MetadataValue.md(code_block(render_tree(storage.load_lineage(family)))),
+        **long_text("lineage", code_block(render_tree(storage.load_lineage(family))), markdown=True),
         **run_link_metadata(runs),
     }
     if "progression" in plots:

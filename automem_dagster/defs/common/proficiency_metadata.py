@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from automem_dagster.defs.common.gate import paired_metadata
+from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import code_block, run_link_metadata
 from automem_dagster.loop.proficiency import SpecialistDecision
 from automem_dagster.meta.lora_config import LoraChoice
@@ -17,6 +18,7 @@ from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.tracking import TrackedRun
 from automem_dagster.training.registry import AdapterRecord
+from automem_dagster.training.sft_result import FIGURES
 
 
 def _no_specialist(name: str | None) -> str:
@@ -57,8 +59,8 @@ def lora_config_metadata(choice: LoraChoice, path: Path) -> dict:
     return {
         "source": choice.source,
         "reasoning": choice.reasoning,
-        "settings": dg.MetadataValue.md(code_block(json.dumps(choice.settings.model_dump(), indent=2), "json")),
-        "defaults": dg.MetadataValue.md(code_block(json.dumps(choice.defaults.model_dump(), indent=2), "json")),
+        **long_text("settings", code_block(json.dumps(choice.settings.model_dump(), indent=2), "json"), markdown=True),
+        **long_text("defaults", code_block(json.dumps(choice.defaults.model_dump(), indent=2), "json"), markdown=True),
         "attempts": dg.MetadataValue.md(attempts),
         "config_file": dg.MetadataValue.path(str(path)),
     }
@@ -82,13 +84,13 @@ def adapter_metadata(game: str, record: AdapterRecord, training: dict, plot: Pat
         "loss_plot": dg.MetadataValue.md(png_markdown(plot, f"{game}: {record.id} training and validation loss")),
         "adapter_dir": dg.MetadataValue.path(record.adapter_dir),
     }
-    for key in ("seconds_per_step", "tokens_per_second", "peak_rss_mb"):
+    for key in FIGURES:
         if training.get(key) is not None:
             metadata[key] = round(float(training[key]), 3)
     if record.gguf:
         metadata["gguf"] = dg.MetadataValue.path(record.gguf)
     if run is not None:
-        metadata["mlflow_training_run"] = dg.MetadataValue.url(run.url)
+        metadata |= run_link_metadata({"training": run})
     return metadata
 
 
@@ -105,7 +107,7 @@ def specialist_decision_metadata(game: str, decision: SpecialistDecision, runs: 
     """What ``champion_specialist`` shows of a keep-or-rollback decision on a specialist."""
     metadata = {
         "decision": "kept" if decision.keep else "rolled_back",
-        "reason": decision.reason,
+        **long_text("reason", decision.reason),
         "adapter": decision.adapter,
         "scaffold": f"v{decision.scaffold_version}",
         "specialist_before": _no_specialist(decision.champion_before),

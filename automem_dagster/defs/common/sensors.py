@@ -58,3 +58,15 @@ def promotion_requests(context: dg.SensorEvaluationContext, asset: str, challeng
         requests.append(dg.RunRequest(run_key=f"{run_key_prefix}-{record.storage_id}",
                                       partition_key=record.partition_key, tags=tags(record)))
     return sensor_result(records, requests, f"new evaluations had no {challenger}")
+
+
+def after_new_champion(context: dg.SensorEvaluationContext, run_key_prefix: str) -> dg.SensorResult | dg.SkipReason:
+    """One run for the game of every new ``champion_scaffold`` materialization that kept its
+    candidate (a new champion); rounds the CLI ran are left to the CLI, which runs what follows itself."""
+    records = new_materializations(context, "champion_scaffold")
+    if not records:
+        return dg.SkipReason("no new champion_scaffold materialization")
+    requests = [dg.RunRequest(run_key=f"{run_key_prefix}-{r.storage_id}", partition_key=r.partition_key,
+                              tags={"automem/after_promotion": str(r.storage_id)})
+                for r in records if metadata_text(r, "decision") == "kept" and not run_by_cli(r)]
+    return sensor_result(records, requests, "no new champion: the last rounds were rolled back or had no candidate")

@@ -14,7 +14,7 @@ from automem_dagster.defs.proficiency.assets import (
 )
 from automem_dagster.defs.proficiency.checks import specialist_gate
 from automem_dagster.defs.proficiency.jobs import proficiency_round_job, promote_specialist_job
-from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
+from automem_dagster.defs.proficiency.sensors import new_champion_sensor, specialist_gate_sensor
 
 
 def proficiency_definitions() -> dg.Definitions:
@@ -22,5 +22,5 @@ def proficiency_definitions() -> dg.Definitions:
         assets=[training_rollouts, sft_dataset, lora_config, lora_adapter, specialist_evaluation, champion_specialist],
         asset_checks=[specialist_gate],
         jobs=[proficiency_round_job, promote_specialist_job],
-        sensors=[specialist_gate_sensor],
+        sensors=[specialist_gate_sensor, new_champion_sensor],
     )

@@ -1,14 +1,15 @@
-"""The sensor that chains a proficiency round to its decision: evaluation -> promotion.
+"""The sensors of the proficiency loop: evaluation -> promotion, and (opt-in) a new champion
+scaffold -> a proficiency round on it.
 
-It reads every new ``specialist_evaluation`` materialization since its cursor, in order
+Each reads every new ``specialist_evaluation`` materialization since its cursor, in order
 (``defs/common/sensors.py``), so evaluations of several games between two ticks each get
 their promotion, and the run key (the materialization's storage id) starts one run only.
 """
 
 import dagster as dg
 
-from automem_dagster.defs.common.sensors import metadata_text, promotion_requests
-from automem_dagster.defs.proficiency.jobs import promote_specialist_job
+from automem_dagster.defs.common.sensors import after_new_champion, metadata_text, promotion_requests
+from automem_dagster.defs.proficiency.jobs import proficiency_round_job, promote_specialist_job
 
 
 @dg.sensor(job=promote_specialist_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
@@ -19,3 +20,12 @@ def specialist_gate_sensor(context: dg.SensorEvaluationContext):
         context, "specialist_evaluation", "adapter", "promote-specialist",
         lambda record: {"automem/specialist_evaluation": str(record.storage_id),
                         "automem/adapter": metadata_text(record, "adapter") or ""})
+
+
+@dg.sensor(job=proficiency_round_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
+def new_champion_sensor(context: dg.SensorEvaluationContext):
+    """Opt-in (stopped by default, a round trains a model): after ``champion_scaffold`` keeps a new
+    champion, start ``proficiency_round_job`` for that game, since the specialist learnt from the old
+    champion's decisions (Dagster marks its ``training_rollouts`` stale). Turn it on in the UI
+    (Automation) or with ``dagster sensor start new_champion_sensor``."""
+    return after_new_champion(context, "proficiency-after-champion")

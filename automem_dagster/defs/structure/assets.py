@@ -13,6 +13,7 @@ import dagster as dg
 
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.gate import decide_once, log_run_links
+from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import (
     decision_metadata,
     diagnosis_metadata,
@@ -149,7 +150,7 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
             "outcome": "resumed",
             "candidate": f"v{start.pending}",
             "scaffold_version": key,
-            "diff": dg.MetadataValue.md(diff.read_text() if diff and diff.exists() else "(no diff stored)"),
+            **long_text("diff", diff.read_text() if diff and diff.exists() else "(no diff stored)", markdown=True),
         })
     if diagnosis is None:
         raise dg.Failure(description=f"{game}: no diagnosis and no pending candidate (the pending one was decided "

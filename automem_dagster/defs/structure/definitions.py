@@ -13,13 +13,13 @@ from automem_dagster.defs.structure.assets import (
 )
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
 from automem_dagster.defs.structure.schedules import weekly_structure_round
-from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor
+from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor, scaffold_versions_sensor
 
 
 def structure_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=[scaffold_version, rollout_batch, diagnosis, scaffold_candidate, champion_scaffold],
         jobs=[structure_round_job, promote_job],
-        sensors=[evaluation_gate_sensor, next_round_sensor],
+        sensors=[evaluation_gate_sensor, next_round_sensor, scaffold_versions_sensor],
         schedules=[weekly_structure_round],
     )

@@ -1,6 +1,7 @@
-"""Sensors that chain rounds: evaluation -> promotion, and (opt-in) promotion -> next round.
+"""Sensors that chain rounds: evaluation -> promotion, and (opt-in) promotion -> next round; and
+the one that gives every scaffold version on disk its ``scaffold_version`` partition.
 
-Both read every new materialization of their asset since their cursor (a storage id), in
+The chaining sensors read every new materialization of their asset since their cursor (a storage id), in
 order (``defs/common/sensors.py``), so evaluations of several games finishing between two
 ticks each get their own run; the run key is the materialization's storage id, so a
 materialization starts one run only.
@@ -8,14 +9,13 @@ materialization starts one run only.
 
 import dagster as dg
 
-from automem_dagster.defs.common.sensors import (
-    metadata_text,
-    new_materializations,
-    promotion_requests,
-    run_by_cli,
-    sensor_result,
-)
+from automem_dagster.defs.common.partitions import scaffold_versions, version_key
+from automem_dagster.defs.common.resources import StorageResource
+from automem_dagster.defs.common.sensors import after_new_champion, promotion_requests
+from automem_dagster.defs.common.versions import scaffold_version_event
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
+from automem_dagster.games import GAME_FAMILIES
+from automem_dagster.scaffold.io import list_versions
 
 
 @dg.sensor(job=promote_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
@@ -33,10 +33,20 @@ def next_round_sensor(context: dg.SensorEvaluationContext):
     candidate, start the next ``structure_round_job`` for that game, so a game keeps improving until a
     round fails to beat its champion (rounds the CLI ran are left to the CLI). Turn it on in the UI (Automation) or with
     ``dagster sensor start next_round_sensor``."""
-    records = new_materializations(context, "champion_scaffold")
-    if not records:
-        return dg.SkipReason("no new champion_scaffold materialization")
-    requests = [dg.RunRequest(run_key=f"next-round-{r.storage_id}", partition_key=r.partition_key,
-                              tags={"automem/after_promotion": str(r.storage_id)})
-                for r in records if metadata_text(r, "decision") == "kept" and not run_by_cli(r)]
-    return sensor_result(records, requests, "no new champion: the last rounds were rolled back or had no candidate")
+    return after_new_champion(context, "next-round")
+
+
+@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+def scaffold_versions_sensor(context: dg.SensorEvaluationContext, storage: StorageResource):
+    """Every scaffold version file that has no ``scaffold_version`` partition yet gets one,
+    materialized with its YAML, content hash and fate: versions made outside a round that reports
+    to this instance (``automem propose``, a DVC stage, a file written by hand, rounds run before
+    the instance existed) show up beside those the rounds record themselves."""
+    store = storage.storage()
+    missing = [(family, version) for family in GAME_FAMILIES for version in list_versions(family, store.scaffolds)
+               if not context.instance.has_dynamic_partition(scaffold_versions.name, version_key(family, version))]
+    if not missing:
+        return dg.SkipReason("every scaffold version on disk has its scaffold_version partition")
+    return dg.SensorResult(asset_events=[scaffold_version_event(context.instance, store, family, version,
+                                                                {"recorded_by": "scaffold_versions_sensor"})
+                                         for family, version in missing])
