@@ -181,6 +181,15 @@ def scripted_server(rules_path: Path, log_path: Path, port: int | None = None,
     return ServerProcess(cmd, port, Path(log_path), "scripted server")
 
 
+class _Server(ThreadingHTTPServer):
+    """A thread per request, as before, with uvicorn's listen backlog (2048, which vLLM's and most
+    OpenAI-compatible servers run behind) instead of socketserver's 5: with 16 or more episodes
+    calling at once, a backlog of 5 drops connections that the client then retries after a
+    second, so the stand-in would be the bottleneck of a scaling run, not the harness."""
+
+    request_queue_size = 2048
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
@@ -191,7 +200,7 @@ def main() -> None:
     if isinstance(spec, list):
         spec = {"rules": spec}
     provider = Provider(**spec["provider"]) if "provider" in spec else None
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(_Rules(spec.get("rules", [])), provider, args.log))
+    server = _Server(("127.0.0.1", args.port), make_handler(_Rules(spec.get("rules", [])), provider, args.log))
     print(f"scripted server listening on 127.0.0.1:{args.port}", flush=True)
     server.serve_forever()
 
