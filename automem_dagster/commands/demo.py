@@ -22,21 +22,21 @@ DEMO_TRAIN_STEPS = 3
 DEMO_BATCH_SIZE = 1
 DEMO_CUTS = (
     "What this demo cuts, so that it shows every loop running for real within minutes:\n"
-    "  rollouts:    2 episodes x 12 steps per game  (full: automem rollout --game <game> --episodes 4 --max-steps 50)\n"
-    "  structure:   diagnose 2 x 10 steps, decide on 2 evaluation seeds x 10 steps, rules meta\n"
-    "               (full: automem revise --game <game>: 4 x 50 steps, every evaluation seed)\n"
+    "  rollouts:    2 episodes x 8 steps per game  (full: automem rollout --game <game> --episodes 4 --max-steps 50)\n"
+    "  structure:   one round on Crafter: diagnose 2 x 8 steps, decide on 2 evaluation seeds x 10 steps, rules meta\n"
+    "               (full: automem revise --game <game>: 4 x 50 steps, every evaluation seed; any game)\n"
     f"  proficiency: 2 training episodes x 20 steps, >= {DEMO_MIN_EXAMPLES} examples, {DEMO_TRAIN_STEPS} LoRA steps of "
     f"batch {DEMO_BATCH_SIZE}\n"
     "               (full: automem train --game crafter: 8 x 100 steps, the paper's minimum dataset, all epochs)"
 )
-ROUND_DEMO_GAMES = ("crafter", "minihack:Corridor-R3")
+ROUND_DEMO_GAMES = ("crafter",)
 
 
 def register(sub) -> None:
     demo = sub.add_parser("demo", help="short rollouts on Crafter, MiniHack and NetHack, a structure-loop round on "
-                                       "Crafter and MiniHack, then a proficiency round on Crafter")
+                                       "Crafter, then a proficiency round on Crafter")
     add_rollout_args(demo, with_game=False)
-    demo.set_defaults(max_steps=12, run=run)
+    demo.set_defaults(max_steps=8, run=run)
     demo.add_argument("--no-round", action="store_true", help="only the rollouts, no structure or proficiency round")
     demo.add_argument("--meta", choices=sorted(shared.META_CHOICES), default="rules",
                       help="who diagnoses and revises in the rounds: rules (default; no model) or endpoints (the "
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"meta for the rounds ({args.meta}): {shared.META_CHOICES[args.meta]}. "
                   f"Other choice, --meta {other}: {shared.META_CHOICES[other]}.")
     for game in ROUND_DEMO_GAMES:
-        settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=10, eval_max_steps=10, eval_episodes=2,
+        settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=8, eval_max_steps=10, eval_episodes=2,
                                  concurrency=args.concurrency)
         structure_round(settings, args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
     try:
