@@ -22,11 +22,13 @@ DEMO_TRAIN_STEPS = 3
 DEMO_BATCH_SIZE = 1
 DEMO_CUTS = (
     "What this demo cuts, so that it shows every loop running for real within minutes:\n"
-    "  rollouts:    2 episodes x 8 steps per game  (full: automem rollout --game <game> --episodes 4 --max-steps 50)\n"
-    "  structure:   one round on Crafter: diagnose 2 x 8 steps, decide on 2 evaluation seeds x 10 steps, rules meta\n"
+    "  rollouts:    2 episodes x 6 steps per game, one at a time (faster on 2 cores)\n"
+    "               (full: automem rollout --game <game> --episodes 4 --max-steps 50)\n"
+    "  structure:   one round on Crafter: diagnose 2 x 6 steps, decide on 2 evaluation seeds x 8 steps, rules meta\n"
     "               (full: automem revise --game <game>: 4 x 50 steps, every evaluation seed; any game)\n"
-    f"  proficiency: 2 training episodes x 20 steps, >= {DEMO_MIN_EXAMPLES} examples, {DEMO_TRAIN_STEPS} LoRA steps of "
-    f"batch {DEMO_BATCH_SIZE}\n"
+    f"  proficiency: 2 training episodes x 16 steps, >= {DEMO_MIN_EXAMPLES} examples, {DEMO_TRAIN_STEPS} LoRA steps of "
+    f"batch {DEMO_BATCH_SIZE},\n"
+    "               validated before the first step and after the last\n"
     "               (full: automem train --game crafter: 8 x 100 steps, the paper's minimum dataset, all epochs)"
 )
 ROUND_DEMO_GAMES = ("crafter",)
@@ -36,7 +38,7 @@ def register(sub) -> None:
     demo = sub.add_parser("demo", help="short rollouts on Crafter, MiniHack and NetHack, a structure-loop round on "
                                        "Crafter, then a proficiency round on Crafter")
     add_rollout_args(demo, with_game=False)
-    demo.set_defaults(max_steps=8, run=run)
+    demo.set_defaults(max_steps=6, concurrency=1, run=run)
     demo.add_argument("--no-round", action="store_true", help="only the rollouts, no structure or proficiency round")
     demo.add_argument("--meta", choices=sorted(shared.META_CHOICES), default="rules",
                       help="who diagnoses and revises in the rounds: rules (default; no model) or endpoints (the "
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"meta for the rounds ({args.meta}): {shared.META_CHOICES[args.meta]}. "
                   f"Other choice, --meta {other}: {shared.META_CHOICES[other]}.")
     for game in ROUND_DEMO_GAMES:
-        settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=8, eval_max_steps=10, eval_episodes=2,
+        settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=6, eval_max_steps=8, eval_episodes=2,
                                  concurrency=args.concurrency)
         structure_round(settings, args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
     try:
@@ -73,9 +75,9 @@ def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
     evaluation is reused). The minimum dataset size is far below the paper's 500, and every
     decision without a penalty is taken, on purpose: the demo shows the machinery, not a
     specialist worth keeping."""
-    budget = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=20, eval_max_steps=10, eval_episodes=2,
+    budget = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=16, eval_max_steps=8, eval_episodes=2,
                            concurrency=concurrency)
-    # The 135M model's decisions rarely score above 0 in 20 steps and its reviews are erratic, so the
+    # The 135M model's decisions rarely score above 0 in 16 steps and its reviews are erratic, so the
     # demo takes every decision that loses no points (still deduplicated, balanced, eval seeds out).
     curation = default_curation("crafter", min_examples=DEMO_MIN_EXAMPLES, weights=ScoreWeights(horizon=10),
                                 accept_score=0.0, review_floor=0.0, max_review_batches=2)
@@ -83,5 +85,7 @@ def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
     # examples takes minutes, and the demo only needs the adapter trained, exported and served.
     base = describe_base("embedded")
     lora = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
+    # Validation before the first step and after the last only: a pass costs twice a CPU step here.
     return ProficiencySettings(budget, curation, max_train_steps=DEMO_TRAIN_STEPS,
-                               lora=lora.model_copy(update={"batch_size": DEMO_BATCH_SIZE}))
+                               lora=lora.model_copy(update={"batch_size": DEMO_BATCH_SIZE}),
+                               eval_every=DEMO_TRAIN_STEPS)

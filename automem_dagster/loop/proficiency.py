@@ -194,7 +194,7 @@ def train_into(data: CurationResult, choice: LoraChoice, settings: ProficiencySe
     from automem_dagster.training.launch import launch_training
 
     result = launch_training(Path(data.out_dir), choice.settings, out, base=settings.base,
-                             max_steps=settings.max_train_steps, progress=progress)
+                             max_steps=settings.max_train_steps, eval_every=settings.eval_every, progress=progress)
     gguf = None
     if settings.base == "embedded":
         gguf = str(export_gguf_lora(Path(result.adapter_dir), Path(out) / "adapter.gguf"))

@@ -54,6 +54,9 @@ class ProficiencySettings:
     max_train_steps: int | None = None
     lora: LoraSettings | None = None
     """Settings given by a person; the meta-LLM is then not asked."""
+    eval_every: int | None = None
+    """Validation passes every this many steps (and before the first); None: about four a run.
+    A pass over the validation split can cost more than a CPU step, so a short run sets it."""
 
     @property
     def game(self) -> str:
