@@ -24,9 +24,9 @@ DEMO_CUTS = (
     "What this demo cuts, so that it shows every loop running for real within minutes:\n"
     "  rollouts:    2 episodes x 6 steps per game, one at a time (faster on 2 cores)\n"
     "               (full: automem rollout --game <game> --episodes 4 --max-steps 50)\n"
-    "  structure:   one round on Crafter: diagnose 2 x 6 steps, decide on 2 evaluation seeds x 8 steps, rules meta\n"
+    "  structure:   one round on Crafter: diagnose 2 x 6 steps, decide on 2 evaluation seeds x 6 steps, rules meta\n"
     "               (full: automem revise --game <game>: 4 x 50 steps, every evaluation seed; any game)\n"
-    f"  proficiency: 2 training episodes x 16 steps, >= {DEMO_MIN_EXAMPLES} examples, {DEMO_TRAIN_STEPS} LoRA steps of "
+    f"  proficiency: 2 training episodes x 12 steps, >= {DEMO_MIN_EXAMPLES} examples, {DEMO_TRAIN_STEPS} LoRA steps of "
     f"batch {DEMO_BATCH_SIZE},\n"
     "               validated before the first step and after the last\n"
     "               (full: automem train --game crafter: 8 x 100 steps, the paper's minimum dataset, all epochs)"
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"meta for the rounds ({args.meta}): {shared.META_CHOICES[args.meta]}. "
                   f"Other choice, --meta {other}: {shared.META_CHOICES[other]}.")
     for game in ROUND_DEMO_GAMES:
-        settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=6, eval_max_steps=8, eval_episodes=2,
+        settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=6, eval_max_steps=6, eval_episodes=2,
                                  concurrency=args.concurrency)
         structure_round(settings, args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
     try:
@@ -75,9 +75,9 @@ def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
     evaluation is reused). The minimum dataset size is far below the paper's 500, and every
     decision without a penalty is taken, on purpose: the demo shows the machinery, not a
     specialist worth keeping."""
-    budget = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=16, eval_max_steps=8, eval_episodes=2,
+    budget = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=12, eval_max_steps=6, eval_episodes=2,
                            concurrency=concurrency)
-    # The 135M model's decisions rarely score above 0 in 16 steps and its reviews are erratic, so the
+    # The 135M model's decisions rarely score above 0 in 12 steps and its reviews are erratic, so the
     # demo takes every decision that loses no points (still deduplicated, balanced, eval seeds out).
     curation = default_curation("crafter", min_examples=DEMO_MIN_EXAMPLES, weights=ScoreWeights(horizon=10),
                                 accept_score=0.0, review_floor=0.0, max_review_batches=2)
