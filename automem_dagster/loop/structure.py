@@ -179,18 +179,25 @@ def start_round(settings: RoundSettings, storage: Storage) -> RoundStart:
 async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, clients: Clients,
                          storage: Storage, concurrency: int = 2, progress: Progress | None = None,
                          out: Path | None = None, agent: str = "memory", window: int = DEFAULT_WINDOW) -> BatchSummary:
-    """Play ``scaffold`` (or the baseline ``agent``) on the evaluation ``seeds``; a batch already
-    played is reused, so the champion is evaluated once per seed set and step budget, not once per round."""
-    out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps, agent, window)
-    spec = RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window)
+    """Play ``scaffold`` (or the baseline ``agent``) on the evaluation ``seeds`` (``evaluation_batch``)."""
+    spec = evaluation_batch(game, scaffold, seeds, max_steps, storage, concurrency, out, agent, window)
     return await run_batch(spec, clients, progress)
 
 
+def evaluation_batch(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, storage: Storage,
+                     concurrency: int = 2, out: Path | None = None, agent: str = "memory",
+                     window: int = DEFAULT_WINDOW) -> RolloutSpec:
+    """The evaluation batch of ``scaffold`` (or the baseline ``agent``) on ``seeds``, in a directory named
+    by them; a batch already played there is reused, so the champion is evaluated once per seed set
+    and step budget, not once per round."""
+    out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps, agent, window)
+    return RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window)
+
+
 def evaluation_spec(settings: RoundSettings, scaffold: Scaffold, storage: Storage) -> RolloutSpec:
-    """``scaffold`` on the round's evaluation seeds, in the batch ``evaluate_stage`` plays (and reuses)."""
-    seeds = settings.eval_seed_list(storage.seeds_file)
-    out = batch_dir(storage.runs, "evaluations", settings.game, scaffold.version, seeds, settings.eval_max_steps)
-    return RolloutSpec(settings.game, scaffold, seeds, settings.eval_max_steps, out, settings.concurrency)
+    """``scaffold``'s ``evaluation_batch`` on the round's evaluation seeds and step budget."""
+    return evaluation_batch(settings.game, scaffold, settings.eval_seed_list(storage.seeds_file),
+                            settings.eval_max_steps, storage, settings.concurrency)
 
 
 async def evaluate_pair_stage(settings: RoundSettings, candidate: Scaffold, champion: Scaffold, clients: Clients,

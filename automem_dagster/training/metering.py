@@ -19,10 +19,7 @@ import statistics
 import time
 
 from automem_dagster.eta import format_duration
-from automem_dagster.training.sft_result import TrainingProgress
-
-TRAIN_S_PER_STEP = "train_s_per_step"
-VALIDATION_S_PER_PASS = "validation_s_per_pass"
+from automem_dagster.training.sft_result import TRAIN_S_PER_STEP, VALIDATION_S_PER_PASS, TrainingProgress
 
 
 def validation_passes_left(step: int, total: int, every: int) -> int:

@@ -15,7 +15,9 @@ RESULT_FILE = "training.json"
 
 TrainingProgress = Callable[[int, int, dict[str, float]], None]
 
-FIGURES = ("train_s_per_step", "validation_s_per_pass", "tokens_per_second", "peak_rss_mb")
+TRAIN_S_PER_STEP = "train_s_per_step"
+VALIDATION_S_PER_PASS = "validation_s_per_pass"
+FIGURES = (TRAIN_S_PER_STEP, VALIDATION_S_PER_PASS, "tokens_per_second", "peak_rss_mb")
 """The scalar figures of a result that the adapter's Dagster metadata, its MLflow training run and
 the DVC stage's metrics show, under these same names."""
 

@@ -1,9 +1,9 @@
 """The sensors of the proficiency loop: evaluation -> promotion, and (opt-in) a new champion
 scaffold -> a proficiency round on it.
 
-Each reads every new ``specialist_evaluation`` materialization since its cursor, in order
-(``defs/common/sensors.py``), so evaluations of several games between two ticks each get
-their promotion, and the run key (the materialization's storage id) starts one run only.
+Each reads every new materialization of its asset (``specialist_evaluation``, ``champion_scaffold``)
+since its cursor, in order (``defs/common/sensors.py``), so materializations of several games between
+two ticks each get their run, and the run key (the materialization's storage id) starts one run only.
 """
 
 import dagster as dg
