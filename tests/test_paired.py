@@ -128,7 +128,96 @@ def test_the_gate_is_chosen_per_round_on_the_cli_and_in_dagster_config(capsys):
     args = build_parser().parse_args(["revise", "--game", "crafter", "--gate", "significant", "--gate-level", "0.1",
                                       "--gate-min-seeds", "8"])
     assert gate_policy(args) == GatePolicy("significant", 0.1, 8)
+    args = build_parser().parse_args(["revise", "--game", "crafter", "--gate", "equal_score", "--gate-metric",
+                                      "redundant_write_rate", "--gate-margin", "2"])
+    assert gate_policy(args) == GatePolicy("equal_score", 0.05, 5, "redundant_write_rate", 2.0)
+    assert RoundConfig(gate="equal_score", gate_metric="empty_search_rate").settings("crafter").gate.metric \
+        == "empty_search_rate"
     assert gate_policy(build_parser().parse_args(["train", "--game", "crafter"])) == GatePolicy()
     assert RoundConfig(gate="significant", gate_min_seeds=8).settings("crafter").gate == GatePolicy("significant", 0.05, 8)
     assert cli_main(["revise", "--game", "crafter", "--gate", "significant", "--gate-level", "2"]) == 2
     assert "--gate-level" in capsys.readouterr().err
+
+
+# --- the equal_score gate and the detectable gain ---------------------------------------------------
+
+EQUAL = GatePolicy("equal_score", level=0.05, min_seeds=5, metric="input_tokens_per_step", margin=5.0)
+SIX = range(6)
+SCORES = {s: 0.1 * (s % 3) for s in SIX}  # 0, 10, 20 % again and again: seeds differ, sides tie
+TOKENS = {s: 900.0 + 10 * s for s in SIX}
+
+
+def equal_score(candidate, champion, candidate_tokens, champion_tokens, policy=EQUAL):
+    from automem_dagster.metrics.paired import compare_metric
+
+    metric = compare_metric(candidate, champion, candidate_tokens, champion_tokens, policy)
+    return decide(compare_paired(candidate, champion), policy, metric)
+
+
+def test_equal_score_keeps_a_cheaper_candidate_at_equal_score_that_the_papers_rule_ties():
+    cheaper = {s: t - 80.0 for s, t in TOKENS.items()}
+    assert not decide(compare_paired(SCORES, SCORES)).keep  # higher_mean: a tie
+    decision = equal_score(SCORES, SCORES, cheaper, TOKENS)
+    assert decision.keep and "not worse" in decision.reason and "input_tokens_per_step" in decision.reason
+    assert decision.metric.reduction == pytest.approx(80.0) and decision.metric.p_value == pytest.approx(1 / 64)
+    assert decision.metric.relative_change == pytest.approx(-8000 / 925)
+
+
+def test_equal_score_rolls_back_a_cheaper_candidate_that_plays_worse():
+    worse = {s: max(v - 0.1, 0.0) for s, v in SCORES.items()} | {0: 0.0}
+    decision = equal_score(worse, SCORES, {s: t - 80.0 for s, t in TOKENS.items()}, TOKENS)
+    assert not decision.keep and "progression may be worse" in decision.reason
+    assert decision.metric.progression_lower_bound < -5.0
+
+
+def test_equal_score_rolls_back_a_noisy_saving_and_too_few_seeds():
+    noisy = {s: t + (-60.0 if s % 2 else 50.0) for s, t in TOKENS.items()}  # saves 5 on average, sign flips
+    decision = equal_score(SCORES, SCORES, noisy, TOKENS)
+    assert not decision.keep and "not lower beyond chance" in decision.reason and decision.metric.reduction > 0
+    few = {s: SCORES[s] for s in range(3)}
+    small = equal_score(few, few, {s: 1.0 for s in few}, {s: 2.0 for s in few})
+    assert not small.keep and "only 3 seeds" in small.reason
+
+
+def test_equal_score_still_keeps_a_significant_gain_and_needs_its_metric():
+    better = {s: v + 0.1 for s, v in SCORES.items()}
+    assert equal_score(better, SCORES, TOKENS, TOKENS).keep
+    with pytest.raises(ValueError, match="input_tokens_per_step"):
+        decide(compare_paired(SCORES, SCORES), EQUAL)
+
+
+@pytest.mark.parametrize("kwargs", [{"rule": "equal_score"}, {"rule": "equal_score", "metric": "score"},
+                                    {"metric": "input_tokens_per_step"}, {"rule": "equal_score", "margin": -1,
+                                                                          "metric": "empty_search_rate"}])
+def test_equal_score_policy_refuses_a_missing_or_stray_metric(kwargs):
+    with pytest.raises(ValueError, match="gate (metric|margin)"):
+        GatePolicy(**kwargs)
+
+
+def test_detectable_gain_matches_a_hand_worked_case():
+    from automem_dagster.metrics.power import detectable_gain
+
+    # Differences 0 and 10 points on 2 seeds: sample SD sqrt(50) = 7.071. higher_mean keeps any positive
+    # mean, so at 80 % power the gain is z(0.8) * 7.071 / sqrt(2) = 0.8416 * 5 = 4.21 points, and 5 points
+    # need ceil((0.8416 * 7.071 / 5)**2) = ceil(1.417) = 2 seeds.
+    candidate, champion = {1: 0.3, 2: 0.2}, {1: 0.3, 2: 0.1}
+    paper = detectable_gain(candidate, champion, GatePolicy())
+    assert paper.spread == pytest.approx(math.sqrt(50)) and paper.level == 0.5
+    assert paper.smallest_gain == pytest.approx(0.841621 * 5, rel=1e-5)
+    assert paper.seeds_for["5"] == 2 and paper.seeds_for["10"] == 1
+    # The significant gate at 0.05: no gain shows on 2 seeds (min 5; a permutation p is >= 1/4 there);
+    # 5 points need ceil(((1.6449 + 0.8416) * 7.071 / 5)**2) = ceil(12.37) = 13 seeds.
+    strict = detectable_gain(candidate, champion, GatePolicy("significant"))
+    assert strict.smallest_gain is None and "fewer than 5 seeds" in strict.note
+    assert strict.seeds_for == {"5": 13, "10": 5, "20": 5}
+    assert "no gain detectable" in strict.describe() and "5 points: 13 seeds" in strict.describe()
+
+
+def test_detectable_gain_says_when_the_seeds_show_no_spread():
+    from automem_dagster.metrics.power import detectable_gain
+
+    zero = detectable_gain({1: 0.0, 2: 0.0}, {1: 0.0, 2: 0.0}, GatePolicy())
+    assert zero.smallest_gain is None and zero.spread is None and "scored the same on both sides (0.00%)" in zero.note
+    # Both sides vary across seeds by the same amount: the unpaired spread stands in for the paired one.
+    same = detectable_gain({1: 0.1, 2: 0.3}, {1: 0.1, 2: 0.3}, GatePolicy())
+    assert same.spread_from.startswith("both sides") and same.spread == pytest.approx(20.0)

@@ -147,6 +147,7 @@ def add_decide_parser(sub) -> None:
     decide_p.add_argument("--record", type=Path, required=True, help="decision record (JSON, flat: DVC metrics)")
     decide_p.add_argument("--progression", type=Path, required=True, help="table: progression ± SE per agent")
     decide_p.add_argument("--behaviour", type=Path, required=True, help="table: behaviour rates per agent")
+    add_gate_args(decide_p)
     decide_p.set_defaults(run=run_decide)
 
 
@@ -189,6 +190,7 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
 
 def run_decide(args: argparse.Namespace) -> int:
     """The DVC pipeline's decide stages: the loops' gate on two evaluation folders, as files."""
-    record = write_decision(args.role, args.challenger, args.champion, args.record, args.progression, args.behaviour)
+    record = write_decision(args.role, args.challenger, args.champion, args.record, args.progression, args.behaviour,
+                            gate_policy(args))
     Console().print(f"{record['outcome']}: {record['reason']}")
     return 0

@@ -13,7 +13,7 @@ from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.settings import proficiency_settings as build_proficiency_settings
 from automem_dagster.loop.storage import Storage
-from automem_dagster.metrics.paired import GATE_RULES, GatePolicy
+from automem_dagster.metrics.paired import GATE_METRICS, GATE_RULES, GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.rollout import BatchSummary
 
@@ -101,19 +101,35 @@ def add_round_args(p: argparse.ArgumentParser, purpose: str = "diagnose", episod
 
 def add_gate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gate", choices=GATE_RULES, default="higher_mean",
-                   help="keep rule: higher_mean (AutoMem's, default) or significant (a paired permutation test "
-                        "must put the gain beyond chance); see README, 'Which gate'")
-    p.add_argument("--gate-level", type=float, default=0.05, help="significant gate: p-value to beat (default 0.05)")
-    p.add_argument("--gate-min-seeds", type=int, default=5, help="significant gate: fewest paired seeds (default 5)")
+                   help="keep rule: higher_mean (AutoMem's, default), significant (a paired permutation test "
+                        "must put the gain beyond chance) or equal_score (also keeps a candidate that is not worse "
+                        "and lower in --gate-metric beyond chance); see docs/gates.md")
+    p.add_argument("--gate-level", type=float, default=0.05,
+                   help="significant and equal_score gates: p-value to beat (default 0.05)")
+    p.add_argument("--gate-min-seeds", type=int, default=5,
+                   help="significant and equal_score gates: fewest paired seeds (default 5)")
+    p.add_argument("--gate-metric", type=_gate_metric, default=None,
+                   help=f"equal_score gate: the cost or behaviour metric (lower is better) a candidate may win on: "
+                        f"{', '.join(GATE_METRICS)} (an empty value: none, for a DVC parameter)")
+    p.add_argument("--gate-margin", type=float, default=5.0,
+                   help="equal_score gate: progression points the one-sided lower bound may fall below 0 (default 5)")
+
+
+def _gate_metric(text: str) -> str | None:
+    if text and text not in GATE_METRICS:
+        raise argparse.ArgumentTypeError(f"--gate-metric {text!r}: use one of {', '.join(GATE_METRICS)}")
+    return text or None
 
 
 def gate_policy(args: argparse.Namespace) -> GatePolicy:
     """The round's gate from its options (commands without them: AutoMem's rule)."""
     try:
         return GatePolicy(getattr(args, "gate", "higher_mean"), getattr(args, "gate_level", 0.05),
-                          getattr(args, "gate_min_seeds", 5))
+                          getattr(args, "gate_min_seeds", 5), getattr(args, "gate_metric", None),
+                          getattr(args, "gate_margin", 5.0))
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{exc}: fix --gate, --gate-level or --gate-min-seeds") from exc
+        raise argparse.ArgumentTypeError(f"{exc}: fix --gate, --gate-level, --gate-min-seeds, --gate-metric or "
+                                         "--gate-margin") from exc
 
 
 def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:

@@ -260,6 +260,10 @@ class SpecialistDecision:
     champion_batch: str
     gate: dict = field(default_factory=dict)
     sampling: dict = field(default_factory=dict)
+    detectable: dict = field(default_factory=dict)
+    """The smallest gain the gate could have detected on these seeds (``metrics.power.Detectable``)."""
+    metric: dict = field(default_factory=dict)
+    """The equal_score gate's metric on the same seeds (``MetricComparison``); empty for the other gates."""
 
 
 def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary, champion: BatchSummary,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.gate import decide_paired
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.summary import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
@@ -55,12 +56,13 @@ def read_evaluation(batch_dir: Path) -> BatchSummary | None:
     return load_summary(folder)
 
 
-def decision_record(role: str, challenger_dir: Path, champion_dir: Path) -> dict:
+def decision_record(role: str, challenger_dir: Path, champion_dir: Path, gate: GatePolicy | None = None) -> dict:
     """The flat decision record of ``_decide``."""
-    return _decide(role, challenger_dir, champion_dir)[0]
+    return _decide(role, challenger_dir, champion_dir, gate)[0]
 
 
-def _decide(role: str, challenger_dir: Path, champion_dir: Path) -> tuple[dict, dict[str, BatchSummary]]:
+def _decide(role: str, challenger_dir: Path, champion_dir: Path,
+            gate: GatePolicy | None = None) -> tuple[dict, dict[str, BatchSummary]]:
     """Keep or roll back the ``role`` (candidate or specialist) against the champion, as a flat record.
 
     ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, rejected, so ``dvc metrics diff``
@@ -79,12 +81,12 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path) -> tuple[dict, 
         return {**base, "challenger": None, "outcome": "rejected", "keep": 0,
                 "reason": f"no {role} to evaluate: {marker['rejected_reason']}",
                 **dict.fromkeys(COMPARISON_FIELDS)}, batches
-    decision = decide_paired(challenger, champion, role)
+    decision = decide_paired(challenger, champion, role, gate)
     comparison = decision.comparison
     label = batch_label(challenger_dir)
     batches[label] = challenger
     return {**base, "challenger": label, "outcome": "kept" if decision.keep else "rolled_back",
-            "keep": int(decision.keep), "reason": decision.reason,
+            "keep": int(decision.keep), "reason": decision.reason, "gate": decision.policy.rule,
             **{name: getattr(comparison, name) for name in COMPARISON_FIELDS}}, batches
 
 
@@ -122,9 +124,9 @@ def loss_rows(training: dict) -> dict[str, list[dict]]:
 
 
 def write_decision(role: str, challenger_dir: Path, champion_dir: Path, record_path: Path,
-                   progression_path: Path, behaviour_path: Path) -> dict:
-    """Decide and write the record and both plot tables; returns the record."""
-    record, batches = _decide(role, challenger_dir, champion_dir)
+                   progression_path: Path, behaviour_path: Path, gate: GatePolicy | None = None) -> dict:
+    """Decide under ``gate`` and write the record and both plot tables; returns the record."""
+    record, batches = _decide(role, challenger_dir, champion_dir, gate)
     write_json_atomic(progression_path, progression_rows(batches))
     write_json_atomic(behaviour_path, behaviour_rows(batches))
     write_json_atomic(record_path, record)

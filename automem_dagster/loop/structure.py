@@ -227,6 +227,10 @@ class DecisionRecord:
     """The gate policy the decision was taken under (``GatePolicy``); empty in records from before policies."""
     sampling: dict = field(default_factory=dict)
     """Per side, how each endpoint treated the requests' sampling seeds (``agent.sampling.seed_support``)."""
+    detectable: dict = field(default_factory=dict)
+    """The smallest gain the gate could have detected on these seeds (``metrics.power.Detectable``)."""
+    metric: dict = field(default_factory=dict)
+    """The equal_score gate's metric on the same seeds (``MetricComparison``); empty for the other gates."""
 
 
 def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, champion: BatchSummary,

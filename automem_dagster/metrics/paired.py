@@ -5,7 +5,7 @@ Both agents play the same evaluation seeds, so the comparison is made on the per
 differences: a seed that is hard for both cancels out, which is what makes a handful of
 episodes informative. Everything is reported in percent, like ``summarize_progression``.
 
-Two gate policies (``GatePolicy``), chosen per round and recorded with the decision:
+Three gate policies (``GatePolicy``), chosen per round and recorded with the decision:
 
 - ``higher_mean`` (the default, AutoMem's published rule): keep a candidate whose mean
   progression on the fixed seeds is strictly higher than the champion's. The standard error,
@@ -14,6 +14,12 @@ Two gate policies (``GatePolicy``), chosen per round and recorded with the decis
   ``min_seeds`` paired seeds, and a one-sided paired permutation test (sign flips of the per-seed
   differences) with p <= ``level``. Noise such as one lucky piece of wood on 2 seeds is then
   rolled back instead of kept.
+- ``equal_score`` (opt-in): what ``significant`` keeps, and also a candidate whose progression is
+  not worse (the one-sided ``1 - level`` bootstrap lower bound of the paired difference is above
+  ``-margin`` points) while a named cost or behaviour metric (``GATE_METRICS``, lower is better) is
+  lower beyond chance on the same seeds (one-sided paired permutation p <= ``level``). A scaffold
+  that plays as well with fewer prompt tokens or fewer redundant writes is then kept, where the
+  paper's rule calls it a tie. At least ``min_seeds`` seeds, as for ``significant``.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ k/22 that floats cannot hold exactly, so two seed sets with the same real total 
 means an ulp apart; without a tolerance such a tie would be kept as a win."""
 
 
-GATE_RULES = ("higher_mean", "significant")
+GATE_RULES = ("higher_mean", "significant", "equal_score")
+GATE_METRICS = ("input_tokens_per_step", "unproductive_action_rate", "redundant_write_rate", "empty_search_rate")
+"""The ``BehaviourMetrics`` the equal_score gate can judge on; lower is better for each."""
 EXACT_PERMUTATION_MAX_SEEDS = 16
 """Up to this many seeds the permutation test enumerates all 2**n sign flips (65,536); above, it samples."""
 
@@ -41,9 +49,14 @@ EXACT_PERMUTATION_MAX_SEEDS = 16
 class GatePolicy:
     """How keep-or-rollback judges a paired comparison; see the module docstring for the two rules."""
 
-    rule: Literal["higher_mean", "significant"] = "higher_mean"
+    rule: Literal["higher_mean", "significant", "equal_score"] = "higher_mean"
     level: float = 0.05
     min_seeds: int = 5
+    metric: str | None = None
+    """equal_score only: the lower-is-better metric (one of ``GATE_METRICS``) a candidate may win on."""
+    margin: float = 5.0
+    """equal_score only: how many progression points worse the lower bound may be and still count as
+    not worse (5: about one Crafter achievement, 100/22 points, on one seed of one)."""
 
     def __post_init__(self) -> None:
         if self.rule not in GATE_RULES:
@@ -52,11 +65,22 @@ class GatePolicy:
             raise ValueError(f"gate level {self.level}: a significance level between 0 and 1, e.g. 0.05")
         if self.min_seeds < 1:
             raise ValueError(f"gate min_seeds {self.min_seeds}: at least 1 paired seed")
+        if self.rule == "equal_score" and self.metric not in GATE_METRICS:
+            raise ValueError(f"gate metric {self.metric!r}: the equal_score gate needs one of {', '.join(GATE_METRICS)}")
+        if self.rule != "equal_score" and self.metric is not None:
+            raise ValueError(f"gate metric {self.metric!r} is read by the equal_score gate only, not {self.rule}: "
+                             "drop the metric or choose equal_score")
+        if self.margin < 0:
+            raise ValueError(f"gate margin {self.margin}: progression points, 0 or more (e.g. 5)")
 
     def describe(self) -> str:
         if self.rule == "higher_mean":
             return "higher_mean (strictly higher mean on the fixed seeds)"
-        return f"significant (one-sided paired permutation p <= {self.level:g}, at least {self.min_seeds} seeds)"
+        significant = f"one-sided paired permutation p <= {self.level:g}, at least {self.min_seeds} seeds"
+        if self.rule == "significant":
+            return f"significant ({significant})"
+        return (f"equal_score (a significant gain, or progression not worse than -{self.margin:g} points at the "
+                f"one-sided {1 - self.level:.0%} bound and {self.metric} lower with {significant})")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -92,6 +116,48 @@ class GateDecision:
     reason: str
     comparison: PairedComparison
     policy: GatePolicy = field(default_factory=GatePolicy)
+    metric: MetricComparison | None = None
+    """The equal_score gate's second look: the policy's metric on the same seeds."""
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """A lower-is-better metric (``GATE_METRICS``) of candidate and champion on the same seeds, and
+    the one-sided lower bound of the progression difference, as the equal_score gate reads them."""
+
+    metric: str
+    candidate_mean: float
+    champion_mean: float
+    reduction: float
+    """Mean over seeds of champion minus candidate: positive when the candidate is lower (better)."""
+    p_value: float
+    """One-sided paired permutation p-value of a reduction this large or larger by chance."""
+    progression_lower_bound: float
+    """The ``level`` quantile of the bootstrapped mean progression difference, in points."""
+    n: int
+
+    @property
+    def relative_change(self) -> float | None:
+        """The candidate's change against the champion, in percent of the champion (None from 0)."""
+        return 100.0 * (self.candidate_mean - self.champion_mean) / self.champion_mean if self.champion_mean else None
+
+
+def compare_metric(candidate: dict[int, float], champion: dict[int, float], candidate_metric: dict[int, float],
+                   champion_metric: dict[int, float], policy: GatePolicy, n_resamples: int = 10_000,
+                   rng_seed: int = 0) -> MetricComparison:
+    """``policy.metric`` per seed (``*_metric``) beside the per-seed progressions, as ``MetricComparison``."""
+    seeds = _paired_seeds(candidate, champion)
+    if set(candidate_metric) != set(seeds) or set(champion_metric) != set(seeds):
+        raise ValueError(f"{policy.metric} was not measured on the progression's seeds {seeds} (candidate: "
+                         f"{sorted(candidate_metric)}, champion: {sorted(champion_metric)}): rerun the evaluation")
+    progression = np.array([candidate[s] - champion[s] for s in seeds])
+    reduction = np.array([champion_metric[s] - candidate_metric[s] for s in seeds])
+    means = _bootstrap_means(progression, n_resamples, rng_seed)
+    return MetricComparison(
+        metric=policy.metric, candidate_mean=float(np.mean([candidate_metric[s] for s in seeds])),
+        champion_mean=float(np.mean([champion_metric[s] for s in seeds])), reduction=float(reduction.mean()),
+        p_value=permutation_p_value(reduction, rng_seed),
+        progression_lower_bound=float(np.quantile(means, policy.level)), n=len(seeds))
 
 
 def compare_paired(
@@ -128,15 +194,19 @@ def compare_paired(
     )
 
 
-def decide(comparison: PairedComparison, policy: GatePolicy | None = None) -> GateDecision:
-    """Keep or roll back under ``policy`` (default: AutoMem's strictly-higher-mean rule); a tie or a
-    loss always rolls back, and ``significant`` also rolls back a win that chance explains."""
+def decide(comparison: PairedComparison, policy: GatePolicy | None = None,
+           metric: MetricComparison | None = None) -> GateDecision:
+    """Keep or roll back under ``policy`` (default: AutoMem's strictly-higher-mean rule); under the first
+    two rules a tie or a loss always rolls back, and ``significant`` also rolls back a win that chance
+    explains. ``equal_score`` needs ``metric`` (``compare_metric``) and is ``_decide_equal_score``'s."""
     policy = policy or GatePolicy()
     c = comparison
     gap = c.candidate_mean - c.champion_mean
     evidence = (f"difference {c.mean_difference:+.2f} points, SE {c.stderr_difference:.2f}, "
                 f"bootstrap CI [{c.ci_low:+.2f}, {c.ci_high:+.2f}], permutation p {c.p_value:.3f}, "
                 f"{c.n} paired seeds; gate {policy.rule}")
+    if policy.rule == "equal_score":
+        return _decide_equal_score(c, policy, metric, evidence)
     if gap > TIE_TOLERANCE:
         if policy.rule == "significant" and c.n < policy.min_seeds:
             reason = (f"rolled back: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% on only "
@@ -154,6 +224,36 @@ def decide(comparison: PairedComparison, policy: GatePolicy | None = None) -> Ga
         return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
     reason = f"rolled back: candidate {c.candidate_mean:.2f}% is below champion {c.champion_mean:.2f}% ({evidence})"
     return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
+
+
+def _decide_equal_score(c: PairedComparison, policy: GatePolicy, metric: MetricComparison | None,
+                        evidence: str) -> GateDecision:
+    """Keep a significant gain, or a candidate not worse in progression and lower in ``policy.metric``
+    beyond chance; roll back everything else, saying which test failed."""
+    if metric is None or metric.metric != policy.metric:
+        raise ValueError(f"the equal_score gate needs the per-seed {policy.metric} of both sides (compare_metric)")
+    m = metric
+    said = (f"{m.metric} {m.candidate_mean:.4g} vs {m.champion_mean:.4g}, permutation p {m.p_value:.3f}; "
+            f"progression lower bound {m.progression_lower_bound:+.2f} points, margin {policy.margin:g}")
+    evidence = f"{evidence}; {said}"
+
+    def rolled_back(why: str) -> GateDecision:
+        return GateDecision(keep=False, reason=f"rolled back: {why} ({evidence})", comparison=c, policy=policy, metric=m)
+
+    if c.n < policy.min_seeds:
+        return rolled_back(f"only {c.n} seeds, and the equal_score gate needs at least {policy.min_seeds}")
+    if c.mean_difference > TIE_TOLERANCE and c.p_value <= policy.level:
+        return GateDecision(keep=True, comparison=c, policy=policy, metric=m, reason=(
+            f"kept: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% beyond chance ({evidence})"))
+    if m.progression_lower_bound < -policy.margin:
+        return rolled_back(f"progression may be worse: candidate {c.candidate_mean:.2f}% vs champion "
+                           f"{c.champion_mean:.2f}%, lower bound {m.progression_lower_bound:+.2f} below -{policy.margin:g}")
+    if m.reduction <= 0 or m.p_value > policy.level:
+        return rolled_back(f"progression not worse, but {m.metric} is not lower beyond chance "
+                           f"(p {m.p_value:.3f} > {policy.level:g} or no reduction)")
+    return GateDecision(keep=True, comparison=c, policy=policy, metric=m, reason=(
+        f"kept: progression not worse ({c.candidate_mean:.2f}% vs {c.champion_mean:.2f}%) and {m.metric} lower "
+        f"beyond chance ({evidence})"))
 
 
 def permutation_p_value(differences: np.ndarray, rng_seed: int = 0, n_samples: int = 20_000) -> float:
@@ -193,11 +293,16 @@ def _paired_seeds(candidate: dict[int, float], champion: dict[int, float]) -> li
     return sorted(candidate)
 
 
-def _bootstrap_interval(differences: np.ndarray, n_resamples: int, confidence: float, rng_seed: int) -> tuple[float, float]:
-    """Percentile bootstrap of the mean difference, in percent: resample seeds, take quantiles."""
+def _bootstrap_means(differences: np.ndarray, n_resamples: int, rng_seed: int) -> np.ndarray:
+    """Means of ``n_resamples`` resamples of the seeds (with replacement), in percent."""
     rng = np.random.default_rng(rng_seed)
     picks = rng.integers(0, len(differences), size=(n_resamples, len(differences)))
-    means = 100.0 * differences[picks].mean(axis=1)
+    return 100.0 * differences[picks].mean(axis=1)
+
+
+def _bootstrap_interval(differences: np.ndarray, n_resamples: int, confidence: float, rng_seed: int) -> tuple[float, float]:
+    """Percentile bootstrap of the mean difference, in percent: resample seeds, take quantiles."""
+    means = _bootstrap_means(differences, n_resamples, rng_seed)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return float(low), float(high)

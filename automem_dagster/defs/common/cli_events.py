@@ -36,7 +36,8 @@ from automem_dagster.defs.common.proficiency_metadata import (
 from automem_dagster.defs.common.versions import champion_data_version, data_version_tags, scaffold_version_event
 from automem_dagster.defs.evaluation.checks import evaluation_gate_result
 from automem_dagster.defs.proficiency.checks import specialist_gate_result
-from automem_dagster.loop.gate import per_seed
+from automem_dagster.loop.gate import gate_scores
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.loop.proficiency import ProficiencyResult
 from automem_dagster.loop.report import RoundReport, report_dir
 from automem_dagster.loop.settings import RoundSettings
@@ -104,8 +105,7 @@ def structure_round_events(result: RoundResult, report: RoundReport, storage: St
     events.append(materialization("candidate_evaluation", candidate_evaluation_metadata(
         game, result.candidate_eval, result.champion_eval, plot, result.candidate, result.parent)))
     gate = evaluation_gate_result({"outcome": "evaluated", "candidate": result.candidate, "gate": settings.gate.as_dict(),
-                                   "per_seed": {"candidate": per_seed(result.candidate_eval),
-                                                "champion": per_seed(result.champion_eval)}})
+                                   **gate_scores(result.candidate_eval, result.champion_eval, "candidate", settings.gate)})
     events.append(_check("candidate_evaluation", "evaluation_gate", gate, key))
     if result.decision is not None:
         events.append(materialization("champion_scaffold",
@@ -141,8 +141,8 @@ def proficiency_round_events(result: ProficiencyResult, report: RoundReport, sto
     plot = report_dir(storage, game) / f"{adapter.id}_behaviour.png"
     events.append(_materialization("specialist_evaluation", key, specialist_evaluation_metadata(
         game, adapter.id, result.scaffold_version, result.specialist_eval, result.champion_eval, plot, result.endpoints)))
-    gate = specialist_gate_result({"adapter": adapter.id, "gate": result.decision.gate, "per_seed": {
-        "specialist": per_seed(result.specialist_eval), "champion": per_seed(result.champion_eval)}})
+    gate = specialist_gate_result({"adapter": adapter.id, "gate": result.decision.gate, **gate_scores(
+        result.specialist_eval, result.champion_eval, "specialist", GatePolicy(**result.decision.gate))})
     events.append(_check("specialist_evaluation", "specialist_gate", gate, key))
     runs = {role: run for role, run in report.runs.items() if role != "training"}
     events.append(_materialization("champion_specialist", key,

@@ -23,12 +23,16 @@ class RoundConfig(dg.Config):
     shard_size: int | None = Field(None, ge=1, description="seeds per shard instead of a shard count (a batch of N "
                                                            "seeds makes ceil(N / shard_size) steps); null: `shards`")
     max_attempts: int = Field(3, ge=1, description="meta-LLM attempts per diagnosis or revision")
-    gate: str = Field("higher_mean", description="keep rule: higher_mean (AutoMem's) or significant (beyond chance)")
-    gate_level: float = Field(0.05, gt=0, lt=1, description="significant gate: one-sided permutation p-value to beat")
-    gate_min_seeds: int = Field(5, ge=1, description="significant gate: fewest paired seeds it keeps on")
+    gate: str = Field("higher_mean", description="keep rule: higher_mean (AutoMem's), significant (beyond chance) or "
+                                                 "equal_score (also: not worse, and gate_metric lower beyond chance)")
+    gate_level: float = Field(0.05, gt=0, lt=1, description="significant/equal_score: one-sided p-value to beat")
+    gate_min_seeds: int = Field(5, ge=1, description="significant/equal_score: fewest paired seeds it keeps on")
+    gate_metric: str | None = Field(None, description="equal_score: input_tokens_per_step, unproductive_action_rate, "
+                                                      "redundant_write_rate or empty_search_rate (lower is better)")
+    gate_margin: float = Field(5.0, ge=0, description="equal_score: progression points the lower bound may be below 0")
 
     def gate_policy(self) -> GatePolicy:
-        return GatePolicy(self.gate, self.gate_level, self.gate_min_seeds)
+        return GatePolicy(self.gate, self.gate_level, self.gate_min_seeds, self.gate_metric, self.gate_margin)
 
     def shard_plan(self) -> dict[str, int]:
         """How ``rollout.shards.plan_shards`` splits each batch: by ``shard_size`` when set, else in ``shards``."""

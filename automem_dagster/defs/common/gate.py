@@ -17,8 +17,8 @@ import dagster as dg
 from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import behaviour_table, progression_table, retries_table
 from automem_dagster.defs.common.resources import MlflowResource
-from automem_dagster.loop.gate import per_seed
-from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
+from automem_dagster.loop.gate import decide_scores, per_seed
+from automem_dagster.metrics.paired import GatePolicy, compare_paired
 from automem_dagster.plots import plot_behaviour, png_markdown
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.tracking import Tracker
@@ -77,17 +77,16 @@ def log_run_links(context: dg.AssetExecutionContext, runs: dict) -> None:
 
 def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResult:
     """The preview of a promotion on an evaluation (``per_seed`` scores and ``gate`` policy of the
-    ``role``, candidate or specialist, against the champion): what the gate would decide, with its
+    ``role``, candidate or specialist, against the champion, and ``per_seed_metric`` for a gate with a
+    metric, as ``gate_scores`` wrote them): what the gate would decide, with its
     reason, as metadata. A tie or a loss is an ordinary outcome of a round, so the check passes and
     ``would`` says ``roll back``; it fails (an error) only when the scores cannot be paired, a fault
     the promotion would refuse too. ``label`` names the challenger."""
-    scores = evaluation["per_seed"]
     try:
-        comparison = compare_paired(scores[role], scores["champion"])
+        decision = decide_scores(evaluation, role, GatePolicy(**evaluation.get("gate", {})))
     except ValueError as exc:
         return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
                                    metadata={**label, "would": "refuse to decide", **long_text("reason", str(exc))})
-    decision = decide(comparison, GatePolicy(**evaluation.get("gate", {})))
     c = decision.comparison
     return dg.AssetCheckResult(passed=True, metadata={
         **label,

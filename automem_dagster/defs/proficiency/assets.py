@@ -42,7 +42,7 @@ from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
 from automem_dagster.defs.evaluation.assets import TAGS as EVALUATION_TAGS
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
-from automem_dagster.loop.gate import per_seed
+from automem_dagster.loop.gate import gate_scores
 from automem_dagster.loop.proficiency import (
     curate_stage,
     curated,
@@ -254,7 +254,7 @@ def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, p
     context.log.info(f"specialist {adapter} {spec.progression} vs one-model champion {champ.progression}: "
                      f"{metadata['paired_difference']}")
     value = {**plan, "specialist_batch": spec.out_dir, "champion_batch": champ.out_dir,
-             "per_seed": {"specialist": per_seed(spec), "champion": per_seed(champ)}, "endpoints": described}
+             **gate_scores(spec, champ, "specialist", GatePolicy(**plan["gate"])), "endpoints": described}
     return dg.Output(value, metadata=metadata)
 
 
