@@ -113,9 +113,12 @@ def test_a_winning_revision_is_kept_and_tracked(storage, scripted, tmp_path):
     assert (info.start_time, info.end_time) == batch_span_ms(result.candidate_eval.out_dir)
     first = read_trajectory(finished_episodes(result.candidate_eval.out_dir)[0])[0]["started_at"]
     assert info.start_time <= datetime.fromisoformat(first).timestamp() * 1000 < info.end_time
-    # The decision file says which gate decided and how each side's requests were seeded.
+    # The decision file says which gate decided, how each side's requests were seeded and what gain it
+    # could have seen on its 2 seeds.
     stored = json.loads((storage.runs / "decisions" / "crafter" / "v1.json").read_text())
-    assert stored["gate"] == {"rule": "higher_mean", "level": 0.05, "min_seeds": 5}
+    assert stored["gate"] == {"rule": "higher_mean", "level": 0.05, "min_seeds": 5, "metric": None, "margin": 5.0}
+    assert stored["detectable"]["n"] == 2 and stored["detectable"]["level"] == 0.5
+    assert "2 seeds" in stored["detectable"]["summary"] and stored["metric"] == {}
     assert set(stored["sampling"]) == {"candidate", "champion"}
     assert stored["sampling"]["candidate"]["game"].startswith("best effort")
 
@@ -128,6 +131,24 @@ def test_the_significant_gate_rolls_back_a_win_on_too_few_seeds(storage, scripte
     assert result.outcome == "rolled_back" and "only 2 seeds" in result.decision.reason
     assert result.decision.gate["rule"] == "significant"
     assert storage.load_lineage("crafter").champion().version == 0
+
+
+def test_the_equal_score_gate_keeps_a_tie_that_reads_fewer_prompt_tokens(storage, scripted):
+    """A patch that drops two memory files plays exactly as its parent (noop) with a shorter prompt on
+    every turn: the paper's rule calls it a tie, the equal_score gate on input tokens keeps it (2 seeds
+    reach p 0.25 at best, so this round's level is 0.3)."""
+    shorter = json.dumps({"remove_files": ["survival_log.txt", "actions_log.txt"],
+                          "rationale": "Finding 1: the agent idles; two files it never reads only lengthen the prompt."})
+    server = scripted(meta_rules(storage, shorter) + GAME_RULES)
+    cheaper = GatePolicy("equal_score", 0.3, 2, "input_tokens_per_step", 5.0)
+    result, _ = run(storage, server, settings=dataclasses.replace(SETTINGS, gate=cheaper))
+    assert result.candidate_eval.progression.mean == result.champion_eval.progression.mean
+    assert result.outcome == "kept" and "input_tokens_per_step lower" in result.decision.reason
+    metric = result.decision.metric
+    assert metric["metric"] == "input_tokens_per_step" and metric["p_value"] == 0.25
+    assert metric["candidate_mean"] < metric["champion_mean"] == pytest.approx(
+        result.champion_eval.behaviour.input_tokens_per_step)
+    assert storage.load_lineage("crafter").champion().version == 1
 
 
 def test_a_tying_revision_is_rolled_back(storage, scripted):

@@ -37,13 +37,13 @@ from automem_dagster.defs.common.versions import champion_data_version, data_ver
 from automem_dagster.defs.evaluation.checks import evaluation_gate_result
 from automem_dagster.defs.proficiency.checks import specialist_gate_result
 from automem_dagster.loop.gate import gate_scores
-from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.loop.proficiency import ProficiencyResult
 from automem_dagster.loop.report import RoundReport, report_dir
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.loop.structure import RoundResult
 from automem_dagster.meta.diagnose import Diagnosis
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import PROJECT_ROOT
 
 RUN_BY = {"run_by": "automem CLI"}
