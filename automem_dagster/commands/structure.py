@@ -1,4 +1,5 @@
-"""``automem revise|diagnose|propose|lineage``: the structure loop, whole or stage by stage."""
+"""``automem revise|rounds|diagnose|propose|lineage``: the structure loop, a round, rounds back to back, or stage
+by stage."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.console import Console
 
 from automem_dagster import tracking
 from automem_dagster.commands import shared
+from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.render import console, print_round, print_where_to_look
 from automem_dagster.commands.shared import (
     add_game_arg,
@@ -21,9 +23,11 @@ from automem_dagster.commands.shared import (
 )
 from automem_dagster.games import game_family
 from automem_dagster.loop.report import report_round
+from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.loop.structure import RoundResult, diagnose_stage, revise_stage, run_round
+from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold.lineage import render_tree
@@ -35,6 +39,21 @@ def register(sub) -> None:
     add_round_args(revise)
     add_gate_args(revise)
     revise.set_defaults(run=run_revise)
+    rounds = sub.add_parser("rounds", help="structure rounds back to back from the champion until --patience rounds in "
+                                           "a row keep nothing or --max-rounds, then optionally a proficiency round")
+    add_round_args(rounds)
+    add_gate_args(rounds)
+    rounds.add_argument("--max-rounds", type=int, default=5, help="at most this many structure rounds (default 5)")
+    rounds.add_argument("--patience", type=int, default=2,
+                        help="stop after this many rounds in a row keep nothing (default 2; 1: Dagster's "
+                             "next_round_sensor, which chains rounds only after a keep)")
+    rounds.add_argument("--meta", choices=sorted(shared.META_CHOICES), default="endpoints",
+                        help="who diagnoses and revises: endpoints (the endpoints file's meta role, default) or rules")
+    rounds.add_argument("--proficiency", action="store_true",
+                        help="then one proficiency round on the final champion, on the same rollout and evaluation budget")
+    rounds.add_argument("--min-examples", type=int, default=None,
+                        help="with --proficiency: stop below this many curated examples (default: the paper's)")
+    rounds.set_defaults(run=run_rounds_command)
     diagnose = sub.add_parser("diagnose", help="ask the meta-LLM to diagnose a finished rollout batch")
     add_game_arg(diagnose)
     diagnose.add_argument("--batch", type=Path, required=True, help="a rollout batch directory")
@@ -60,6 +79,32 @@ def run_revise(args: argparse.Namespace) -> int:
     structure_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker())
     print_where_to_look(shared.STORAGE)
     return 0
+
+
+def run_rounds_command(args: argparse.Namespace) -> int:
+    settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
+                             args.concurrency, args.attempts, gate_policy(args))
+    tracker = None if args.no_tracking else tracking.Tracker()
+    done = run_rounds(settings, RoundsPlan(args.max_rounds, args.patience),
+                      lambda each: structure_round(each, args.endpoints, tracker, meta=args.meta),
+                      shared.STORAGE, say=lambda line: console.rule(line))
+    print_rounds(done)
+    if args.proficiency:
+        try:
+            proficiency_round(shared.proficiency_settings(args), args.endpoints, tracker, meta=args.meta)
+        except DatasetTooSmall as exc:
+            console.print(f"proficiency round stopped before training: {exc}")
+    print_where_to_look(shared.STORAGE)
+    return 0
+
+
+def print_rounds(done: RoundsResult) -> None:
+    """One line per round: its training seeds, candidate and outcome; then why the rounds stopped."""
+    for number, (played, block) in enumerate(zip(done.rounds, done.blocks, strict=True), start=1):
+        seeds = sorted(e.seed for e in played.rollout.episodes) if played.rollout else "resumed, none played"
+        console.print(f"round {number}: block {block}, training seeds {seeds}, candidate "
+                      f"{'v' + str(played.candidate) if played.candidate else 'none'}: {played.outcome}")
+    console.print(f"stopped: {done.stopped}; {done.kept} of {len(done.rounds)} rounds kept a candidate")
 
 
 def structure_round(settings: RoundSettings, endpoints: Path, tracker: tracking.Tracker | None,

@@ -42,8 +42,10 @@ from automem_dagster.scaffold.lineage import Lineage
 # --- stage 1: rollouts for diagnosis --------------------------------------------------------
 
 def diagnosis_seeds(settings: RoundSettings, lineage: Lineage, storage: Storage) -> list[int]:
-    """Fresh training seeds per round (round r takes the r-th block), disjoint from evaluation."""
-    offset = (lineage.next_version() - 1) * settings.rollout_episodes
+    """Fresh training seeds per round (round r takes the r-th block, or ``settings.seed_block``), disjoint
+    from evaluation."""
+    block = lineage.next_version() - 1 if settings.seed_block is None else settings.seed_block
+    offset = block * settings.rollout_episodes
     seeds = training_seeds(settings.game, settings.rollout_episodes, offset, storage.seeds_file)
     assert_disjoint(seeds, eval_seeds(settings.game, storage.seeds_file))
     return seeds

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
+from sqlalchemy.exc import IntegrityError
 
 from automem_dagster.defs.common.gate import candidate_evaluation_metadata
 from automem_dagster.defs.common.metadata import (
@@ -151,11 +152,23 @@ def proficiency_round_events(result: ProficiencyResult, report: RoundReport, sto
 
 
 def _report(events: list[Event]) -> str:
+    """Report ``events``; a gate check already reported for the partition by an earlier CLI round is
+    left as it was: Dagster 1.13's SQLite event log keeps one run-less evaluation per check and
+    partition (a unique index on asset, check, run id "" and partition), so a second one would fail
+    the whole report after the round itself had finished."""
+    repeated = []
     with project_instance() as instance:
         for event in events:
-            instance.report_runless_asset_event(event)
+            try:
+                instance.report_runless_asset_event(event)
+            except IntegrityError:
+                if not isinstance(event, dg.AssetCheckEvaluation):
+                    raise
+                repeated.append(event.check_name)
         home = instance.root_directory
-    return f"Dagster: {len(events)} events of this round reported to the instance in {home} (make dagster)"
+    said = f"Dagster: {len(events) - len(repeated)} events of this round reported to the instance in {home} (make dagster)"
+    return said + (f"; the {', '.join(repeated)} check shows an earlier CLI round's evaluation (Dagster keeps one "
+                   "run-less evaluation per check and partition)" if repeated else "")
 
 
 def _materialization(asset: str, partition: str, metadata: dict, tags: dict | None = None) -> dg.AssetMaterialization:

@@ -1,0 +1,72 @@
+"""Structure rounds back to back, as Dagster's ``next_round_sensor`` chains them, from one command.
+
+The paper runs the structure loop "until the validation set saturates". Here that is: rounds from
+the champion, one after another, until ``patience`` consecutive rounds keep nothing (a tie, a loss
+or a rejected revision) or ``max_rounds`` rounds ran. ``patience=1`` is exactly the sensor's chain
+(the next round starts only after a keep). Each round is the ordinary round (``run_round``, through
+whatever ``play`` the caller gives), on a fresh block of training seeds: a round that registered no
+candidate does not advance the lineage, so without ``seed_block`` the next round would diagnose the
+same episodes again and, with the deterministic rules meta, reach the same verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import Storage
+from automem_dagster.loop.structure import RoundResult
+
+
+@dataclass(frozen=True)
+class RoundsPlan:
+    """When rounds back to back stop: after ``patience`` in a row keep nothing, or ``max_rounds`` rounds."""
+
+    max_rounds: int = 5
+    patience: int = 2
+
+    def __post_init__(self) -> None:
+        if self.max_rounds < 1:
+            raise ValueError(f"--max-rounds {self.max_rounds}: at least 1 round")
+        if not 1 <= self.patience <= self.max_rounds:
+            raise ValueError(f"--patience {self.patience}: between 1 and --max-rounds ({self.max_rounds}) rounds "
+                             "that keep nothing in a row")
+
+
+@dataclass
+class RoundsResult:
+    """Every round played (with the training-seed block each diagnosed) and why the rounds stopped."""
+
+    rounds: list[RoundResult] = field(default_factory=list)
+    blocks: list[int] = field(default_factory=list)
+    stopped: str = ""
+
+    @property
+    def kept(self) -> int:
+        return sum(r.outcome == "kept" for r in self.rounds)
+
+
+def next_seed_block(settings: RoundSettings, storage: Storage, previous: int | None) -> int:
+    """The lineage's block (one per registered candidate, as ``diagnosis_seeds`` counts), or the one
+    after ``previous`` when the last round registered nothing."""
+    block = storage.load_lineage(settings.family).next_version() - 1
+    return block if previous is None or block > previous else previous + 1
+
+
+def run_rounds(settings: RoundSettings, plan: RoundsPlan, play: Callable[[RoundSettings], RoundResult],
+               storage: Storage, say: Callable[[str], None] = lambda line: None) -> RoundsResult:
+    """Play rounds with ``play`` (the CLI's round) until ``plan`` says stop; see the module docstring."""
+    result, idle = RoundsResult(), 0
+    for number in range(1, plan.max_rounds + 1):
+        block = next_seed_block(settings, storage, result.blocks[-1] if result.blocks else None)
+        say(f"round {number} of at most {plan.max_rounds} (training-seed block {block})")
+        played = play(replace(settings, seed_block=block))
+        result.rounds.append(played)
+        result.blocks.append(block)
+        idle = 0 if played.outcome == "kept" else idle + 1
+        if idle >= plan.patience:
+            result.stopped = f"{idle} round(s) in a row kept nothing (patience {plan.patience})"
+            return result
+    result.stopped = f"{plan.max_rounds} rounds ran (--max-rounds)"
+    return result

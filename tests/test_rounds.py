@@ -1,0 +1,59 @@
+"""``automem rounds``: structure rounds back to back on real Crafter episodes, the rules meta and a
+scripted game model that idles (so every candidate ties its parent and is rolled back)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from automem_dagster import cli
+from automem_dagster.commands import shared
+from automem_dagster.loop.rounds import next_seed_block
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import Storage
+from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.rollout.trajectory import read_manifest
+
+IDLE = [{"match": "Phase: LOG", "reply": "<|DONE|>"}, {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}]
+
+
+@pytest.fixture
+def storage(tmp_path, monkeypatch):
+    scaffolds = tmp_path / "scaffolds"
+    shutil.copytree(SCAFFOLDS, scaffolds)
+    store = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
+    monkeypatch.setattr(shared, "STORAGE", store)
+    return store
+
+
+def test_rounds_stop_after_patience_rollbacks_each_on_fresh_training_seeds(storage, scripted, tmp_path, capsys):
+    server = scripted(IDLE)
+    endpoints = tmp_path / "endpoints.yaml"
+    endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": server.base_url, "model": "scripted",
+                                                  "constrained": "none"}}))
+    assert cli.main(["rounds", "--game", "crafter", "--episodes", "2", "--max-steps", "3", "--eval-episodes", "2",
+                     "--eval-max-steps", "3", "--max-rounds", "4", "--patience", "2", "--meta", "rules",
+                     "--endpoints", str(endpoints), "--no-tracking"]) == 0
+    said = " ".join(capsys.readouterr().err.split())  # the console wraps its lines
+    assert "stopped: 2 round(s) in a row kept nothing (patience 2); 0 of 2 rounds kept a candidate" in said
+    decisions = sorted((storage.runs / "decisions" / "crafter").glob("v*.json"))
+    assert [d.stem for d in decisions] == ["v1", "v2"]  # two rounds, not the four allowed
+    assert all(not r["keep"] and r["champion_after"] == 0 for r in map(json.loads, map(Path.read_text, decisions)))
+    # Each round diagnosed its own block of training seeds (v0 both times: nothing was kept).
+    played = [read_manifest(batch)["seeds"] for batch in sorted((storage.runs / "rollouts" / "crafter" / "v0").iterdir())]
+    assert len(played) == 2 and not set(played[0]) & set(played[1])
+    assert f"block 0, training seeds {sorted(played[0])}" in said or f"block 0, training seeds {sorted(played[1])}" in said
+    assert "block 1, training seeds" in said
+
+def test_a_round_that_registered_nothing_still_moves_to_the_next_seed_block(storage):
+    settings = RoundSettings("crafter", rollout_episodes=2)
+    assert next_seed_block(settings, storage, None) == 0
+    # The lineage did not advance (a rejected revision): the next round takes the next block anyway.
+    assert next_seed_block(settings, storage, 0) == 1
+
+
+def test_rounds_refuse_a_patience_beyond_the_rounds(storage, capsys):
+    assert cli.main(["rounds", "--game", "crafter", "--max-rounds", "2", "--patience", "3", "--no-tracking"]) == 2
+    assert "--patience 3" in capsys.readouterr().err
