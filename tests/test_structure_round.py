@@ -156,6 +156,12 @@ def test_a_tying_revision_is_rolled_back(storage, scripted):
     result, _ = run(storage, server)
     assert result.outcome == "rolled_back"
     assert "tie" in result.decision.reason
+    # What the demo prints beside such a tie: these seeds cannot say what gain would show, and a budget that can.
+    from automem_dagster.commands.demo import what_the_tie_could_see
+
+    said = what_the_tie_could_see(result, SETTINGS)
+    assert "smallest detectable gain unknown" in said and "every seed scored the same on both sides (0.00%)" in said
+    assert said.endswith("automem rounds --game crafter --meta rules --eval-max-steps 100 --gate significant")
     lineage = storage.load_lineage("crafter")
     assert lineage.champion().version == 0 and lineage.record(1).decision == "rolled_back"
 

@@ -10,9 +10,14 @@ from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.render import console, print_where_to_look
 from automem_dagster.commands.rollout import add_rollout_args, play
 from automem_dagster.commands.structure import structure_round
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings, default_curation
+from automem_dagster.loop.structure import RoundResult
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.decisions import ScoreWeights
+from automem_dagster.metrics.paired import GatePolicy
+from automem_dagster.metrics.power import detectable_gain
+from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.training.base_model import describe_base
 from automem_dagster.training.settings import default_settings
 
@@ -58,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     for game in ROUND_DEMO_GAMES:
         settings = RoundSettings(game, rollout_episodes=2, rollout_max_steps=6, eval_max_steps=6, eval_episodes=2,
                                  concurrency=args.concurrency)
-        structure_round(settings, args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
+        result = structure_round(settings, args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
+        if result.decision is not None and not result.decision.keep:
+            console.print(what_the_tie_could_see(result, settings))
     try:
         proficiency_round(demo_proficiency_settings(args.concurrency), args.endpoints, tracker=tracking.Tracker(),
                           meta=args.meta)
@@ -67,6 +74,25 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"proficiency round stopped before training: {exc}")
     print_where_to_look(shared.STORAGE)
     return 0
+
+
+def what_the_tie_could_see(result: RoundResult, settings: RoundSettings) -> str:
+    """Beside a decision that kept nothing: the smallest gain this budget could have detected
+    (``metrics.power``), and a command with a budget the significant gate can decide on."""
+    strict = detectable_gain(per_seed(result.candidate_eval), per_seed(result.champion_eval), GatePolicy("significant"))
+    available = len(eval_seeds(settings.game, shared.STORAGE.seeds_file))
+    needed = strict.seeds_for.get("10")
+    if needed is None:
+        why = (f"a spread shows only in longer episodes; all {available} evaluation seeds let the significant gate "
+               f"reach p {2.0 ** -available:.3f}")
+    elif needed > available:
+        why = f"at this spread a 10-point gain needs {needed} seeds, more than the {available} evaluation seeds"
+    else:
+        why = f"at this spread {needed} seeds detect a 10-point gain with the significant gate"
+    seeds = f"--eval-episodes {needed} " if needed and needed <= available else ""
+    return (f"What this decision could have seen: {result.decision.detectable['summary']}. To measure a gain "
+            f"instead ({why}): automem rounds --game {settings.game} --meta rules {seeds}--eval-max-steps 100 "
+            "--gate significant")
 
 
 def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:

@@ -57,8 +57,10 @@ class Detectable:
         inputs = f"{self.n} seeds, spread {self.spread:.2f} points ({self.spread_from})" if self.spread is not None \
             else f"{self.n} seeds, no spread measured"
         needs = ", ".join(f"{gain} points: {n} seeds" for gain, n in self.seeds_for.items() if n is not None)
-        head = (f"smallest gain detectable at {self.power:.0%} power: {self.smallest_gain:.2f} points"
-                if self.smallest_gain is not None else "no gain detectable")
+        if self.smallest_gain is not None:
+            head = f"smallest gain detectable at {self.power:.0%} power: {self.smallest_gain:.2f} points"
+        else:
+            head = "no gain detectable" if self.spread is not None else "smallest detectable gain unknown"
         return f"{head} ({inputs}, one-sided level {self.level:g}){'; ' + self.note if self.note else ''}" \
                f"{'; seeds needed for ' + needs if needs else ''}"
 
