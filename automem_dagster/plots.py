@@ -166,6 +166,28 @@ def plot_losses(train: list[list[float]], validation: list[list[float]], title: 
     return save_figure(fig, out)
 
 
+def plot_paper_table(rows: list[dict], title: str, out: Path, first_label: str, final_label: str) -> Path:
+    """In the manner of the AutoMem paper's Figure 4: a panel per metric, the first scaffold's and the
+    final champion's means side by side, the relative change and its p-value above, the paper's
+    range below. ``rows`` are ``loop.paper_table.TableRow`` as dicts."""
+    if not rows:
+        raise ValueError(f"no table rows to plot for {title!r}")
+    fig = _figure(figsize=(3.0 * len(rows), 3.6), layout="constrained")
+    fig.suptitle(title)
+    for ax, row in zip(fig.subplots(1, len(rows), squeeze=False)[0], rows, strict=True):
+        ax.bar([0, 1], [row["first"], row["final"]], color=["#7f7f7f", "#9467bd"])
+        ax.set_xticks([0, 1], [first_label, final_label])
+        better = "higher" if row["metric"] == "progression" else "lower"
+        ax.set_title(f"{row['metric'].replace('_', ' ')}\n({better} is better)", fontsize=9)
+        relative = f"{row['relative_change']:+.0f}%" if row["relative_change"] is not None else "from 0"
+        ax.annotate(f"{relative}, p {row['p_value']:.3f}", (0.5, 0.97), xycoords="axes fraction", ha="center",
+                    va="top", fontsize=8)
+        ax.set_xlabel(f"paper: {row['paper']}", fontsize=8)
+        ax.set_ylim(bottom=0, top=max(row["first"], row["final"], 1e-9) * 1.25)
+        ax.grid(axis="y", alpha=0.3)
+    return save_figure(fig, out)
+
+
 def _grouped_bars(ax, labels: list[str], first: list[float], second: list[float], first_label: str, second_label: str) -> None:
     rows = range(len(labels))
     height = 0.38

@@ -226,6 +226,41 @@ def decide(comparison: PairedComparison, policy: GatePolicy | None = None,
     return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
 
 
+@dataclass(frozen=True)
+class PairedChange:
+    """Any per-seed quantity after against before on the same seeds (the paper's table): means, the
+    mean paired difference with its bootstrap interval, and a two-sided paired permutation p-value."""
+
+    before: float
+    after: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+
+    @property
+    def relative_change(self) -> float | None:
+        """The change in percent of ``before``; None when ``before`` is 0."""
+        return 100.0 * self.difference / self.before if self.before else None
+
+
+def paired_change(after: dict[int, float], before: dict[int, float], n_resamples: int = 10_000,
+                  confidence: float = 0.95, rng_seed: int = 0) -> PairedChange:
+    """``after`` against ``before`` (any unit, keyed by seed) on their common seeds, which must be all of them."""
+    if not after or set(after) != set(before):
+        raise ValueError(f"a paired change needs the same seeds on both sides (after: {sorted(after)}, before: "
+                         f"{sorted(before)}): evaluate both on the fixed evaluation seeds")
+    seeds = sorted(after)
+    d = np.array([after[s] - before[s] for s in seeds], dtype=float)
+    means = _bootstrap_means(d, n_resamples, rng_seed, scale=1.0)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    p = min(1.0, 2.0 * min(permutation_p_value(d, rng_seed), permutation_p_value(-d, rng_seed)))
+    return PairedChange(float(np.mean([before[s] for s in seeds])), float(np.mean([after[s] for s in seeds])),
+                        float(d.mean()), float(low), float(high), p, len(seeds))
+
+
 def _decide_equal_score(c: PairedComparison, policy: GatePolicy, metric: MetricComparison | None,
                         evidence: str) -> GateDecision:
     """Keep a significant gain, or a candidate not worse in progression and lower in ``policy.metric``
@@ -293,11 +328,11 @@ def _paired_seeds(candidate: dict[int, float], champion: dict[int, float]) -> li
     return sorted(candidate)
 
 
-def _bootstrap_means(differences: np.ndarray, n_resamples: int, rng_seed: int) -> np.ndarray:
-    """Means of ``n_resamples`` resamples of the seeds (with replacement), in percent."""
+def _bootstrap_means(differences: np.ndarray, n_resamples: int, rng_seed: int, scale: float = 100.0) -> np.ndarray:
+    """Means of ``n_resamples`` resamples of the seeds (with replacement), times ``scale`` (percent)."""
     rng = np.random.default_rng(rng_seed)
     picks = rng.integers(0, len(differences), size=(n_resamples, len(differences)))
-    return 100.0 * differences[picks].mean(axis=1)
+    return scale * differences[picks].mean(axis=1)
 
 
 def _bootstrap_interval(differences: np.ndarray, n_resamples: int, confidence: float, rng_seed: int) -> tuple[float, float]:

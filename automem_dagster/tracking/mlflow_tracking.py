@@ -114,6 +114,21 @@ class Tracker:
 
         return self._logged_run(run.family, run.run_name, log, run.span_ms)
 
+    def log_table(self, family: str, name: str, params: dict, metrics: dict[str, float],
+                  artifacts: list[Path]) -> TrackedRun:
+        """A table comparing versions (``loop.paper_table``) as one run of ``automem-<family>-tables``: a
+        separate experiment, since its runs are no evaluation of one version (``runs_for`` reads those)."""
+
+        def log(run_id: str) -> None:
+            now = int(time.time() * 1000)
+            self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+                                  params=[Param(k, str(v)) for k, v in params.items()],
+                                  tags=[RunTag("automem.family", family)])
+            for path in artifacts:
+                self.client.log_artifact(run_id, str(path))
+
+        return self._logged_run(f"{family}-tables", name, log)
+
     def _logged_run(self, family: str, name: str, log: Callable[[str], None],
                     span_ms: tuple[int, int] | None = None) -> TrackedRun:
         """Create run ``name`` in ``automem-<family>``, call ``log(run_id)``, and end the run FINISHED,

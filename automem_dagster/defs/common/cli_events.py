@@ -38,6 +38,7 @@ from automem_dagster.defs.common.versions import champion_data_version, data_ver
 from automem_dagster.defs.evaluation.checks import evaluation_gate_result
 from automem_dagster.defs.proficiency.checks import specialist_gate_result
 from automem_dagster.loop.gate import gate_scores
+from automem_dagster.loop.paper_table import PaperTable
 from automem_dagster.loop.proficiency import ProficiencyResult
 from automem_dagster.loop.report import RoundReport, report_dir
 from automem_dagster.loop.settings import RoundSettings
@@ -46,6 +47,7 @@ from automem_dagster.loop.structure import RoundResult
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import PROJECT_ROOT
+from automem_dagster.plots import png_markdown
 
 RUN_BY = {"run_by": "automem CLI"}
 """Metadata on every event the CLI reports (``defs/common/sensors.py`` skips these)."""
@@ -149,6 +151,23 @@ def proficiency_round_events(result: ProficiencyResult, report: RoundReport, sto
     events.append(_materialization("champion_specialist", key,
                                    specialist_decision_metadata(game, result.decision, runs, report.plots)))
     return events
+
+
+def report_paper_table(table: PaperTable) -> str:
+    """Show the paper's table (``automem table``) on the champion's page: an observation of the
+    ``champion_scaffold`` partition carrying the table and its figure."""
+    key = slug(table.game)
+    if key not in game_partitions.get_partition_keys():
+        return f"Dagster: {table.game} is not one of the game partitions, so the table is not shown there"
+    metadata = {"first": f"v{table.first_version}", "final": f"v{table.final_version}",
+                "seeds": ", ".join(map(str, table.seeds)), "max_steps": table.max_steps,
+                "paper_table": dg.MetadataValue.md(table.markdown()),
+                "paper_figure": dg.MetadataValue.md(png_markdown(Path(table.files["figure"]), "the paper's table")),
+                "paper_table_json": dg.MetadataValue.path(table.files["json"]), **RUN_BY}
+    with project_instance() as instance:
+        instance.report_runless_asset_event(dg.AssetObservation(asset_key="champion_scaffold", partition=key,
+                                                                metadata=metadata))
+    return f"Dagster: the table is shown on champion_scaffold ({key}), as an observation (make dagster)"
 
 
 def _report(events: list[Event]) -> str:

@@ -1,0 +1,64 @@
+"""``automem table``: the AutoMem paper's behaviour table for a game family, first scaffold against
+the final champion on the fixed evaluation seeds (``loop.paper_table``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from automem_dagster import tracking
+from automem_dagster.commands import shared
+from automem_dagster.commands.render import console
+from automem_dagster.commands.shared import add_game_arg, session
+from automem_dagster.games import game_family
+from automem_dagster.loop.paper_table import PaperTable, paper_table
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.paths import DEFAULT_ENDPOINTS
+
+
+def register(sub) -> None:
+    table = sub.add_parser("table", help="the paper's behaviour table: the first scaffold against the final champion "
+                                         "on the fixed evaluation seeds, with a figure; logged to MLflow and Dagster")
+    add_game_arg(table)
+    table.add_argument("--eval-episodes", type=int, default=None,
+                       help="the first k evaluation seeds only (default: the whole set in assets/seeds)")
+    table.add_argument("--eval-max-steps", type=int, default=50, help="steps per evaluation episode (default 50)")
+    table.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
+    table.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS,
+                       help="endpoints YAML (default: embedded model)")
+    table.add_argument("--no-tracking", action="store_true", help="do not log the table to MLflow")
+    table.set_defaults(run=run_table)
+
+
+def run_table(args: argparse.Namespace) -> int:
+    seeds = RoundSettings(args.game, eval_episodes=args.eval_episodes).eval_seed_list(shared.STORAGE.seeds_file)
+
+    async def go() -> PaperTable:
+        async with session(args.endpoints) as (clients, progress):
+            return await paper_table(args.game, args.eval_max_steps, seeds, clients, shared.STORAGE, args.concurrency,
+                                     progress)
+
+    table = asyncio.run(go())
+    console.print(table.markdown(), markup=False, highlight=False)
+    console.print(f"figure: {table.files['figure']}; table: {table.files['markdown']}")
+    if not args.no_tracking:
+        run = log_table(tracking.Tracker(), table)
+        console.print(f"MLflow: {run.url}")
+    from automem_dagster.defs.common.cli_events import report_paper_table  # Dagster loads in seconds: only here
+
+    console.print(report_paper_table(table))
+    return 0
+
+
+def log_table(tracker: tracking.Tracker, table: PaperTable) -> tracking.TrackedRun:
+    """The table as one MLflow run: its budget as params, every cell as a metric, its files as artifacts."""
+    metrics = {}
+    for row in table.rows:
+        for name in ("first", "final", "difference", "ci_low", "ci_high", "p_value", "relative_change"):
+            if getattr(row, name) is not None:
+                metrics[f"{row.metric}.{name}"] = getattr(row, name)
+    params = {"game": table.game, "first_version": table.first_version, "final_version": table.final_version,
+              "seeds": ",".join(map(str, table.seeds)), "max_steps": table.max_steps}
+    return tracker.log_table(game_family(table.game), f"table v{table.first_version}-v{table.final_version}", params,
+                             metrics, [Path(p) for p in table.files.values()])

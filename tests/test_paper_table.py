@@ -1,0 +1,66 @@
+"""``automem table``: the paper's behaviour table, v0 against the final champion on real Crafter
+episodes, after a round a scripted model wins (``WIN-MARKER`` in the plan prompt makes it play ``do``)."""
+
+import json
+
+import dagster as dg
+import pytest
+from test_structure_round import GAME_RULES, meta_rules, patch_reply, run
+from test_structure_round import storage as round_storage
+
+from automem_dagster import cli
+from automem_dagster.commands import shared
+from automem_dagster.commands.table import log_table
+from automem_dagster.loop.paper_table import PaperTable, TableRow
+from automem_dagster.metrics.paired import paired_change
+from automem_dagster.tracking import Tracker
+
+storage = round_storage  # the same scratch scaffolds, runs and lineage as the rounds this table follows
+
+
+def test_a_paired_change_is_worked_by_hand():
+    # differences -1 and -3: mean -2 of a first mean 6 is -33 %; both negative, so 1 of 4 sign flips is as
+    # extreme on each side: two-sided p 0.5
+    c = paired_change({1: 3.0, 2: 5.0}, {1: 4.0, 2: 8.0})
+    assert (c.before, c.after, c.difference, c.n) == (6.0, 4.0, -2.0, 2)
+    assert c.relative_change == pytest.approx(-100 / 3) and c.p_value == pytest.approx(0.5)
+    assert -3.0 <= c.ci_low <= c.ci_high <= -1.0
+    with pytest.raises(ValueError, match="same seeds"):
+        paired_change({1: 1.0}, {2: 1.0})
+
+
+def test_the_table_compares_v0_with_the_final_champion_and_shows_everywhere(storage, scripted, tmp_path, monkeypatch,
+                                                                           capsys):
+    server = scripted(meta_rules(storage, patch_reply("WIN-MARKER")) + GAME_RULES)
+    endpoints = tmp_path / "endpoints.yaml"
+    endpoints.write_text(json.dumps({"game": {"name": "game", "base_url": server.base_url, "model": "scripted",
+                                              "constrained": "none"}}))
+    monkeypatch.setattr(shared, "STORAGE", storage)
+    args = ["table", "--game", "crafter", "--eval-episodes", "2", "--eval-max-steps", "10", "--endpoints",
+            str(endpoints), "--no-tracking"]
+    assert cli.main(args) == 2 and "still v0" in capsys.readouterr().err
+    result, _ = run(storage, server)
+    assert result.outcome == "kept"
+    assert cli.main(args) == 0
+    [saved] = (storage.runs / "reports" / "crafter").glob("paper-table-v0-v1-steps10-n2.json")
+    table = json.loads(saved.read_text())
+    rows = {r["metric"]: r for r in table["rows"]}
+    assert list(rows) == ["progression", "input_tokens_per_step", "unproductive_action_rate", "redundant_write_rate",
+                          "empty_search_rate"]
+    progression = rows["progression"]
+    assert progression["first"] == 0.0 and progression["final"] == pytest.approx(result.candidate_eval.progression.mean)
+    assert progression["relative_change"] is None and rows["input_tokens_per_step"]["paper"] == "-3% to -30%"
+    # v1's evaluation from the round is reused, not played again: the table reads the same batch.
+    assert table["final_batch"] == result.candidate_eval.out_dir
+    assert (storage.runs / "reports" / "crafter" / "paper-table-v0-v1-steps10-n2.png").read_bytes()[:4] == b"\x89PNG"
+    instance = dg.DagsterInstance.from_config(str(tmp_path / "dagster_home"))
+    [record] = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("champion_scaffold"),
+                                                                 asset_partitions=["crafter"]), limit=1).records
+    shown = record.asset_observation.metadata
+    assert "| progression | 0 |" in shown["paper_table"].value and shown["final"].value == "v1"
+    # MLflow: every cell a metric of one run, in the family's tables experiment.
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
+    logged = log_table(tracker, PaperTable(**{**table, "rows": [TableRow(**r) for r in table["rows"]]}))
+    metrics = tracker.client.get_run(logged.run_id).data.metrics
+    assert metrics["progression.final"] == pytest.approx(progression["final"])
+    assert "progression.relative_change" not in metrics and "input_tokens_per_step.p_value" in metrics
