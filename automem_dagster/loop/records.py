@@ -17,8 +17,9 @@ import json
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.loop.gate import decide_paired
+from automem_dagster.loop.gate import decide_paired, per_seed
 from automem_dagster.metrics.paired import GatePolicy
+from automem_dagster.metrics.power import detectable_gain
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.summary import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
@@ -80,14 +81,16 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path,
         marker = json.loads((Path(challenger_dir) / REJECTED).read_text())
         return {**base, "challenger": None, "outcome": "rejected", "keep": 0,
                 "reason": f"no {role} to evaluate: {marker['rejected_reason']}",
-                **dict.fromkeys(COMPARISON_FIELDS)}, batches
+                **dict.fromkeys(COMPARISON_FIELDS), "detectable_gain": None, "detectable": None}, batches
     decision = decide_paired(challenger, champion, role, gate)
     comparison = decision.comparison
     label = batch_label(challenger_dir)
     batches[label] = challenger
+    detectable = detectable_gain(per_seed(challenger), per_seed(champion), decision.policy)
     return {**base, "challenger": label, "outcome": "kept" if decision.keep else "rolled_back",
             "keep": int(decision.keep), "reason": decision.reason, "gate": decision.policy.rule,
-            **{name: getattr(comparison, name) for name in COMPARISON_FIELDS}}, batches
+            **{name: getattr(comparison, name) for name in COMPARISON_FIELDS},
+            "detectable_gain": detectable.smallest_gain, "detectable": detectable.describe()}, batches
 
 
 def progression_rows(batches: dict[str, BatchSummary | None]) -> list[dict]:

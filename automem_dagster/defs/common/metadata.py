@@ -154,6 +154,12 @@ def run_link_metadata(runs: dict) -> dict:
     return {f"mlflow_{role}_run": link(f"MLflow {role} run {run.run_id[:8]}", run.url) for role, run in runs.items()}
 
 
+def could_have_seen(detectable: dict) -> dict:
+    """The smallest gain a decision's gate could have detected (``metrics.power``), for its page;
+    nothing for records from before the figure was kept."""
+    return long_text("could_have_seen", detectable["summary"]) if detectable else {}
+
+
 def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plots: dict[str, Path]) -> dict:
     """What ``champion_scaffold`` shows of a keep-or-rollback decision: the decision and its reason,
     the champion before and after, the lineage tree, the MLflow runs and the progression plot."""
@@ -166,6 +172,7 @@ def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plot
         "champion_after": record.champion_after,
         "mean_difference": record.comparison["mean_difference"],
         "stderr_difference": record.comparison["stderr_difference"],
+        **could_have_seen(record.detectable),
         **long_text("lineage", code_block(render_tree(storage.load_lineage(family))), markdown=True),
         **run_link_metadata(runs),
     }

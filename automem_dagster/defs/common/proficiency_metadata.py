@@ -11,7 +11,7 @@ import dagster as dg
 
 from automem_dagster.defs.common.gate import paired_metadata
 from automem_dagster.defs.common.long_values import long_text
-from automem_dagster.defs.common.metadata import code_block, run_link_metadata
+from automem_dagster.defs.common.metadata import code_block, could_have_seen, run_link_metadata
 from automem_dagster.loop.proficiency import SpecialistDecision
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.plots import png_markdown
@@ -114,6 +114,7 @@ def specialist_decision_metadata(game: str, decision: SpecialistDecision, runs: 
         "specialist_after": _no_specialist(decision.champion_after),
         "mean_difference": decision.comparison["mean_difference"],
         "stderr_difference": decision.comparison["stderr_difference"],
+        **could_have_seen(decision.detectable),
         **run_link_metadata(runs),
     }
     if "progression" in plots:

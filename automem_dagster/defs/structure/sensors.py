@@ -31,7 +31,8 @@ def evaluation_gate_sensor(context: dg.SensorEvaluationContext):
 def next_round_sensor(context: dg.SensorEvaluationContext):
     """Opt-in (stopped by default): after a ``champion_scaffold`` materialization that kept its
     candidate, start the next ``structure_round_job`` for that game, so a game keeps improving until a
-    round fails to beat its champion (rounds the CLI ran are left to the CLI). Turn it on in the UI (Automation) or with
+    round fails to beat its champion (rounds the CLI ran are left to the CLI; ``automem rounds --patience 1``
+    follows the same plan in one command). Turn it on in the UI (Automation) or with
     ``dagster sensor start next_round_sensor``."""
     return after_new_champion(context, "next-round")
 
