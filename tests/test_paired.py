@@ -221,3 +221,17 @@ def test_detectable_gain_says_when_the_seeds_show_no_spread():
     # Both sides vary across seeds by the same amount: the unpaired spread stands in for the paired one.
     same = detectable_gain({1: 0.1, 2: 0.3}, {1: 0.1, 2: 0.3}, GatePolicy())
     assert same.spread_from.startswith("both sides") and same.spread == pytest.approx(20.0)
+
+
+def test_dagsters_gate_check_previews_the_equal_score_gate_from_the_evaluations_per_seed_metric():
+    from automem_dagster.defs.evaluation.checks import evaluation_gate_result
+
+    cheaper = {s: t - 80.0 for s, t in TOKENS.items()}
+    evaluation = {"outcome": "evaluated", "candidate": 1, "gate": EQUAL.as_dict(),
+                  "per_seed": {"candidate": SCORES, "champion": SCORES},
+                  "per_seed_metric": {"candidate": cheaper, "champion": TOKENS}}
+    check = evaluation_gate_result(evaluation)
+    assert check.passed and check.metadata["would"].value == "keep"
+    # An evaluation recorded before the gate had a metric cannot be judged by it: refused, saying why.
+    refused = evaluation_gate_result({k: v for k, v in evaluation.items() if k != "per_seed_metric"})
+    assert not refused.passed and "did not record it" in refused.metadata["reason"].value
