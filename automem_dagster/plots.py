@@ -179,11 +179,14 @@ def plot_paper_table(rows: list[dict], title: str, out: Path, first_label: str, 
         ax.set_xticks([0, 1], [first_label, final_label])
         better = "higher" if row["metric"] == "progression" else "lower"
         ax.set_title(f"{row['metric'].replace('_', ' ')}\n({better} is better)", fontsize=9)
-        relative = f"{row['relative_change']:+.0f}%" if row["relative_change"] is not None else "from 0"
+        if row["relative_change"] is not None:
+            relative = f"{row['relative_change']:+.0f}%"
+        else:
+            relative = "from 0" if row["final"] else "0 on both"
         ax.annotate(f"{relative}, p {row['p_value']:.3f}", (0.5, 0.97), xycoords="axes fraction", ha="center",
                     va="top", fontsize=8)
         ax.set_xlabel(f"paper: {row['paper']}", fontsize=8)
-        ax.set_ylim(bottom=0, top=max(row["first"], row["final"], 1e-9) * 1.25)
+        ax.set_ylim(bottom=0, top=max(row["first"], row["final"]) * 1.25 or 1.0)
         ax.grid(axis="y", alpha=0.3)
     return save_figure(fig, out)
 

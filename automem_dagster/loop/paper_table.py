@@ -54,7 +54,10 @@ class TableRow:
     paper: str
 
     def cells(self) -> list[str]:
-        relative = f"{self.relative_change:+.0f}%" if self.relative_change is not None else "n/a (first is 0)"
+        if self.relative_change is not None:
+            relative = f"{self.relative_change:+.0f}%"
+        else:
+            relative = "n/a (from 0)" if self.final else "0 on both"
         return [self.metric, f"{self.first:.4g}", f"{self.final:.4g}", f"{self.difference:+.4g}",
                 f"[{self.ci_low:+.4g}, {self.ci_high:+.4g}]", f"{self.p_value:.3f}", relative, self.paper]
 
