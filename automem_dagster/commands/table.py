@@ -27,6 +27,8 @@ def register(sub) -> None:
     table.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
     table.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS,
                        help="endpoints YAML (default: embedded model)")
+    table.add_argument("--first", type=int, default=None,
+                       help="the version to compare the champion with (default: the lineage's first, v0)")
     table.add_argument("--no-tracking", action="store_true", help="do not log the table to MLflow")
     table.set_defaults(run=run_table)
 
@@ -37,7 +39,7 @@ def run_table(args: argparse.Namespace) -> int:
     async def go() -> PaperTable:
         async with session(args.endpoints) as (clients, progress):
             return await paper_table(args.game, args.eval_max_steps, seeds, clients, shared.STORAGE, args.concurrency,
-                                     progress)
+                                     progress, args.first)
 
     table = asyncio.run(go())
     console.print(table.markdown(), markup=False, highlight=False)

@@ -104,10 +104,11 @@ def table_rows(first: BatchSummary, final: BatchSummary) -> list[TableRow]:
 async def paper_table(game: str, max_steps: int, seeds: list[int], clients: Clients, storage: Storage,
                       concurrency: int = 2, progress: Progress | None = None, first_version: int | None = None) -> PaperTable:
     """Play (or reuse) the lineage's root and its champion on ``seeds`` and write the table, its JSON
-    and its figure under ``runs/reports/<game>/``. Refuses a lineage whose champion is still its root."""
+    and its figure under ``runs/reports/<game>/``; ``first_version`` replaces the root. Refuses a champion
+    that is the first version itself."""
     family = game_family(game)
     lineage = storage.load_lineage(family)
-    first = lineage.versions[0].version if first_version is None else first_version
+    first = lineage.versions[0].version if first_version is None else lineage.record(first_version).version
     final = lineage.champion().version
     if final == first:
         raise ValueError(f"the {family} champion is still v{first}: the table compares it with a later champion, so "
