@@ -99,11 +99,13 @@ def run_rounds_command(args: argparse.Namespace) -> int:
 
 
 def print_rounds(done: RoundsResult) -> None:
-    """One line per round: its training seeds, candidate and outcome; then why the rounds stopped."""
+    """One line per round: its training seeds, candidate, outcome and the smallest gain its gate could have
+    detected; then why the rounds stopped."""
     for number, (played, block) in enumerate(zip(done.rounds, done.blocks, strict=True), start=1):
         seeds = sorted(e.seed for e in played.rollout.episodes) if played.rollout else "resumed, none played"
+        seen = f" ({played.decision.detectable['summary']})" if played.decision and played.decision.detectable else ""
         console.print(f"round {number}: block {block}, training seeds {seeds}, candidate "
-                      f"{'v' + str(played.candidate) if played.candidate else 'none'}: {played.outcome}")
+                      f"{'v' + str(played.candidate) if played.candidate else 'none'}: {played.outcome}{seen}")
     console.print(f"stopped: {done.stopped}; {done.kept} of {len(done.rounds)} rounds kept a candidate")
 
 
