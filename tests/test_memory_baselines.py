@@ -202,3 +202,132 @@ def test_memory_baseline_settings_name_and_guard_their_batch(tmp_path, scripted)
         play("crafter", out, server, "rag", {"retriever": "bm25", "k": 3}, steps=2)
     with pytest.raises(ValueError, match="agent 'window' takes no settings"):
         RolloutSpec("crafter", load_scaffold("crafter", 0), [42], 2, out, agent="window", settings={"k": 2})
+
+
+# -- resume -----------------------------------------------------------------------------------
+
+MOVES = ["north", "east", "south", "west", "search", "west", "south", "north", "search", "west"]
+
+
+def _endpoints(tmp_path, server) -> str:
+    path = tmp_path / "endpoints.yaml"
+    entry = f"{{name: %s, base_url: '{server.base_url}', constrained: none, max_retries: 0}}"
+    path.write_text(f"game: {entry % 'game'}\nembed: {entry % 'embed'}\n")
+    return str(path)
+
+
+def _played(out) -> tuple[list[dict], dict]:
+    """The steps and end of a batch's one trajectory, without timings and dates."""
+    _, steps, end = read_trajectory(next((out / "trajectories").glob("*.jsonl")))
+    for step in steps:
+        del step["wall_s"], step["game_s"]
+        for turn in step["turns"]:
+            del turn["latency_s"], turn["retry_s"]
+    del end["finished_at"]
+    return steps, end
+
+
+@pytest.mark.parametrize("agent", [["rag", "--rag-k", "2"], ["summary", "--summary-every", "5"]],
+                         ids=["rag", "summary"])
+def test_an_interrupted_memory_baseline_resumes_to_the_uninterrupted_trajectory(tmp_path, scripted, agent):
+    """Step 12's action call fails once; the rerun replays steps 0-11 without a model or embedding
+    call, restoring the retrieval index (its recorded vectors) or the running summary, and the
+    episode ends as one played straight through."""
+    from automem_dagster.cli import main as cli_main
+
+    rules = [{"match": "Write the new summary.", "replies": ["seen a corridor", "went east twice", "searched"]},
+             {"match": "Step 12:", "status": 500, "times": 1},
+             *({"match": f"{d}:", "reply": f"<|ACTION|>{a}<|END|>"} for d, a in enumerate(MOVES))]
+    server = scripted(rules)
+    out, reference = tmp_path / "interrupted", tmp_path / "reference"
+    args = ["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--max-steps", "20", "--concurrency", "1",
+            "--endpoints", _endpoints(tmp_path, server), "--agent", *agent, "--window", "3"]
+    assert cli_main([*args, "--out", str(out)]) == 2
+    before = len(server.request_log.read_text().splitlines())
+    assert cli_main([*args, "--out", str(out)]) == 0
+    resumed = [json.loads(line) for line in server.request_log.read_text().splitlines()[before:]]
+    assert cli_main([*args, "--out", str(reference)]) == 0
+    header, _, _ = read_trajectory(next((out / "trajectories").glob("*.jsonl")))
+    assert [r["at_step"] for r in header["resumes"]] == [12]
+    steps, end = _played(out)
+    assert (steps, end) == _played(reference)
+    chats = [r["body"] for r in resumed if r["path"] == "/v1/chat/completions"]
+    assert "Step 12:" in chats[0]["messages"][-1]["content"]                # the first call is step 12's
+    assert len(chats) == sum(t["phase"] != "embed" for s in steps[12:] for t in s["turns"])   # none for 0-11
+    embeds = [r for r in resumed if r["path"] == "/v1/embeddings"]
+    assert len(embeds) == (8 if agent[0] == "rag" else 0)                   # one per played step, none replayed
+    if agent[0] == "summary":
+        assert [s["memory_context"]["refreshed"] for s in steps].count(True) == 3    # steps 5, 10 and 15
+        assert steps[15]["memory_context"]["summarised_steps"] == [10, 14] and steps[12]["memory_context"]["summary"]
+    else:
+        assert any(s["memory_context"]["retrieved"] for s in steps[12:])
+
+
+# -- automem compare ----------------------------------------------------------------------------
+
+def test_compare_lines_up_every_agent_with_its_cost_per_step(tmp_path, scripted, monkeypatch, capsys):
+    """rag and summary evaluations are logged with their settings and per-step cost, and `automem
+    compare` orders them among the others, with calls and tokens per step beside progression."""
+    import shutil
+
+    import matplotlib.image
+    from mlflow.tracking import MlflowClient
+
+    from automem_dagster import cli, tracking
+    from automem_dagster.commands import shared
+    from automem_dagster.loop.report import agent_points
+    from automem_dagster.loop.storage import Storage
+    from automem_dagster.paths import SCAFFOLDS
+    from automem_dagster.tracking import Tracker
+
+    scaffolds = tmp_path / "scaffolds"
+    shutil.copytree(SCAFFOLDS, scaffolds)
+    monkeypatch.setattr(shared, "STORAGE", Storage(runs=tmp_path / "runs", scaffolds=scaffolds,
+                                                   lineage=tmp_path / "lineage"))
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(uri, artifact_root=tmp_path / "artifacts"))
+    server = scripted([{"match": "Write the new summary.", "reply": "notes"}, ACTION])
+    base = ["evaluate", "--game", "crafter", "--eval-episodes", "2", "--max-steps", "3", "--window", "1",
+            "--endpoints", _endpoints(tmp_path, server)]
+    for agent in (["summary", "--summary-every", "2"], ["rag", "--rag-retriever", "bm25"]):
+        assert cli.main([*base, "--agent", *agent]) == 0
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("automem-crafter").experiment_id])
+    params = {r.data.tags["automem.agent"]: r.data.params for r in runs}
+    assert json.loads(params["rag"]["agent_settings"]) == {"retriever": "bm25", "k": 4,
+                                                          "record": ["observation", "action", "outcome"]}
+    assert json.loads(params["summary"]["agent_settings"]) == {"every": 2, "summary_tokens": 128}
+    points = agent_points(Tracker(uri, artifact_root=tmp_path / "artifacts").runs_for("crafter"), "crafter",
+                          "42,43", 3)
+    assert [p.label for p in points] == ["rag (bm25)", "summary"]
+    assert [p.costs["model_calls_per_step"] for p in points] == [1.0, 4 / 3]        # a rewrite at step 2 of 3
+    assert points[1].tokens_per_step > points[0].tokens_per_step > 0
+    capsys.readouterr()
+    out = tmp_path / "agents.png"
+    assert cli.main(["compare", "--game", "crafter", "--eval-episodes", "2", "--max-steps", "3", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert re.search(r"summary\s+│[^│]+│\s+1\.33\s+│", table) and "rag (bm25)" in table
+    assert matplotlib.image.imread(out).shape[1] > 1000                      # progression, calls and tokens panels
+
+
+@pytest.mark.integration
+def test_the_embedded_server_serves_chat_and_embeddings_from_one_process(tmp_path):
+    """Integration: with an embedded game role and no `embed:` entry, one llama.cpp process (started
+    with --embeddings) answers the rag baseline's embedding and action calls, and the real model acts validly."""
+    from automem_dagster.llm.config import EndpointsConfig
+    from automem_dagster.llm.session import connect
+
+    config = EndpointsConfig(game=EndpointConfig(name="game", base_url="embedded"), embedded_parallel=1)
+    spec = RolloutSpec("crafter", load_scaffold("crafter", 0), [42], 3, tmp_path / "rag", concurrency=1, agent="rag",
+                       window=1, settings={"k": 1})
+
+    async def go():
+        async with connect(config, tmp_path, embed=True) as clients:
+            assert clients.embed.base_url == clients.game.base_url              # one server
+            return await run_batch(spec, clients)
+
+    summary = asyncio.run(go())
+    _, steps, _ = read_trajectory(next((tmp_path / "rag" / "trajectories").glob("*.jsonl")))
+    assert all(s["action_valid"] for s in steps) and summary.behaviour.model_calls_per_step == 2.0
+    assert len(decode_vector(steps[0]["memory_context"]["key_vector"])) == 576   # SmolLM2-135M's hidden size
+    assert steps[2]["memory_context"]["retrieved"][0]["step"] == 0
