@@ -84,3 +84,9 @@ def settings_record(settings: RagSettings | SummarySettings | None) -> dict:
     if settings is None:
         return {}
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(settings).items()}
+
+
+def needs_embed(agent: str, settings: dict | None) -> bool:
+    """Whether a batch of ``agent`` searches by embeddings (the rag baseline's default retriever), so its
+    session must open the ``embed`` endpoint."""
+    return agent == "rag" and settings_for(agent, settings).retriever == "embedding"

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from automem_dagster import tracking
 from automem_dagster.agent.baselines import WINDOWED
+from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import episode_progress, print_round, print_summary
@@ -84,7 +85,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     async def go():
         async with session(args.endpoints, needs_model=args.agent != "random",
-                           embed=shared.needs_embed(args.agent, own)) as (clients, progress):
+                           embed=needs_embed(args.agent, own)) as (clients, progress):
             summary = await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, shared.STORAGE,
                                            args.concurrency, progress, out=args.out, agent=args.agent,
                                            window=args.window, settings=own)

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from automem_dagster.agent.baselines import DEFAULT_WINDOW
+from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import print_summary
 from automem_dagster.commands.shared import (
@@ -76,7 +77,7 @@ def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpe
 
 async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
     """Play ``specs`` with the one-model agent (a ``memory:`` endpoint serves only specialist evaluations)."""
-    embed = any(shared.needs_embed(s.agent, s.settings) for s in specs)
+    embed = any(needs_embed(s.agent, s.settings) for s in specs)
     async with session(endpoints_path, needs_model=any(s.agent != "random" for s in specs),
                        embed=embed) as (clients, progress):
         return [await run_batch(spec, clients, progress) for spec in specs]

@@ -59,7 +59,7 @@ async def session(endpoints_path: Path, needs_model: bool = True, meta: str = "e
 
     Without ``needs_model`` (the random baseline) no endpoint is read or started and there are no clients.
     ``meta`` is ``endpoints`` (the file's meta role) or ``rules`` (the rules meta, ``META_CHOICES``);
-    ``embed`` adds the embeddings client (``needs_embed``)."""
+    ``embed`` adds the embeddings client (``memory_settings.needs_embed``)."""
     config = endpoints_with_meta(endpoints_path, meta) if needs_model else None
     with episode_progress() as progress:
         if config is None:
@@ -113,11 +113,6 @@ def agent_settings(args: argparse.Namespace) -> dict:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{exc}: fix the --{agent}-... options") from exc
     return given[agent]()
-
-
-def needs_embed(agent: str, settings: dict) -> bool:
-    """Whether a batch of ``agent`` searches by embeddings (the rag baseline's default retriever)."""
-    return agent == "rag" and settings_for(agent, settings).retriever == "embedding"
 
 
 def add_round_args(p: argparse.ArgumentParser, purpose: str = "diagnose", episodes: int = 4, max_steps: int = 50) -> None:
