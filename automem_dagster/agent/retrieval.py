@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
-import bm25s
 import numpy as np
 
 
@@ -64,6 +63,8 @@ def nearest_by_bm25(records: list[Record], query: str, k: int) -> list[Hit]:
     ties go to the earlier step. Records sharing no term with the query score 0 and still fill ``k``."""
     if not records or k < 1:
         return []
+    import bm25s  # here, not at the top: it loads numba and scipy (0.4 s), which only this search needs
+
     index = bm25s.BM25()
     index.index(_tokens([r.observation for r in records]), show_progress=False)
     terms = [t for t in _tokens([query])[0] if t in index.vocab_dict]
@@ -74,6 +75,8 @@ def nearest_by_bm25(records: list[Record], query: str, k: int) -> list[Hit]:
 
 def _tokens(texts: list[str]) -> list[list[str]]:
     """bm25s's own tokenizer (lowercased words, no stemming, no stop-word list: game text is short)."""
+    import bm25s
+
     return bm25s.tokenize(texts, stopwords=None, return_ids=False, show_progress=False)
 
 
