@@ -141,6 +141,14 @@ def test_summary_keeps_to_its_cap_and_is_rewritten_every_n_steps(tmp_path, scrip
     assert "Your summary of the episode so far:" in action_prompt and kept[9]["summary"] in action_prompt
 
 
+def test_a_summary_under_json_schema_is_bounded_and_read_back_as_text():
+    from automem_dagster.agent.turn_format import json_turn_text, summary_turn
+
+    schema = summary_turn(60).schema
+    assert schema["properties"]["summary"]["pattern"].endswith("{1,60}$") and schema["required"] == ["summary"]
+    assert json_turn_text('{"summary": "tree north, water east"}') == "tree north, water east"
+
+
 # -- rollouts on every game, and the batch records -------------------------------------------
 
 GAMES = ["crafter", "minihack:Corridor-R3", "nethack"]
