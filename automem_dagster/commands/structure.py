@@ -27,7 +27,6 @@ from automem_dagster.loop.structure import RoundResult, diagnose_stage, revise_s
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold.lineage import render_tree
-from automem_dagster.scaffold.model import GAME_FAMILIES
 
 
 def register(sub) -> None:
@@ -112,7 +111,7 @@ def run_propose(args: argparse.Namespace) -> int:
 
 
 def run_lineage(args: argparse.Namespace) -> int:
-    family = args.game if args.game in GAME_FAMILIES else game_family(args.game)
+    family = game_family(args.game)
     lineage = shared.STORAGE.load_lineage(family)
     Console().print(render_tree(lineage), markup=False, highlight=False)
     champion = lineage.champion()

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from automem_dagster.games import game_family
+from automem_dagster.games import environment, game_family
 from automem_dagster.meta.curate import CurationSettings
 from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.meta.lora_config import validate_settings
@@ -39,8 +39,6 @@ class RoundSettings:
         return seeds[: self.eval_episodes] if self.eval_episodes else seeds
 
 
-MIN_EXAMPLES = {"minihack": 300, "crafter": 500, "nethack": 800}
-"""The AutoMem paper: 300 (MiniHack) to 800 (NetHack); Crafter's episodes are between the two in length."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,7 @@ class ProficiencySettings:
 
 
 def default_curation(game: str, **overrides) -> CurationSettings:
-    return CurationSettings(**{"min_examples": MIN_EXAMPLES[game_family(game)], **overrides})
+    return CurationSettings(**{"min_examples": environment(game_family(game)).min_examples, **overrides})
 
 
 def proficiency_settings(budget: RoundSettings, *, horizon: int, review_batches: int, min_examples: int | None = None,

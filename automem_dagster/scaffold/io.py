@@ -28,12 +28,19 @@ class ScaffoldError(ValueError):
 
 
 def scaffold_path(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> Path:
-    """``version`` is an int or a string like ``"v0"`` or ``"0"``."""
+    """``version`` is an int or a string like ``"v0"`` or ``"0"``; where ``root`` holds no v0 of a
+    registered family, its v0 is the scaffold file the environment's plugin ships."""
     text = str(version)
     number = text[1:] if text.startswith("v") else text
     if not number.isdigit():
         raise ScaffoldError(f"scaffold version {version!r} is not a version: use v0, v1, ...")
-    return Path(root) / game / f"v{int(number)}.yaml"
+    path = Path(root) / game / f"v{int(number)}.yaml"
+    if int(number) == 0 and not path.exists():  # a plugin family's v0 is the file its plugin ships
+        from automem_dagster.games.plugin import environments  # late: the registry imports the plugins
+
+        plugin = environments().get(game)
+        return Path(plugin.scaffold) if plugin is not None else path
+    return path
 
 
 def list_versions(game: str, root: Path = DEFAULT_ROOT) -> list[int]:
