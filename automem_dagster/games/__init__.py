@@ -11,8 +11,8 @@ from __future__ import annotations
 from automem_dagster.games.base import Game, GameState, ParsedAction, StepResult
 from automem_dagster.games.builtin import BALROG_MINIHACK_TASKS, minihack_env_id
 from automem_dagster.games.plugin import (
-    EnvRef,
     Environment,
+    EnvRef,
     PluginError,
     as_ref,
     env_ref,

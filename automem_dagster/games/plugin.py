@@ -169,9 +169,10 @@ def env_ref(name: str) -> EnvRef:
         raise PluginError(f"unknown game {name!r}: use one of {', '.join(choices())}, "
                           f"or install a plugin that registers the family in {ENTRY_POINT_GROUP}")
     if env.tasks and not task:
-        raise PluginError(f"game {name!r} needs a task: use {env.family}:<task>, e.g. {env.default_game()}")
+        raise PluginError(f"game {name!r} needs a task: use {env.family}:<task>, e.g. {env.default_game()} "
+                          f"(games: {', '.join(choices())})")
     if not env.tasks and task:
-        raise PluginError(f"game {name!r}: {env.family} has no tasks, use {env.family!r}")
+        raise PluginError(f"game {name!r}: {env.family} has no tasks, use {env.family!r} (games: {', '.join(choices())})")
     return _reference(env.family, task)
 
 
@@ -188,5 +189,5 @@ def as_ref(game: str | EnvRef) -> EnvRef:
 
 def choices() -> list[str]:
     """One example name per registered family, for error messages."""
-    return [env.default_game() if not env.tasks else f"{env.family}:<task> (e.g. {env.default_game()})"
+    return [repr(env.family) if not env.tasks else f"'{env.family}:<task>' (e.g. {env.default_game()})"
             for env in environments().values()]

@@ -48,8 +48,10 @@ TEXTWORLD_ALIASES: dict[str, tuple[str, ...]] = {
     "inv": ("inventory",), "look_around": ("look",), "goal": ("help",),
 }
 
-DEFAULT_CACHE = Path(os.environ.get("AUTOMEM_TEXTWORLD_CACHE") or Path(tempfile.gettempdir()) / "automem-textworld")
-"""Compiled games; any folder works (``$AUTOMEM_TEXTWORLD_CACHE``), a lost game is generated again."""
+def default_cache() -> Path:
+    """Where compiled games are kept: ``$AUTOMEM_TEXTWORLD_CACHE``, else a folder in the system's temp
+    directory; any folder works, and a lost game is generated again."""
+    return Path(os.environ.get("AUTOMEM_TEXTWORLD_CACHE") or Path(tempfile.gettempdir()) / "automem-textworld")
 
 
 class TextWorldGame:
@@ -58,14 +60,19 @@ class TextWorldGame:
     default_action = "help"
     packages = ("textworld", "jericho")
 
-    def __init__(self, task: str, max_steps: int | None = None, cache: Path = DEFAULT_CACHE) -> None:
+    def __init__(self, task: str, max_steps: int | None = None, cache: Path | None = None) -> None:
+        try:
+            import textworld  # noqa: F401  (checked here so a missing extra is named before any episode)
+        except ImportError as exc:
+            raise ValueError("textworld games need the textworld package: pip install 'automem-dagster[textworld]' "
+                             f"(it builds jericho with make and a C compiler): {exc}") from exc
         if task not in TEXTWORLD_TASKS:
             raise ValueError(f"unknown game 'textworld:{task}': use one of "
                              f"{', '.join('textworld:' + t for t in TEXTWORLD_TASKS)}")
         self.name = f"textworld:{task}"
         self.task = task
         self.max_steps = max_steps or 80
-        self._cache = Path(cache)
+        self._cache = Path(cache) if cache is not None else default_cache()
         self._vocabulary = ActionVocabulary(dict(TEXTWORLD_ACTIONS), self.default_action, TEXTWORLD_ALIASES)
         self._env: Any = None
         self._first: StepResult | None = None
