@@ -116,7 +116,7 @@ class BabyAIGame:
         carrying = self._env.carrying
         x, y = (int(c) for c in self._env.agent_pos)
         state = GameState(position=(x, y), inventory={_thing(carrying): 1} if carrying else {}, vitals={},
-                          level={"facing": int(self._env.agent_dir), "steps_left": self.max_steps - self._steps})
+                          level={"facing": int(self._env.agent_dir)})
         return StepResult(observation=describe_view(obs["image"], self._mission, carrying), reward=reward, done=done,
                           progression=1.0 if self._solved else 0.0, state=state, info=info)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -47,6 +48,10 @@ TEXTWORLD_ALIASES: dict[str, tuple[str, ...]] = {
     **{word: ("take_coin",) for word in ("get_coin", "pick_up_coin", "grab_coin", "take_the_coin", "take")},
     "inv": ("inventory",), "look_around": ("look",), "goal": ("help",),
 }
+
+_ROOM = re.compile(r"-= (.+?) =-")
+"""TextWorld heads a room's description with its name: "-= Laundromat =-"."""
+
 
 def default_cache() -> Path:
     """Where compiled games are kept: ``$AUTOMEM_TEXTWORLD_CACHE``, else a folder in the system's temp
@@ -96,7 +101,7 @@ class TextWorldGame:
         self._env = textworld.start(str(path), infos)
         state = self._env.reset()
         self._objective = str(state["objective"])
-        self._steps, self._done = 0, False
+        self._steps, self._done, self._rooms, self._room = 0, False, [], 0
         self._first = self._result(state, 0.0)
         return self._first
 
@@ -134,8 +139,13 @@ class TextWorldGame:
         info: dict[str, Any] = {"step": self._steps, "score": score, "max_score": max_score, "won": won}
         if self._done:
             info["end_reason"] = "won" if won else ("lost" if state["lost"] else "step_budget")
+        room = _ROOM.search(str(state.feedback))
+        if room and room.group(1) not in self._rooms:
+            self._rooms.append(room.group(1))
+        self._room = self._rooms.index(room.group(1)) if room else self._room
+        # The room counts as progress for the stuck signal (games.base: position, inventory, level).
         game_state = GameState(position=None, inventory={}, vitals={},
-                               level={"score": score, "max_score": max_score, "steps_left": self.max_steps - self._steps})
+                               level={"score": score, "max_score": max_score, "room": self._room})
         return StepResult(observation=self._text(str(state.feedback)), reward=reward,
                           done=self._done, progression=progression, state=game_state, info=info)
 

@@ -28,19 +28,25 @@ class ScaffoldError(ValueError):
 
 
 def scaffold_path(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> Path:
-    """``version`` is an int or a string like ``"v0"`` or ``"0"``; where ``root`` holds no v0 of a
-    registered family, its v0 is the scaffold file the environment's plugin ships."""
+    """``version`` is an int or a string like ``"v0"`` or ``"0"``."""
     text = str(version)
     number = text[1:] if text.startswith("v") else text
     if not number.isdigit():
         raise ScaffoldError(f"scaffold version {version!r} is not a version: use v0, v1, ...")
-    path = Path(root) / game / f"v{int(number)}.yaml"
-    if int(number) == 0 and not path.exists():  # a plugin family's v0 is the file its plugin ships
-        from automem_dagster.games.plugin import environments  # late: the registry imports the plugins
+    return Path(root) / game / f"v{int(number)}.yaml"
 
-        plugin = environments().get(game)
-        return Path(plugin.scaffold) if plugin is not None else path
-    return path
+
+def stored_scaffold_path(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> Path:
+    """Where version ``version`` of ``game`` is read from: ``scaffold_path``, except that an installed
+    plugin's v0, where ``root`` has none, is the file the plugin ships (the built-ins' v0 are in ``root``)."""
+    path = scaffold_path(game, version, root)
+    if path.name != "v0.yaml" or path.exists():
+        return path
+    from automem_dagster.games.builtin import BUILTIN  # late: the registry imports the plugins
+    from automem_dagster.games.plugin import environments
+
+    plugin = environments().get(game)
+    return Path(plugin.scaffold) if plugin is not None and plugin not in BUILTIN else path
 
 
 def list_versions(game: str, root: Path = DEFAULT_ROOT) -> list[int]:
@@ -53,7 +59,7 @@ def parse_scaffold(data: object, source: str) -> Scaffold:
 
 
 def load_scaffold(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> Scaffold:
-    return load_scaffold_file(scaffold_path(game, version, root))
+    return load_scaffold_file(stored_scaffold_path(game, version, root))
 
 
 def load_scaffold_file(path: Path) -> Scaffold:

@@ -27,7 +27,7 @@ from automem_dagster.datafiles import read_text_file, validation_problems
 from automem_dagster.locking import file_lock
 from automem_dagster.metrics.paired import GateDecision, PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
-from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path
+from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path, stored_scaffold_path
 from automem_dagster.scaffold.model import Family, registered_family
 
 DEFAULT_ROOT = ASSETS / "lineage"
@@ -273,7 +273,7 @@ def _read(path: Path, game: str) -> LineageFile:
 
 def _baseline(game: str, scaffolds: Path) -> LineageFile:
     """A fresh lineage: v0 is the champion, by definition rather than by evaluation."""
-    if not scaffold_path(game, 0, scaffolds).exists():
+    if not stored_scaffold_path(game, 0, scaffolds).exists():
         raise LineageError(f"no lineage file for {game} and no {scaffold_path(game, 0, scaffolds)} to start from: "
                            f"create the v0 scaffold first")
     now = _now()
