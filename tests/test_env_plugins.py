@@ -74,6 +74,54 @@ def test_a_game_lacking_contract_members_is_named_when_built():
         validate_game(game, "test")
 
 
+BROKEN_PLUGINS = {
+    "broken_env.py": 'ENVIRONMENT = {"family": "broken"}\n',
+    "halfway_env.py": textwrap.dedent("""
+        from automem_dagster.games.plugin import Environment
+        from automem_dagster.paths import ASSETS
+
+        class Halfway:  # no packages, no world_fingerprint
+            name, max_steps, default_action = "halfway", 5, "wait"
+            def actions(self): return {"wait": "wait"}
+            def parse_action(self, text): ...
+            def reset(self, seed): ...
+            def step(self, action): ...
+            def close(self): ...
+
+        ENVIRONMENT = Environment(family="halfway", make=lambda task, steps: Halfway(), goal="wait",
+                                  scaffold=ASSETS / "scaffolds" / "crafter" / "v0.yaml", eval_seeds=(1,))
+    """),
+    "plugins-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: plugins\nVersion: 0.1\n",
+    "plugins-0.1.dist-info/entry_points.txt": (f"[{ENTRY_POINT_GROUP}]\nbroken = broken_env:ENVIRONMENT\n"
+                                               "halfway = halfway_env:ENVIRONMENT\nmisnamed = halfway_env:ENVIRONMENT\n"),
+}
+
+
+def test_broken_installed_plugins_are_named_and_break_only_their_own_games(tmp_path):
+    """Real entry points (a distribution's metadata on the path of a fresh process), one per fault."""
+    for name, text in BROKEN_PLUGINS.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    probe = textwrap.dedent("""
+        import json
+        from automem_dagster.games import PluginError, env_ref, families, make_game
+        said = {}
+        for game in ("broken", "halfway", "misnamed"):
+            try:
+                make_game(game)
+            except PluginError as exc:
+                said[game] = str(exc)
+        print(json.dumps({"families": families(), "crafter": env_ref("crafter").family, "said": said}))
+    """)
+    shown = json.loads(_run(tmp_path, ["-c", probe]).stdout.splitlines()[-1])
+    assert shown["families"][-1] == "halfway" and shown["crafter"] == "crafter"
+    said = shown["said"]
+    assert said["broken"].startswith(f"environment plugin 'broken' (broken_env:ENVIRONMENT, entry point group "
+                                     f"{ENTRY_POINT_GROUP}): expected an automem_dagster.games.plugin.Environment")
+    assert "its game Halfway lacks packages, world_fingerprint()" in said["halfway"]
+    assert "the entry point is named 'misnamed' but the environment's family is 'halfway'" in said["misnamed"]
+
+
 def test_names_resolve_once_into_references():
     assert families() == ("crafter", "minihack", "nethack", "babyai", "textworld")
     ref = env_ref("MiniHack-Quest-Easy-v0")

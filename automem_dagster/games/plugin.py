@@ -14,6 +14,7 @@ Loading checks the record and every game it builds, and names what is missing.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from pathlib import Path
 from automem_dagster.games.base import Game
 
 ENTRY_POINT_GROUP = "automem_dagster.environments"
+
+log = logging.getLogger(__name__)
 
 FAMILY_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 """A family is a path component and a Dagster partition key part: lower case, no ':' or '/'."""
@@ -118,26 +121,43 @@ def validate_game(game: object, source: str) -> None:
 
 
 @lru_cache(maxsize=1)
-def environments() -> dict[str, Environment]:
-    """Every registered family: the built-in ones, then the entry points of installed packages."""
+def _registry() -> tuple[dict[str, Environment], dict[str, PluginError]]:
+    """The built-in families, then the entry points of installed packages; a plugin that fails its
+    checks is kept aside with its error, so it breaks only the games of its own family."""
     from automem_dagster.games.builtin import BUILTIN
 
-    found = {env.family: env for env in BUILTIN}
+    found, broken = {env.family: env for env in BUILTIN}, {}
     for point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        source = f"environment plugin {point.name!r} ({point.value}, entry point group {ENTRY_POINT_GROUP})"
         try:
-            loaded = point.load()
-        except Exception as exc:  # a broken third-party import must name the plugin, not crash later
-            raise PluginError(f"{source}: cannot be imported: {type(exc).__name__}: {exc}") from exc
-        env = validate_environment(loaded() if callable(loaded) and not isinstance(loaded, Environment) else loaded,
-                                   source)
-        if env.family != point.name:
-            raise PluginError(f"{source}: the entry point is named {point.name!r} but the environment's family is "
-                              f"{env.family!r}; name the entry point after the family")
+            env = _load(point)
+        except PluginError as exc:
+            broken[point.name] = exc
+            log.warning("%s", exc)
+            continue
         if env.family in found:
-            raise PluginError(f"{source}: family {env.family!r} is already registered; pick another name")
+            broken[point.name] = PluginError(f"environment plugin {point.name!r} ({point.value}): family "
+                                             f"{env.family!r} is already registered; pick another name")
+            continue
         found[env.family] = env
-    return found
+    return found, broken
+
+
+def _load(point: metadata.EntryPoint) -> Environment:
+    source = f"environment plugin {point.name!r} ({point.value}, entry point group {ENTRY_POINT_GROUP})"
+    try:
+        loaded = point.load()
+    except Exception as exc:  # a broken third-party import must name the plugin, not crash later
+        raise PluginError(f"{source}: cannot be imported: {type(exc).__name__}: {exc}") from exc
+    env = validate_environment(loaded() if callable(loaded) and not isinstance(loaded, Environment) else loaded, source)
+    if env.family != point.name:
+        raise PluginError(f"{source}: the entry point is named {point.name!r} but the environment's family is "
+                          f"{env.family!r}; name the entry point after the family")
+    return env
+
+
+def environments() -> dict[str, Environment]:
+    """Every usable registered family, built-in first (a broken plugin is left out, see ``environment``)."""
+    return _registry()[0]
 
 
 def families() -> tuple[str, ...]:
@@ -150,6 +170,8 @@ def environment(family: str) -> Environment:
     try:
         return environments()[family]
     except KeyError:
+        if family in _registry()[1]:
+            raise _registry()[1][family] from None
         raise PluginError(f"unknown game family {family!r}: registered are {', '.join(families())} "
                           f"(install a plugin that registers it in {ENTRY_POINT_GROUP})") from None
 
@@ -165,6 +187,8 @@ def env_ref(name: str) -> EnvRef:
             break
     family, _, task = key.partition(":")
     env = environments().get(family.lower())
+    if env is None and family.lower() in _registry()[1]:
+        raise _registry()[1][family.lower()]
     if env is None:
         raise PluginError(f"unknown game {name!r}: use one of {', '.join(choices())}, "
                           f"or install a plugin that registers the family in {ENTRY_POINT_GROUP}")
