@@ -50,8 +50,9 @@ def stored_scaffold_path(game: str, version: int | str, root: Path = DEFAULT_ROO
 
 
 def list_versions(game: str, root: Path = DEFAULT_ROOT) -> list[int]:
-    folder = Path(root) / game
-    return sorted(int(p.stem[1:]) for p in folder.glob("v*.yaml") if p.stem[1:].isdigit())
+    """The versions on disk; an installed plugin's v0 counts where ``root`` has none (``stored_scaffold_path``)."""
+    versions = {int(p.stem[1:]) for p in (Path(root) / game).glob("v*.yaml") if p.stem[1:].isdigit()}
+    return sorted(versions | ({0} if stored_scaffold_path(game, 0, root).exists() else set()))
 
 
 def parse_scaffold(data: object, source: str) -> Scaffold:
