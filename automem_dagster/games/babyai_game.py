@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from automem_dagster.games.actions import ActionVocabulary
-from automem_dagster.games.base import GameState, ParsedAction, StepResult, world_digest
+from automem_dagster.games.actions import ActionVocabulary, VocabularyGame
+from automem_dagster.games.base import GameState, StepResult, world_digest
 
 BABYAI_ACTIONS = {
     "turn_left": "turn 90 degrees to your left",
@@ -43,7 +43,7 @@ _SEEN = ("key", "ball", "box", "door", "goal", "lava")
 _DOOR_STATES = {0: "open", 1: "closed", 2: "locked"}
 
 
-class BabyAIGame:
+class BabyAIGame(VocabularyGame):
     """One BabyAI level, e.g. ``BabyAIGame("GoToLocal")`` for ``BabyAI-GoToLocal-v0``."""
 
     default_action = "go_forward"
@@ -68,12 +68,6 @@ class BabyAIGame:
         self._steps = 0
         self._solved = False
         self._done = True
-
-    def actions(self) -> dict[str, str]:
-        return dict(self._vocabulary.descriptions)
-
-    def parse_action(self, text: str) -> ParsedAction:
-        return self._vocabulary.parse(text)
 
     def reset(self, seed: int) -> StepResult:
         obs, _ = self._env.reset(seed=seed)
@@ -102,12 +96,6 @@ class BabyAIGame:
     def close(self) -> None:
         self._done = True
         self._env.close()
-
-    def __enter__(self) -> BabyAIGame:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _result(self, obs: dict, reward: float, done: bool) -> StepResult:
         info: dict[str, Any] = {"step": self._steps, "mission": self._mission, "solved": self._solved}

@@ -26,8 +26,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from automem_dagster.games.actions import ActionVocabulary, compass_aliases
-from automem_dagster.games.base import GameState, ParsedAction, StepResult, world_digest
+from automem_dagster.games.actions import ActionVocabulary, VocabularyGame, compass_aliases
+from automem_dagster.games.base import GameState, StepResult, world_digest
 
 TEXTWORLD_TASKS = {"coin_collector": {"level": 120, "objective": "Find the coin and take it."}}
 """Task -> the generator's settings (BALROG's difficulty) and the objective shown instead of the solution."""
@@ -59,7 +59,7 @@ def default_cache() -> Path:
     return Path(os.environ.get("AUTOMEM_TEXTWORLD_CACHE") or Path(tempfile.gettempdir()) / "automem-textworld")
 
 
-class TextWorldGame:
+class TextWorldGame(VocabularyGame):
     """One TextWorld task, e.g. ``TextWorldGame("coin_collector")``; each seed is its own generated game."""
 
     default_action = "help"
@@ -83,12 +83,6 @@ class TextWorldGame:
         self._first: StepResult | None = None
         self._world = b""
         self._done = True
-
-    def actions(self) -> dict[str, str]:
-        return dict(self._vocabulary.descriptions)
-
-    def parse_action(self, text: str) -> ParsedAction:
-        return self._vocabulary.parse(text)
 
     def reset(self, seed: int) -> StepResult:
         import textworld
@@ -126,12 +120,6 @@ class TextWorldGame:
             self._env.close()
         self._env = None
         self._done = True
-
-    def __enter__(self) -> TextWorldGame:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _result(self, state: Any, reward: float) -> StepResult:
         score, max_score, won = int(state["score"]), int(state["max_score"]), bool(state["won"])

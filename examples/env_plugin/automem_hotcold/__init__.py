@@ -5,16 +5,17 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from automem_dagster.games.actions import ActionVocabulary
-from automem_dagster.games.base import GameState, ParsedAction, StepResult, world_digest
+from automem_dagster.games.actions import ActionVocabulary, VocabularyGame
+from automem_dagster.games.base import GameState, StepResult, world_digest
 from automem_dagster.games.plugin import Environment
 
 ACTIONS = {"step_left": "move one square left", "step_right": "move one square right",
            "dig": "dig for the coin on this square"}
 
 
-class HotColdGame:
-    """A line of ``length`` squares; the seed places you and the coin."""
+class HotColdGame(VocabularyGame):
+    """A line of ``length`` squares; the seed places you and the coin. ``VocabularyGame`` gives
+    ``actions()``, ``parse_action()`` and ``close()`` from the ``ActionVocabulary``."""
 
     default_action = "dig"
     packages = ("automem-hotcold",)  # only this package's code decides the worlds
@@ -23,12 +24,6 @@ class HotColdGame:
         self.name, self.length, self.max_steps = f"hotcold:line{length}", length, max_steps or 3 * length
         self._vocabulary = ActionVocabulary(dict(ACTIONS), self.default_action, {"left": ("step_left",),
                                             "right": ("step_right",), "search": ("dig",)})
-
-    def actions(self) -> dict[str, str]:
-        return dict(ACTIONS)
-
-    def parse_action(self, text: str) -> ParsedAction:
-        return self._vocabulary.parse(text)
 
     def reset(self, seed: int) -> StepResult:
         rng = random.Random(seed)
@@ -49,9 +44,6 @@ class HotColdGame:
         self.at = min(max(self.at + (1 if action == "step_right" else -1), 0), self.length - 1)
         after = abs(self.at - self.coin)
         return self._result("Warmer." if after < before else "Colder." if after > before else "The same.", 0.0)
-
-    def close(self) -> None:
-        pass
 
     def _result(self, text: str, reward: float) -> StepResult:
         done = self.found or self.steps >= self.max_steps
