@@ -12,17 +12,19 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
-from automem_dagster.games import PluginError, env_ref, families, make_game
+from automem_dagster.cli import main as cli_main
+from automem_dagster.games import PluginError, env_ref, families, make_game, plugin
 from automem_dagster.games.builtin import BUILTIN
 from automem_dagster.games.plugin import ENTRY_POINT_GROUP, Environment, validate_environment, validate_game
 from automem_dagster.paths import ASSETS
 from automem_dagster.rollout.seeds import eval_seeds
-from automem_dagster.rollout.trajectory import read_trajectory
+from automem_dagster.rollout.trajectory import partial_path, read_trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "env_plugin"
@@ -104,7 +106,8 @@ def test_broken_installed_plugins_are_named_and_break_only_their_own_games(tmp_p
         (tmp_path / name).write_text(text)
     probe = textwrap.dedent("""
         import json
-        from automem_dagster.games import PluginError, env_ref, families, make_game
+        from automem_dagster.cli import main as cli_main
+from automem_dagster.games import PluginError, env_ref, families, make_game, plugin
         said = {}
         for game in ("broken", "halfway", "misnamed"):
             try:
@@ -132,6 +135,32 @@ def test_names_resolve_once_into_references():
         env_ref("babyai")
     with pytest.raises(PluginError, match=f"unknown game 'pong'.*{ENTRY_POINT_GROUP}"):
         env_ref("pong")
+
+
+def test_a_game_that_does_not_replay_exactly_is_played_again_rather_than_resumed(tmp_path, monkeypatch):
+    """``replays_exactly=False`` (here BabyAI's record, changed for the test): an interrupted episode
+    is not resumed by replaying its record, it is played again from step 0 with a note saying why."""
+    found, broken = plugin._registry()
+    monkeypatch.setattr(plugin, "_registry", lambda: ({**found, "babyai": replace(found["babyai"], replays_exactly=False)},
+                                                      broken))
+    env_ref.cache_clear()
+    plugin._reference.cache_clear()
+    try:
+        out = tmp_path / "batch"
+        args = ["rollout", "--game", "babyai:GoToLocal", "--agent", "random", "--seeds", "42", "--max-steps", "3",
+                "--out", str(out)]
+        assert cli_main(args) == 0
+        done = out / "trajectories" / "babyai-GoToLocal__seed42.jsonl"
+        lines = done.read_text().splitlines()
+        partial_path(done).write_text("\n".join(lines[:3]) + "\n")  # the header and two steps: an interrupted run
+        done.unlink()
+        assert cli_main(args) == 0
+        header, steps, _ = read_trajectory(done)
+        [resume] = header["resumes"]
+        assert resume["at_step"] == 0 and "babyai does not replay exactly" in resume["note"] and len(steps) == 3
+    finally:
+        env_ref.cache_clear()
+        plugin._reference.cache_clear()
 
 
 def test_builtin_records_match_the_seed_file():
