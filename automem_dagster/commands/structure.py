@@ -19,7 +19,7 @@ from automem_dagster.commands.shared import (
     gate_policy,
     session,
 )
-from automem_dagster.games import game_family
+from automem_dagster.games import families, game_family
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import resolve_scaffold
@@ -111,7 +111,7 @@ def run_propose(args: argparse.Namespace) -> int:
 
 
 def run_lineage(args: argparse.Namespace) -> int:
-    family = game_family(args.game)
+    family = args.game if args.game in families() else game_family(args.game)
     lineage = shared.STORAGE.load_lineage(family)
     Console().print(render_tree(lineage), markup=False, highlight=False)
     champion = lineage.champion()
