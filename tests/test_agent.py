@@ -152,7 +152,8 @@ def test_synced_files_follow_game_state(tmp_path, scripted):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("game_name", ["crafter", "minihack:Corridor-R3", "nethack"])
+@pytest.mark.parametrize("game_name", ["crafter", "minihack:Corridor-R3", "nethack", "babyai:GoToLocal",
+                                       "textworld:coin_collector"])
 def test_every_v0_grammar_is_accepted_by_the_embedded_server(game_name, embedded, tmp_path):
     """Integration: the real model under the real grammars acts validly on every step."""
     config = EndpointConfig(name="game", base_url="unused", constrained="gbnf")
