@@ -106,8 +106,7 @@ def test_broken_installed_plugins_are_named_and_break_only_their_own_games(tmp_p
         (tmp_path / name).write_text(text)
     probe = textwrap.dedent("""
         import json
-        from automem_dagster.cli import main as cli_main
-from automem_dagster.games import PluginError, env_ref, families, make_game, plugin
+        from automem_dagster.games import PluginError, env_ref, families, make_game
         said = {}
         for game in ("broken", "halfway", "misnamed"):
             try:
