@@ -155,7 +155,7 @@ SUMMARY_HEADER = "Your summary of the episode so far:"
 
 def summary_system_prompt(family: str, max_chars: int) -> str:
     """The system prompt of the summary baseline's rewrite call: it keeps notes, it does not act."""
-    return (f"{BASELINE_GOALS[family]}\n\nYou keep a running summary of this episode for yourself: what you "
+    return (f"{baseline_goal(family)}\n\nYou keep a running summary of this episode for yourself: what you "
             "found where, what worked, what failed, what to do next. Rewrite it from the old summary and the "
             f"steps since, in one paragraph of at most {max_chars} characters. Answer with the summary only.")
 
