@@ -18,7 +18,7 @@ from automem_dagster.scaffold import load_scaffold
 
 
 def _client(server, name="game", constrained="none"):
-    return LLMClient(EndpointConfig(name=name, base_url="unused", constrained=constrained), server.base_url)
+    return LLMClient(EndpointConfig(name=name, base_url="unused", server="llama.cpp", constrained=constrained), server.base_url)
 
 
 def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None, constrained="none"):
@@ -155,7 +155,7 @@ def test_synced_files_follow_game_state(tmp_path, scripted):
 @pytest.mark.parametrize("game_name", ["crafter", "minihack:Corridor-R3", "nethack"])
 def test_every_v0_grammar_is_accepted_by_the_embedded_server(game_name, embedded, tmp_path):
     """Integration: the real model under the real grammars acts validly on every step."""
-    config = EndpointConfig(name="game", base_url="unused", constrained="gbnf")
+    config = EndpointConfig(name="game", base_url="unused", server="llama.cpp", constrained="gbnf")
 
     async def go(tmp):
         game = make_game(game_name, max_steps=10)

@@ -15,6 +15,7 @@ from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.embedded_server import embedded_server
 from automem_dagster.llm.replicas import ReplicatedClient
+from automem_dagster.llm.server_rules import check_servers
 
 
 @dataclass
@@ -43,7 +44,10 @@ class Clients:
 async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | None = None, two_model: bool = False):
     """Clients for ``config``'s roles. The ``memory`` role is the memory specialist's endpoint: it
     gets a client only with ``two_model`` (a specialist evaluation), so a file that names one does
-    not turn the structure loop's or the training rollouts' one-model agent into a two-model one."""
+    not turn the structure loop's or the training rollouts' one-model agent into a two-model one.
+    A vLLM server too old to honour its role's constraint is refused here, before any request
+    (``server_rules``)."""
+    check_servers({r: c for r, c in config.roles().items() if not c.rules and (r != "memory" or two_model)})
     server = None
     if config.uses_embedded():
         server = embedded_server(
