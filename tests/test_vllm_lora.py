@@ -203,7 +203,8 @@ def test_the_rank_limit_comes_from_the_endpoint_and_bounds_the_meta_recommendati
     served = EndpointConfig(name="memory", base_url="http://127.0.0.1:8000/v1", model=BASE, server="vllm",
                             max_lora_rank=16)
     assert serving_rank_limit(EndpointsConfig(game=served)) == 16
-    assert serving_rank_limit(EndpointsConfig(game=served.model_copy(update={"server": "openai-compatible"}))) is None
+    hosted = served.model_copy(update={"server": "openai-compatible", "constrained": "json_schema"})
+    assert serving_rank_limit(EndpointsConfig(game=hosted)) is None
     big = json.dumps({"reasoning": "400 examples bear a large rank here", "settings": {**SETTINGS, "rank": 64,
                                                                                         "alpha": 128}})
     fits = json.dumps({"reasoning": "within the server's limit of sixteen", "settings": {**SETTINGS, "rank": 16}})

@@ -104,7 +104,7 @@ class EndpointConfig(BaseModel):
             self.base_url = os.environ.get("OPENAI_BASE_URL") or EMBEDDED
         if self.server is None:
             self.server = "llama.cpp" if self.base_url == EMBEDDED else "openai-compatible"
-        self._constrained_derived = self.constrained is None
+        self._constrained_derived = self.constrained is None or self._constrained_derived  # kept on revalidation
         if self.constrained is None:
             self.constrained = DERIVED_MODE[self.server]
         if self.rules:

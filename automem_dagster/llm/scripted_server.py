@@ -17,7 +17,8 @@ others fall through to the next rule) and ``"headers"`` to add to its answer (a 
 its decoding, answered instead of ``reply`` then. Which fields constrain is the imitated server's
 rule: here llama.cpp's (its server README, tools/server: ``grammar``, ``json_schema`` and a
 ``response_format`` JSON schema; anything else, vLLM's ``structured_outputs`` included, is
-ignored), ``scripted_vllm`` and ``scripted_provider`` have their own. A reply may be an object ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``:
+ignored), ``scripted_vllm`` and ``scripted_provider`` have their own. A reply may be an object
+``{"tool_calls": [{"name": ..., "arguments": {...}}]}``:
 the answer is then a tool call as OpenAI's chat-completions API returns one (``message.content``
 null, ``message.tool_calls[].function.arguments`` a JSON string, ``finish_reason: "tool_calls"``;
 platform.openai.com/docs/guides/function-calling). Fault rules for what a real endpoint does under load: a
