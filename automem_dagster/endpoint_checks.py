@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from automem_dagster.agent.baselines import REASONING_MAX_CHARS
-from automem_dagster.agent.turn_format import TurnFormats, action_turn, ask, reasoning_turn
+from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask, reasoning_turn
 from automem_dagster.games import make_game
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfig, EndpointConfigError, EndpointsConfig
@@ -50,12 +50,11 @@ DIAGNOSIS_MAX_STEP = 999
 """The step bound shown for the diagnosis schema; a real call narrows it to the batch's steps."""
 
 
-def request_schemas(game: str, scaffold: Scaffold) -> dict[str, dict]:
-    """Every JSON schema sent for ``game`` with ``scaffold``, by the name it is sent under.
+def turn_constraints(game: str, scaffold: Scaffold) -> dict[str, TurnConstraint]:
+    """Every turn constraint sent for ``game`` with ``scaffold``, each as a grammar and a schema, by name.
 
-    Turn schemas are shown for the scaffold's initial files with the full operation budget; a
-    real turn narrows the enums to the files the store holds then. The diagnosis schema lists
-    the evaluation seeds' episodes; a real one lists the diagnosed batch's."""
+    They are built for the scaffold's initial files with the full operation budget; a real turn
+    narrows the enums to the files the store holds then."""
     env = make_game(game)
     try:
         actions = list(env.actions())
@@ -65,13 +64,22 @@ def request_schemas(game: str, scaffold: Scaffold) -> dict[str, dict]:
                           scaffold.limits.keyword_max_chars)
     files = [f.name for f in scaffold.files]
     writable = scaffold.model_writable_files()
+    return {
+        "log_turn": formats.log_turn(files, writable, scaffold.limits.log_max_ops),
+        "plan_turn": formats.plan_turn(files, actions, consult=True),
+        "plan_turn_memory_model": formats.plan_turn(files, actions, consult=True, end_with_done=True),
+        "action_turn": action_turn(actions),
+        "reasoning_turn": reasoning_turn(actions, REASONING_MAX_CHARS),
+    }
+
+
+def request_schemas(game: str, scaffold: Scaffold) -> dict[str, dict]:
+    """Every JSON schema sent for ``game`` with ``scaffold``, by the name it is sent under: the turn
+    schemas (``turn_constraints``) and the meta calls'. The diagnosis schema lists the evaluation
+    seeds' episodes; a real one lists the diagnosed batch's."""
     episodes = [f"{game.replace(':', '-')}__seed{s}" for s in eval_seeds(game)]
     return {
-        "log_turn": formats.log_turn(files, writable, scaffold.limits.log_max_ops).schema,
-        "plan_turn": formats.plan_turn(files, actions, consult=True).schema,
-        "plan_turn_memory_model": formats.plan_turn(files, actions, consult=True, end_with_done=True).schema,
-        "action_turn": action_turn(actions).schema,
-        "reasoning_turn": reasoning_turn(actions, REASONING_MAX_CHARS).schema,
+        **{name: c.schema for name, c in turn_constraints(game, scaffold).items()},
         "diagnosis": diagnosis_schema(episodes, DIAGNOSIS_MAX_STEP),
         "revision": revision_schema(scaffold),
         "review": review_schema(CurationSettings().review_batch),

@@ -61,8 +61,10 @@ class ContextOverflow(EndpointError):
     """The prompt did not fit the endpoint's context: the caller can send a shorter one."""
 
 
-# How llama.cpp, vLLM and OpenAI word a prompt longer than the context window (HTTP 400).
-_OVERFLOW = re.compile(r"context (size|length|window)|context_length_exceeded|maximum context", re.IGNORECASE)
+# How llama.cpp, vLLM and OpenAI word a prompt longer than the context window (HTTP 400), and Anthropic:
+# "prompt is too long: 210000 tokens > 200000 maximum" (its API errors page, invalid_request_error).
+_OVERFLOW = re.compile(r"context (size|length|window)|context_length_exceeded|maximum context|prompt is too long",
+                       re.IGNORECASE)
 
 
 @dataclass(frozen=True)
