@@ -257,7 +257,7 @@ def test_an_action_outside_the_vocabulary_in_a_well_formed_token_is_a_malformed_
     ({"server": "llama.cpp", "cache_prompt": False}, "honoured: llama.cpp"),
     ({"server": "vllm", "constrained": "vllm"}, "only on a vLLM started with VLLM_BATCH_INVARIANT=1"),
     ({"server": "vllm", "temperature": 0.0, "seed": 3}, "only on a vLLM started with VLLM_BATCH_INVARIANT=1"),
-    ({"base_url": "https://api.anthropic.com/v1/", "temperature": 0.5}, "ignored: Anthropic"),
+    ({"base_url": "https://api.anthropic.com/v1/", "temperature": 0.5}, "ignored: the provider accepts seed"),
     ({"server": "openai-compatible", "constrained": "json_schema"}, "best effort"),
     ({"server": "llama.cpp", "seed": 7}, "every request uses seed 7"),
     ({"server": "openai-compatible", "temperature": 0.0}, "greedily"),

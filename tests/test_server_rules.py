@@ -293,3 +293,16 @@ def test_a_vllm_meta_endpoint_answering_after_tool_choice_none_is_told_the_flag(
 
     assert "--exclude-tools-when-tool-choice-none" in after_tools_hint("vllm", True)
     assert after_tools_hint("vllm", False) == "" and after_tools_hint("llama.cpp", True) == ""
+
+
+def test_the_endpoint_record_says_whether_the_meta_reply_schema_is_enforced_or_described(monkeypatch):
+    from automem_dagster.llm.session import Clients
+
+    monkeypatch.setenv("AUTOMEM_TEST_ANTHROPIC_KEY", "sk-test")
+    game = LLMClient(EndpointConfig(name="game", base_url="http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1")
+    claude = EndpointConfig(name="meta", base_url="https://api.anthropic.com/v1/", api_key_env="AUTOMEM_TEST_ANTHROPIC_KEY")
+    record = Clients(game, None, LLMClient(claude, claude.base_url)).describe()
+    assert record["meta"]["reply_schema"] == "described in the prompt and validated (the provider ignores response_format)"
+    assert "reply_schema" not in record["game"]
+    record = Clients(game, None, game).describe()
+    assert record["meta"]["reply_schema"] == "enforced by the server and validated"

@@ -3,8 +3,9 @@
 Fixing the environment's seed alone leaves the model's sampling free, so a rerun at temperature
 above 0 plays another episode. Every request therefore carries a seed derived from where it
 falls in the episode: on servers that honour seeds (llama.cpp; vLLM only when started with
-``VLLM_BATCH_INVARIANT=1``; OpenAI best effort; Anthropic ignores them) a rerun is identical, and a candidate and its champion meet the same sampling noise at the same point
-(common random numbers, which narrows their paired comparison). The derivation is a SHA-256 of
+``VLLM_BATCH_INVARIANT=1``; OpenAI best effort; Anthropic ignores them) a rerun is identical,
+and a candidate and its champion meet the same sampling noise at the same point (common random
+numbers, which narrows their paired comparison). The derivation is a SHA-256 of
 the four parts, not Python's ``hash()``, which is salted per process.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+
+from automem_dagster.llm.server_rules import ignored_fields
 
 SEED_BITS = 31
 """Seeds stay below 2**31: llama.cpp and vLLM take a signed 32-bit or 64-bit seed, OpenAI an int."""
@@ -33,10 +36,6 @@ _SERVERS_WORD = {
 }
 
 
-_IGNORED_SEED_HOSTS = {"api.anthropic.com": "ignored: Anthropic's OpenAI-compatible layer ignores seed "
-                                             "(docs.anthropic.com/en/api/openai-sdk); a rerun differs"}
-
-
 def seed_support(config: Any) -> str:
     """What the endpoint does with per-request seeds, in the server's own terms, for the records.
 
@@ -49,9 +48,8 @@ def seed_support(config: Any) -> str:
         return _SERVERS_WORD["vllm"]
     if config.temperature == 0:
         return "not needed: temperature 0 samples greedily"
-    ignored = next((says for host, says in _IGNORED_SEED_HOSTS.items() if host in (config.base_url or "")), None)
-    if ignored is not None:
-        return ignored
+    if "seed" in ignored_fields(config):
+        return "ignored: the provider accepts seed and ignores it (llm/server_rules.py IGNORED_FIELDS); a rerun differs"
     if config.seed is not None:
         return f"fixed by the endpoint file: every request uses seed {config.seed} (no per-position seeds)"
     if config.server == "llama.cpp" and config.cache_prompt:

@@ -16,6 +16,10 @@ import re
 from automem_dagster.llm.config import EndpointConfig, EndpointConfigError
 from automem_dagster.llm.server_api import vllm_version
 
+IGNORED_FIELDS = {"api.anthropic.com": ("response_format", "seed")}
+"""Hosted APIs that accept request fields and ignore them, by host: Anthropic's OpenAI SDK
+compatibility page (docs.anthropic.com/en/api/openai-sdk) lists ``response_format`` and ``seed``."""
+
 VLLM_MINIMUM = {"vllm": (0, 10, 2)}
 """Per ``constrained`` mode, the first vLLM release that decodes under what the mode sends."""
 
@@ -49,6 +53,21 @@ def check_vllm_server(endpoint: EndpointConfig, base_url: str) -> str | None:
                                   f"{needed} on) and would decode unconstrained: upgrade vLLM to {needed} or newer, "
                                   "or set constrained: json_schema (response_format, which older vLLM reads)")
     return version
+
+
+def ignored_fields(endpoint: EndpointConfig) -> tuple[str, ...]:
+    """The request fields ``endpoint``'s provider is documented to accept and ignore (``IGNORED_FIELDS``)."""
+    return next((fields for host, fields in IGNORED_FIELDS.items() if host in (endpoint.base_url or "")), ())
+
+
+def reply_schema_kind(endpoint: EndpointConfig) -> str:
+    """How a meta reply's JSON shape is held, for the endpoint record: the server enforces the schema, or
+    only the prompt describes it (``meta/replies.describe_reply``); every reply is validated either way."""
+    if endpoint.constrained == "none":
+        return "described in the prompt and validated (no schema sent: constrained none)"
+    if "response_format" in ignored_fields(endpoint):
+        return "described in the prompt and validated (the provider ignores response_format)"
+    return "enforced by the server and validated"
 
 
 def check_servers(roles: dict[str, EndpointConfig]) -> dict[str, str]:

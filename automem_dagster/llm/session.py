@@ -15,7 +15,7 @@ from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.embedded_server import embedded_server
 from automem_dagster.llm.replicas import ReplicatedClient
-from automem_dagster.llm.server_rules import check_servers
+from automem_dagster.llm.server_rules import check_servers, reply_schema_kind
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Clients:
             if cfg is not None:
                 out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model, "server": cfg.server,
                              "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id,
+                             **({"reply_schema": reply_schema_kind(cfg)} if role == "meta" else {}),
                              **({"replicas": list(cfg.replicas)} if cfg.replicas else {})}
         return out
 
