@@ -306,3 +306,26 @@ def test_the_endpoint_record_says_whether_the_meta_reply_schema_is_enforced_or_d
     assert "reply_schema" not in record["game"]
     record = Clients(game, None, game).describe()
     assert record["meta"]["reply_schema"] == "enforced by the server and validated"
+
+
+def test_a_diagnosis_succeeds_on_a_provider_that_ignores_response_format(tmp_path, scripted):
+    """The stand-in gives the diagnosis's shape only when the prompt names every field of its schema."""
+    from test_meta_calls import _batch, _diagnosis
+
+    from automem_dagster.meta.diagnose import diagnose
+    from automem_dagster.scaffold import load_scaffold
+
+    server = scripted([{"match": "Diagnose this batch", "reply": _diagnosis(1), "free": "The agent idled; add warnings."}],
+                      {"ignore_response_format": True, "error_shape": "anthropic"})
+    async def go():
+        client = LLMClient(EndpointConfig(name="meta", base_url=server.base_url), server.base_url)
+        try:
+            return await diagnose(_batch(tmp_path, 3), load_scaffold("crafter", 0), client, tmp_path / "out",
+                                  max_attempts=1)
+        finally:
+            await client.close()
+
+    result = asyncio.run(go())
+    assert result.findings[0]["step"] == 1
+    sent = json.loads(server.request_log.read_text().splitlines()[0])["body"]
+    assert sent["response_format"]["type"] == "json_schema"  # still sent: an enforcing provider uses it
