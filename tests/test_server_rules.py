@@ -7,7 +7,6 @@ reads (``scripted_server``, ``scripted_vllm``, ``scripted_provider`` cite what e
 
 import asyncio
 import json
-import os
 import urllib.request
 from pathlib import Path
 
@@ -16,7 +15,6 @@ import pytest
 from automem_dagster.cli import main
 from automem_dagster.llm.client import ContextOverflow, LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointConfigError, EndpointsConfig
-from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.vllm_lora import VllmLoraError, serve_adapter
 from automem_dagster.loop.errors import RoundError
@@ -30,23 +28,9 @@ GAME_RULE = {"match": "", "reply": "<|ACTION|>north<|END|>", "free": SENTENCE}
 
 
 @pytest.fixture
-def vllm(tmp_path):
-    """Factory: ``vllm(rules, **options)`` starts the vLLM stand-in; each is stopped at teardown."""
-    servers = []
-
-    def start(rules, **options):
-        path = tmp_path / f"vllm-rules{len(servers)}.json"
-        path.write_text(json.dumps(rules))
-        server = scripted_vllm(path, tmp_path / f"vllm{len(servers)}.log", base_model=BASE, **options).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        pid = server.pid
-        server.stop()
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+def vllm(vllm_server):
+    """Factory: ``vllm(rules, **options)`` starts the vLLM stand-in serving ``BASE``."""
+    return lambda rules, **options: vllm_server(rules, base_model=BASE, **options)
 
 
 def _post(server, body: dict) -> dict:

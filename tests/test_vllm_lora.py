@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import urllib.request
 
 import pytest
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
-from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.vllm_lora import adapter_name, list_models, serve_adapter, unload_adapter
 from automem_dagster.loop.errors import RoundError
@@ -45,23 +43,9 @@ RULES = [{"match": "Phase: PLAN. Answer with the action.", "reply": "<|ACTION|>d
 
 
 @pytest.fixture
-def vllm(tmp_path):
-    """Factory: ``vllm(**options)`` starts the stand-in; each is stopped at teardown and proven gone."""
-    servers = []
-    rules = tmp_path / "rules.json"
-    rules.write_text(json.dumps(RULES))
-
-    def start(**options):
-        server = scripted_vllm(rules, tmp_path / f"vllm{len(servers)}.log", base_model=BASE, **options).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        pid = server.pid
-        server.stop()
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+def vllm(vllm_server):
+    """Factory: ``vllm(**options)`` starts the stand-in serving ``BASE`` with ``RULES``."""
+    return lambda **options: vllm_server(RULES, base_model=BASE, **options)
 
 
 def peft_folder(path, rank: int, weights: bytes):
