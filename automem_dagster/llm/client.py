@@ -201,8 +201,9 @@ class LLMClient:
 
 def cached_tokens(resp) -> int | None:
     """The prompt tokens a server reused from its cache: OpenAI's and vLLM's
-    ``usage.prompt_tokens_details.cached_tokens``, else llama.cpp's ``timings.cache_n`` (its server
-    README: ``cache_n`` prompt tokens reused from the cache, ``prompt_n`` processed anew)."""
+    ``usage.prompt_tokens_details.cached_tokens`` (vLLM fills it only when started with
+    ``--enable-prompt-tokens-details``, else None: docs/vllm.md), else llama.cpp's ``timings.cache_n``
+    (its server README: ``cache_n`` prompt tokens reused from the cache, ``prompt_n`` processed anew)."""
     details = getattr(resp.usage, "prompt_tokens_details", None) if resp.usage else None
     if details is not None and getattr(details, "cached_tokens", None) is not None:
         return int(details.cached_tokens)
