@@ -28,7 +28,8 @@ What is enforced, and where it is written down:
   body is vLLM's ``ErrorResponse``/``ErrorInfo``); ``tool_choice: "none"`` is accepted.
 * ``tool_calling``: one of ``scripted_tools.SERVERS`` (``openai``, ``anthropic``, ``vllm``,
   ``llama.cpp``): what that server does with tool calls, as ``scripted_tools.py`` documents;
-  ``jinja: false`` is a llama.cpp started without ``--jinja``.
+  ``jinja: false`` is a llama.cpp started without ``--jinja``;
+  ``exclude_tools_when_tool_choice_none`` a vLLM started with that flag.
 * ``ignore_response_format``: Anthropic's OpenAI SDK compatibility page
   (docs.anthropic.com/en/api/openai-sdk, "Request fields": ``response_format`` and ``seed`` are
   listed as ignored) -- the request is answered as if neither were sent. A rule's ``free`` text
@@ -58,6 +59,7 @@ class Provider:
     refuse_auto_tools: bool = False
     tool_calling: str | None = None
     jinja: bool = True
+    exclude_tools_when_tool_choice_none: bool = False
     ignore_response_format: bool = False
     error_shape: str = "openai"
 
@@ -77,7 +79,8 @@ class Provider:
 
     def shape(self, body: dict, reply: str | dict) -> str | dict | None:
         """``reply`` as this provider's server lets the model give it (``scripted_tools.shape``)."""
-        return scripted_tools.shape(self.tool_calling, body, reply) if self.tool_calling else reply
+        return (scripted_tools.shape(self.tool_calling, body, reply, self.exclude_tools_when_tool_choice_none)
+                if self.tool_calling else reply)
 
     def _error(self, status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
                code: str | None = None) -> tuple[int, dict]:
