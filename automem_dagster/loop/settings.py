@@ -48,7 +48,9 @@ class ProficiencySettings:
 
     budget: RoundSettings
     curation: CurationSettings = field(default_factory=CurationSettings)
-    base: str = "embedded"
+    base: str | None = None
+    """The base model to train on: ``embedded``, a hub id or a folder; None until ``serving.with_training_base``
+    fills in the base the serving vLLM serves (``embedded`` where none does)."""
     max_train_steps: int | None = None
     lora: LoraSettings | None = None
     """Settings given by a person; the meta-LLM is then not asked."""
@@ -61,6 +63,11 @@ class ProficiencySettings:
         return self.budget.game
 
     @property
+    def training_base(self) -> str:
+        """``base``, or ``embedded`` where it was never filled in."""
+        return self.base or "embedded"
+
+    @property
     def family(self) -> str:
         return game_family(self.budget.game)
 
@@ -70,7 +77,7 @@ def default_curation(game: str, **overrides) -> CurationSettings:
 
 
 def proficiency_settings(budget: RoundSettings, *, horizon: int, review_batches: int, min_examples: int | None = None,
-                         accept_score: float | None = None, lora_json: str | None = None, base: str = "embedded",
+                         accept_score: float | None = None, lora_json: str | None = None, base: str | None = None,
                          max_train_steps: int | None = None) -> ProficiencySettings:
     """The settings of a proficiency round from the options a person gives (CLI flags or Dagster run
     config): absent minimum and acceptance score take the curation's defaults, ``lora_json`` (a JSON
