@@ -12,10 +12,12 @@ import xgrammar as xg
 from openai.lib._pydantic import _ensure_strict_json_schema
 
 from automem_dagster.endpoint_checks import OFF_FORMAT, PROBE_SCHEMA, request_schemas, turn_constraints
+from automem_dagster.games.builtin import BUILTIN
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.scaffold import load_scaffold
 
-GAME_OF = {"crafter": "crafter", "minihack": "minihack:Corridor-R3", "nethack": "nethack"}
+GAME_OF = {env.family: f"{env.family}:{env.tasks[0]}" if env.tasks else env.family for env in BUILTIN}
+"""One game per built-in environment: every family's grammars and schemas go through vLLM's engine."""
 SHIPPED = [(family, int(path.stem.lstrip("v"))) for family in sorted(GAME_OF)
            for path in sorted((SCAFFOLDS / family).glob("v*.yaml"))]
 VOCAB = [chr(i) for i in range(32, 127)] + ["\n", "<eos>"]
