@@ -21,7 +21,7 @@ from automem_dagster.commands.shared import (
     gate_policy,
     session,
 )
-from automem_dagster.games import game_family
+from automem_dagster.games import families, game_family
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
 from automem_dagster.loop.settings import RoundSettings
@@ -31,7 +31,6 @@ from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold.lineage import render_tree
-from automem_dagster.scaffold.model import GAME_FAMILIES
 
 
 def register(sub) -> None:
@@ -159,7 +158,7 @@ def run_propose(args: argparse.Namespace) -> int:
 
 
 def run_lineage(args: argparse.Namespace) -> int:
-    family = args.game if args.game in GAME_FAMILIES else game_family(args.game)
+    family = args.game if args.game in families() else game_family(args.game)
     lineage = shared.STORAGE.load_lineage(family)
     Console().print(render_tree(lineage), markup=False, highlight=False)
     champion = lineage.champion()
