@@ -47,3 +47,14 @@ def error_message(body: str) -> str:
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         return str(data["error"].get("message", data["error"]))[:300]
     return json.dumps(data)[:300]
+
+
+def vllm_version(endpoint: EndpointConfig) -> str | None:
+    """The version a vLLM server reports at ``GET /version`` (``{"version": "0.11.0"}``, vLLM's
+    ``entrypoints/openai/api_server.py`` ``show_version``); None when it cannot be read."""
+    try:
+        status, body = call(endpoint, "GET", "/version", timeout_s=min(endpoint.timeout_s, 10.0))
+        version = json.loads(body).get("version") if status == 200 else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(version) if version is not None else None

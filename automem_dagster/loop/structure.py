@@ -189,9 +189,11 @@ def evaluation_batch(game: str, scaffold: Scaffold, seeds: list[int], max_steps:
                      window: int = DEFAULT_WINDOW) -> RolloutSpec:
     """The evaluation batch of ``scaffold`` (or the baseline ``agent``) on ``seeds``, in a directory named
     by them; a batch already played there is reused, so the champion is evaluated once per seed set
-    and step budget, not once per round."""
+    and step budget, not once per round, while it is played by the same models (``rollout.identity``).
+    An ``out`` given by the caller is fixed: a batch of another identity there is refused, not played beside."""
+    fixed = out is not None
     out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps, agent, window)
-    return RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window)
+    return RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window, fixed_dir=fixed)
 
 
 def evaluation_spec(settings: RoundSettings, scaffold: Scaffold, storage: Storage) -> RolloutSpec:

@@ -18,7 +18,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -33,6 +33,7 @@ from automem_dagster.llm.replicas import episode_affinity
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
 from automem_dagster.rollout.failure import failure_message
+from automem_dagster.rollout.identity import batch_identity, differences, observed_replies, summarize_fields
 from automem_dagster.rollout.resume import (
     GameStep,
     Play,
@@ -74,6 +75,9 @@ class RolloutSpec:
     concurrency: int = 2
     agent: str = "memory"
     window: int = DEFAULT_WINDOW
+    fixed_dir: bool = False
+    """``out_dir`` was chosen by the caller (``--out``, a shard): a batch of another identity there is
+    refused; otherwise it is played beside it (``place_batch``)."""
 
     def __post_init__(self) -> None:
         if self.agent not in AGENTS:
@@ -85,12 +89,15 @@ class RolloutSpec:
         """The agent as batch.json and trajectory headers record it."""
         return {"agent": self.agent, **({"window": self.window} if self.agent in WINDOWED else {})}
 
+    def scaffold_hash(self) -> str:
+        return content_hash(self.scaffold)
+
     def manifest(self, clients: Clients) -> dict:
         return {
             "game": self.game,
             "scaffold_game": self.scaffold.game,
             "scaffold_version": self.scaffold.version,
-            "scaffold_hash": content_hash(self.scaffold),
+            "scaffold_hash": self.scaffold_hash(),
             "seeds": list(self.seeds),
             "max_steps": self.max_steps,
             # Only the memory agent uses a memory endpoint; a baseline plays with the game model alone.
@@ -115,28 +122,39 @@ class BatchProgress(Protocol):
     def batch(self, name: str, episodes: int, max_steps: int) -> Progress: ...
 
 
-def _check_manifest(path: Path, manifest: dict) -> None:
-    if path.exists():
-        # Batches from before baselines existed have no ``agent``: they are memory-agent batches.
-        previous = {"agent": "memory", **read_manifest(path.parent)}
-        keys = ("game", "max_steps", "two_model", "agent", "window")
-        if manifest["agent"] == "memory":
-            keys += ("scaffold_hash",)      # a baseline does not use the scaffold, so a new champion is no conflict
-        differing = [k for k in keys if previous.get(k) != manifest.get(k)]
-        if differing:
-            raise RolloutError(
-                f"{path.parent} already holds a batch with different {', '.join(differing)}; "
-                "use another --out directory for a different batch"
-            )
-    write_json_atomic(path, manifest)
+def place_batch(spec: RolloutSpec, identity: dict) -> Path:
+    """Where a batch of ``identity`` is played: ``spec.out_dir`` when it is empty or holds a batch of
+    that identity (reused, or resumed), else beside it in ``<out_dir>-<digest>``, with a warning
+    naming what changed; never a batch of another identity. A batch from before identities were
+    recorded is unknown, so it is never reused. With ``spec.fixed_dir`` (a directory the user or a
+    pipeline chose) a different batch there is refused instead, since the caller reads that directory."""
+    out = Path(spec.out_dir)
+    if not (out / "batch.json").exists():
+        return out
+    recorded = read_manifest(out).get("identity")
+    if recorded and recorded.get("digest") == identity["digest"]:
+        return out
+    changed = (summarize_fields(differences(recorded, identity)) if recorded
+               else "identity (unknown: the batch was played before batches recorded what played them)")
+    if spec.fixed_dir:
+        raise RolloutError(f"{out} already holds a batch with a different {changed}; use another --out directory "
+                           "for a different batch, or delete that one")
+    beside = out.with_name(f"{out.name}-{identity['digest']}")
+    if (beside / "batch.json").exists() and read_manifest(beside).get("identity", {}).get("digest") != identity["digest"]:
+        raise RolloutError(f"{beside} holds a batch of another identity than its name says: delete it and rerun")
+    log.warning("%s holds a batch played with a different %s: this batch is played in %s", out, changed, beside)
+    return beside
 
 
 async def run_batch(spec: RolloutSpec, clients: Clients,
                     progress: Progress | BatchProgress | None = None) -> BatchSummary:
     """Play every seed not finished yet and return the summary of the whole batch."""
-    out = Path(spec.out_dir)
+    identity = await batch_identity(spec, clients)
+    out = place_batch(spec, identity)
+    spec = replace(spec, out_dir=out)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
-    _check_manifest(out / "batch.json", spec.manifest(clients))
+    manifest = {**spec.manifest(clients), "identity": identity}
+    write_json_atomic(out / "batch.json", manifest)
     todo = [s for s in spec.seeds if not trajectory_path(out, episode_id(spec.game, s)).exists()]
     if isinstance(progress, BatchProgress):
         label = f"{spec.game} v{spec.scaffold.version}" if spec.agent == "memory" else f"{spec.game} {spec.agent}"
@@ -160,6 +178,9 @@ async def run_batch(spec: RolloutSpec, clients: Clients,
 
         results = await asyncio.gather(*(guarded(s) for s in todo), return_exceptions=True)
     failures = [(seed, r) for seed, r in zip(todo, results, strict=True) if isinstance(r, BaseException)]
+    observed = observed_replies(clients)
+    if observed:  # a hosted API's word on what served the batch, known only once it answered
+        write_json_atomic(out / "batch.json", {**manifest, "identity": {**identity, "observed": observed}})
     summary = summarize_batch(out)
     if failures:
         message = failure_message(out, spec.game, spec.seeds, failures, len(summary.episodes))
