@@ -128,6 +128,8 @@ class AgentPoint:
     mean: float
     se: float
     kind: str
+    identity: str | None = None
+    """The digest of the batch behind the point (``rollout.identity``); None for runs from before identities."""
 
 
 def plot_agent_comparison(points: list[AgentPoint], title: str, out: Path) -> Path:

@@ -28,7 +28,7 @@ from automem_dagster.plots import (
     plot_progression_by_version,
 )
 from automem_dagster.rollout import BatchSummary
-from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
+from automem_dagster.rollout.trajectory import finished_episodes, read_manifest, read_trajectory
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, TrainingRun
@@ -93,7 +93,8 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
         progression_mean=summary.progression.mean, progression_se=summary.progression.stderr,
         per_seed={s: 100 * p for s, p in per_seed(summary).items()}, behaviour=summary.behaviour.as_dict(),
         retries=summary.retries.as_metrics() if summary.retries else {}, scaffold_yaml=scaffold_yaml(scaffold),
-        batch=str(summary.out_dir), span_ms=batch_span_ms(Path(summary.out_dir)), **extra,
+        batch=str(summary.out_dir), span_ms=batch_span_ms(Path(summary.out_dir)),
+        identity=read_manifest(Path(summary.out_dir)).get("identity"), **extra,
     )
 
 
@@ -234,21 +235,27 @@ def report_proficiency(result: ProficiencyResult, storage: Storage, tracker: Tra
 def agent_points(rows: list[dict], game: str, seeds: str, max_steps: int) -> list[AgentPoint]:
     """One point per agent evaluated on exactly ``seeds`` ("42,43") and ``max_steps`` for ``game``
     (the newest run of each wins), ordered as a reader compares them: random, the baselines
-    without memory, each scaffold version, then scaffold + specialist. ``rows``: ``Tracker.runs_for``."""
+    without memory, each scaffold version, then scaffold + specialist. Runs played by different
+    models (tag ``automem.models``) are different points, labelled with their models, so two models'
+    scores are never shown as one agent's. ``rows``: ``Tracker.runs_for``."""
     latest: dict[tuple, dict] = {}
     for row in rows:                       # newest first, so the first seen is kept
         comparable = row["game"] == game and row["seeds"] == seeds and row["max_steps"] == max_steps
         if comparable and row["role"] != "training" and row["progression_mean"] is not None:
-            latest.setdefault((row["agent"], row["version"] if row["agent"] == "memory" else None, row["adapter"]), row)
+            key = (row["agent"], row["version"] if row["agent"] == "memory" else None, row["adapter"], row.get("models"))
+            latest.setdefault(key, row)
+    several = len({models for *_, models in latest if models}) > 1
     order = {"random": 0, "window": 1, "cot": 2, "memory": 3}
     points = []
-    for (agent, version, adapter), row in sorted(latest.items(), key=lambda kv: (order[kv[0][0]], kv[0][2] is not None,
-                                                                                 kv[0][1] or 0, kv[0][2] or "")):
+    for (agent, version, adapter, models), row in sorted(latest.items(), key=lambda kv: (
+            order[kv[0][0]], kv[0][2] is not None, kv[0][1] or 0, kv[0][2] or "", kv[0][3] or "")):
         if agent != "memory":
             label, kind = agent, "baseline"
         elif adapter:
             label, kind = f"v{version} + {adapter}", "specialist"
         else:
             label, kind = f"v{version}", {"kept": "kept", "rolled_back": "rolled_back"}.get(row["decision"], "champion")
-        points.append(AgentPoint(label, row["progression_mean"], row["progression_se"] or 0.0, kind))
+        label += f" [{models}]" if several and models else ""
+        points.append(AgentPoint(label, row["progression_mean"], row["progression_se"] or 0.0, kind,
+                                 row.get("identity")))
     return points

@@ -229,6 +229,8 @@ class DecisionRecord:
     """The gate policy the decision was taken under (``GatePolicy``); empty in records from before policies."""
     sampling: dict = field(default_factory=dict)
     """Per side, how each endpoint treated the requests' sampling seeds (``agent.sampling.seed_support``)."""
+    identity: dict = field(default_factory=dict)
+    """Per side, the batch's identity digest and models (``gate.identity_quote``); empty in older records."""
 
 
 def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, champion: BatchSummary,
