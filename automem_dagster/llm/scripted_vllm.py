@@ -12,6 +12,9 @@ must fit ``--max-model-len``. Chat replies come from the same rules file as
 ``scripted_server``. Its tokenizer is a stand-in too: a word or a single symbol is one token,
 so dense text (ASCII maps) costs more than chars/4, as under real BPE tokenizers.
 
+``GET /version`` answers ``{"version": ...}`` as vLLM's ``entrypoints/openai/api_server.py``
+``show_version`` does (``--version-string``, default ``0.11.0``), so a batch's identity records it.
+
 ``GET /scripted/requests`` returns, for each chat request, the model it named and its prompt
 tokens, so a test can prove which adapter served which memory turn.
 """
@@ -47,8 +50,9 @@ class _State:
     """The server's loaded adapters and the chat requests seen, shared by the handler threads."""
 
     def __init__(self, base_model: str, max_lora_rank: int, runtime_lora: bool, max_model_len: int,
-                 visible_root: Path | None = None):
+                 visible_root: Path | None = None, version: str = "0.11.0"):
         self.base_model = base_model
+        self.version = version
         self.visible_root = visible_root
         self.max_lora_rank = max_lora_rank
         self.runtime_lora = runtime_lora
@@ -137,6 +141,8 @@ def make_vllm_handler(rules: _Rules, state: _State):
             with state.lock:
                 if route == "/v1/models":
                     self._send(200, state.models())
+                elif route == "/version":
+                    self._send(200, {"version": state.version})
                 elif route == "/scripted/requests":
                     self._send(200, {"requests": list(state.requests)})
                 else:
@@ -169,11 +175,12 @@ def make_vllm_handler(rules: _Rules, state: _State):
 
 def scripted_vllm(rules_path: Path, log_path: Path, *, base_model: str = "base", max_lora_rank: int = 16,
                   runtime_lora: bool = True, max_model_len: int = 8192, visible_root: Path | None = None,
-                  port: int | None = None) -> ServerProcess:
+                  port: int | None = None, version: str = "0.11.0") -> ServerProcess:
     """The stand-in as a managed child process (call ``.start()`` or use ``with``)."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "automem_dagster.llm.scripted_vllm", "--port", str(port), "--rules", str(rules_path),
-           "--base-model", base_model, "--max-lora-rank", str(max_lora_rank), "--max-model-len", str(max_model_len)]
+           "--base-model", base_model, "--max-lora-rank", str(max_lora_rank), "--max-model-len", str(max_model_len),
+           "--version-string", version]
     if not runtime_lora:
         cmd.append("--no-runtime-lora")
     if visible_root is not None:
@@ -192,8 +199,10 @@ def main() -> None:
                         help="as without VLLM_ALLOW_RUNTIME_LORA_UPDATING=True: no load/unload routes")
     parser.add_argument("--visible-root", type=Path, default=None,
                         help="only adapter paths under this folder exist for the server (a container's volume)")
+    parser.add_argument("--version-string", default="0.11.0", help="what GET /version reports")
     args = parser.parse_args()
-    state = _State(args.base_model, args.max_lora_rank, not args.no_runtime_lora, args.max_model_len, args.visible_root)
+    state = _State(args.base_model, args.max_lora_rank, not args.no_runtime_lora, args.max_model_len, args.visible_root,
+                   args.version_string)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_vllm_handler(_Rules(json.loads(args.rules.read_text())),
                                                                                 state))
     print(f"scripted vLLM server listening on 127.0.0.1:{args.port}", flush=True)

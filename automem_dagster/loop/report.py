@@ -255,7 +255,7 @@ def agent_points(rows: list[dict], game: str, seeds: str, max_steps: int) -> lis
             label, kind = f"v{version} + {adapter}", "specialist"
         else:
             label, kind = f"v{version}", {"kept": "kept", "rolled_back": "rolled_back"}.get(row["decision"], "champion")
-        label += f" [{models}]" if several and models else ""
+        label += f" ({models})" if several and models else ""
         points.append(AgentPoint(label, row["progression_mean"], row["progression_se"] or 0.0, kind,
                                  row.get("identity")))
     return points
