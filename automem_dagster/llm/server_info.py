@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from importlib import metadata
 from pathlib import Path
 
 from automem_dagster.llm.config import EndpointConfig
@@ -31,6 +32,13 @@ from automem_dagster.llm.vllm_lora import VllmLoraError
 from automem_dagster.llm.vllm_lora import content_hash as adapter_dir_hash
 
 PROBE_TIMEOUT_S = 10.0
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _get(config: EndpointConfig, route: str, base_url: str):
@@ -103,8 +111,10 @@ def server_report(config: EndpointConfig, base_url: str) -> dict:
         props = _get(config, "/props", base_url)
         props = props if isinstance(props, dict) else {}
         model_path = props.get("model_path")
-        return {"kind": "llama.cpp", "version": props.get("build_info"),
-                "model_file": Path(model_path).name if model_path else None}
+        report = {"kind": "llama.cpp", "version": props.get("build_info"),
+                  "model_file": Path(model_path).name if model_path else None}
+        # The embedded server's build reports no build number: its package's version names it.
+        return {**report, "package": package_version("xllamacpp")} if config.embedded else report
     if config.server == "vllm":
         return {"kind": "vllm", "version": vllm_version(config)}
     return {"kind": config.server, "version": None}

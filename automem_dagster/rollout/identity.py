@@ -16,12 +16,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from importlib import metadata
 from typing import Any
 
 from automem_dagster.agent.turn_format import TurnFormats, action_turn, reasoning_turn
 from automem_dagster.games import make_game
-from automem_dagster.llm.server_info import endpoint_identity
+from automem_dagster.llm.server_info import endpoint_identity, package_version
 from automem_dagster.memory.ops import OpName
 
 IDENTITY_VERSION = 1
@@ -36,13 +35,7 @@ def digest_of(identity: dict) -> str:
 
 def package_versions(packages: tuple[str, ...]) -> dict[str, str | None]:
     """Installed version of each distribution (None when it is not installed)."""
-    versions = {}
-    for name in packages:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
+    return {name: package_version(name) for name in packages}
 
 
 def world_facts(game: str, seeds: list[int], max_steps: int) -> dict:
