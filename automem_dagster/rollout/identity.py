@@ -116,6 +116,15 @@ def differences(old: dict, new: dict) -> list[str]:
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
+def unlike_fields(recorded: dict, new: dict) -> list[str]:
+    """What keeps a batch of identity ``recorded`` from being continued as one of identity ``new``:
+    their differences, the seed list aside and the worlds of seeds only one of them plays (a batch
+    may grow by seeds; a seed both play must have the same world)."""
+    shared = {str(s) for s in recorded.get("seeds", [])} & {str(s) for s in new.get("seeds", [])}
+    return [f for f in differences(recorded, new)
+            if f != "seeds" and not (f.startswith("worlds.") and f.split(".", 1)[1] not in shared)]
+
+
 def summarize_fields(fields: list[str], limit: int = 8) -> str:
     """Differing fields for a message: per-seed worlds counted as one entry, at most ``limit`` named."""
     worlds = [f for f in fields if f.startswith("worlds.")]

@@ -33,7 +33,7 @@ from automem_dagster.llm.replicas import episode_affinity
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
 from automem_dagster.rollout.failure import failure_message
-from automem_dagster.rollout.identity import batch_identity, differences, observed_replies, summarize_fields
+from automem_dagster.rollout.identity import batch_identity, observed_replies, summarize_fields, unlike_fields
 from automem_dagster.rollout.resume import (
     GameStep,
     Play,
@@ -124,23 +124,23 @@ class BatchProgress(Protocol):
 
 def place_batch(spec: RolloutSpec, identity: dict) -> Path:
     """Where a batch of ``identity`` is played: ``spec.out_dir`` when it is empty or holds a batch of
-    that identity (reused, or resumed), else beside it in ``<out_dir>-<digest>``, with a warning
-    naming what changed; never a batch of another identity. A batch from before identities were
-    recorded is unknown, so it is never reused. With ``spec.fixed_dir`` (a directory the user or a
+    that identity (reused, resumed, or grown by seeds: ``unlike_fields``), else beside it in
+    ``<out_dir>-<digest>``, with a warning naming what changed; never a batch of another identity.
+    A batch from before identities were recorded is unknown, so it is never reused. With ``spec.fixed_dir`` (a directory the user or a
     pipeline chose) a different batch there is refused instead, since the caller reads that directory."""
     out = Path(spec.out_dir)
     if not (out / "batch.json").exists():
         return out
     recorded = read_manifest(out).get("identity")
-    if recorded and recorded.get("digest") == identity["digest"]:
+    if recorded and not unlike_fields(recorded, identity):
         return out
-    changed = (summarize_fields(differences(recorded, identity)) if recorded
+    changed = (summarize_fields(unlike_fields(recorded, identity)) if recorded
                else "identity (unknown: the batch was played before batches recorded what played them)")
     if spec.fixed_dir:
         raise RolloutError(f"{out} already holds a batch with a different {changed}; use another --out directory "
                            "for a different batch, or delete that one")
     beside = out.with_name(f"{out.name}-{identity['digest']}")
-    if (beside / "batch.json").exists() and read_manifest(beside).get("identity", {}).get("digest") != identity["digest"]:
+    if (beside / "batch.json").exists() and unlike_fields(read_manifest(beside).get("identity") or {}, identity):
         raise RolloutError(f"{beside} holds a batch of another identity than its name says: delete it and rerun")
     log.warning("%s holds a batch played with a different %s: this batch is played in %s", out, changed, beside)
     return beside

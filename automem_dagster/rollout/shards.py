@@ -18,7 +18,7 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.llm.session import Clients
-from automem_dagster.rollout.identity import batch_identity, differences, merged_identity, summarize_fields
+from automem_dagster.rollout.identity import batch_identity, merged_identity, summarize_fields, unlike_fields
 from automem_dagster.rollout.runner import Progress, RolloutError, RolloutSpec, run_batch
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
 from automem_dagster.rollout.trajectory import episode_id, read_manifest, trajectory_path
@@ -102,8 +102,7 @@ async def _check_batch_identity(spec: RolloutSpec, seeds: list[int], clients: Cl
     if recorded is None:
         changed = ["identity (unknown: the batch was played before batches recorded what played them)"]
     else:
-        changed = [f for f in differences(recorded, mine) if f != "seeds" and not
-                   (f.startswith("worlds.") and int(f.split(".", 1)[1]) not in seeds)]
+        changed = unlike_fields(recorded, mine)
     if changed:
         raise RolloutError(f"{batch} holds a batch played with a different {summarize_fields(changed)}: delete it "
                            "to play the batch with these settings, or restore the ones it was played with")
