@@ -126,8 +126,9 @@ def place_batch(spec: RolloutSpec, identity: dict) -> Path:
     """Where a batch of ``identity`` is played: ``spec.out_dir`` when it is empty or holds a batch of
     that identity (reused, resumed, or grown by seeds: ``unlike_fields``), else beside it in
     ``<out_dir>-<digest>``, with a warning naming what changed; never a batch of another identity.
-    A batch from before identities were recorded is unknown, so it is never reused. With ``spec.fixed_dir`` (a directory the user or a
-    pipeline chose) a different batch there is refused instead, since the caller reads that directory."""
+    A batch from before identities were recorded is unknown, so it is never reused. With
+    ``spec.fixed_dir`` (a directory the user or a pipeline chose) a different batch there is refused
+    instead, since the caller reads that directory."""
     out = Path(spec.out_dir)
     if not (out / "batch.json").exists():
         return out
