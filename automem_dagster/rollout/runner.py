@@ -147,15 +147,26 @@ def place_batch(spec: RolloutSpec, identity: dict) -> Path:
     return beside
 
 
+async def _open_batch(spec: RolloutSpec, clients: Clients) -> tuple[RolloutSpec, dict]:
+    """The batch's identity, the directory it is played in (``place_batch``) and its batch.json, written
+    there (keeping what an earlier run of the same batch observed of its servers)."""
+    identity = await batch_identity(spec, clients)
+    out = place_batch(spec, identity)
+    if (out / "batch.json").exists():
+        observed = (read_manifest(out).get("identity") or {}).get("observed")
+        identity = {**identity, **({"observed": observed} if observed else {})}
+    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    spec = replace(spec, out_dir=out)
+    manifest = {**spec.manifest(clients), "identity": identity}
+    write_json_atomic(out / "batch.json", manifest)
+    return spec, manifest
+
+
 async def run_batch(spec: RolloutSpec, clients: Clients,
                     progress: Progress | BatchProgress | None = None) -> BatchSummary:
     """Play every seed not finished yet and return the summary of the whole batch."""
-    identity = await batch_identity(spec, clients)
-    out = place_batch(spec, identity)
-    spec = replace(spec, out_dir=out)
-    (out / "trajectories").mkdir(parents=True, exist_ok=True)
-    manifest = {**spec.manifest(clients), "identity": identity}
-    write_json_atomic(out / "batch.json", manifest)
+    spec, manifest = await _open_batch(spec, clients)
+    out = Path(spec.out_dir)
     todo = [s for s in spec.seeds if not trajectory_path(out, episode_id(spec.game, s)).exists()]
     if isinstance(progress, BatchProgress):
         label = f"{spec.game} v{spec.scaffold.version}" if spec.agent == "memory" else f"{spec.game} {spec.agent}"
@@ -179,9 +190,11 @@ async def run_batch(spec: RolloutSpec, clients: Clients,
 
         results = await asyncio.gather(*(guarded(s) for s in todo), return_exceptions=True)
     failures = [(seed, r) for seed, r in zip(todo, results, strict=True) if isinstance(r, BaseException)]
-    observed = observed_replies(clients)
-    if observed:  # a hosted API's word on what served the batch, known only once it answered
-        write_json_atomic(out / "batch.json", {**manifest, "identity": {**identity, "observed": observed}})
+    observed = observed_replies(clients) if todo else {}
+    if observed:  # a hosted API's word on what served the batch, known once it answered; the first one stays
+        identity = manifest["identity"]
+        write_json_atomic(out / "batch.json", {**manifest, "identity": {
+            **identity, "observed": {**observed, **identity.get("observed", {})}}})
     summary = summarize_batch(out)
     if failures:
         message = failure_message(out, spec.game, spec.seeds, failures, len(summary.episodes))
