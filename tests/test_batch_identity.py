@@ -25,7 +25,8 @@ from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import decide_stage, evaluation_spec, load_decision
 from automem_dagster.paths import SCAFFOLDS
-from automem_dagster.rollout import run_batch
+from automem_dagster.rollout import BatchSummary, EpisodeSummary, RolloutError, run_batch
+from automem_dagster.rollout.shards import run_shard
 from automem_dagster.rollout.summary import summarize_batch
 from automem_dagster.rollout.trajectory import finished_episodes, read_manifest, read_trajectory
 from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
@@ -193,3 +194,36 @@ def test_a_vllm_endpoint_records_the_version_and_model_card_its_server_reports(t
     assert facts["server"] == {"kind": "vllm", "version": "0.11.2"}
     assert facts["model_card"] == {"listed": True, "root": "Qwen/Qwen3-0.6B", "parent": None, "owned_by": "vllm"}
     assert facts["adapter"] is None and facts["output_cap"] == {"field": "max_tokens", "value": 160}
+
+
+def test_a_shard_refuses_a_merged_batch_that_another_model_played(storage, servers):
+    played = play(config(servers["model-a"], "model-a"), storage)
+
+    async def shard():
+        async with connect(config(servers["model-b"], "model-b"), storage.runs / "logs") as clients:
+            return await run_shard(evaluation_spec(SETTINGS, load_scaffold("crafter", 0), storage), 0, [42], clients)
+
+    with pytest.raises(RolloutError, match=r"different roles\.game\.model"):
+        asyncio.run(shard())
+    assert requests(servers["model-b"]) == [] and len(summarize_batch(played.out_dir).episodes) == 2
+
+
+def recorded(folder, roles: dict) -> BatchSummary:
+    """A batch in ``folder`` whose batch.json records an identity with ``roles`` (seeds 42, 43)."""
+    folder.mkdir()
+    identity = {"game": "crafter", "seeds": [42, 43], "scaffold_hash": "s", "roles": roles, "worlds": {"42": "w"}}
+    (folder / "batch.json").write_text(json.dumps({"game": "crafter", "identity": {**identity, "digest": folder.name}}))
+    episodes = [EpisodeSummary(f"crafter__seed{s}", s, 4, p, 0.0, 1.0, 4) for s, p in ((42, 0.2), (43, 0.1))]
+    return BatchSummary(str(folder), "crafter", episodes, None, None)
+
+
+def test_a_proficiency_round_may_change_the_memory_role_alone(tmp_path):
+    game = {"model": "base", "sampling": {"temperature": 0.7}}
+    champion = recorded(tmp_path / "champion", {"game": game})
+    specialist = recorded(tmp_path / "specialist", {"game": game, "memory": {"model": "base", "adapter": {"sha256": "a"}}})
+    assert decide_paired(specialist, champion, "specialist").comparison.n == 2
+    with pytest.raises(RoundError, match=r"different roles\.memory\.adapter\.sha256, roles\.memory\.model"):
+        decide_paired(specialist, champion, "candidate")
+    warmer = recorded(tmp_path / "warmer", {"game": {**game, "sampling": {"temperature": 1.0}}, "memory": {"model": "m"}})
+    with pytest.raises(RoundError, match=r"different roles\.game\.sampling\.temperature: a specialist round"):
+        decide_paired(warmer, champion, "specialist")
