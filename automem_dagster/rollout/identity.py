@@ -38,17 +38,26 @@ def package_versions(packages: tuple[str, ...]) -> dict[str, str | None]:
     return {name: package_version(name) for name in packages}
 
 
+_GAME_FACTS: dict[str, dict] = {}
+_WORLDS: dict[tuple[str, int], str] = {}
+"""Per process: a game's package versions and actions, and each (game, seed)'s world fingerprint.
+A round fingerprints the same evaluation seeds for the candidate and the champion, and package
+versions cannot change under a running process, so each world is built here once."""
+
+
 def world_facts(game: str, seeds: list[int], max_steps: int) -> dict:
-    """The game's package versions and each seed's world fingerprint, from one game built here."""
-    played = make_game(game, max_steps)
-    try:
-        worlds = {}
-        for seed in seeds:
-            played.reset(seed)
-            worlds[str(seed)] = played.world_fingerprint()
-        return {"packages": package_versions(played.packages), "worlds": worlds, "actions": list(played.actions())}
-    finally:
-        played.close()
+    """The game's package versions, its actions and each seed's world fingerprint (``Game.world_fingerprint``)."""
+    missing = [s for s in seeds if (game, s) not in _WORLDS]
+    if missing or game not in _GAME_FACTS:
+        played = make_game(game, max_steps)
+        try:
+            _GAME_FACTS[game] = {"packages": package_versions(played.packages), "actions": list(played.actions())}
+            for seed in missing:
+                played.reset(seed)
+                _WORLDS[(game, seed)] = played.world_fingerprint()
+        finally:
+            played.close()
+    return {**_GAME_FACTS[game], "worlds": {str(s): _WORLDS[(game, s)] for s in seeds}}
 
 
 def constraint_digest(mode: str, actions: list[str]) -> str | None:
