@@ -23,9 +23,9 @@ from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.metrics import behaviour_metrics
 from automem_dagster.paths import SCAFFOLDS
-from automem_dagster.rollout import RolloutError, RolloutSpec, read_trajectory, run_batch, summarize_batch
+from automem_dagster.rollout import RolloutSpec, read_trajectory, run_batch, summarize_batch
 from automem_dagster.rollout.identity import batch_identity
-from automem_dagster.rollout.runner import place_batch
+from automem_dagster.rollout.runner import BatchConflict, place_batch
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.tracking import EvaluationRun, Tracker
 
@@ -254,14 +254,14 @@ def test_a_batch_is_placed_by_its_identity_and_a_baseline_ignores_the_scaffold(t
     _, random_identity = placed("random")
     assert placed("random", newer, previous={"identity": random_identity})[0] == tmp_path / "random"
     _, window8 = placed("window")
-    with pytest.raises(RolloutError, match=r"different agent\.window"):
+    with pytest.raises(BatchConflict, match=r"different agent\.window"):
         placed("window", window=4, previous={"identity": window8})
     beside, window4 = placed("window", window=4, fixed=False, previous={"identity": window8})
     assert beside == tmp_path / f"window-{window4['digest']}"
     _, memory = placed("memory")
-    with pytest.raises(RolloutError, match="different scaffold_hash"):
+    with pytest.raises(BatchConflict, match="different scaffold_hash"):
         placed("memory", newer, previous={"identity": memory})
-    with pytest.raises(RolloutError, match="identity \\(unknown"):      # a batch from before identities
+    with pytest.raises(BatchConflict, match="identity \\(unknown"):      # a batch from before identities
         placed("memory", previous={"game": "crafter", "agent": "memory"})
 
 

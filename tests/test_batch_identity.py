@@ -27,7 +27,8 @@ from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import decide_stage, evaluation_spec, load_decision
 from automem_dagster.paths import SCAFFOLDS
-from automem_dagster.rollout import BatchSummary, EpisodeSummary, RolloutError, run_batch
+from automem_dagster.rollout import BatchSummary, EpisodeSummary, run_batch
+from automem_dagster.rollout.runner import BatchConflict
 from automem_dagster.rollout.shards import run_shard
 from automem_dagster.rollout.summary import summarize_batch
 from automem_dagster.rollout.trajectory import finished_episodes, read_manifest, read_trajectory
@@ -213,7 +214,7 @@ def test_a_shard_refuses_a_merged_batch_that_another_model_played(storage, serve
         async with connect(config(servers["model-b"], "model-b"), storage.runs / "logs") as clients:
             return await run_shard(evaluation_spec(SETTINGS, load_scaffold("crafter", 0), storage), 0, [42], clients)
 
-    with pytest.raises(RolloutError, match=r"different roles\.game\.model"):
+    with pytest.raises(BatchConflict, match=r"different roles\.game\.model"):
         asyncio.run(shard())
     assert requests(servers["model-b"]) == [] and len(summarize_batch(played.out_dir).episodes) == 2
 

@@ -61,6 +61,11 @@ class RolloutError(RuntimeError):
     """A batch that could not finish; finished episodes are kept and a rerun resumes."""
 
 
+class BatchConflict(ValueError):
+    """A directory holds a batch of another identity than the one asked for: nothing was played,
+    and rerunning the same command cannot help (another directory, or deleting that one, does)."""
+
+
 @dataclass
 class RolloutSpec:
     """A batch. ``agent`` is ``memory`` (the scaffold's LOG + PLAN agent) or a baseline
@@ -138,11 +143,11 @@ def place_batch(spec: RolloutSpec, identity: dict) -> Path:
     changed = (summarize_fields(unlike_fields(recorded, identity)) if recorded
                else "identity (unknown: the batch was played before batches recorded what played them)")
     if spec.fixed_dir:
-        raise RolloutError(f"{out} already holds a batch with a different {changed}; use another --out directory "
+        raise BatchConflict(f"{out} already holds a batch with a different {changed}; use another --out directory "
                            "for a different batch, or delete that one")
     beside = out.with_name(f"{out.name}-{identity['digest']}")
     if (beside / "batch.json").exists() and unlike_fields(read_manifest(beside).get("identity") or {}, identity):
-        raise RolloutError(f"{beside} holds a batch of another identity than its name says: delete it and rerun")
+        raise BatchConflict(f"{beside} holds a batch of another identity than its name says: delete it and rerun")
     log.warning("%s holds a batch played with a different %s: this batch is played in %s", out, changed, beside)
     return beside
 

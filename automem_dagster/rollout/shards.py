@@ -19,7 +19,7 @@ from pathlib import Path
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.llm.session import Clients
 from automem_dagster.rollout.identity import batch_identity, merged_identity, summarize_fields, unlike_fields
-from automem_dagster.rollout.runner import Progress, RolloutError, RolloutSpec, run_batch
+from automem_dagster.rollout.runner import BatchConflict, Progress, RolloutError, RolloutSpec, run_batch
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
 from automem_dagster.rollout.trajectory import episode_id, read_manifest, trajectory_path
 from automem_dagster.scaffold import load_scaffold
@@ -104,7 +104,7 @@ async def _check_batch_identity(spec: RolloutSpec, seeds: list[int], clients: Cl
     else:
         changed = unlike_fields(recorded, mine)
     if changed:
-        raise RolloutError(f"{batch} holds a batch played with a different {summarize_fields(changed)}: delete it "
+        raise BatchConflict(f"{batch} holds a batch played with a different {summarize_fields(changed)}: delete it "
                            "to play the batch with these settings, or restore the ones it was played with")
 
 
