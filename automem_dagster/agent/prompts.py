@@ -154,3 +154,22 @@ def baseline_step_message(step: int, observation: str, reward: float = 0.0) -> s
     """One step as a baseline's history shows it; ``reward`` is what the previous action earned."""
     header = f"Step {step}:" + (f" (your previous action earned {reward:+g})" if reward else "")
     return f"{header}\n{observation}"
+
+
+# -- memory baselines (rag, summary) --------------------------------------------------------
+
+RAG_HEADER = "Earlier steps of this episode most like the current one, retrieved from memory:"
+SUMMARY_HEADER = "Your summary of the episode so far:"
+
+
+def summary_system_prompt(family: str, max_chars: int) -> str:
+    """The system prompt of the summary baseline's rewrite call: it keeps notes, it does not act."""
+    return (f"{BASELINE_GOALS[family]}\n\nYou keep a running summary of this episode for yourself: what you "
+            "found where, what worked, what failed, what to do next. Rewrite it from the old summary and the "
+            f"steps since, in one paragraph of at most {max_chars} characters. Answer with the summary only.")
+
+
+def summary_request(summary: str, steps: list[str]) -> str:
+    """The rewrite call's user message: the old summary, then the steps since it was written."""
+    old = summary or "(none yet: this is the first summary)"
+    return f"Old summary:\n{old}\n\nSteps since:\n" + "\n\n".join(steps) + "\n\nWrite the new summary."

@@ -156,13 +156,16 @@ class EndpointConfig(BaseModel):
 
 
 class EndpointsConfig(BaseModel):
-    """The three roles. ``memory`` defaults to the game endpoint (one-model mode)."""
+    """The three roles. ``memory`` defaults to the game endpoint (one-model mode). ``embed`` is the
+    embeddings endpoint of the ``rag`` baseline (``/v1/embeddings``); unset, the embedded server
+    serves them from its own model."""
 
     model_config = ConfigDict(extra="forbid")
 
     game: EndpointConfig
     memory: EndpointConfig | None = None
     meta: EndpointConfig | None = None
+    embed: EndpointConfig | None = None
     embedded_parallel: int = Field(2, ge=1, le=16)
     embedded_ctx_per_slot: int = Field(4096, ge=512)
 
@@ -194,6 +197,18 @@ class EndpointsConfig(BaseModel):
                 raise ValueError(f"{role}.base_url: {RULES!r} is a meta without a model and serves only the meta "
                                  "role; give the game and memory roles an endpoint (embedded or a URL)")
         return self
+
+
+    @model_validator(mode="after")
+    def _embed_is_one_server(self) -> EndpointsConfig:
+        if self.embed is not None and (self.embed.replicas or self.embed.rules):
+            raise ValueError("embed: an embeddings endpoint is one server (embedded or a URL), "
+                             "without replicas or the rules meta")
+        return self
+
+    def embed_endpoint(self) -> EndpointConfig:
+        """The ``embed`` role, or the embedded server's embeddings when the file names none."""
+        return self.embed or EndpointConfig(name="embed", base_url=EMBEDDED)
 
 
 class EndpointConfigError(ValueError):

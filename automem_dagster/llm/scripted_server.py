@@ -32,7 +32,11 @@ one JSON line, for tests that check what was sent and when.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
+import re
+import struct
 import sys
 import threading
 import time
@@ -116,6 +120,39 @@ def _usage(body: dict, message: dict) -> dict:
     return {"prompt_tokens": prompt // 4, "completion_tokens": reply // 4, "total_tokens": (prompt + reply) // 4}
 
 
+EMBED_DIMS = 64
+
+
+def word_vector(text: str) -> list[float]:
+    """The stand-in's embedding of ``text``: hashed word counts, unit length (all zeros for no words)."""
+    counts = [0.0] * EMBED_DIMS
+    for word in re.findall(r"\w+", text.lower()):
+        counts[int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % EMBED_DIMS] += 1.0
+    norm = sum(c * c for c in counts) ** 0.5
+    return [c / norm for c in counts] if norm else counts
+
+
+def _embeddings(body: dict) -> tuple[int, dict]:
+    """(status, payload) of an embeddings request."""
+    texts = body.get("input")
+    texts = [texts] if isinstance(texts, str) else texts
+    fmt = body.get("encoding_format", "float")
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t for t in texts):
+        return 400, {"error": {"message": "Input content cannot be empty (a string or a list of non-empty strings)",
+                               "type": "invalid_request_error"}}
+    if fmt not in ("float", "base64"):
+        return 400, {"error": {"message": f"encoding_format {fmt!r}: Can be either float or base64",
+                               "type": "invalid_request_error"}}
+    data = []
+    for i, text in enumerate(texts):
+        vector = word_vector(text)
+        value = vector if fmt == "float" else base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "index": i, "embedding": value})
+    tokens = sum(len(t) for t in texts) // 4
+    return 200, {"object": "list", "model": body.get("model", "scripted"), "data": data,
+                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None):
     log_lock = threading.Lock()
 
@@ -150,11 +187,14 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/embeddings"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             self._log(body)
+            if self.path.rstrip("/") == "/v1/embeddings":
+                self._send(*_embeddings(body))
+                return
             refusal = provider.refusal(body, self.headers.get("Authorization")) if provider else None
             if refusal is not None:
                 self._send(*refusal)

@@ -18,13 +18,27 @@ import hashlib
 import json
 from typing import Any
 
+from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.agent.turn_format import TurnFormats, action_turn, reasoning_turn
 from automem_dagster.games import make_game
 from automem_dagster.llm.server_info import endpoint_identity, package_version
 from automem_dagster.memory.ops import OpName
 
 IDENTITY_VERSION = 1
-PLAYING_ROLES = ("game", "memory")
+PLAYING_ROLES = ("game", "memory", "embed")
+"""The roles whose models can change an episode; ``meta`` only reads finished batches."""
+
+
+def plays(role: str, spec: Any) -> bool:
+    """Whether ``role`` takes part in ``spec``'s episodes: the game model in every agent but random,
+    the memory specialist in the memory agent, the embedding model in a rag baseline that embeds."""
+    if spec.agent == "random":
+        return False
+    if role == "memory":
+        return spec.agent == "memory"
+    if role == "embed":
+        return needs_embed(spec.agent, spec.settings)
+    return True
 
 
 def digest_of(identity: dict) -> str:
@@ -83,11 +97,10 @@ async def batch_identity(spec: Any, clients: Any) -> dict:
     builds each seed's world once (off the event loop), so it costs a few GETs and resets."""
     world = await asyncio.to_thread(world_facts, spec.game, list(spec.seeds), spec.max_steps)
     playing = {}
-    if spec.agent != "random":
-        for role in PLAYING_ROLES:
-            client = getattr(clients, role, None)
-            if client is not None and (role == "game" or spec.agent == "memory"):
-                playing[role] = await asyncio.to_thread(role_identity, client, world["actions"])
+    for role in PLAYING_ROLES:
+        client = getattr(clients, role, None)
+        if client is not None and plays(role, spec):
+            playing[role] = await asyncio.to_thread(role_identity, client, world["actions"])
     identity = {
         "identity_version": IDENTITY_VERSION,
         "game": spec.game,

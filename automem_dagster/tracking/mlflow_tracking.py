@@ -27,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from automem_dagster.rollout.identity import flatten
 from automem_dagster.tracking.runs import (
+    COST_PER_STEP,
     DEFAULT_ARTIFACT_ROOT,
     DEFAULT_UI_URL,
     ENDPOINT_FIELDS,
@@ -214,6 +215,8 @@ class Tracker:
                         "game": tags.get("automem.game"),
                         "identity": tags.get("automem.identity"),
                         "models": tags.get("automem.models"),
+                        "settings": json.loads(found.data.params.get("agent_settings") or "{}"),
+                        **{key: metrics.get(key) for key in COST_PER_STEP},
                     })
                 token = page.token
                 if not token:
@@ -267,6 +270,7 @@ def _params(run: EvaluationRun) -> list[Param]:
         "round_id": run.round_id,
         "agent": run.agent,
         "window": run.window,
+        "agent_settings": json.dumps(run.settings, sort_keys=True) if run.settings else None,
         "adapter": run.adapter,
     }
     values["meta_mode"] = (run.diagnosis or {}).get("meta_mode")
@@ -346,6 +350,7 @@ def _summary(run: EvaluationRun) -> str:
             subject += f", memory operations by LoRA specialist {run.adapter}"
     else:
         subject = f"**{run.game}** {run.agent} baseline" + (f" (last {run.window} steps in context)" if run.window else "")
+        subject += f", settings {json.dumps(run.settings, sort_keys=True)}" if run.settings else ""
     lines = [
         subject + (f", round {run.round_id}" if run.round_id else ""),
         "",

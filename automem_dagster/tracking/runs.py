@@ -17,6 +17,9 @@ DEFAULT_ARTIFACT_ROOT = MLFLOW_DIR / "artifacts"
 
 DEFAULT_UI_URL = "http://127.0.0.1:5000"
 
+COST_PER_STEP = ("model_calls_per_step", "input_tokens_per_step", "output_tokens_per_step")
+"""The per-step cost metrics ``automem compare`` shows beside progression (embedding and summary calls included)."""
+
 ROLES = ("candidate", "champion", "evaluation", "baseline", "specialist")
 """``specialist``: the two-model agent, the champion scaffold with a LoRA memory specialist."""
 
@@ -50,7 +53,8 @@ class EvaluationRun:
     comparison (keep, reason, mean_difference, stderr_difference, ci_low, ci_high).
     ``agent`` is ``memory`` for a scaffold's agent; a baseline (``random``, ``window``, ``cot``)
     has role ``baseline``, and ``version`` is then the scaffold its batch was filed with.
-    ``window`` is the history length of a windowed baseline.
+    ``window`` is the history length of a windowed baseline; ``settings`` the ``rag`` or ``summary``
+    baseline's own (``agent.memory_settings``), logged as the ``agent_settings`` param.
     """
 
     game: str
@@ -78,6 +82,7 @@ class EvaluationRun:
     extra_artifacts: list[Path] = field(default_factory=list)
     agent: str = "memory"
     window: int | None = None
+    settings: dict | None = None
     adapter: str | None = None
     """The LoRA memory specialist (``a1``...) of a ``specialist`` run."""
     meta: str | None = None
