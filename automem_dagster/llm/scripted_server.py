@@ -13,7 +13,12 @@ a rule may carry ``"replies": [...]`` to cycle through several texts, ``"delay_s
 answer after a pause (a stand-in for model latency in tests and benchmarks), ``"times": N``
 to apply to its first N matches only, ``"every": N`` to apply to every Nth match only (the
 others fall through to the next rule) and ``"headers"`` to add to its answer (a 429 with
-``{"Retry-After": "1"}``). A reply may be an object ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``:
+``{"Retry-After": "1"}``) and ``"free"``: what the model says when nothing in the request constrains
+its decoding, answered instead of ``reply`` then. Which fields constrain is the imitated server's
+rule: here llama.cpp's (its server README, tools/server: ``grammar``, ``json_schema`` and a
+``response_format`` JSON schema; anything else, vLLM's ``structured_outputs`` included, is
+ignored), ``scripted_vllm`` and ``scripted_provider`` have their own. A reply may be an object
+``{"tool_calls": [{"name": ..., "arguments": {...}}]}``:
 the answer is then a tool call as OpenAI's chat-completions API returns one (``message.content``
 null, ``message.tool_calls[].function.arguments`` a JSON string, ``finish_reason: "tool_calls"``;
 platform.openai.com/docs/guides/function-calling). Fault rules for what a real endpoint does under load: a
@@ -50,6 +55,13 @@ from automem_dagster.llm.scripted_provider import Provider
 from automem_dagster.llm.scripted_tools import call_id
 
 
+def llama_cpp_constrains(body: dict) -> bool:
+    """Whether llama.cpp's server decodes ``body`` under a constraint: a ``grammar``, a ``json_schema``
+    or a ``response_format`` of type ``json_schema`` or ``json_object`` (tools/server README)."""
+    fmt = body.get("response_format") or {}
+    return bool(body.get("grammar") or body.get("json_schema")) or fmt.get("type") in ("json_schema", "json_object")
+
+
 @dataclass(frozen=True)
 class _Answer:
     status: int = 200
@@ -68,10 +80,12 @@ class _Rules:
         self.lock = threading.Lock()
         self.requests = 0
 
-    def answer(self, body: dict, shape: Callable[[dict, str | dict], str | dict | None] | None = None) -> _Answer:
+    def answer(self, body: dict, shape: Callable[[dict, str | dict], str | dict | None] | None = None,
+               constrains: Callable[[dict], bool] = llama_cpp_constrains) -> _Answer:
         """What the first rule that applies to this request says. ``shape`` (a provider's) turns a reply
         into what its server lets the model give under the request's ``tool_choice``; a rule whose
-        reply it cannot give (None) is passed over."""
+        reply it cannot give (None) is passed over. A rule's ``free`` text answers a request that
+        ``constrains`` (the imitated server's rule) says is not constrained."""
         text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         with self.lock:
             self.requests += 1
@@ -83,6 +97,8 @@ class _Rules:
                     continue
                 replies = rule.get("replies") or [rule.get("reply", "")]
                 reply = replies[self.counters[i] % len(replies)]
+                if "free" in rule and not constrains(body):
+                    reply = rule["free"]
                 status = int(rule.get("status", 200))
                 if status == 200 and shape is not None:
                     reply = shape(body, reply)
@@ -153,7 +169,11 @@ def _embeddings(body: dict) -> tuple[int, dict]:
                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
-def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None):
+def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
+                 constrains: Callable[[dict], bool] = llama_cpp_constrains):
+    """The request handler; ``constrains`` is the imitated server's rule for which requests are
+    decoded under a constraint (a provider's own rule wins)."""
+    constrains = provider.constrains if provider is not None else constrains
     log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -199,7 +219,7 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
             if refusal is not None:
                 self._send(*refusal)
                 return
-            answer = rules.answer(body, provider.shape if provider else None)
+            answer = rules.answer(body, provider.shape if provider else None, constrains)
             time.sleep(answer.delay_s)
             if answer.drop:  # nothing is written: the client sees the connection close with no answer
                 self.close_connection = True

@@ -49,12 +49,15 @@ def error_message(body: str) -> str:
     return json.dumps(data)[:300]
 
 
-def vllm_version(endpoint: EndpointConfig) -> str | None:
-    """The version a vLLM server reports at ``GET /version`` (``{"version": "0.11.0"}``, vLLM's
-    ``entrypoints/openai/api_server.py`` ``show_version``); None when it cannot be read."""
-    try:
-        status, body = call(endpoint, "GET", "/version", timeout_s=min(endpoint.timeout_s, 10.0))
-        version = json.loads(body).get("version") if status == 200 else None
-    except (OSError, ValueError, AttributeError):
+def vllm_version(endpoint: EndpointConfig, base_url: str | None = None) -> str | None:
+    """The version a vLLM server reports at ``GET /version`` (``{"version": "0.11.0"}``, served at the
+    root by every vLLM release), or None when the route is absent or says no version. A server that
+    cannot be reached raises ``OSError``."""
+    status, body = call(endpoint, "GET", "/version", base_url=base_url, timeout_s=min(endpoint.timeout_s, 10.0))
+    if status != 200:
         return None
-    return str(version) if version is not None else None
+    try:
+        version = json.loads(body).get("version")
+    except (ValueError, AttributeError):
+        return None
+    return str(version) if version else None

@@ -116,7 +116,10 @@ def server_report(config: EndpointConfig, base_url: str) -> dict:
         # The embedded server's build reports no build number: its package's version names it.
         return {**report, "package": package_version("xllamacpp")} if config.embedded else report
     if config.server == "vllm":
-        return {"kind": "vllm", "version": vllm_version(config)}
+        try:
+            return {"kind": "vllm", "version": vllm_version(config, base_url)}
+        except OSError:
+            return {"kind": "vllm", "version": None}
     return {"kind": config.server, "version": None}
 
 

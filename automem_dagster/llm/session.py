@@ -15,6 +15,7 @@ from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.embedded_server import embedded_server
 from automem_dagster.llm.replicas import ReplicatedClient
+from automem_dagster.llm.server_rules import check_servers, reply_schema_kind
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Clients:
             if cfg is not None:
                 out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model, "server": cfg.server,
                              "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id,
+                             **({"reply_schema": reply_schema_kind(cfg)} if role == "meta" else {}),
                              **({"replicas": list(cfg.replicas)} if cfg.replicas else {})}
         return out
 
@@ -48,7 +50,9 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
     gets a client only with ``two_model`` (a specialist evaluation), so a file that names one does
     not turn the structure loop's or the training rollouts' one-model agent into a two-model one.
     ``embed`` (the ``rag`` baseline's embedding search) adds the ``embed`` role's client; without an
-    ``embed`` role the embedded server, started with embeddings on, serves them."""
+    ``embed`` role the embedded server, started with embeddings on, serves them. A vLLM server too
+    old to honour its role's constraint is refused here, before any request (``server_rules``)."""
+    check_servers({r: c for r, c in config.roles().items() if not c.rules and (r != "memory" or two_model)})
     server = None
     embed_cfg = config.embed_endpoint() if embed else None
     if config.uses_embedded() or (embed_cfg is not None and embed_cfg.embedded):

@@ -30,7 +30,7 @@ from automem_dagster.agent.rag_agent import RagAgent
 from automem_dagster.agent.sampling import sampling_record
 from automem_dagster.agent.summary_agent import SummaryAgent
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.games import game_family, make_game
+from automem_dagster.games import env_ref, game_family, make_game
 from automem_dagster.games.base import Game, StepResult, state_record
 from automem_dagster.llm.replicas import episode_affinity
 from automem_dagster.llm.session import Clients
@@ -285,7 +285,10 @@ async def _open_episode(spec: RolloutSpec, seed: int, clients: Clients, game: Ga
         "endpoints": clients.describe(),
         "started_at": datetime.now(UTC).isoformat(),
     }
-    if partial_path(path).exists():
+    if partial_path(path).exists() and not env_ref(spec.game).plugin.replays_exactly:
+        header["resumes"] = [{"at_step": 0, "note": f"not resumed: {env_ref(spec.game).family} does not replay "
+                                                    "exactly (its plugin says so); the episode was played again from step 0"}]
+    elif partial_path(path).exists():
         aside = set_aside(mem_root)
         try:
             interrupted = load_interrupted(partial_path(path), aside, eid, spec.agent == "memory")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.agent.baselines import AGENTS
-from automem_dagster.games import GAME_FAMILIES
+from automem_dagster.games import families
 from automem_dagster.paths import PROJECT_ROOT
 
 MLFLOW_DIR = PROJECT_ROOT / "mlflow"
@@ -97,8 +97,8 @@ class EvaluationRun:
     start and end times, so MLflow shows how long the evaluation took, not how long logging it took."""
 
     def __post_init__(self) -> None:
-        if self.family not in GAME_FAMILIES:
-            raise ValueError(f"family {self.family!r} of {self.game!r}: expected one of {GAME_FAMILIES}")
+        if self.family not in families():
+            raise ValueError(f"family {self.family!r} of {self.game!r}: expected one of {families()}")
         if self.role not in ROLES:
             raise ValueError(f"role {self.role!r} of {self.game!r} v{self.version}: expected one of {ROLES}")
         if self.agent not in AGENTS:
