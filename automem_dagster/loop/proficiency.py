@@ -266,6 +266,7 @@ class SpecialistDecision:
     champion_batch: str
     gate: dict = field(default_factory=dict)
     sampling: dict = field(default_factory=dict)
+    identity: dict = field(default_factory=dict)
     detectable: dict = field(default_factory=dict)
     """The smallest gain the gate could have detected on these seeds (``metrics.power.Detectable``)."""
     metric: dict = field(default_factory=dict)

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.loop.gate import decide_paired, per_seed
+from automem_dagster.loop.gate import decide_paired, identity_quote, per_seed
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.metrics.power import detectable_gain
 from automem_dagster.rollout import BatchSummary
@@ -89,6 +89,7 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path,
     detectable = detectable_gain(per_seed(challenger), per_seed(champion), decision.policy)
     return {**base, "challenger": label, "outcome": "kept" if decision.keep else "rolled_back",
             "keep": int(decision.keep), "reason": decision.reason, "gate": decision.policy.rule,
+            "challenger_identity": identity_quote(challenger)["digest"], "champion_identity": identity_quote(champion)["digest"],
             **{name: getattr(comparison, name) for name in COMPARISON_FIELDS},
             "detectable_gain": detectable.smallest_gain, "detectable": detectable.describe()}, batches
 
