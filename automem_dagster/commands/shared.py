@@ -102,7 +102,7 @@ def add_round_args(p: argparse.ArgumentParser, purpose: str = "diagnose", episod
 def add_gate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gate", choices=GATE_RULES, default="higher_mean",
                    help="keep rule: higher_mean (AutoMem's, default) or significant (a paired permutation test "
-                        "must put the gain beyond chance); see README, 'Which gate'")
+                        "must put the gain beyond chance); see docs/structure-loop.md, 'Which gate'")
     p.add_argument("--gate-level", type=float, default=0.05, help="significant gate: p-value to beat (default 0.05)")
     p.add_argument("--gate-min-seeds", type=int, default=5, help="significant gate: fewest paired seeds (default 5)")
 
