@@ -65,7 +65,7 @@ def print_proficiency(result: ProficiencyResult, report: RoundReport) -> None:
         table.add_row("dataset", f"{result.dataset.examples} examples, version {result.dataset.stats['dataset_hash']} "
                                  f"({result.dataset.out_dir})")
     if result.choice is not None:
-        table.add_row("LoRA settings", f"{result.choice.source}: {result.choice.settings.model_dump_json()}")
+        table.add_row("LoRA settings", result.choice.describe().removeprefix("LoRA configuration: "))
     losses = result.training["validation_loss"]
     table.add_row("validation loss", f"{losses[0][1]:.3f} -> {losses[-1][1]:.3f} over {losses[-1][0]} steps")
     table.add_row("adapter", result.adapter.gguf or result.adapter.adapter_dir)
