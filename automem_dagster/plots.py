@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.atomic import write_bytes_atomic
@@ -122,30 +122,54 @@ def plot_behaviour(
 @dataclass(frozen=True)
 class AgentPoint:
     """One agent's mean progression (percent) ± SE on a seed set: a baseline, a scaffold version,
-    or a scaffold with its memory specialist. ``kind`` picks the colour (a DECISION_COLOURS key)."""
+    or a scaffold with its memory specialist. ``kind`` picks the colour (a DECISION_COLOURS key).
+    ``costs`` holds its per-step cost (``model_calls_per_step``, ``input_tokens_per_step``,
+    ``output_tokens_per_step``) where the run logged it."""
 
     label: str
     mean: float
     se: float
     kind: str
+    costs: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tokens_per_step(self) -> float | None:
+        if "input_tokens_per_step" not in self.costs:
+            return None
+        return self.costs["input_tokens_per_step"] + self.costs.get("output_tokens_per_step", 0.0)
 
 
 def plot_agent_comparison(points: list[AgentPoint], title: str, out: Path) -> Path:
-    """Progression by agent with ± SE bars, in the order given (floor first, best agent last)."""
+    """Progression by agent with ± SE bars, in the order given (floor first, best agent last), and
+    beside it what each costs per step (model calls, tokens) where the runs logged it."""
     if not points:
         raise ValueError(f"points is empty: nothing to plot for {title!r}; pass at least one evaluated agent")
-    fig = _figure(figsize=(max(5.0, 1.3 * len(points) + 2), 4), layout="constrained")
-    ax = fig.add_subplot()
-    xs = range(len(points))
-    ax.bar(xs, [p.mean for p in points], yerr=[p.se for p in points], capsize=5,
-           color=[DECISION_COLOURS.get(p.kind, "#1f77b4") for p in points])
+    costed = any(p.costs for p in points)
+    width = max(5.0, 1.3 * len(points) + 2)
+    fig = _figure(figsize=(width * (2.2 if costed else 1.0), 4), layout="constrained")
+    fig.suptitle(title)
+    axes = fig.subplots(1, 3) if costed else [fig.add_subplot()]
+    xs = list(range(len(points)))
+    colours = [DECISION_COLOURS.get(p.kind, "#1f77b4") for p in points]
+    ax = axes[0]
+    ax.bar(xs, [p.mean for p in points], yerr=[p.se for p in points], capsize=5, color=colours)
     for x, p in zip(xs, points, strict=True):
         ax.annotate(f"{p.mean:.1f}", (x, p.mean + p.se), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)
-    ax.set_xticks(list(xs), [p.label for p in points], fontsize=8)
     ax.set_ylim(bottom=0, top=max(max(p.mean + p.se for p in points) * 1.2, 1.0))
     ax.set_ylabel("progression (%)")
-    ax.set_title(title)
-    ax.grid(axis="y", alpha=0.3)
+    panels = [(ax, "progression")]
+    if costed:
+        for ax, label, values in ((axes[1], "model calls per step", [p.costs.get("model_calls_per_step") for p in points]),
+                                  (axes[2], "tokens per step (input + output)", [p.tokens_per_step for p in points])):
+            ax.bar(xs, [v or 0.0 for v in values], color=colours)
+            for x, v in zip(xs, values, strict=True):
+                ax.annotate("n/a" if v is None else f"{v:.3g}", (x, v or 0.0), xytext=(0, 3),
+                            textcoords="offset points", ha="center", fontsize=8)
+            ax.set_ylabel(label)
+            panels.append((ax, label))
+    for ax, _ in panels:
+        ax.set_xticks(xs, [p.label for p in points], fontsize=8, rotation=30 if len(points) > 5 else 0)
+        ax.grid(axis="y", alpha=0.3)
     return save_figure(fig, out)
 
 

@@ -171,11 +171,12 @@ def load_scaffold_ref(game: str, ref: str) -> Scaffold:
 
 
 async def _play(specs: Sequence[RolloutSpec], config: EndpointsConfig, log_dir: Path) -> dict[str, Any]:
+    from automem_dagster.agent.memory_settings import needs_embed
     from automem_dagster.llm.session import connect
     from automem_dagster.rollout import run_batch
 
     started = time.perf_counter()
-    async with connect(config, log_dir) as clients:
+    async with connect(config, log_dir, embed=any(needs_embed(s.agent, s.settings) for s in specs)) as clients:
         connected = time.perf_counter()
         elapsed = []
         for spec in specs:
@@ -187,7 +188,8 @@ async def _play(specs: Sequence[RolloutSpec], config: EndpointsConfig, log_dir: 
 
 def run_batches(specs: Sequence[RolloutSpec], config: EndpointsConfig, log_dir: Path) -> dict[str, Any]:
     """Play the batches one after the other on one connection (one embedded server, started here when
-    ``config`` names it and stopped at the end). ``connect_s``: seconds to connect (the server's start);
+    ``config`` names it and stopped at the end; with embeddings on when a ``rag`` batch searches by them).
+    ``connect_s``: seconds to connect (the server's start);
     ``elapsed_s``: each batch end to end (episode setup, trajectory files and summary included)."""
     return asyncio.run(_play(specs, config, log_dir))
 

@@ -2,9 +2,12 @@
 
 Every scaffold version in ``assets/scaffolds/crafter/`` (v0 and any later ``vN.yaml``), any
 added with ``--scaffold`` (a version or a YAML file, e.g. a candidate from a ``runs/``
-lineage; repeat the option), and the baselines ``window`` and ``cot`` play the same Crafter
-seeds through the project's runner against the same endpoints (one embedded server for the
-whole run). ``random`` plays too: it calls no model, so it costs 0 tokens.
+lineage; repeat the option), and the baselines ``window``, ``cot``, ``rag`` (retrieval memory:
+its embedding calls are ``embed`` turns) and ``summary`` (a running summary: its rewrites are
+``summary`` turns, every 8 steps, every 2 at the quick size so that one happens) play the same
+Crafter seeds through the project's runner against the same endpoints (one embedded server for
+the whole run, serving the embeddings too). ``random`` plays too: it calls no model, so it costs
+0 tokens.
 
 From the trajectory files: input and output tokens per step (a memory-agent step is its LOG
 and PLAN calls together), model calls per step, tokens per call and total tokens per episode.
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from automem_dagster.agent.baselines import BASELINES, DEFAULT_WINDOW, WINDOWED
+from automem_dagster.agent.memory_settings import RETRIEVERS
 from automem_dagster.games import game_family
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.paths import DEFAULT_ENDPOINTS, SCAFFOLDS
@@ -46,10 +50,10 @@ from benchmarks.common import (
 
 NAME = "context_cost"
 GAME = "crafter"
-FULL = {"episodes": 1, "max_steps": 32}
-QUICK = {"episodes": 1, "max_steps": 3}
+FULL = {"episodes": 1, "max_steps": 32, "summary_every": 8}
+QUICK = {"episodes": 1, "max_steps": 3, "summary_every": 2}
 FIRST_SEED = 42
-DEFAULT_BASELINES = ("window", "cot", "random")
+DEFAULT_BASELINES = ("window", "cot", "rag", "summary", "random")
 
 
 def scaffold_variants(game: str, extra: list[str]) -> list[tuple[str, Scaffold]]:
@@ -97,11 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
                    help=f"comma-separated baselines, '' for none (default {','.join(DEFAULT_BASELINES)})")
     p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
-                   help=f"history length of window and cot (default {DEFAULT_WINDOW})")
+                   help=f"history length of window, cot, rag and summary (default {DEFAULT_WINDOW})")
     p.add_argument("--episodes", type=int, default=None,
                    help=f"episodes per agent (default {FULL['episodes']}, quick {QUICK['episodes']})")
     p.add_argument("--max-steps", type=int, default=None,
                    help=f"steps per episode (default {FULL['max_steps']}, quick {QUICK['max_steps']})")
+    p.add_argument("--rag-retriever", choices=RETRIEVERS, default="embedding",
+                   help="rag: embedding (the endpoints file's embed role, else the embedded model) or bm25")
     p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS, help="endpoints YAML (default: the embedded model)")
     args = p.parse_args(argv)
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
@@ -116,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "scaffolds": [label for label, _ in variants],
         "baselines": baselines,
         "window": args.window,
+        "agent_settings": {"rag": {"retriever": args.rag_retriever}, "summary": {"every": base["summary_every"]}},
         "episodes": args.episodes or base["episodes"],
         "max_steps": args.max_steps or base["max_steps"],
         "concurrency": 1,
@@ -136,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in baselines:
             label = f"{name} ({args.window})" if name in WINDOWED else name
             batch = work / name
+            own = settings["agent_settings"].get(name, {})
             agents.append((label, name, batch, RolloutSpec(GAME, reference, seeds, settings["max_steps"], batch, 1,
-                                                           agent=name, window=args.window)))
+                                                           agent=name, window=args.window, settings=own)))
         played = run_batches([spec for *_, spec in agents], config, work / "logs")
         per_agent = {}
         for (label, agent, batch, _), elapsed in zip(agents, played["elapsed_s"], strict=True):

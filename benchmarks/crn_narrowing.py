@@ -78,7 +78,7 @@ def paired_se(a: list[dict], b: list[dict], seeds: list[int], key: str) -> float
 async def measure(base_url: str, args) -> dict[str, list[dict]]:
     # The prompt cache stays on (the default): far faster, and a rare last-bit difference in the
     # logits only weakens the shared noise, so the narrowing measured is if anything understated.
-    config = EndpointConfig(name="game", base_url=base_url, constrained="gbnf", temperature=args.temperature)
+    config = EndpointConfig(name="game", base_url=base_url, server="llama.cpp", constrained="gbnf", temperature=args.temperature)
     client = LLMClient(config, base_url)
     runs: dict[str, list[dict]] = {"a": [], "b_shared": [], "b_independent": []}
     try:

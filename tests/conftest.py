@@ -10,6 +10,7 @@ import pytest
 
 from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import embedded_server, scripted_server
+from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.paths import SCAFFOLDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +48,27 @@ def scripted(tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def vllm_server(tmp_path):
+    """Factory: ``vllm_server(rules, **options)`` starts the scripted vLLM server (``llm/scripted_vllm.py``)
+    answering from ``rules``; each is stopped at teardown and proven gone."""
+    servers = []
+
+    def start(rules: list[dict], **options):
+        path = tmp_path / f"vllm-rules{len(servers)}.json"
+        path.write_text(json.dumps(rules))
+        server = scripted_vllm(path, tmp_path / f"vllm{len(servers)}.log", **options).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        pid = server.pid
+        server.stop()
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 @pytest.fixture(autouse=True)

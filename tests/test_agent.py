@@ -18,7 +18,7 @@ from automem_dagster.scaffold import load_scaffold
 
 
 def _client(server, name="game", constrained="none"):
-    return LLMClient(EndpointConfig(name=name, base_url="unused", constrained=constrained), server.base_url)
+    return LLMClient(EndpointConfig(name=name, base_url="unused", server="llama.cpp", constrained=constrained), server.base_url)
 
 
 def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None, constrained="none"):
@@ -152,10 +152,11 @@ def test_synced_files_follow_game_state(tmp_path, scripted):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("game_name", ["crafter", "minihack:Corridor-R3", "nethack"])
+@pytest.mark.parametrize("game_name", ["crafter", "minihack:Corridor-R3", "nethack", "babyai:GoToLocal",
+                                       "textworld:coin_collector"])
 def test_every_v0_grammar_is_accepted_by_the_embedded_server(game_name, embedded, tmp_path):
     """Integration: the real model under the real grammars acts validly on every step."""
-    config = EndpointConfig(name="game", base_url="unused", constrained="gbnf")
+    config = EndpointConfig(name="game", base_url="unused", server="llama.cpp", constrained="gbnf")
 
     async def go(tmp):
         game = make_game(game_name, max_steps=10)
@@ -255,7 +256,9 @@ def test_an_action_outside_the_vocabulary_in_a_well_formed_token_is_a_malformed_
 @pytest.mark.parametrize(("fields", "says"), [
     ({"server": "llama.cpp"}, "cache_prompt: false makes reruns identical"),
     ({"server": "llama.cpp", "cache_prompt": False}, "honoured: llama.cpp"),
-    ({"server": "vllm", "constrained": "vllm"}, "honoured: vLLM"),
+    ({"server": "vllm", "constrained": "vllm"}, "only on a vLLM started with VLLM_BATCH_INVARIANT=1"),
+    ({"server": "vllm", "temperature": 0.0, "seed": 3}, "only on a vLLM started with VLLM_BATCH_INVARIANT=1"),
+    ({"base_url": "https://api.anthropic.com/v1/", "temperature": 0.5}, "ignored: the provider accepts seed"),
     ({"server": "openai-compatible", "constrained": "json_schema"}, "best effort"),
     ({"server": "llama.cpp", "seed": 7}, "every request uses seed 7"),
     ({"server": "openai-compatible", "temperature": 0.0}, "greedily"),

@@ -211,8 +211,8 @@ def test_cot_asks_for_enough_tokens_to_finish_its_longest_thought():
 @pytest.mark.parametrize("agent", ["window", "cot"])
 def test_baselines_act_validly_under_their_grammars_on_the_embedded_server(agent, embedded, tmp_path):
     """Integration: llama.cpp accepts the window and reasoning grammars, and the real model acts validly."""
-    clients = Clients(LLMClient(EndpointConfig(name="game", base_url="unused", constrained="gbnf"), embedded.base_url),
-                      None, None)
+    game = EndpointConfig(name="game", base_url="unused", server="llama.cpp", constrained="gbnf")
+    clients = Clients(LLMClient(game, embedded.base_url), None, None)
     out = tmp_path / agent
     play("crafter", out, clients, agent, seeds=(42,), steps=3, window=2)
     steps = steps_of(out)[42]

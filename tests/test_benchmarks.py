@@ -178,7 +178,8 @@ def _scripted_endpoints(tmp_path, scripted):
     server = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"},
                        {"match": "", "reply": "<|ACTION|>noop<|END|>"}])  # PLAN turns and the baselines
     endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none}}\n")
+    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none}}\n"
+                         f"embed: {{name: embed, base_url: '{server.base_url}'}}\n")  # the rag baseline's embeddings
     return str(endpoints)
 
 
@@ -214,15 +215,20 @@ def test_context_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
                   "--scaffold", "v0", "--scaffold", str(extra))
     agents = result["results"]["agents"]
     # v0 given again is the same content as assets' v0 and is not played twice.
-    assert list(agents) == ["memory v0", f"memory v0 ({extra})", "window (8)", "cot (8)", "random"]
+    assert list(agents) == ["memory v0", f"memory v0 ({extra})", "window (8)", "cot (8)", "rag (8)", "summary (8)",
+                            "random"]
     assert agents["random"]["input_tokens_per_step"] == 0 and agents["random"]["total_tokens_per_episode"] == 0
     assert agents["random"]["input_growth_per_step"] is None
     assert agents["window (8)"]["model_calls_per_step"] == 1.0
+    # rag embeds every step's observation; summary rewrites its summary at step 2 of 3 (quick: every 2 steps)
+    assert agents["rag (8)"]["model_calls_per_step"] == 2.0 and agents["summary (8)"]["model_calls_per_step"] == 4 / 3
+    assert set(agents["rag (8)"]["input_tokens_per_step_by_phase"]) == {"embed", "action"}
+    assert "summary" in agents["summary (8)"]["input_tokens_per_step_by_phase"]
     for label, f in agents.items():
         assert f["steps"] == result["settings"]["max_steps"]
         if label != "random":
             assert f["input_tokens_per_step"] > 0 and f["input_growth_per_step"]["steps"] == f["steps"]
-    assert len(result["targets"]) == 2 * 4 and result["growth_rule"]
+    assert len(result["targets"]) == 2 * 6 and result["growth_rule"]
 
 
 # --- training_throughput: its dataset (the run itself needs the real base: minutes, not tested here) ---

@@ -70,8 +70,10 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
     assert groups == {"rollout_batch": "structure"}
     assert defs.resolve_assets_def("candidate_evaluation").group_names_by_key[dg.AssetKey("candidate_evaluation")] == \
         "evaluation"
-    assert game_partitions.get_partition_keys() == ["crafter", "minihack-Corridor-R3", "nethack"]
-    assert [game_of(k) for k in game_partitions.get_partition_keys()] == ["crafter", "minihack:Corridor-R3", "nethack"]
+    assert game_partitions.get_partition_keys() == ["crafter", "minihack-Corridor-R3", "nethack", "babyai-GoToLocal",
+                                                    "textworld-coin_collector"]
+    assert [game_of(k) for k in game_partitions.get_partition_keys()] == ["crafter", "minihack:Corridor-R3", "nethack",
+                                                                          "babyai:GoToLocal", "textworld:coin_collector"]
     assert parse_version_key("minihack-v12") == ("minihack", 12)
     # Assets that play episodes do so in shard steps that retry (a shard resumes, so a retry replays
     # only its unfinished episodes) and take a slot of the model endpoints' pool.
@@ -151,8 +153,9 @@ def test_weekly_schedule_starts_one_round_per_game():
     context = dg.build_schedule_context(scheduled_execution_time=datetime(2025, 1, 6, 3, tzinfo=UTC),
                                        repository_def=defs.get_repository_def())
     requests = weekly_structure_round.evaluate_tick(context).run_requests
-    assert [r.partition_key for r in requests] == ["crafter", "minihack-Corridor-R3", "nethack"]
-    assert len({r.run_key for r in requests}) == 3
+    assert [r.partition_key for r in requests] == ["crafter", "minihack-Corridor-R3", "nethack", "babyai-GoToLocal",
+                                                   "textworld-coin_collector"]
+    assert len({r.run_key for r in requests}) == 5
 
 
 def test_gate_sensor_requests_one_promotion_per_evaluated_game(tmp_path):

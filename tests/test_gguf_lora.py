@@ -266,7 +266,7 @@ def _served_adapter_decodes_like_peft(tmp_path, monkeypatch):
     async def serve_all(base_url):
         out = {}
         for lid in (None, 0, 1):  # no lora field = base (adapters load at scale 0), 0 = good, 1 = unpermuted
-            client = LLMClient(EndpointConfig(name="memory", base_url="unused", temperature=0.0, seed=0,
+            client = LLMClient(EndpointConfig(name="memory", base_url="unused", server="llama.cpp", temperature=0.0, seed=0,
                                               max_tokens=MAX_TOKENS, constrained="none", lora_id=lid), base_url)
             try:
                 for p in PROMPTS:

@@ -48,7 +48,7 @@ def test_missing_key_variable_is_named(monkeypatch):
 
 def test_scripted_reply_accounting_and_lora_body(scripted):
     server = scripted([{"match": "hi", "reply": "<|DONE|>"}])
-    cfg = EndpointConfig(name="memory", base_url="unused", constrained="none", lora_id=0)
+    cfg = EndpointConfig(name="memory", base_url="unused", server="llama.cpp", constrained="none", lora_id=0)
     comp = _complete(LLMClient(cfg, server.base_url))
     assert comp.text == "<|DONE|>" and comp.attempts == 1
     assert comp.input_tokens >= 0 and comp.output_tokens == len("<|DONE|>") // 4 and comp.latency_s > 0

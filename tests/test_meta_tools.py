@@ -308,3 +308,22 @@ def test_a_round_with_a_tool_using_meta_keeps_the_patch_gate_and_records_the_mod
     assert revision["meta_mode"] == "tools" and [c["name"] for c in revision["tool_calls"]] == ["search_steps"]
     assert run.data.metrics["revision_tool_calls"] == 1 and run.data.metrics["revision_tokens"] == (
         revision["cost"]["input_tokens"] + revision["cost"]["output_tokens"]) > 0
+
+
+def test_a_vllm_keeping_its_tools_under_tool_choice_none_is_told_the_flag(batch, scripted, tmp_path):
+    """Without --exclude-tools-when-tool-choice-none vLLM keeps the tools in the prompt once tool use is
+    over, and a model that calls one anyway answers with the call's markup as text (scripted_tools)."""
+    rules = [{"match": "", "reply": _calls(_read(900, 910))}, {"match": "", "reply": _reply(905)}]
+    for flag in (False, True):
+        server = scripted(rules, {"tool_calling": "vllm", "exclude_tools_when_tool_choice_none": flag})
+        vllm = LLMClient(EndpointConfig(name="meta", base_url="unused", server="vllm", constrained="none",
+                                        meta_mode="tools", meta_tool_calls=1), server.base_url)
+        run = diagnose(batch, load_scaffold("minihack", 0), vllm, tmp_path / f"out{flag}")
+        if flag:
+            assert asyncio.run(run).findings[0]["step"] == 905
+            continue
+        with pytest.raises(DiagnosisError, match="restart vLLM with that flag") as err:
+            asyncio.run(run)
+        assert "--exclude-tools-when-tool-choice-none" in str(err.value)
+        kept = json.loads((tmp_path / "outFalse" / "diagnosis_failed.json").read_text())
+        assert kept["attempts"][0]["reply"].startswith("<tool_call>")

@@ -77,11 +77,18 @@ def test_png_markdown_embeds_the_file(tmp_path):
 def test_agent_points_compare_only_like_with_like():
     from automem_dagster.loop.report import agent_points
 
-    def row(agent="memory", version=0, adapter=None, mean=1.0, seeds="42,43", steps=10, role="champion", decision=None):
+    def row(agent="memory", version=0, adapter=None, mean=1.0, seeds="42,43", steps=10, role="champion", decision=None,
+            settings=None, calls=None):
         return {"game": "crafter", "agent": agent, "version": version, "adapter": adapter, "progression_mean": mean,
-                "progression_se": 0.5, "seeds": seeds, "max_steps": steps, "role": role, "decision": decision}
+                "progression_se": 0.5, "seeds": seeds, "max_steps": steps, "role": role, "decision": decision,
+                "settings": settings or {}, "model_calls_per_step": calls}
 
     rows = [  # newest first, as Tracker.runs_for returns them
+        row(agent="summary", mean=2.5, role="baseline", settings={"every": 8}, calls=1.125),
+        row(agent="rag", mean=2.2, role="baseline", settings={"retriever": "embedding"}, calls=2.0),
+        row(agent="rag", mean=1.9, role="baseline", settings={"retriever": "bm25"}, calls=1.0),
+        row(agent="rag", mean=0.1, role="baseline", settings={"retriever": "bm25"}),   # older: ignored
+        row(agent="window", mean=1.2, role="baseline"),
         row(adapter="a1", mean=4.0, role="specialist", decision="rolled_back"),
         row(mean=2.0),
         row(version=1, mean=3.0, role="candidate", decision="kept"),
@@ -94,5 +101,7 @@ def test_agent_points_compare_only_like_with_like():
     ]
     points = agent_points(rows, "crafter", "42,43", 10)
     assert [(p.label, p.mean, p.kind) for p in points] == [
-        ("random", 5.0, "baseline"), ("cot", 1.5, "baseline"), ("v0", 2.0, "champion"), ("v1", 3.0, "kept"),
-        ("v0 + a1", 4.0, "specialist")]
+        ("random", 5.0, "baseline"), ("window", 1.2, "baseline"), ("cot", 1.5, "baseline"),
+        ("rag (bm25)", 1.9, "baseline"), ("rag (embedding)", 2.2, "baseline"), ("summary", 2.5, "baseline"),
+        ("v0", 2.0, "champion"), ("v1", 3.0, "kept"), ("v0 + a1", 4.0, "specialist")]
+    assert [p.costs.get("model_calls_per_step") for p in points[3:6]] == [1.0, 2.0, 1.125] and points[0].costs == {}

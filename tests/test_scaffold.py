@@ -16,7 +16,7 @@ from automem_dagster.scaffold import (
     structural_changes,
 )
 
-FAMILIES = ("crafter", "minihack", "nethack")
+FAMILIES = ("crafter", "minihack", "nethack", "babyai", "textworld")
 
 
 @pytest.mark.parametrize("game", FAMILIES)

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import urllib.request
 
 import pytest
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
-from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.vllm_lora import adapter_name, list_models, serve_adapter, unload_adapter
 from automem_dagster.loop.errors import RoundError
@@ -45,23 +43,9 @@ RULES = [{"match": "Phase: PLAN. Answer with the action.", "reply": "<|ACTION|>d
 
 
 @pytest.fixture
-def vllm(tmp_path):
-    """Factory: ``vllm(**options)`` starts the stand-in; each is stopped at teardown and proven gone."""
-    servers = []
-    rules = tmp_path / "rules.json"
-    rules.write_text(json.dumps(RULES))
-
-    def start(**options):
-        server = scripted_vllm(rules, tmp_path / f"vllm{len(servers)}.log", base_model=BASE, **options).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        pid = server.pid
-        server.stop()
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+def vllm(vllm_server):
+    """Factory: ``vllm(**options)`` starts the stand-in serving ``BASE`` with ``RULES``."""
+    return lambda **options: vllm_server(RULES, base_model=BASE, **options)
 
 
 def peft_folder(path, rank: int, weights: bytes):
@@ -173,7 +157,7 @@ def test_a_memory_endpoint_naming_another_base_or_an_unreachable_server_is_named
     server = vllm()
     config = endpoints(server)
     wrong = config.model_copy(update={"memory": config.memory.model_copy(update={"model": "some-other-base"})})
-    with pytest.raises(RoundError, match=r"on base 'Qwen/Qwen2.5-0.5B-Instruct', not .*'some-other-base'"):
+    with pytest.raises(RoundError, match=r"does not list the base model 'some-other-base'.*--served-model-name"):
         specialist_endpoints(wrong, record(tmp_path, "a1"), "crafter")
     gone = config.memory.model_copy(update={"base_url": "http://127.0.0.1:9/v1"})
     with pytest.raises(RoundError, match=r"unreachable .*start the vLLM server"):
@@ -203,7 +187,8 @@ def test_the_rank_limit_comes_from_the_endpoint_and_bounds_the_meta_recommendati
     served = EndpointConfig(name="memory", base_url="http://127.0.0.1:8000/v1", model=BASE, server="vllm",
                             max_lora_rank=16)
     assert serving_rank_limit(EndpointsConfig(game=served)) == 16
-    assert serving_rank_limit(EndpointsConfig(game=served.model_copy(update={"server": "openai-compatible"}))) is None
+    hosted = served.model_copy(update={"server": "openai-compatible", "constrained": "json_schema"})
+    assert serving_rank_limit(EndpointsConfig(game=hosted)) is None
     big = json.dumps({"reasoning": "400 examples bear a large rank here", "settings": {**SETTINGS, "rank": 64,
                                                                                         "alpha": 128}})
     fits = json.dumps({"reasoning": "within the server's limit of sixteen", "settings": {**SETTINGS, "rank": 16}})

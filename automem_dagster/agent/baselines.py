@@ -5,6 +5,9 @@
   one model call per step answers with the action.
 * ``cot``: the same window, but the model first writes one bounded line of reasoning, then the
   action.
+* ``rag`` and ``summary`` (``rag_agent.py``, ``summary_agent.py``): the same window plus a memory
+  that goes beyond it, retrieved records of earlier steps or a running summary; these are the
+  memory designs people use already, the comparison a file memory has to win.
 
 They play through the same runner as the memory agent and record the same step records (turns
 with tokens and latency, the action, its validity and note), so trajectories, summaries,
@@ -27,9 +30,9 @@ from automem_dagster.games.base import GameState
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.memory import parse_ops
 
-BASELINES = ("random", "window", "cot")
+BASELINES = ("random", "window", "cot", "rag", "summary")
 AGENTS = ("memory", *BASELINES)
-WINDOWED = ("window", "cot")
+WINDOWED = ("window", "cot", "rag", "summary")
 """The agents whose history length (``window``) is a setting."""
 
 DEFAULT_WINDOW = 8
@@ -47,13 +50,14 @@ CHARS_PER_TOKEN = 3
 class Agent(Protocol):
     """What the rollout runner drives: ``observe_state`` then ``step`` before each game step,
     ``record_outcome`` after it. A resumed episode replays its recorded steps with ``recall``
-    in place of ``step``: the agent keeps what ``step`` would have kept, without a model call."""
+    in place of ``step``: the agent keeps what ``step`` would have kept, without a model call,
+    from the step's trajectory ``record`` (where its ``memory_context`` says what it held)."""
 
     def observe_state(self, state: GameState) -> None: ...
 
     async def step(self, step: int, observation: str) -> Decision: ...
 
-    def recall(self, step: int, observation: str) -> None: ...
+    def recall(self, step: int, observation: str, record: dict) -> None: ...
 
     def record_outcome(self, action: str, reward: float) -> None: ...
 
@@ -71,7 +75,7 @@ class RandomAgent:
     async def step(self, step: int, observation: str) -> Decision:
         return Decision(self.rng.choice(self.actions), True, "", [], [])
 
-    def recall(self, step: int, observation: str) -> None:
+    def recall(self, step: int, observation: str, record: dict) -> None:
         self.rng.choice(self.actions)  # the draw ``step`` made, so the following ones stay the same
 
     def record_outcome(self, action: str, reward: float) -> None:
@@ -126,33 +130,52 @@ class WindowAgent:
     def observe_state(self, state: GameState) -> None:
         pass
 
+    def char_budget(self) -> int:
+        """The characters a request may hold: the endpoint's context less the reply, at ``CHARS_PER_TOKEN``."""
+        return (self.client.config.context_tokens - self.max_tokens()) * CHARS_PER_TOKEN
+
+    def memory_text(self) -> str:
+        """What a memory baseline adds before the current step (retrieved records, a summary); none here."""
+        return ""
+
+    async def prepare(self, step: int, observation: str) -> list[TurnRecord]:
+        """The calls a memory baseline makes before the action (an embedding, a summary); none here."""
+        return []
+
+    def memory_context(self) -> dict:
+        """What the memory put in this step's prompt, for the trajectory (and a resume's ``recall``)."""
+        return {}
+
     def messages(self, step: int, observation: str) -> list[dict]:
         """The request for ``step``: system prompt, the window as user/assistant turns, the current step."""
         current = prompts.baseline_step_message(step, observation, self._last_reward)
         self._pending = current
+        memory = self.memory_text()
+        shown = f"{memory}\n\n{current}" if memory else current
         past = list(self.history) if self.window else []
-        cfg = self.client.config
-        budget = (cfg.context_tokens - self.max_tokens()) * CHARS_PER_TOKEN
-        fixed = len(self._system) + len(current) + len(self.instruction())
+        budget = self.char_budget()
+        fixed = len(self._system) + len(shown) + len(self.instruction())
         while past and fixed + sum(len(p.message) + self._reply_chars for p in past) > budget:
             past.pop(0)
         messages = [{"role": "system", "content": self._system}]
         for p in past:
             messages += [{"role": "user", "content": p.message},
                          {"role": "assistant", "content": f"<|ACTION|>{p.action}<|END|>"}]
-        messages.append({"role": "user", "content": f"{current}\n\n{self.instruction()}"})
+        messages.append({"role": "user", "content": f"{shown}\n\n{self.instruction()}"})
         return messages
 
-    def recall(self, step: int, observation: str) -> None:
+    def recall(self, step: int, observation: str, record: dict) -> None:
         self._pending = prompts.baseline_step_message(step, observation, self._last_reward)
 
     async def step(self, step: int, observation: str) -> Decision:
+        before = await self.prepare(step, observation)
         comp = await ask(self.client, self.messages(step, observation), self.constraint(), max_tokens=self.max_tokens(),
                          seed=request_seed(self.episode_seed, step, self.phase, 0))
         turn = TurnRecord.from_completion(self.phase, "game", comp)
         turn.errors += parse_ops(comp.text).errors
         parsed = resolve_action(turn, self.parse_action)
-        return Decision(parsed.action, parsed.valid, parsed.note, [turn], [])
+        return Decision(parsed.action, parsed.valid, parsed.note, [*before, turn], [],
+                        memory_context=self.memory_context())
 
     def record_outcome(self, action: str, reward: float) -> None:
         if self.window:

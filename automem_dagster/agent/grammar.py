@@ -125,3 +125,9 @@ def reasoning_grammar(actions: list[str], max_chars: int) -> str:
     on past its bound (the same length rule as every other free-text rule here), and since an
     ASCII character is never more than one token, the whole reply has a known bound in tokens."""
     return f'root ::= thought "\\n" action\nthought ::= [ -;=-~]{{1,{max_chars}}}\n{action_rule(actions)}\n'
+
+
+def summary_grammar(max_chars: int) -> str:
+    """The summary baseline's rewrite of its running summary: one paragraph of at most ``max_chars``
+    printable ASCII characters without ``<`` (so it cannot open a token of the action syntax)."""
+    return f"root ::= [ -;=-~]{{1,{max_chars}}}\n"

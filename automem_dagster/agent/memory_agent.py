@@ -78,6 +78,9 @@ class Decision:
     memory_index: dict[str, str] = field(default_factory=dict)
     """The store's index as each phase (``log``, ``plan``) saw it: with the trajectory's
     observation, history and warnings it rebuilds the phase's prompt exactly (curation)."""
+    memory_context: dict = field(default_factory=dict)
+    """What a memory baseline put in the prompt (``rag``: the records retrieved; ``summary``: the
+    running summary), recorded on the step so a reader sees it and a resume restores it."""
 
 
 class MemoryAgent:
@@ -152,7 +155,7 @@ class MemoryAgent:
     def record_outcome(self, action: str, reward: float) -> None:
         self.history.append((action, reward))
 
-    def recall(self, step: int, observation: str) -> None:
+    def recall(self, step: int, observation: str, record: dict) -> None:
         """Nothing to keep: a resumed episode's memory is rebuilt from its journal (``rollout.resume``)."""
 
     def warnings(self) -> list[str]:

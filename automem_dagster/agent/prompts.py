@@ -119,25 +119,16 @@ def results_message(lines: list[str]) -> str:
 
 # -- baselines (no memory) ------------------------------------------------------------------
 
-BASELINE_GOALS = {
-    "crafter": (
-        "You are an agent playing Crafter, a 2D survival and crafting game. Unlock as many of its 22 achievements "
-        "as you can (collect wood, stone, coal, iron and diamond; place a table and a furnace; make pickaxes and "
-        "swords; eat, drink, sleep; defeat zombies and skeletons) while keeping health, food, drink and energy up."
-    ),
-    "minihack": (
-        "You are an agent playing a MiniHack task, a small level of NetHack. Complete the task, usually by "
-        "reaching the staircase down (>), in as few steps as you can."
-    ),
-    "nethack": (
-        "You are an agent playing NetHack. Stay alive, gain experience levels and go down the stairs (>) to "
-        "reach deeper dungeon levels."
-    ),
-}
-"""What each game family is about, for the baselines (a memory agent reads its scaffold's prompts instead)."""
 
 BASELINE_ACTION = "Answer with the action."
 BASELINE_COT = "Think it through in one short line, then answer with the action on the next line."
+
+
+def baseline_goal(family: str) -> str:
+    """What a game family is about, from its environment record (a memory agent reads its scaffold instead)."""
+    from automem_dagster.games.plugin import environment  # late: the registry imports the game plugins
+
+    return environment(family).goal
 
 
 def baseline_system_prompt(family: str, actions: dict[str, str], reasoning_chars: int | None = None) -> str:
@@ -147,10 +138,29 @@ def baseline_system_prompt(family: str, actions: dict[str, str], reasoning_chars
     answer = ACTION_SYNTAX
     if reasoning_chars is not None:
         answer = f"one line of reasoning (at most {reasoning_chars} characters), then on the next line:\n{ACTION_SYNTAX}"
-    return f"{BASELINE_GOALS[family]}\n\nAnswer with:\n{answer}\nActions:\n{_action_lines(actions)}"
+    return f"{baseline_goal(family)}\n\nAnswer with:\n{answer}\nActions:\n{_action_lines(actions)}"
 
 
 def baseline_step_message(step: int, observation: str, reward: float = 0.0) -> str:
     """One step as a baseline's history shows it; ``reward`` is what the previous action earned."""
     header = f"Step {step}:" + (f" (your previous action earned {reward:+g})" if reward else "")
     return f"{header}\n{observation}"
+
+
+# -- memory baselines (rag, summary) --------------------------------------------------------
+
+RAG_HEADER = "Earlier steps of this episode most like the current one, retrieved from memory:"
+SUMMARY_HEADER = "Your summary of the episode so far:"
+
+
+def summary_system_prompt(family: str, max_chars: int) -> str:
+    """The system prompt of the summary baseline's rewrite call: it keeps notes, it does not act."""
+    return (f"{baseline_goal(family)}\n\nYou keep a running summary of this episode for yourself: what you "
+            "found where, what worked, what failed, what to do next. Rewrite it from the old summary and the "
+            f"steps since, in one paragraph of at most {max_chars} characters. Answer with the summary only.")
+
+
+def summary_request(summary: str, steps: list[str]) -> str:
+    """The rewrite call's user message: the old summary, then the steps since it was written."""
+    old = summary or "(none yet: this is the first summary)"
+    return f"Old summary:\n{old}\n\nSteps since:\n" + "\n\n".join(steps) + "\n\nWrite the new summary."

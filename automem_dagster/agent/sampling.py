@@ -2,9 +2,10 @@
 
 Fixing the environment's seed alone leaves the model's sampling free, so a rerun at temperature
 above 0 plays another episode. Every request therefore carries a seed derived from where it
-falls in the episode: on servers that honour seeds (llama.cpp, vLLM; OpenAI best effort) a rerun
-is identical, and a candidate and its champion meet the same sampling noise at the same point
-(common random numbers, which narrows their paired comparison). The derivation is a SHA-256 of
+falls in the episode: on servers that honour seeds (llama.cpp; vLLM only when started with
+``VLLM_BATCH_INVARIANT=1``; OpenAI best effort; Anthropic ignores them) a rerun is identical,
+and a candidate and its champion meet the same sampling noise at the same point (common random
+numbers, which narrows their paired comparison). The derivation is a SHA-256 of
 the four parts, not Python's ``hash()``, which is salted per process.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+
+from automem_dagster.llm.server_rules import ignored_fields
 
 SEED_BITS = 31
 """Seeds stay below 2**31: llama.cpp and vLLM take a signed 32-bit or 64-bit seed, OpenAI an int."""
@@ -25,7 +28,9 @@ def request_seed(episode_seed: int, step: int, phase: str, turn: int) -> int:
 
 _SERVERS_WORD = {
     "llama.cpp": "honoured: llama.cpp's server samples from the request's seed",
-    "vllm": "honoured: vLLM samples from the request's seed",
+    "vllm": "reproducible only on a vLLM started with VLLM_BATCH_INVARIANT=1: otherwise concurrent requests are "
+            "batched together and the batch changes the logits, greedy decoding included (vLLM's reproducibility "
+            "docs), so a rerun may differ; docs/vllm.md",
     "openai-compatible": "best effort: an OpenAI-style API treats the seed as a hint (compare system_fingerprint); "
                          "a rerun may differ",
 }
@@ -39,8 +44,12 @@ def seed_support(config: Any) -> str:
     ``test_memory_agent_rerun_at_temperature_is_identical`` is the rerun check for the embedded
     server; for a remote server, rerun one short batch into a second folder and compare.
     """
+    if config.server == "vllm":
+        return _SERVERS_WORD["vllm"]
     if config.temperature == 0:
         return "not needed: temperature 0 samples greedily"
+    if "seed" in ignored_fields(config):
+        return "ignored: the provider accepts seed and ignores it (llm/server_rules.py IGNORED_FIELDS); a rerun differs"
     if config.seed is not None:
         return f"fixed by the endpoint file: every request uses seed {config.seed} (no per-position seeds)"
     if config.server == "llama.cpp" and config.cache_prompt:

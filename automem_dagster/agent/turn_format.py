@@ -14,7 +14,8 @@ JSON forms (every object strict: all keys present, ``null`` for "none"):
 * PLAN: ``{"next": {"reads": [op, ...]} | {"action": a} | {"done": true}}``: read-only
   consultations within the budget, or the end of the phase (the action in one-model mode,
   ``done`` for the two-model memory model);
-* action: ``{"action": a}``; chain of thought: ``{"thought": "...", "action": a}``.
+* action: ``{"action": a}``; chain of thought: ``{"thought": "...", "action": a}``;
+* the summary baseline's rewrite: ``{"summary": "..."}``.
 
 An operation is ``{"op": "APPEND", "file": "notes.txt", "text": "..."}`` with the arguments
 its token takes (``count`` for TAIL, ``keyword`` for SEARCH and COUNT, ``key`` and ``text``
@@ -26,7 +27,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from automem_dagster.agent.grammar import READ_OPS, WRITE_OPS, TurnGrammar, action_grammar, reasoning_grammar
+from automem_dagster.agent.grammar import (
+    READ_OPS,
+    WRITE_OPS,
+    TurnGrammar,
+    action_grammar,
+    reasoning_grammar,
+    summary_grammar,
+)
 from automem_dagster.llm.client import Completion, LLMClient
 from automem_dagster.llm.strict_schema import bounded_text
 from automem_dagster.memory.ops import OpName
@@ -122,6 +130,11 @@ def reasoning_turn(actions: list[str], max_chars: int) -> TurnConstraint:
     return TurnConstraint("reasoning_turn", reasoning_grammar(actions, max_chars), schema)
 
 
+def summary_turn(max_chars: int) -> TurnConstraint:
+    """The summary baseline's rewrite of its running summary: bounded free text, no action."""
+    return TurnConstraint("summary_turn", summary_grammar(max_chars), _obj({"summary": bounded_text(max_chars, 1, _THOUGHT)}))
+
+
 def op_text(op: dict) -> str:
     """``{"op": "UPSERT", "file": f, "key": k, "text": t}`` as ``<|UPSERT|>f|k|t``."""
     name = OpName(op["op"])
@@ -136,6 +149,8 @@ def json_turn_text(reply: str) -> str:
         data = json.loads(reply)
         if not isinstance(data, dict):
             return reply
+        if set(data) == {"summary"}:
+            return str(data["summary"])
         if "next" in data:
             data = data["next"]
         if "done" in data:

@@ -50,12 +50,16 @@ def run(args: argparse.Namespace) -> int:
 
 def describe(r: dict) -> str:
     """One role's result as one line a person reads."""
-    head = f"{r['role']:<6} {'ok' if r['ok'] else 'UNUSABLE':<8} {r['model']} at {r['base_url']}, mode {r['mode']}"
-    facts = []
+    mode = r["mode"] + (" (derived from the server kind; set `constrained` to choose)" if r["mode_derived"] else "")
+    head = f"{r['role']:<6} {'ok' if r['ok'] else 'UNUSABLE':<8} {r['model']} at {r['base_url']}, mode {mode}"
+    facts = [f"vLLM {r['server_version']}"] if r["server_version"] else []
     if r["reachable"] is not None:
         facts.append("reachable" if r["reachable"] else "not reachable")
     if r["honoured"] is not None:
         facts.append("mode honoured" if r["honoured"] else "mode NOT honoured")
+    if r["reply_schema"] is not None:
+        facts.append("reply schema enforced by the server" if r["reply_schema"] == "enforced"
+                     else "reply schema described in the prompt and validated (the server does not enforce it)")
     if r["latency_s"] is not None:
         facts.append(f"{r['latency_s']:.2f} s, {r['input_tokens']} input / {r['output_tokens']} output tokens")
     if r["reason"]:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from automem_dagster import tracking
 from automem_dagster.agent.baselines import WINDOWED
+from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import episode_progress, print_round, print_summary
@@ -58,8 +59,9 @@ def register(sub) -> None:
     add_agent_args(evaluate)
     add_pipeline_evaluate_args(evaluate)
     evaluate.set_defaults(run=run_evaluate)
-    compare = sub.add_parser("compare", help="plot progression by agent (random, baselines, scaffold versions, "
-                                             "specialists) from MLflow, on one seed set and step budget")
+    compare = sub.add_parser("compare", help="plot progression and per-step cost by agent (random, window, cot, rag, "
+                                             "summary, scaffold versions, specialists) from MLflow, on one seed set "
+                                             "and step budget")
     add_game_arg(compare)
     compare.add_argument("--eval-episodes", type=int, default=None, help="the first k evaluation seeds (default: all)")
     compare.add_argument("--max-steps", type=int, default=50, help="the step budget of the evaluations (default 50)")
@@ -79,12 +81,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
     settings = RoundSettings(args.game, eval_max_steps=args.max_steps, eval_episodes=args.eval_episodes,
                              concurrency=args.concurrency)
     seeds = settings.eval_seed_list(shared.STORAGE.seeds_file)
+    own = shared.agent_settings(args)
 
     async def go():
-        async with session(args.endpoints, needs_model=args.agent != "random") as (clients, progress):
+        async with session(args.endpoints, needs_model=args.agent != "random",
+                           embed=needs_embed(args.agent, own)) as (clients, progress):
             summary = await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, shared.STORAGE,
                                            args.concurrency, progress, out=args.out, agent=args.agent,
-                                           window=args.window)
+                                           window=args.window, settings=own)
             champion = None
             if args.decide:
                 champion = await evaluate_stage(args.game, load_champion(scaffold.game, shared.STORAGE), seeds,
@@ -99,6 +103,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         # A scaffold given as a file has no version in the project's lineage to file the run under.
         if tracker is not None and (args.scaffold.removeprefix("v").isdigit() or args.scaffold == "champion"):
             windowed = {"window": args.window} if args.agent in WINDOWED else {}
+            windowed |= {"settings": own} if own else {}
             run = tracker.log_evaluation(evaluation_run(args.game, summary, scaffold.version,
                                                         "baseline" if baseline else "evaluation", described,
                                                         shared.STORAGE, args.max_steps, agent=args.agent, **windowed))
@@ -118,10 +123,12 @@ def run_compare(args: argparse.Namespace) -> int:
         raise ValueError(f"MLflow has no evaluation of {args.game} on seeds {seeds} with {args.max_steps} steps: run "
                          "`automem evaluate` (with --agent for baselines) on those settings first")
     table = Table(title=f"{args.game}: progression on seeds {seeds[0]}-{seeds[-1]} (n={len(seeds)}), {args.max_steps} steps")
-    for col in ("agent", "progression % (mean ± SE)"):
+    for col in ("agent", "progression % (mean ± SE)", "model calls / step", "tokens / step (in + out)"):
         table.add_column(col)
     for p in points:
-        table.add_row(p.label, f"{p.mean:.1f} ± {p.se:.1f}")
+        calls, tokens = p.costs.get("model_calls_per_step"), p.tokens_per_step
+        table.add_row(p.label, f"{p.mean:.1f} ± {p.se:.1f}", "n/a" if calls is None else f"{calls:.2f}",
+                      "n/a" if tokens is None else f"{tokens:.0f}")
     Console().print(table)
     out = args.out or report_dir(shared.STORAGE, args.game) / "agents.png"
     plot_agent_comparison(points, f"{args.game}: progression by agent ({len(seeds)} seeds, {args.max_steps} steps)", out)

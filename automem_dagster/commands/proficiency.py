@@ -37,7 +37,7 @@ from automem_dagster.loop.proficiency import (
 )
 from automem_dagster.loop.records import loss_rows
 from automem_dagster.loop.report import report_proficiency
-from automem_dagster.loop.serving import serving_rank_limit
+from automem_dagster.loop.serving import serving_rank_limit, with_training_base
 from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.paths import RUNS
@@ -83,8 +83,9 @@ def add_curation_args(p: argparse.ArgumentParser, min_help: str) -> None:
 
 def add_training_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-train-steps", type=int, default=None, help="cap on optimizer steps (a short local run)")
-    p.add_argument("--base", default="embedded",
-                   help="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory")
+    p.add_argument("--base", default=None,
+                   help="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory; default: the "
+                        "base the vLLM memory endpoint serves, else embedded (an adapter must fit the server it is scored on)")
     p.add_argument("--lora-settings", type=Path, default=None,
                    help="JSON file with LoRA settings (within bounds); the meta-LLM is then not asked")
 
@@ -127,7 +128,7 @@ def run_curate(args: argparse.Namespace) -> int:
 
 def run_finetune(args: argparse.Namespace) -> int:
     """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out, no registry."""
-    settings = proficiency_settings(args)
+    settings = with_training_base(proficiency_settings(args), load_endpoints(args.endpoints))
     data = curated(args.dataset)
     out = args.out or args.dataset.parent / f"{args.dataset.name}-adapter"
 

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from automem_dagster.agent.baselines import DEFAULT_WINDOW
+from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import print_summary
 from automem_dagster.commands.shared import (
@@ -62,18 +63,21 @@ def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpe
     if args.seeds and args.episodes not in (None, len(seeds)):
         raise argparse.ArgumentTypeError(f"--episodes {args.episodes} does not match the {len(seeds)} seeds given")
     agent, window = getattr(args, "agent", "memory"), getattr(args, "window", DEFAULT_WINDOW)
+    settings = shared.agent_settings(args)
     specs = []
     for game in games:
         scaffold = resolve_scaffold(game, args.scaffold, shared.STORAGE)
         out = Path(args.out) / slug(game) if args.out and len(games) > 1 else args.out
         specs.append(RolloutSpec(game, scaffold, seeds, args.max_steps,
                                  Path(out) if out else batch_dir(RUNS, "rollouts", game, scaffold.version, seeds,
-                                                                 args.max_steps, agent, window),
-                                 concurrency=args.concurrency, agent=agent, window=window))
+                                                                 args.max_steps, agent, window, settings),
+                                 concurrency=args.concurrency, agent=agent, window=window, settings=settings))
     return specs
 
 
 async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
     """Play ``specs`` with the one-model agent (a ``memory:`` endpoint serves only specialist evaluations)."""
-    async with session(endpoints_path, needs_model=any(s.agent != "random" for s in specs)) as (clients, progress):
+    embed = any(needs_embed(s.agent, s.settings) for s in specs)
+    async with session(endpoints_path, needs_model=any(s.agent != "random" for s in specs),
+                       embed=embed) as (clients, progress):
         return [await run_batch(spec, clients, progress) for spec in specs]

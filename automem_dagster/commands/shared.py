@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW
+from automem_dagster.agent.memory_settings import RECORD_FIELDS, RETRIEVERS, RagSettings, SummarySettings, settings_for
 from automem_dagster.commands.render import episode_progress
 from automem_dagster.llm.config import RULES, EndpointConfig, EndpointsConfig, load_endpoints
 from automem_dagster.llm.session import Clients, connect
@@ -53,17 +54,18 @@ def endpoints_with_meta(path: Path, meta: str = "endpoints") -> EndpointsConfig:
 
 
 @asynccontextmanager
-async def session(endpoints_path: Path, needs_model: bool = True, meta: str = "endpoints"):
+async def session(endpoints_path: Path, needs_model: bool = True, meta: str = "endpoints", embed: bool = False):
     """Live clients and a progress callback for episodes; the embedded server is stopped on exit.
 
     Without ``needs_model`` (the random baseline) no endpoint is read or started and there are no clients.
-    ``meta`` is ``endpoints`` (the file's meta role) or ``rules`` (the rules meta, ``META_CHOICES``)."""
+    ``meta`` is ``endpoints`` (the file's meta role) or ``rules`` (the rules meta, ``META_CHOICES``);
+    ``embed`` adds the embeddings client (``memory_settings.needs_embed``)."""
     config = endpoints_with_meta(endpoints_path, meta) if needs_model else None
     with episode_progress() as progress:
         if config is None:
             yield Clients(None, None, None), progress
             return
-        async with connect(config, RUNS / "logs") as clients:
+        async with connect(config, RUNS / "logs", embed=embed) as clients:
             yield clients, progress
 
 
@@ -83,7 +85,34 @@ def add_agent_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", choices=AGENTS, default="memory",
                    help="memory (the scaffold's agent, default) or a baseline without memory: random, window, cot")
     p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
-                   help=f"steps of history in context for the window and cot baselines (default {DEFAULT_WINDOW})")
+                   help=f"steps of history in context for the window, cot, rag and summary baselines "
+                        f"(default {DEFAULT_WINDOW})")
+    rag, summary = RagSettings(), SummarySettings()
+    p.add_argument("--rag-retriever", choices=RETRIEVERS, default=rag.retriever,
+                   help="rag: embedding (the endpoints file's embed role, else the embedded model) or bm25 (lexical, "
+                        f"no model); default {rag.retriever}")
+    p.add_argument("--rag-k", type=int, default=rag.k, help=f"rag: records retrieved per step (default {rag.k})")
+    p.add_argument("--rag-record", default=",".join(rag.record),
+                   help=f"rag: what a retrieved record shows, some of {','.join(RECORD_FIELDS)} (default all)")
+    p.add_argument("--summary-every", type=int, default=summary.every,
+                   help=f"summary: steps between rewrites of the running summary (default {summary.every})")
+    p.add_argument("--summary-tokens", type=int, default=summary.summary_tokens,
+                   help=f"summary: the summary's cap in tokens (default {summary.summary_tokens})")
+
+
+def agent_settings(args: argparse.Namespace) -> dict:
+    """The ``rag`` or ``summary`` agent's settings from its options (an empty dict for the other agents)."""
+    agent = getattr(args, "agent", "memory")
+    given = {"rag": lambda: {"retriever": args.rag_retriever, "k": args.rag_k,
+                             "record": [f.strip() for f in args.rag_record.split(",") if f.strip()]},
+             "summary": lambda: {"every": args.summary_every, "summary_tokens": args.summary_tokens}}
+    if agent not in given:
+        return {}
+    try:
+        settings_for(agent, given[agent]())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: fix the --{agent}-... options") from exc
+    return given[agent]()
 
 
 def add_round_args(p: argparse.ArgumentParser, purpose: str = "diagnose", episodes: int = 4, max_steps: int = 50) -> None:
@@ -136,7 +165,8 @@ def evaluation_metrics(summary: BatchSummary) -> dict:
 
 
 
-GAME_HELP = "crafter, nethack, minihack:<Task> or a MiniHack id"
+GAME_HELP = ("crafter, nethack, minihack:<Task>, babyai:<Task>, textworld:coin_collector, or an installed plugin's game "
+             "(docs/environments.md)")
 
 
 def add_game_arg(p: argparse.ArgumentParser, required: bool = True) -> None:

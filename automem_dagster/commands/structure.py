@@ -19,7 +19,7 @@ from automem_dagster.commands.shared import (
     gate_policy,
     session,
 )
-from automem_dagster.games import game_family
+from automem_dagster.games import families, game_family
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import resolve_scaffold
@@ -27,7 +27,6 @@ from automem_dagster.loop.structure import RoundResult, diagnose_stage, revise_s
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold.lineage import render_tree
-from automem_dagster.scaffold.model import GAME_FAMILIES
 
 
 def register(sub) -> None:
@@ -112,7 +111,7 @@ def run_propose(args: argparse.Namespace) -> int:
 
 
 def run_lineage(args: argparse.Namespace) -> int:
-    family = args.game if args.game in GAME_FAMILIES else game_family(args.game)
+    family = args.game if args.game in families() else game_family(args.game)
     lineage = shared.STORAGE.load_lineage(family)
     Console().print(render_tree(lineage), markup=False, highlight=False)
     champion = lineage.champion()

@@ -129,6 +129,27 @@ class ActionVocabulary:
         return next((c for c in self.aliases.get(name, ()) if c in self.descriptions), None)
 
 
+class VocabularyGame:
+    """What every text game writes the same way: its actions and their parsing come from its
+    ``ActionVocabulary`` (``self._vocabulary``), and ``with game:`` closes it."""
+
+    _vocabulary: ActionVocabulary
+
+    def actions(self) -> dict[str, str]:
+        return dict(self._vocabulary.descriptions)
+
+    def parse_action(self, text: str) -> ParsedAction:
+        return self._vocabulary.parse(text)
+
+    def close(self) -> None: ...
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def compass_aliases(target: dict[str, str]) -> dict[str, tuple[str, ...]]:
     """Aliases for moving one step: every direction word and "move/go/walk ... <dir>" form.
 

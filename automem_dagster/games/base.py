@@ -8,6 +8,8 @@ memory files without asking the model to copy it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -76,12 +78,27 @@ class StepResult:
     info: dict = field(default_factory=dict)
 
 
+def world_digest(first: StepResult, *world: bytes) -> str:
+    """A digest of a world as ``reset`` made it: the first observation and state, and the bytes of
+    whatever richer world data the simulator exposes (a map, the objects on it). Two worlds with
+    one digest start the same; a package upgrade that changes the worlds of a seed changes it."""
+    digest = hashlib.sha256(json.dumps([first.observation, state_record(first.state)], sort_keys=True).encode())
+    for part in world:
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()[:16]
+
+
 class Game(Protocol):
-    """One episode at a time of one game; ``reset(seed)`` must make the episode exactly reproducible."""
+    """One episode at a time of one game; ``reset(seed)`` must make the episode exactly reproducible.
+
+    ``packages`` names the distributions whose versions can change this game's worlds (a batch's
+    identity records their versions); ``world_fingerprint`` is a digest of the world the last
+    ``reset(seed)`` made (``world_digest``), called right after it."""
 
     name: str
     max_steps: int
     default_action: str
+    packages: tuple[str, ...]
 
     def actions(self) -> dict[str, str]:
         """Valid action names mapped to one-line descriptions, in a stable order."""
@@ -90,6 +107,9 @@ class Game(Protocol):
         """Resolve free model text (any case, spacing or synonym) to an action name."""
 
     def reset(self, seed: int) -> StepResult: ...
+
+    def world_fingerprint(self) -> str:
+        """A digest of the world as the last ``reset`` made it (``world_digest``)."""
 
     def step(self, action: str) -> StepResult:
         """Take a valid action name (as returned by ``parse_action``)."""

@@ -12,7 +12,7 @@ import collections
 from typing import Any
 
 from automem_dagster.games.actions import ActionVocabulary, compass_aliases, describe_offset
-from automem_dagster.games.base import GameState, ParsedAction, StepResult
+from automem_dagster.games.base import GameState, ParsedAction, StepResult, world_digest
 from automem_dagster.games.progression import crafter_progression
 
 # Crafter's own action order (the env takes the index); names use compass words for moves.
@@ -72,6 +72,7 @@ class CrafterGame:
 
     name = "crafter"
     default_action = "noop"
+    packages = ("crafter", "numpy", "opensimplex", "numba")
 
     def __init__(self, max_steps: int = 2000) -> None:
         import crafter  # imported here so that importing the games package stays cheap
@@ -97,7 +98,16 @@ class CrafterGame:
         ordered_chunks(self._env._world)
         self._steps = 0
         self._done = False
-        return self._result(reward=0.0, done=False)
+        self._first = self._result(reward=0.0, done=False)
+        return self._first
+
+    def world_fingerprint(self) -> str:
+        """The first observation and state, the whole 64x64 material map and every object's kind and cell."""
+        if self._env is None:
+            raise RuntimeError("no world yet: call reset(seed) first")
+        world = self._env._world
+        objects = sorted((type(o).__name__, int(o.pos[0]), int(o.pos[1])) for o in world.objects)
+        return world_digest(self._first, world._mat_map.tobytes(), repr(objects).encode())
 
     def step(self, action: str) -> StepResult:
         if self._env is None or self._done:

@@ -32,6 +32,8 @@ def register_minihack() -> None:
 class MiniHackGame(NLEGame):
     """One MiniHack task, e.g. ``MiniHackGame("MiniHack-Corridor-R3-v0")``."""
 
+    packages = ("minihack", "nle", "gymnasium", "numpy")
+
     def __init__(self, env_id: str, max_steps: int = 100, name: str | None = None) -> None:
         import gymnasium as gym  # imported here so that importing the games package stays cheap
 

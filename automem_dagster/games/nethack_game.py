@@ -28,6 +28,8 @@ _ENV_STEP_LIMIT = 10**9
 class NetHackGame(NLEGame):
     """NetHack with NetHack Challenge settings, seedable; default budget 100,000 agent steps."""
 
+    packages = ("nle", "numpy")
+
     def __init__(self, max_steps: int = 100_000) -> None:
         from nle import nethack  # imported here so that importing the games package stays cheap
         from nle.env.tasks import NetHackScore

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from automem_dagster.games.actions import describe_offset, nle_vocabulary
-from automem_dagster.games.base import GameState, ParsedAction, StepResult
+from automem_dagster.games.base import GameState, ParsedAction, StepResult, world_digest
 
 # blstats indices (nle.nethack.NLE_BL_*), repeated so this module does not import nle.
 BL_X, BL_Y, BL_SCORE, BL_HP, BL_HPMAX, BL_DEPTH, BL_GOLD = 0, 1, 9, 10, 11, 12, 13
@@ -242,7 +242,14 @@ class NLEGame(ABC):
         self._steps = 0
         self._done = False
         self._start_episode(obs)
-        return self._result(obs, decode(obs["message"]), reward=0.0, end_reason=None)
+        # The whole first screen, map and status as raw bytes: the world beyond the text's crop.
+        self._world = tuple(np.ascontiguousarray(obs[key]).tobytes() for key in ("tty_chars", "chars", "blstats"))
+        self._first = self._result(obs, decode(obs["message"]), reward=0.0, end_reason=None)
+        return self._first
+
+    def world_fingerprint(self) -> str:
+        """The first observation and state, and the first screen, map and status line's raw bytes."""
+        return world_digest(self._first, *self._world)
 
     def step(self, action: str) -> StepResult:
         if self._done:

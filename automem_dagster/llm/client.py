@@ -61,8 +61,10 @@ class ContextOverflow(EndpointError):
     """The prompt did not fit the endpoint's context: the caller can send a shorter one."""
 
 
-# How llama.cpp, vLLM and OpenAI word a prompt longer than the context window (HTTP 400).
-_OVERFLOW = re.compile(r"context (size|length|window)|context_length_exceeded|maximum context", re.IGNORECASE)
+# How llama.cpp, vLLM and OpenAI word a prompt longer than the context window (HTTP 400), and Anthropic:
+# "prompt is too long: 210000 tokens > 200000 maximum" (its API errors page, invalid_request_error).
+_OVERFLOW = re.compile(r"context (size|length|window)|context_length_exceeded|maximum context|prompt is too long",
+                       re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,18 @@ class Completion:
     """The failed attempts before the answer, by cause (``http_429``, ``timeout``, ``connection``)."""
     retry_s: float = 0.0
     """Time lost to those retries: the failed attempts and the backoff after each."""
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """The vectors of one embeddings request and what it cost (an embedding has no output tokens)."""
+
+    vectors: list[list[float]]
+    input_tokens: int
+    latency_s: float
+    attempts: int
+    retries: dict[str, int] = field(default_factory=dict)
+    retry_s: float = 0.0
 
 
 def request_body(config: EndpointConfig, messages: list[dict], grammar: str | None = None,
@@ -152,26 +166,7 @@ class LLMClient:
         id_slot = lane % self.slots if lane is not None and self.slots else None
         body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, tools,
                             tool_choice, id_slot)
-        log = CallLog()
-        token = CURRENT_CALL.set(log)
-        try:
-            resp = await self._client.chat.completions.create(**body)
-        except _TRANSIENT as exc:
-            raise self._error(
-                f"{self._where()} failed after {max(len(log.attempts), 1)} attempts "
-                f"({describe_failures(log.failures()) or type(exc).__name__}; last: {type(exc).__name__}: "
-                f"{_short(str(exc))}); check that the server is running and reachable, or raise timeout_s/max_retries",
-                log, getattr(exc, "status_code", None)) from exc
-        except openai.APIStatusError as exc:
-            if exc.status_code == 400 and _OVERFLOW.search(str(exc)):
-                raise self._error(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})", log,
-                                  exc.status_code, ContextOverflow) from exc
-            raise self._error(
-                f"{self._where()} refused the request with HTTP {exc.status_code}: {_short(str(exc))}; "
-                f"{_advice(exc.status_code)}", log, exc.status_code
-            ) from exc
-        finally:
-            CURRENT_CALL.reset(token)
+        resp, log = await self._send(self._client.chat.completions.create, body)
         latency = log.latency_s()
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content if choice and choice.message else None) or ""
@@ -189,6 +184,43 @@ class LLMClient:
             retry_s=log.retry_s(),
         )
 
+    async def embed(self, texts: list[str]) -> Embeddings:
+        """Embeddings of ``texts`` from the OpenAI-compatible ``/v1/embeddings`` route, one vector per
+        text in order. ``encoding_format`` is sent as ``float``: the openai client asks for base64
+        otherwise, which not every compatible server offers."""
+        body = {"model": self.config.model, "input": list(texts), "encoding_format": "float"}
+        resp, log = await self._send(self._client.embeddings.create, body)
+        vectors = [list(map(float, d.embedding)) for d in sorted(resp.data, key=lambda d: d.index)]
+        if len(vectors) != len(texts):
+            raise EndpointError(f"{self._where()} returned {len(vectors)} embeddings for {len(texts)} inputs; "
+                                "check that the server's model serves embeddings", None, self.config.name, self.base_url)
+        return Embeddings(vectors, resp.usage.prompt_tokens if resp.usage else 0, log.latency_s(),
+                          max(len(log.attempts), 1), log.failures(), log.retry_s())
+
+    async def _send(self, create, body: dict):
+        """One request through the openai client (``create`` with ``body``), with every attempt noted and
+        its failures turned into ``EndpointError`` naming this endpoint and what to do."""
+        log = CallLog()
+        token = CURRENT_CALL.set(log)
+        try:
+            return await create(**body), log
+        except _TRANSIENT as exc:
+            raise self._error(
+                f"{self._where()} failed after {max(len(log.attempts), 1)} attempts "
+                f"({describe_failures(log.failures()) or type(exc).__name__}; last: {type(exc).__name__}: "
+                f"{_short(str(exc))}); check that the server is running and reachable, or raise timeout_s/max_retries",
+                log, getattr(exc, "status_code", None)) from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code == 400 and _OVERFLOW.search(str(exc)):
+                raise self._error(f"{self._where()}: the prompt exceeds its context ({_short(str(exc))})", log,
+                                  exc.status_code, ContextOverflow) from exc
+            raise self._error(
+                f"{self._where()} refused the request with HTTP {exc.status_code}: {_short(str(exc))}; "
+                f"{_advice(exc.status_code)}", log, exc.status_code
+            ) from exc
+        finally:
+            CURRENT_CALL.reset(token)
+
     def _error(self, message: str, log: CallLog, status: int | None,
                kind: type[EndpointError] = EndpointError) -> EndpointError:
         return kind(message, status, self.config.name, self.base_url, log.failures())
@@ -199,8 +231,9 @@ class LLMClient:
 
 def cached_tokens(resp) -> int | None:
     """The prompt tokens a server reused from its cache: OpenAI's and vLLM's
-    ``usage.prompt_tokens_details.cached_tokens``, else llama.cpp's ``timings.cache_n`` (its server
-    README: ``cache_n`` prompt tokens reused from the cache, ``prompt_n`` processed anew)."""
+    ``usage.prompt_tokens_details.cached_tokens`` (vLLM fills it only when started with
+    ``--enable-prompt-tokens-details``, else None: docs/vllm.md), else llama.cpp's ``timings.cache_n``
+    (its server README: ``cache_n`` prompt tokens reused from the cache, ``prompt_n`` processed anew)."""
     details = getattr(resp.usage, "prompt_tokens_details", None) if resp.usage else None
     if details is not None and getattr(details, "cached_tokens", None) is not None:
         return int(details.cached_tokens)

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from automem_dagster.datafiles import load_yaml_model
 
@@ -44,6 +44,15 @@ ServerKind = Literal["llama.cpp", "vllm", "openai-compatible"]
 """What is behind ``base_url``, for the features beyond the chat API: exact token counts
 (llama.cpp's and vLLM's ``/tokenize``) and runtime LoRA loading (vLLM)."""
 
+DERIVED_MODE: dict[str, Constrained] = {"llama.cpp": "gbnf", "vllm": "vllm", "openai-compatible": "json_schema"}
+"""The ``constrained`` mode an endpoint gets from its ``server`` when the file sets none: the one
+that server's decoder honours. A mode the server does not read would go out with HTTP 200 and
+play unconstrained (vLLM accepts unknown request fields and drops them: ``OpenAIBaseModel`` is
+``extra="allow"`` and logs them at debug level, vllm/entrypoints/openai/engine/protocol.py)."""
+
+_MODE_SERVERS = {"gbnf": "llama.cpp", "vllm": "vllm"}
+"""Modes only one server family reads: ``grammar`` is llama.cpp's field, ``structured_outputs`` vLLM's."""
+
 _RESERVED_BODY = frozenset({"model", "messages", "stream", "response_format", "n"})
 """Request fields the project sets itself; ``extra_body`` may not override them."""
 
@@ -53,10 +62,13 @@ class EndpointConfig(BaseModel):
 
     ``base_url`` unset means ``$OPENAI_BASE_URL`` when that is set, else the embedded server;
     ``api_key_env`` unset means ``$OPENAI_API_KEY`` when that is set (remote servers only).
-    ``lora_id`` selects a LoRA adapter loaded in a llama.cpp server per request.
+    ``lora_id`` selects a LoRA adapter loaded in a llama.cpp server per request (its ``lora``
+    field; vLLM and hosted APIs ignore it, so it is refused there). ``constrained`` unset is the
+    mode ``server`` honours (``DERIVED_MODE``); ``constrained_derived`` says it was derived.
     """
 
     model_config = ConfigDict(extra="forbid")
+    _constrained_derived: bool = PrivateAttr(False)
 
     name: str
     base_url: str | None = None
@@ -73,7 +85,7 @@ class EndpointConfig(BaseModel):
     extra_body: dict[str, Any] = Field(default_factory=dict, description="provider-specific request fields, sent as given")
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10, description="retries of transient failures, honouring Retry-After")
-    constrained: Constrained = "gbnf"
+    constrained: Constrained | None = Field(None, description="unset: derived from server (DERIVED_MODE)")
     context_tokens: int = Field(8192, ge=512, description="context window; long meta-LLM inputs are compressed to fit")
     lora_id: int | None = None
     max_lora_rank: int | None = Field(None, ge=1, le=512, description="a vLLM server's --max-lora-rank: trained "
@@ -92,9 +104,34 @@ class EndpointConfig(BaseModel):
             self.base_url = os.environ.get("OPENAI_BASE_URL") or EMBEDDED
         if self.server is None:
             self.server = "llama.cpp" if self.base_url == EMBEDDED else "openai-compatible"
+        self._constrained_derived = self.constrained is None or self._constrained_derived  # kept on revalidation
+        if self.constrained is None:
+            self.constrained = DERIVED_MODE[self.server]
         if self.rules:
             self.model = RULES  # records name the meta, not the default model it does not use
         return self
+
+    @model_validator(mode="after")
+    def _server_reads_what_is_sent(self) -> EndpointConfig:
+        """Refuse a mode or ``lora_id`` the server would accept and ignore: the round would play
+        unconstrained, or on the base model, and nothing would say so."""
+        if self.rules:
+            return self
+        needs = _MODE_SERVERS.get(self.constrained)
+        if needs is not None and self.server != needs:
+            raise ValueError(f"constrained: {self.constrained} is read by {needs} only, and this endpoint's server is "
+                             f"{self.server}, which would ignore it and decode unconstrained: set constrained: "
+                             f"{DERIVED_MODE[self.server]} (or leave it unset), or server: {needs} if that is what runs")
+        if self.lora_id is not None and self.server != "llama.cpp":
+            raise ValueError(f"lora_id selects an adapter of a llama.cpp server; a {self.server} server ignores it and "
+                             "would answer with the base model: for vLLM name the adapter as `model` (docs/vllm.md), "
+                             "or set server: llama.cpp if that is what runs")
+        return self
+
+    @property
+    def constrained_derived(self) -> bool:
+        """True when ``constrained`` came from ``server`` (the file did not set it)."""
+        return self._constrained_derived
 
     @model_validator(mode="after")
     def _replicas_are_remote(self) -> EndpointConfig:
@@ -156,13 +193,16 @@ class EndpointConfig(BaseModel):
 
 
 class EndpointsConfig(BaseModel):
-    """The three roles. ``memory`` defaults to the game endpoint (one-model mode)."""
+    """The three roles. ``memory`` defaults to the game endpoint (one-model mode). ``embed`` is the
+    embeddings endpoint of the ``rag`` baseline (``/v1/embeddings``); unset, the embedded server
+    serves them from its own model."""
 
     model_config = ConfigDict(extra="forbid")
 
     game: EndpointConfig
     memory: EndpointConfig | None = None
     meta: EndpointConfig | None = None
+    embed: EndpointConfig | None = None
     embedded_parallel: int = Field(2, ge=1, le=16)
     embedded_ctx_per_slot: int = Field(4096, ge=512)
 
@@ -194,6 +234,18 @@ class EndpointsConfig(BaseModel):
                 raise ValueError(f"{role}.base_url: {RULES!r} is a meta without a model and serves only the meta "
                                  "role; give the game and memory roles an endpoint (embedded or a URL)")
         return self
+
+
+    @model_validator(mode="after")
+    def _embed_is_one_server(self) -> EndpointsConfig:
+        if self.embed is not None and (self.embed.replicas or self.embed.rules):
+            raise ValueError("embed: an embeddings endpoint is one server (embedded or a URL), "
+                             "without replicas or the rules meta")
+        return self
+
+    def embed_endpoint(self) -> EndpointConfig:
+        """The ``embed`` role, or the embedded server's embeddings when the file names none."""
+        return self.embed or EndpointConfig(name="embed", base_url=EMBEDDED)
 
 
 class EndpointConfigError(ValueError):

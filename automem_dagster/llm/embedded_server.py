@@ -5,6 +5,12 @@ without hub access still has a real model. The server runs in its own process, s
 stopped by PID through ``embedded_server()``, so a crashed model server never takes the
 rollout down with it and tests can prove it is gone afterwards.
 
+With ``embeddings`` the same process also answers ``/v1/embeddings`` (llama.cpp's ``--embeddings``
+with mean pooling; SmolLM2's GGUF declares no pooling, and llama.cpp refuses pooling ``none`` on
+the OpenAI route). One process serves both: the installed xllamacpp (2026.10.11549) answers chat
+completions with embeddings on, and seeded chat replies are the same with and without it
+(checked against the packaged model), so no second instance is started.
+
 Run directly: ``python -m automem_dagster.llm.embedded_server --port 8080``.
 """
 
@@ -44,11 +50,13 @@ def embedded_server(
     threads: int | None = None,
     lora: list[Path] | None = None,
     port: int | None = None,
+    embeddings: bool = False,
 ) -> ServerProcess:
     """The llama.cpp server as a managed child process (call ``.start()`` or use ``with``).
 
     ``parallel`` is the number of slots decoded at once, each with ``ctx_per_slot`` tokens
-    of context; ``lora`` lists GGUF LoRA adapters, selectable per request by index.
+    of context; ``lora`` lists GGUF LoRA adapters, selectable per request by index; ``embeddings``
+    opens ``/v1/embeddings`` beside the chat routes.
     """
     port = port or free_port()
     threads = threads or min(os.cpu_count() or 2, 8)
@@ -58,10 +66,12 @@ def embedded_server(
     ]
     for adapter in lora or []:
         cmd += ["--lora", str(adapter)]
+    if embeddings:
+        cmd.append("--embeddings")
     return ServerProcess(cmd, port, Path(log_path), "embedded model server")
 
 
-def serve(port: int, parallel: int, ctx_per_slot: int, threads: int, lora: list[str]) -> None:
+def serve(port: int, parallel: int, ctx_per_slot: int, threads: int, lora: list[str], embeddings: bool = False) -> None:
     """Run the llama.cpp server in this process until it receives SIGTERM."""
     import xllamacpp
 
@@ -74,6 +84,9 @@ def serve(port: int, parallel: int, ctx_per_slot: int, threads: int, lora: list[
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.cache_prompt = True
+    if embeddings:
+        params.embedding = True
+        params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
     if lora:
         adapters = []
         for path in lora:
@@ -105,8 +118,9 @@ def main() -> None:
     parser.add_argument("--ctx-per-slot", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=min(os.cpu_count() or 2, 8))
     parser.add_argument("--lora", action="append", default=[])
+    parser.add_argument("--embeddings", action="store_true", help="also serve /v1/embeddings (mean pooling)")
     args = parser.parse_args()
-    serve(args.port, args.parallel, args.ctx_per_slot, args.threads, args.lora)
+    serve(args.port, args.parallel, args.ctx_per_slot, args.threads, args.lora, args.embeddings)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,15 @@ What is enforced, and where it is written down:
   body is vLLM's ``ErrorResponse``/``ErrorInfo``); ``tool_choice: "none"`` is accepted.
 * ``tool_calling``: one of ``scripted_tools.SERVERS`` (``openai``, ``anthropic``, ``vllm``,
   ``llama.cpp``): what that server does with tool calls, as ``scripted_tools.py`` documents;
-  ``jinja: false`` is a llama.cpp started without ``--jinja``.
+  ``jinja: false`` is a llama.cpp started without ``--jinja``;
+  ``exclude_tools_when_tool_choice_none`` a vLLM started with that flag.
+* ``ignore_response_format``: Anthropic's OpenAI SDK compatibility page
+  (docs.anthropic.com/en/api/openai-sdk, "Request fields": ``response_format`` and ``seed`` are
+  listed as ignored) -- the request is answered as if neither were sent. A rule's ``free`` text
+  (``scripted_server``) then answers unless the prompt itself names every field of the schema it
+  sent, as a model told the shape only by the prompt answers in it only when the prompt says it.
+  Otherwise a hosted API decodes under a ``response_format`` of type ``json_schema`` or
+  ``json_object`` (platform.openai.com/docs/guides/structured-outputs) and under nothing else.
 * ``error_shape``: ``openai`` (``{"error": {"message", "type", "param", "code"}}``) or
   ``anthropic`` (``{"type": "error", "error": {"type", "message"}}``).
 """
@@ -51,15 +59,28 @@ class Provider:
     refuse_auto_tools: bool = False
     tool_calling: str | None = None
     jinja: bool = True
+    exclude_tools_when_tool_choice_none: bool = False
+    ignore_response_format: bool = False
     error_shape: str = "openai"
 
     def __post_init__(self) -> None:
         if self.tool_calling is not None and self.tool_calling not in scripted_tools.SERVERS:
             raise ValueError(f"tool_calling {self.tool_calling!r}: use one of {', '.join(scripted_tools.SERVERS)}")
 
+    def constrains(self, body: dict) -> bool:
+        """Whether the reply to ``body`` comes out in the requested shape (see the module doc)."""
+        fmt = body.get("response_format") or {}
+        if not self.ignore_response_format:
+            return fmt.get("type") in ("json_schema", "json_object")
+        schema = (fmt.get("json_schema") or {}).get("schema") or {}
+        prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+        fields = property_names(schema)
+        return bool(fields) and all(name in prompt for name in fields)
+
     def shape(self, body: dict, reply: str | dict) -> str | dict | None:
         """``reply`` as this provider's server lets the model give it (``scripted_tools.shape``)."""
-        return scripted_tools.shape(self.tool_calling, body, reply) if self.tool_calling else reply
+        return (scripted_tools.shape(self.tool_calling, body, reply, self.exclude_tools_when_tool_choice_none)
+                if self.tool_calling else reply)
 
     def _error(self, status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
                code: str | None = None) -> tuple[int, dict]:
@@ -105,3 +126,13 @@ class Provider:
                 return self._error(400, f"Invalid schema for response_format '{spec.get('name')}': {problems[0]}",
                                    param="response_format")
         return None
+
+
+def property_names(schema: object) -> set[str]:
+    """Every property name anywhere in a JSON schema (``$defs`` included)."""
+    if isinstance(schema, list):
+        return set().union(*(property_names(s) for s in schema)) if schema else set()
+    if not isinstance(schema, dict):
+        return set()
+    names = set(schema["properties"]) if isinstance(schema.get("properties"), dict) else set()
+    return names.union(*(property_names(v) for v in schema.values() if isinstance(v, dict | list)))

@@ -13,7 +13,12 @@ a rule may carry ``"replies": [...]`` to cycle through several texts, ``"delay_s
 answer after a pause (a stand-in for model latency in tests and benchmarks), ``"times": N``
 to apply to its first N matches only, ``"every": N`` to apply to every Nth match only (the
 others fall through to the next rule) and ``"headers"`` to add to its answer (a 429 with
-``{"Retry-After": "1"}``). A reply may be an object ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``:
+``{"Retry-After": "1"}``) and ``"free"``: what the model says when nothing in the request constrains
+its decoding, answered instead of ``reply`` then. Which fields constrain is the imitated server's
+rule: here llama.cpp's (its server README, tools/server: ``grammar``, ``json_schema`` and a
+``response_format`` JSON schema; anything else, vLLM's ``structured_outputs`` included, is
+ignored), ``scripted_vllm`` and ``scripted_provider`` have their own. A reply may be an object
+``{"tool_calls": [{"name": ..., "arguments": {...}}]}``:
 the answer is then a tool call as OpenAI's chat-completions API returns one (``message.content``
 null, ``message.tool_calls[].function.arguments`` a JSON string, ``finish_reason: "tool_calls"``;
 platform.openai.com/docs/guides/function-calling). Fault rules for what a real endpoint does under load: a
@@ -32,7 +37,11 @@ one JSON line, for tests that check what was sent and when.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
+import re
+import struct
 import sys
 import threading
 import time
@@ -44,6 +53,13 @@ from pathlib import Path
 from automem_dagster.llm.process import ServerProcess, free_port
 from automem_dagster.llm.scripted_provider import Provider
 from automem_dagster.llm.scripted_tools import call_id
+
+
+def llama_cpp_constrains(body: dict) -> bool:
+    """Whether llama.cpp's server decodes ``body`` under a constraint: a ``grammar``, a ``json_schema``
+    or a ``response_format`` of type ``json_schema`` or ``json_object`` (tools/server README)."""
+    fmt = body.get("response_format") or {}
+    return bool(body.get("grammar") or body.get("json_schema")) or fmt.get("type") in ("json_schema", "json_object")
 
 
 @dataclass(frozen=True)
@@ -64,10 +80,12 @@ class _Rules:
         self.lock = threading.Lock()
         self.requests = 0
 
-    def answer(self, body: dict, shape: Callable[[dict, str | dict], str | dict | None] | None = None) -> _Answer:
+    def answer(self, body: dict, shape: Callable[[dict, str | dict], str | dict | None] | None = None,
+               constrains: Callable[[dict], bool] = llama_cpp_constrains) -> _Answer:
         """What the first rule that applies to this request says. ``shape`` (a provider's) turns a reply
         into what its server lets the model give under the request's ``tool_choice``; a rule whose
-        reply it cannot give (None) is passed over."""
+        reply it cannot give (None) is passed over. A rule's ``free`` text answers a request that
+        ``constrains`` (the imitated server's rule) says is not constrained."""
         text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         with self.lock:
             self.requests += 1
@@ -79,6 +97,8 @@ class _Rules:
                     continue
                 replies = rule.get("replies") or [rule.get("reply", "")]
                 reply = replies[self.counters[i] % len(replies)]
+                if "free" in rule and not constrains(body):
+                    reply = rule["free"]
                 status = int(rule.get("status", 200))
                 if status == 200 and shape is not None:
                     reply = shape(body, reply)
@@ -116,7 +136,44 @@ def _usage(body: dict, message: dict) -> dict:
     return {"prompt_tokens": prompt // 4, "completion_tokens": reply // 4, "total_tokens": (prompt + reply) // 4}
 
 
-def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None):
+EMBED_DIMS = 64
+
+
+def word_vector(text: str) -> list[float]:
+    """The stand-in's embedding of ``text``: hashed word counts, unit length (all zeros for no words)."""
+    counts = [0.0] * EMBED_DIMS
+    for word in re.findall(r"\w+", text.lower()):
+        counts[int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % EMBED_DIMS] += 1.0
+    norm = sum(c * c for c in counts) ** 0.5
+    return [c / norm for c in counts] if norm else counts
+
+
+def _embeddings(body: dict) -> tuple[int, dict]:
+    """(status, payload) of an embeddings request."""
+    texts = body.get("input")
+    texts = [texts] if isinstance(texts, str) else texts
+    fmt = body.get("encoding_format", "float")
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t for t in texts):
+        return 400, {"error": {"message": "Input content cannot be empty (a string or a list of non-empty strings)",
+                               "type": "invalid_request_error"}}
+    if fmt not in ("float", "base64"):
+        return 400, {"error": {"message": f"encoding_format {fmt!r}: Can be either float or base64",
+                               "type": "invalid_request_error"}}
+    data = []
+    for i, text in enumerate(texts):
+        vector = word_vector(text)
+        value = vector if fmt == "float" else base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "index": i, "embedding": value})
+    tokens = sum(len(t) for t in texts) // 4
+    return 200, {"object": "list", "model": body.get("model", "scripted"), "data": data,
+                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
+                 constrains: Callable[[dict], bool] = llama_cpp_constrains):
+    """The request handler; ``constrains`` is the imitated server's rule for which requests are
+    decoded under a constraint (a provider's own rule wins)."""
+    constrains = provider.constrains if provider is not None else constrains
     log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -150,16 +207,19 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/embeddings"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             self._log(body)
+            if self.path.rstrip("/") == "/v1/embeddings":
+                self._send(*_embeddings(body))
+                return
             refusal = provider.refusal(body, self.headers.get("Authorization")) if provider else None
             if refusal is not None:
                 self._send(*refusal)
                 return
-            answer = rules.answer(body, provider.shape if provider else None)
+            answer = rules.answer(body, provider.shape if provider else None, constrains)
             time.sleep(answer.delay_s)
             if answer.drop:  # nothing is written: the client sees the connection close with no answer
                 self.close_connection = True

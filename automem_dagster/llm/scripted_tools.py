@@ -32,6 +32,11 @@ source says, with the wording of its errors as users have reported them:
   found in `tool_result` blocks: <id>. ...", anthropics/claude-code#5060 and #13460; ``<i>``
   counts the messages left once system messages are hoisted out); it ignores ``strict`` in a
   function definition and ``response_format`` (docs.anthropic.com/en/api/openai-sdk).
+* vLLM keeps the tools in the prompt under ``tool_choice: "none"`` and runs no tool parser on the
+  reply unless started with ``--exclude-tools-when-tool-choice-none`` (vllm/entrypoints/openai/
+  cli_args.py, default false; serving_chat.py drops the tools only with it), so a model that calls
+  a tool anyway answers with the call's markup as text (Hermes' ``<tool_call>`` form here); with
+  the flag the model never saw the tools and such a rule is passed over.
 * vLLM renders the conversation through the chat template and checks no ids; without
   ``--enable-auto-tool-choice --tool-call-parser`` it refuses ``tool_choice: "auto"``
   (``Provider.refuse_auto_tools``).
@@ -50,6 +55,7 @@ Tool-call ids look like each server's: ``call_`` + 24 characters (OpenAI), ``too
 from __future__ import annotations
 
 import hashlib
+import json
 
 SERVERS = ("openai", "anthropic", "vllm", "llama.cpp")
 
@@ -65,15 +71,19 @@ def refusal(server: str, body: dict, jinja: bool = True) -> tuple[int, dict] | N
     return None
 
 
-def shape(server: str, body: dict, reply: str | dict) -> str | dict | None:
+def shape(server: str, body: dict, reply: str | dict, exclude_tools_when_none: bool = False) -> str | dict | None:
     """``reply`` as the model could give it under the request's ``tool_choice`` and
     ``parallel_tool_calls``: tool calls cut to one where parallel calls are off, or None where it
-    could not be given at all (text when a call is required, a call when tools are off)."""
+    could not be given at all (text when a call is required, a call when tools are off); on vLLM
+    under ``tool_choice: "none"`` without ``exclude_tools_when_none``, a call as markup text."""
     tools = body.get("tools") or []
     choice = body.get("tool_choice", "auto" if tools else "none")
     calls = reply.get("tool_calls") if isinstance(reply, dict) else None
     if calls is None:
         return None if tools and (choice == "required" or isinstance(choice, dict)) else reply
+    if tools and choice == "none" and server == "vllm" and not exclude_tools_when_none:
+        return "\n".join(f'<tool_call>\n{json.dumps({"name": c["name"], "arguments": c["arguments"]})}\n</tool_call>'
+                         for c in calls)
     if not tools or choice == "none":
         return None
     if isinstance(choice, dict):

@@ -12,6 +12,16 @@ must fit ``--max-model-len``. Chat replies come from the same rules file as
 ``scripted_server``. Its tokenizer is a stand-in too: a word or a single symbol is one token,
 so dense text (ASCII maps) costs more than chars/4, as under real BPE tokenizers.
 
+Like vLLM it ignores request fields it does not know (vllm/entrypoints/openai/engine/protocol.py
+``OpenAIBaseModel``: ``extra="allow"``, ignored names logged at debug level), so a top-level
+``grammar`` (llama.cpp's field) or a ``lora`` list changes nothing, and a rule's ``free`` text
+answers a request that carries no constraint vLLM reads: ``structured_outputs`` (from vLLM
+0.10.2, PR #22772), ``guided_*`` (before 0.12.0, which removed them) or a ``response_format``
+JSON schema. ``GET /version`` answers ``{"version": ...}`` (``--version``) as vLLM's server does.
+Like vLLM it loads an adapter trained on another base model without complaint: the adapter is
+checked for a folder, a config and its rank, nothing more, so only the project's own base check
+(``llm/vllm_lora.py``) can catch a wrong base.
+
 ``GET /scripted/requests`` returns, for each chat request, the model it named and its prompt
 tokens, so a test can prove which adapter served which memory turn.
 """
@@ -47,8 +57,10 @@ class _State:
     """The server's loaded adapters and the chat requests seen, shared by the handler threads."""
 
     def __init__(self, base_model: str, max_lora_rank: int, runtime_lora: bool, max_model_len: int,
-                 visible_root: Path | None = None):
+                 visible_root: Path | None = None, version: str = "0.11.0", base_root: str | None = None):
         self.base_model = base_model
+        self.version = version
+        self.base_root = base_root or base_model
         self.visible_root = visible_root
         self.max_lora_rank = max_lora_rank
         self.runtime_lora = runtime_lora
@@ -58,7 +70,7 @@ class _State:
         self.lock = threading.Lock()
 
     def models(self) -> dict:
-        base = {"id": self.base_model, "object": "model", "owned_by": "vllm", "root": self.base_model, "parent": None,
+        base = {"id": self.base_model, "object": "model", "owned_by": "vllm", "root": self.base_root, "parent": None,
                 "max_model_len": self.max_model_len}
         cards = [{"id": name, "object": "model", "owned_by": "vllm", "root": path, "parent": self.base_model}
                  for name, path in self.adapters.items()]
@@ -117,8 +129,17 @@ def _error(status: int, message: str, kind: str, param: str | None) -> tuple[int
     return status, {"error": {"message": message, "type": kind, "param": param, "code": status}}
 
 
+def vllm_constrains(body: dict, version: str) -> bool:
+    """Whether vLLM ``version`` decodes ``body`` under a constraint (see the module doc)."""
+    release = tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+    fmt = body.get("response_format") or {}
+    structured = isinstance(body.get("structured_outputs"), dict) and release >= (0, 10, 2)
+    guided = any(k.startswith("guided_") for k in body) and release < (0, 12, 0)
+    return structured or guided or fmt.get("type") in ("json_schema", "json_object")
+
+
 def make_vllm_handler(rules: _Rules, state: _State):
-    base = make_handler(rules)
+    base = make_handler(rules, constrains=lambda body: vllm_constrains(body, state.version))
 
     class Handler(base):
         def _answer(self, status: int, payload: str | dict) -> None:
@@ -137,6 +158,8 @@ def make_vllm_handler(rules: _Rules, state: _State):
             with state.lock:
                 if route == "/v1/models":
                     self._send(200, state.models())
+                elif route == "/version":
+                    self._send(200, {"version": state.version})
                 elif route == "/scripted/requests":
                     self._send(200, {"requests": list(state.requests)})
                 else:
@@ -169,11 +192,12 @@ def make_vllm_handler(rules: _Rules, state: _State):
 
 def scripted_vllm(rules_path: Path, log_path: Path, *, base_model: str = "base", max_lora_rank: int = 16,
                   runtime_lora: bool = True, max_model_len: int = 8192, visible_root: Path | None = None,
-                  port: int | None = None) -> ServerProcess:
+                  port: int | None = None, version: str = "0.11.0", base_root: str | None = None) -> ServerProcess:
     """The stand-in as a managed child process (call ``.start()`` or use ``with``)."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "automem_dagster.llm.scripted_vllm", "--port", str(port), "--rules", str(rules_path),
-           "--base-model", base_model, "--max-lora-rank", str(max_lora_rank), "--max-model-len", str(max_model_len)]
+           "--base-model", base_model, "--max-lora-rank", str(max_lora_rank), "--max-model-len", str(max_model_len),
+           "--version", version, "--base-root", base_root or base_model]
     if not runtime_lora:
         cmd.append("--no-runtime-lora")
     if visible_root is not None:
@@ -188,12 +212,15 @@ def main() -> None:
     parser.add_argument("--base-model", default="base", help="the served model name (vLLM's --served-model-name)")
     parser.add_argument("--max-lora-rank", type=int, default=16, help="vLLM's default is 16")
     parser.add_argument("--max-model-len", type=int, default=8192)
+    parser.add_argument("--version", default="0.11.0", help="what GET /version reports, and which fields it reads")
+    parser.add_argument("--base-root", default=None, help="the base model's path or hub name (its card's `root`)")
     parser.add_argument("--no-runtime-lora", action="store_true",
                         help="as without VLLM_ALLOW_RUNTIME_LORA_UPDATING=True: no load/unload routes")
     parser.add_argument("--visible-root", type=Path, default=None,
                         help="only adapter paths under this folder exist for the server (a container's volume)")
     args = parser.parse_args()
-    state = _State(args.base_model, args.max_lora_rank, not args.no_runtime_lora, args.max_model_len, args.visible_root)
+    state = _State(args.base_model, args.max_lora_rank, not args.no_runtime_lora, args.max_model_len, args.visible_root,
+                   args.version, args.base_root)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_vllm_handler(_Rules(json.loads(args.rules.read_text())),
                                                                                 state))
     print(f"scripted vLLM server listening on 127.0.0.1:{args.port}", flush=True)

@@ -47,3 +47,17 @@ def error_message(body: str) -> str:
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         return str(data["error"].get("message", data["error"]))[:300]
     return json.dumps(data)[:300]
+
+
+def vllm_version(endpoint: EndpointConfig, base_url: str | None = None) -> str | None:
+    """The version a vLLM server reports at ``GET /version`` (``{"version": "0.11.0"}``, served at the
+    root by every vLLM release), or None when the route is absent or says no version. A server that
+    cannot be reached raises ``OSError``."""
+    status, body = call(endpoint, "GET", "/version", base_url=base_url, timeout_s=min(endpoint.timeout_s, 10.0))
+    if status != 200:
+        return None
+    try:
+        version = json.loads(body).get("version")
+    except (ValueError, AttributeError):
+        return None
+    return str(version) if version else None

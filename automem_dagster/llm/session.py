@@ -15,40 +15,51 @@ from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.embedded_server import embedded_server
 from automem_dagster.llm.replicas import ReplicatedClient
+from automem_dagster.llm.server_rules import check_servers, reply_schema_kind
 
 
 @dataclass
 class Clients:
-    """One client per role; a ``rules`` meta (no model) has no client, only its config in ``rules_meta``."""
+    """One client per role; a ``rules`` meta (no model) has no client, only its config in ``rules_meta``.
+    ``embed`` serves the ``rag`` baseline's embeddings (only when a session asks for it)."""
 
     game: LLMClient | ReplicatedClient
     memory: LLMClient | ReplicatedClient | None
     meta: LLMClient | ReplicatedClient | None
     rules_meta: EndpointConfig | None = None
+    embed: LLMClient | None = None
 
     def describe(self) -> dict:
         """Endpoint facts for trajectory headers and tracking: never the API key."""
         out = {}
-        for role in ("game", "memory", "meta"):
+        for role in ("game", "memory", "meta", "embed"):
             client = getattr(self, role)
             cfg = client.config if client is not None else self.rules_meta if role == "meta" else None
             if cfg is not None:
                 out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model, "server": cfg.server,
                              "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id,
+                             **({"reply_schema": reply_schema_kind(cfg)} if role == "meta" else {}),
                              **({"replicas": list(cfg.replicas)} if cfg.replicas else {})}
         return out
 
 
 @asynccontextmanager
-async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | None = None, two_model: bool = False):
+async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | None = None, two_model: bool = False,
+                  embed: bool = False):
     """Clients for ``config``'s roles. The ``memory`` role is the memory specialist's endpoint: it
     gets a client only with ``two_model`` (a specialist evaluation), so a file that names one does
-    not turn the structure loop's or the training rollouts' one-model agent into a two-model one."""
+    not turn the structure loop's or the training rollouts' one-model agent into a two-model one.
+    ``embed`` (the ``rag`` baseline's embedding search) adds the ``embed`` role's client; without an
+    ``embed`` role the embedded server, started with embeddings on, serves them. A vLLM server too
+    old to honour its role's constraint is refused here, before any request (``server_rules``)."""
+    check_servers({r: c for r, c in config.roles().items() if not c.rules and (r != "memory" or two_model)})
     server = None
-    if config.uses_embedded():
+    embed_cfg = config.embed_endpoint() if embed else None
+    if config.uses_embedded() or (embed_cfg is not None and embed_cfg.embedded):
         server = embedded_server(
             Path(log_dir) / "embedded_server.log", parallel=config.embedded_parallel,
             ctx_per_slot=config.embedded_ctx_per_slot, lora=lora,
+            embeddings=embed_cfg is not None and embed_cfg.embedded,
         ).start()
 
     def client(cfg: EndpointConfig | None) -> LLMClient | ReplicatedClient | None:
@@ -64,11 +75,11 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
 
     rules = config.meta if config.meta is not None and config.meta.rules else None
     clients = Clients(client(config.game), client(config.memory) if two_model and config.two_model else None,
-                      None if rules else client(config.meta), rules)
+                      None if rules else client(config.meta), rules, client(embed_cfg))
     try:
         yield clients
     finally:
-        for c in (clients.game, clients.memory, clients.meta):
+        for c in (clients.game, clients.memory, clients.meta, clients.embed):
             if c is not None:
                 await c.close()
         if server is not None:

@@ -3,7 +3,8 @@
 A vLLM server with ``--enable-lora`` serves the base model and any number of LoRA adapters
 as separate model names. The specialist evaluation must score the adapter it just trained,
 not whatever a fixed model name happens to serve, so the adapter is loaded under a name made
-from its family, id and a hash of its files (``automem-crafter-a2-1f0c3b9e``): a retrained
+from its family, id and a hash of its files (``automem-crafter-a2-1f0c3b9e``), after its recorded
+base is checked against the base the server serves (``adapter_base``: vLLM does not check it): a retrained
 or replaced adapter always gets a new name, and a name that is already listed is the same
 content, so loading it again is skipped. After loading, ``GET /v1/models`` must list the name
 with the endpoint's base model as its ``parent`` before any memory turn is sent with it.
@@ -24,6 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from automem_dagster.llm.adapter_base import adapter_identity, base_mismatch, local_base_identity
 from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.llm.server_api import call, error_message
 
@@ -104,8 +106,10 @@ def serve_adapter(endpoint: EndpointConfig, name: str, adapter_dir: Path) -> Ser
     folder = Path(adapter_dir).resolve()
     rank = adapter_rank(folder)
     adapter_files(folder)
+    models = list_models(endpoint)
+    check_base(endpoint, name, folder, models)
     loaded_now = False
-    if _find(list_models(endpoint), name) is None:
+    if _find(models, name) is None:
         status, body = _call(endpoint, "POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(folder)})
         if status != 200:
             raise VllmLoraError(_load_refusal(endpoint, name, folder, rank, status, body))
@@ -117,6 +121,29 @@ def serve_adapter(endpoint: EndpointConfig, name: str, adapter_dir: Path) -> Ser
                             f"model {endpoint.model!r}: set the memory endpoint's `model` to the base model name the "
                             "server serves (--served-model-name)")
     return ServedAdapter(name, parent, str(card.get("root") or folder), rank, loaded_now)
+
+
+def served_base(endpoint: EndpointConfig, models: list[dict] | None = None) -> str | None:
+    """The hub id or path the server loaded ``endpoint.model`` from (its model card's ``root``), or None
+    when the server does not list that base."""
+    card = _find(list_models(endpoint) if models is None else models, endpoint.model)
+    return (card.get("root") or card.get("id")) if card else None
+
+
+def check_base(endpoint: EndpointConfig, name: str, folder: Path, models: list[dict]) -> None:
+    """Refuse ``folder``'s adapter when it was trained on another base than the server serves
+    (``adapter_base``): vLLM itself would load it onto whatever base it has."""
+    root = served_base(endpoint, models)
+    if root is None:
+        raise VllmLoraError(f"{_where(endpoint)} does not list the base model {endpoint.model!r} at /v1/models: set the "
+                            "memory endpoint's `model` to the base name the server serves (--served-model-name)")
+    ours, theirs = adapter_identity(folder), local_base_identity(root)
+    why = base_mismatch(ours, theirs)
+    if why is not None:
+        raise VllmLoraError(f"adapter {name} ({folder}) was trained on {ours.describe()}, but {_where(endpoint)} serves "
+                            f"{endpoint.model!r} from {theirs.describe()} ({why}): train the specialist on the served "
+                            f"base (`automem train --base {root}`, the default when the memory endpoint is vLLM) or "
+                            "serve it from a vLLM running its own base")
 
 
 def confirm_served(endpoint: EndpointConfig, name: str) -> dict:

@@ -25,7 +25,13 @@ from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.gate import decide_paired, decision_evidence, load_decision_record, write_decision_record
-from automem_dagster.loop.serving import check_specialist_served, one_model, serving_rank_limit, specialist_endpoints
+from automem_dagster.loop.serving import (
+    check_specialist_served,
+    one_model,
+    serving_rank_limit,
+    specialist_endpoints,
+    with_training_base,
+)
 from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
 from automem_dagster.loop.structure import evaluation_spec
@@ -147,7 +153,7 @@ async def lora_config_stage(data: CurationResult, settings: ProficiencySettings,
     elif settings.lora is not None:
         choice = LoraChoice(settings.lora, "given", "settings given by the user", settings.lora)
     else:
-        base = describe_base(settings.base)
+        base = describe_base(settings.training_base)
         defaults = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
         if max_rank is not None and defaults.rank > max_rank:
             defaults = defaults.model_copy(update={"rank": max_rank, "alpha": 2 * max_rank})
@@ -193,10 +199,10 @@ def train_into(data: CurationResult, choice: LoraChoice, settings: ProficiencySe
     from automem_dagster.training.gguf_lora import export_gguf_lora
     from automem_dagster.training.launch import launch_training
 
-    result = launch_training(Path(data.out_dir), choice.settings, out, base=settings.base,
+    result = launch_training(Path(data.out_dir), choice.settings, out, base=settings.training_base,
                              max_steps=settings.max_train_steps, eval_every=settings.eval_every, progress=progress)
     gguf = None
-    if settings.base == "embedded":
+    if settings.training_base == "embedded":
         gguf = str(export_gguf_lora(Path(result.adapter_dir), Path(out) / "adapter.gguf"))
     return result, gguf
 
@@ -325,6 +331,7 @@ async def run_proficiency_round(settings: ProficiencySettings, config: Endpoints
     say = on_stage or (lambda line: None)
     start = start_proficiency_round(settings, storage)
     scaffold, pending, seeds = start.scaffold, start.pending, start.seeds
+    settings = with_training_base(settings, config)
     if pending is not None:
         result = ProficiencyResult(settings.game, scaffold.version, pending,
                                    notes=[f"resumed pending adapter {pending.id} of an earlier round"])

@@ -32,6 +32,7 @@ from automem_dagster.rollout.trajectory import finished_episodes, read_trajector
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, TrainingRun
+from automem_dagster.tracking.runs import COST_PER_STEP
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 from automem_dagster.training.sft_result import FIGURES
 
@@ -233,22 +234,28 @@ def report_proficiency(result: ProficiencyResult, storage: Storage, tracker: Tra
 
 def agent_points(rows: list[dict], game: str, seeds: str, max_steps: int) -> list[AgentPoint]:
     """One point per agent evaluated on exactly ``seeds`` ("42,43") and ``max_steps`` for ``game``
-    (the newest run of each wins), ordered as a reader compares them: random, the baselines
-    without memory, each scaffold version, then scaffold + specialist. ``rows``: ``Tracker.runs_for``."""
+    (the newest run of each wins; a rag baseline per retriever), ordered as a reader compares them:
+    random, the baselines without memory, the memory baselines (rag, summary), each scaffold version,
+    then scaffold + specialist; each with its per-step cost where the run logged it.
+    ``rows``: ``Tracker.runs_for``."""
     latest: dict[tuple, dict] = {}
     for row in rows:                       # newest first, so the first seen is kept
         comparable = row["game"] == game and row["seeds"] == seeds and row["max_steps"] == max_steps
         if comparable and row["role"] != "training" and row["progression_mean"] is not None:
-            latest.setdefault((row["agent"], row["version"] if row["agent"] == "memory" else None, row["adapter"]), row)
-    order = {"random": 0, "window": 1, "cot": 2, "memory": 3}
+            variant = (row.get("settings") or {}).get("retriever", "")
+            latest.setdefault((row["agent"], row["version"] if row["agent"] == "memory" else None, row["adapter"],
+                               variant), row)
+    order = {"random": 0, "window": 1, "cot": 2, "rag": 3, "summary": 4, "memory": 5}
     points = []
-    for (agent, version, adapter), row in sorted(latest.items(), key=lambda kv: (order[kv[0][0]], kv[0][2] is not None,
-                                                                                 kv[0][1] or 0, kv[0][2] or "")):
+    for (agent, version, adapter, variant), row in sorted(
+            latest.items(), key=lambda kv: (order[kv[0][0]], kv[0][2] is not None, kv[0][1] or 0, kv[0][2] or "",
+                                            kv[0][3])):
         if agent != "memory":
-            label, kind = agent, "baseline"
+            label, kind = f"{agent} ({variant})" if variant else agent, "baseline"
         elif adapter:
             label, kind = f"v{version} + {adapter}", "specialist"
         else:
             label, kind = f"v{version}", {"kept": "kept", "rolled_back": "rolled_back"}.get(row["decision"], "champion")
-        points.append(AgentPoint(label, row["progression_mean"], row["progression_se"] or 0.0, kind))
+        costs = {key: row[key] for key in COST_PER_STEP if row.get(key) is not None}
+        points.append(AgentPoint(label, row["progression_mean"], row["progression_se"] or 0.0, kind, costs))
     return points

@@ -4,14 +4,17 @@ to be that adapter before its score is credited to it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from automem_dagster.llm.client import LLMClient
-from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.replicas import ReplicatedClient
 from automem_dagster.llm.session import Clients
-from automem_dagster.llm.vllm_lora import VllmLoraError, adapter_name, confirm_served, serve_adapter
+from automem_dagster.llm.vllm_lora import VllmLoraError, adapter_name, confirm_served, list_models, serve_adapter, served_base
 from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.settings import ProficiencySettings
+from automem_dagster.training.base_model import EMBEDDED_BASE
 from automem_dagster.training.registry import AdapterRecord
 
 
@@ -34,7 +37,8 @@ def specialist_endpoints(config: EndpointsConfig, record: AdapterRecord,
     endpoint serves it too) gets the adapter's peft folder loaded through the runtime LoRA API
     under a name carrying its content hash, confirmed in the server's model list, and that name
     becomes the memory endpoint's ``model``: the evaluation can only score this adapter. Another
-    configured ``memory:`` endpoint is used as given. Otherwise the embedded server loads the
+    configured ``memory:`` endpoint is used only when it proves to serve this adapter
+    (``prove_served_as_given``). Otherwise the embedded server loads the
     adapter's GGUF and the memory endpoint is the game endpoint with that adapter selected per
     request."""
     memory = config.memory
@@ -49,6 +53,7 @@ def specialist_endpoints(config: EndpointsConfig, record: AdapterRecord,
             raise RoundError(f"specialist {record.id}: {exc}") from exc
         return config.model_copy(update={"memory": memory.model_copy(update={"model": served[0].name})}), []
     if memory is not None:
+        prove_served_as_given(memory, family, record)
         return config, []
     if not config.game.embedded:
         raise RoundError(f"the game endpoint {config.game.base_url} is not the embedded server: add a `memory:` endpoint "
@@ -58,6 +63,44 @@ def specialist_endpoints(config: EndpointsConfig, record: AdapterRecord,
         raise RoundError(f"adapter {record.id} has no GGUF export for the embedded server: retrain with base `embedded`")
     memory = config.game.model_copy(update={"name": "memory", "lora_id": 0})
     return config.model_copy(update={"memory": memory}), [Path(record.gguf)]
+
+
+def prove_served_as_given(memory: EndpointConfig, family: str, record: AdapterRecord) -> None:
+    """A memory endpoint that is neither vLLM nor the embedded server cannot be told to load an adapter,
+    so it must already serve this one under its content-hashed name (``served_name``, as its
+    ``model``) and list it at ``/v1/models``; otherwise the score could belong to any model."""
+    name = served_name(family, record)
+    fix = (f"serve adapter {record.id} ({record.adapter_dir}) under the model name {name} and set the memory "
+           "endpoint's `model` to it, or use `server: vllm` (runtime loading) or no memory endpoint (embedded)")
+    if memory.model != name:
+        raise RoundError(f"the memory endpoint {memory.name!r} ({memory.server} at {memory.base_url}) sends model "
+                         f"{memory.model!r}, which cannot be shown to be adapter {record.id}: {fix}")
+    for url in memory.base_urls():
+        try:
+            listed = [m.get("id") for m in list_models(memory.model_copy(update={"base_url": url, "replicas": []}))]
+        except VllmLoraError as exc:
+            raise RoundError(f"specialist {record.id}: {exc}") from exc
+        if name not in listed:
+            raise RoundError(f"the memory endpoint's server {url} does not list {name} at /v1/models: {fix}")
+
+
+def serving_base(config: EndpointsConfig) -> str | None:
+    """The base model (hub id or path) the vLLM server that will serve the specialist serves, where one
+    does and can be asked: the default training base, so the adapter fits the server it is scored on."""
+    server = config.memory or config.game
+    if server.server != "vllm":
+        return None
+    try:
+        return served_base(server)
+    except VllmLoraError:
+        return None
+
+
+def with_training_base(settings: ProficiencySettings, config: EndpointsConfig) -> ProficiencySettings:
+    """``settings`` with its base filled in when none was given: the serving vLLM's base, else ``embedded``."""
+    if settings.base is not None:
+        return settings
+    return replace(settings, base=serving_base(config) or EMBEDDED_BASE)
 
 
 def served_name(family: str, record: AdapterRecord) -> str:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from automem_dagster.games import game_family
+from automem_dagster.games import environment, game_family
 from automem_dagster.meta.curate import CurationSettings
 from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.meta.lora_config import validate_settings
@@ -39,8 +39,6 @@ class RoundSettings:
         return seeds[: self.eval_episodes] if self.eval_episodes else seeds
 
 
-MIN_EXAMPLES = {"minihack": 300, "crafter": 500, "nethack": 800}
-"""The AutoMem paper: 300 (MiniHack) to 800 (NetHack); Crafter's episodes are between the two in length."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,9 @@ class ProficiencySettings:
 
     budget: RoundSettings
     curation: CurationSettings = field(default_factory=CurationSettings)
-    base: str = "embedded"
+    base: str | None = None
+    """The base model to train on: ``embedded``, a hub id or a folder; None until ``serving.with_training_base``
+    fills in the base the serving vLLM serves (``embedded`` where none does)."""
     max_train_steps: int | None = None
     lora: LoraSettings | None = None
     """Settings given by a person; the meta-LLM is then not asked."""
@@ -63,16 +63,21 @@ class ProficiencySettings:
         return self.budget.game
 
     @property
+    def training_base(self) -> str:
+        """``base``, or ``embedded`` where it was never filled in."""
+        return self.base or "embedded"
+
+    @property
     def family(self) -> str:
         return game_family(self.budget.game)
 
 
 def default_curation(game: str, **overrides) -> CurationSettings:
-    return CurationSettings(**{"min_examples": MIN_EXAMPLES[game_family(game)], **overrides})
+    return CurationSettings(**{"min_examples": environment(game_family(game)).min_examples, **overrides})
 
 
 def proficiency_settings(budget: RoundSettings, *, horizon: int, review_batches: int, min_examples: int | None = None,
-                         accept_score: float | None = None, lora_json: str | None = None, base: str = "embedded",
+                         accept_score: float | None = None, lora_json: str | None = None, base: str | None = None,
                          max_train_steps: int | None = None) -> ProficiencySettings:
     """The settings of a proficiency round from the options a person gives (CLI flags or Dagster run
     config): absent minimum and acceptance score take the curation's defaults, ``lora_json`` (a JSON

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from automem_dagster.agent.baselines import DEFAULT_WINDOW, WINDOWED
+from automem_dagster.agent.memory_settings import settings_for
 from automem_dagster.games import game_family
 from automem_dagster.paths import RUNS, SCAFFOLDS
 from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE
@@ -41,15 +42,18 @@ def slug(game: str) -> str:
 
 
 def batch_dir(root: Path, kind: str, game: str, version: int, seeds: list[int], max_steps: int,
-              agent: str = "memory", window: int = DEFAULT_WINDOW) -> Path:
+              agent: str = "memory", window: int = DEFAULT_WINDOW, settings: dict | None = None) -> Path:
     """The directory of a batch, determined by its settings, so the same settings resume it.
 
     A memory-agent batch sits under its scaffold version (``.../v3/...``); a baseline, which
-    uses no scaffold, under its own name (``.../random/...``, ``.../window/...-window8``)."""
+    uses no scaffold, under its own name (``.../random/...``, ``.../window/...-window8``), and a memory
+    baseline's settings name it too (``.../rag/...-window8-bm25-k4-oao``, ``.../summary/...-every8-cap128``)."""
     name = f"steps{max_steps}-seeds{seeds[0]}-{seeds[-1]}-n{len(seeds)}"
     if agent == "memory":
         return Path(root) / kind / slug(game) / f"v{version}" / name
-    return Path(root) / kind / slug(game) / agent / (name + (f"-window{window}" if agent in WINDOWED else ""))
+    name += f"-window{window}" if agent in WINDOWED else ""
+    own = settings_for(agent, settings)
+    return Path(root) / kind / slug(game) / agent / (name + (f"-{own.slug()}" if own is not None else ""))
 
 
 def load_champion(family: str, storage: Storage) -> Scaffold:

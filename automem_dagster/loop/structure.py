@@ -178,20 +178,22 @@ def start_round(settings: RoundSettings, storage: Storage) -> RoundStart:
 
 async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, clients: Clients,
                          storage: Storage, concurrency: int = 2, progress: Progress | None = None,
-                         out: Path | None = None, agent: str = "memory", window: int = DEFAULT_WINDOW) -> BatchSummary:
+                         out: Path | None = None, agent: str = "memory", window: int = DEFAULT_WINDOW,
+                         settings: dict | None = None) -> BatchSummary:
     """Play ``scaffold`` (or the baseline ``agent``) on the evaluation ``seeds`` (``evaluation_batch``)."""
-    spec = evaluation_batch(game, scaffold, seeds, max_steps, storage, concurrency, out, agent, window)
+    spec = evaluation_batch(game, scaffold, seeds, max_steps, storage, concurrency, out, agent, window, settings)
     return await run_batch(spec, clients, progress)
 
 
 def evaluation_batch(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, storage: Storage,
                      concurrency: int = 2, out: Path | None = None, agent: str = "memory",
-                     window: int = DEFAULT_WINDOW) -> RolloutSpec:
+                     window: int = DEFAULT_WINDOW, settings: dict | None = None) -> RolloutSpec:
     """The evaluation batch of ``scaffold`` (or the baseline ``agent``) on ``seeds``, in a directory named
     by them; a batch already played there is reused, so the champion is evaluated once per seed set
     and step budget, not once per round."""
-    out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps, agent, window)
-    return RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window)
+    out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps, agent, window, settings)
+    return RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window,
+                       settings=settings or {})
 
 
 def evaluation_spec(settings: RoundSettings, scaffold: Scaffold, storage: Storage) -> RolloutSpec:

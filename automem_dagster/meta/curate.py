@@ -35,7 +35,7 @@ from automem_dagster.eta import eta
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.meta.decisions import DecisionError, MemoryDecision, ScoreWeights, extract_decisions
-from automem_dagster.meta.replies import Attempt
+from automem_dagster.meta.replies import Attempt, describe_reply
 from automem_dagster.rollout.seeds import assert_disjoint
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold import Scaffold
@@ -205,7 +205,7 @@ async def _review_batch(batch: list[MemoryDecision], meta: LLMClient):
     schema = review_schema(len(batch))
     messages = [{"role": "system", "content": REVIEW_SYSTEM},
                 {"role": "user", "content": f"Decisions:\n\n{shown}\n\nGive a verdict (keep or not, with a short reason) "
-                                            "for each decision id."}]
+                                            "for each decision id.\n" + describe_reply(schema)}]
     completion = await meta.complete(messages, json_schema=schema, schema_name="review")
     reply, error = parse_json_reply(completion.text, ReviewReply)
     if reply is None:

@@ -28,7 +28,7 @@ from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.llm.tokens import TokenCounter
 from automem_dagster.meta.compress import RenderedBatch, ranges, render_for_diagnosis
 from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, collect_evidence, tally
-from automem_dagster.meta.replies import Attempt
+from automem_dagster.meta.replies import Attempt, describe_reply
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.scaffold.model import Scaffold
@@ -225,11 +225,13 @@ def unshown_citations(findings: list[dict], rendered: RenderedBatch) -> str | No
 
 
 def prompt_parts(scaffold: Scaffold, evidence: Evidence) -> tuple[str, str]:
-    """The user prompt's text before the rendered batch (scaffold, evidence) and after it (the ask)."""
+    """The user prompt's text before the rendered batch (scaffold, evidence) and after it (the ask, which
+    names every field of the reply: a provider that ignores ``response_format`` learns them only here)."""
     head = (f"Game: {scaffold.game}. Scaffold version {scaffold.version}:\n```yaml\n{scaffold_yaml(scaffold)}```\n\n"
             f"Evidence computed from the trajectories:\n{evidence_digest(evidence.as_dict())}\n\nTrajectories:\n")
     ask = ("\n\nDiagnose this batch: a summary, then findings that each cite an episode and a step shown above, "
-           "the scaffold part that caused it, and a proposed scaffold change.")
+           "the scaffold part that caused it, and a proposed scaffold change.\n"
+           + describe_reply(batch_reply_schema(evidence)))
     return head, ask
 
 

@@ -18,7 +18,7 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.datafiles import parse_json_reply, validation_problems
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.strict_schema import to_strict
-from automem_dagster.meta.replies import Attempt
+from automem_dagster.meta.replies import Attempt, describe_reply
 from automem_dagster.training.settings import TARGET_MODULES, LoraSettings
 
 MAX_ATTEMPTS = 3
@@ -103,7 +103,7 @@ async def recommend_lora(stats: dict, base: dict, defaults: LoraSettings, client
                 {"role": "user", "content": describe_dataset(stats, base) + "\n\nA sound starting point is "
                  + defaults.model_dump_json() + "." + (f" The serving vLLM accepts rank at most {max_rank}."
                                                        if max_rank else "")
-                 + " Reply with your reasoning and the settings."}]
+                 + " Reply with your reasoning and the settings.\n" + describe_reply(reply_schema())}]
     attempts: list[Attempt] = []
     while len(attempts) < max_attempts:
         completion = await client.complete(messages, json_schema=reply_schema(), schema_name="lora_settings")

@@ -30,7 +30,7 @@ from automem_dagster.meta.diagnose import (
     evidence_digest,
 )
 from automem_dagster.meta.replies import Attempt
-from automem_dagster.meta.tool_session import NO_TOOLS_HINT, BudgetSpent, ToolSession, ToolsUnsupported
+from automem_dagster.meta.tool_session import NO_TOOLS_HINT, BudgetSpent, ToolSession, ToolsUnsupported, after_tools_hint
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold.model import Scaffold
 
@@ -95,7 +95,7 @@ async def diagnose_with_tools(batch_dir: Path, scaffold: Scaffold, client: LLMCl
             return result
         messages += [{"role": "assistant", "content": completion.text},
                      {"role": "user", "content": f"That reply was rejected: {error}. Reply again with valid JSON."}]
-    hint = f"; {NO_TOOLS_HINT}" if not session.calls else ""
+    hint = f"; {NO_TOOLS_HINT}" if not session.calls else after_tools_hint(client.config.server, bool(session.stops))
     _fail(out_dir, attempts, session, f"the meta-LLM gave no usable diagnosis in {max_attempts} attempts "
           f"(last: {attempts[-1].error}; it made {len(session.calls)} tool calls{hint}); its replies are in ")
 

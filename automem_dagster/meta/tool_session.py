@@ -25,6 +25,17 @@ from automem_dagster.meta.compress import ranges
 NO_TOOLS_HINT = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser <parser>; "
                  "llama.cpp: --jinja) or set meta_mode: one_call on the meta endpoint, which needs no tool calling")
 
+VLLM_NONE_HINT = ("vLLM keeps the tools in the prompt under tool_choice 'none' unless started with "
+                  "--exclude-tools-when-tool-choice-none (vllm/entrypoints/openai/cli_args.py), so the model may write "
+                  "tool-call markup as text: restart vLLM with that flag")
+"""What to do when a vLLM meta endpoint's answers after tool use is over are not the reply asked for."""
+
+
+def after_tools_hint(server: str | None, tools_stopped: bool) -> str:
+    """``VLLM_NONE_HINT`` (with its separator) when a vLLM server was sent ``tool_choice: none``, else ''."""
+    return f"; {VLLM_NONE_HINT}" if tools_stopped and server == "vllm" else ""
+
+
 IGNORED_CALLS = 8
 """Tool calls answered "not run" after which a model that goes on calling tools is stopped (a server
 that ignores ``tool_choice: none`` and reports no usage would otherwise never spend the token budget)."""
@@ -118,7 +129,8 @@ class ToolSession:
                 return completion
             if self.stops and sum(not c.ran for c in self.calls) >= IGNORED_CALLS:
                 raise BudgetSpent(f"the model kept calling tools after tool use was over ({', '.join(self.stops)} spent) "
-                                  f"in {self.requests} request(s); the server may not honour tool_choice 'none'")
+                                  f"in {self.requests} request(s); the server may not honour tool_choice 'none'"
+                                  + after_tools_hint(self.client.config.server, True))
             self.messages.append({"role": "assistant", "content": completion.text or None, "tool_calls": [
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                 for c in completion.tool_calls]})

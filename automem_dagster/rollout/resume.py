@@ -133,7 +133,10 @@ async def replay(play: Play, interrupted: Interrupted, game_step: GameStep) -> N
         if store is not None:
             _replay_ops(store, mark, interrupted.journal.get(step, []), step)
             _expect(step, "memory files (digest)", memory_digest(store), record.get("memory_sha"))
-        play.agent.recall(step, play.shown())
+        try:
+            play.agent.recall(step, play.shown(), record)
+        except ValueError as exc:  # a record the agent cannot restore its memory from
+            raise ResumeMismatch(f"step {step}: {exc}") from exc
         result = await game_step(record["action"])
         _expect(step, "state", state_record(result.state), record["state"])
         for key in ("reward", "progression", "done"):

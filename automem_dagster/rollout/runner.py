@@ -18,16 +18,19 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from automem_dagster.agent import MemoryAgent
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
+from automem_dagster.agent.memory_settings import settings_for, settings_record
+from automem_dagster.agent.rag_agent import RagAgent
 from automem_dagster.agent.sampling import sampling_record
+from automem_dagster.agent.summary_agent import SummaryAgent
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.games import game_family, make_game
+from automem_dagster.games import env_ref, game_family, make_game
 from automem_dagster.games.base import Game, StepResult, state_record
 from automem_dagster.llm.replicas import episode_affinity
 from automem_dagster.llm.session import Clients
@@ -63,8 +66,10 @@ class RolloutError(RuntimeError):
 @dataclass
 class RolloutSpec:
     """A batch. ``agent`` is ``memory`` (the scaffold's LOG + PLAN agent) or a baseline
-    (``random``, ``window``, ``cot``); a baseline keeps the scaffold only to name the game
-    family and the batch, and ``window`` is the history length of ``window`` and ``cot``."""
+    (``random``, ``window``, ``cot``, ``rag``, ``summary``); a baseline keeps the scaffold only to
+    name the game family and the batch, and ``window`` is the history length of the windowed ones.
+    ``settings`` are the ``rag`` and ``summary`` agents' own (``agent.memory_settings``): checked and
+    completed with defaults here, recorded in batch.json and every trajectory header."""
 
     game: str
     scaffold: Scaffold
@@ -74,16 +79,19 @@ class RolloutSpec:
     concurrency: int = 2
     agent: str = "memory"
     window: int = DEFAULT_WINDOW
+    settings: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.agent not in AGENTS:
             raise ValueError(f"agent {self.agent!r}: expected one of {', '.join(AGENTS)}")
         if self.window < 0:
             raise ValueError(f"window {self.window}: the history length must be 0 or more steps")
+        self.settings = settings_record(settings_for(self.agent, self.settings))
 
     def agent_settings(self) -> dict:
         """The agent as batch.json and trajectory headers record it."""
-        return {"agent": self.agent, **({"window": self.window} if self.agent in WINDOWED else {})}
+        return {"agent": self.agent, **({"window": self.window} if self.agent in WINDOWED else {}),
+                **({"settings": self.settings} if self.settings else {})}
 
     def manifest(self, clients: Clients) -> dict:
         return {
@@ -119,7 +127,7 @@ def _check_manifest(path: Path, manifest: dict) -> None:
     if path.exists():
         # Batches from before baselines existed have no ``agent``: they are memory-agent batches.
         previous = {"agent": "memory", **read_manifest(path.parent)}
-        keys = ("game", "max_steps", "two_model", "agent", "window")
+        keys = ("game", "max_steps", "two_model", "agent", "window", "settings")
         if manifest["agent"] == "memory":
             keys += ("scaffold_hash",)      # a baseline does not use the scaffold, so a new champion is no conflict
         differing = [k for k in keys if previous.get(k) != manifest.get(k)]
@@ -217,6 +225,7 @@ async def _play_step(play: Play, writer: TrajectoryWriter, game_step: GameStep) 
         "reward": result.reward, "progression": result.progression, "done": result.done,
         "warnings": decision.warnings, "turns": [asdict(t) for t in decision.turns],
         **({"memory_index": decision.memory_index} if decision.memory_index else {}),
+        **({"memory_context": decision.memory_context} if decision.memory_context else {}),
         **({"memory_sha": memory_digest(play.store)} if play.store is not None else {}),
         "state": state_record(result.state), "info": result.info,
         "game_s": game_s, "wall_s": time.perf_counter() - started,
@@ -236,7 +245,10 @@ async def _open_episode(spec: RolloutSpec, seed: int, clients: Clients, game: Ga
         "endpoints": clients.describe(),
         "started_at": datetime.now(UTC).isoformat(),
     }
-    if partial_path(path).exists():
+    if partial_path(path).exists() and not env_ref(spec.game).plugin.replays_exactly:
+        header["resumes"] = [{"at_step": 0, "note": f"not resumed: {env_ref(spec.game).family} does not replay "
+                                                    "exactly (its plugin says so); the episode was played again from step 0"}]
+    elif partial_path(path).exists():
         aside = set_aside(mem_root)
         try:
             interrupted = load_interrupted(partial_path(path), aside, eid, spec.agent == "memory")
@@ -279,6 +291,16 @@ def make_agent(spec: RolloutSpec, seed: int, game: Game, clients: Clients, mem_r
         return RandomAgent(game.actions(), seed)
     if clients.game is None:
         raise RolloutError(f"the {spec.agent} baseline needs a game endpoint: pass --endpoints with a `game:` entry")
+    family, settings = game_family(spec.game), settings_for(spec.agent, spec.settings)
+    if spec.agent == "rag":
+        embed = clients.embed if settings.retriever == "embedding" else None
+        if settings.retriever == "embedding" and embed is None:
+            raise RolloutError("the rag baseline's embedding retriever needs an embed endpoint; the session was "
+                               "opened without one (connect(..., embed=True))")
+        return RagAgent(family, game.actions(), game.parse_action, clients.game, spec.window, settings, embed,
+                        episode_seed=seed)
+    if spec.agent == "summary":
+        return SummaryAgent(family, game.actions(), game.parse_action, clients.game, spec.window, settings,
+                            episode_seed=seed)
     kind = WindowAgent if spec.agent == "window" else ChainOfThoughtAgent
-    return kind(game_family(spec.game), game.actions(), game.parse_action, clients.game, spec.window,
-                episode_seed=seed)
+    return kind(family, game.actions(), game.parse_action, clients.game, spec.window, episode_seed=seed)

@@ -11,13 +11,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from automem_dagster.datafiles import load_yaml_model
-from automem_dagster.games import game_family, minihack_env_id
+from automem_dagster.games import EnvRef, as_ref, minihack_env_id
 from automem_dagster.paths import ASSETS
 
 DEFAULT_SEEDS_FILE = ASSETS / "seeds" / "eval.yaml"
@@ -46,18 +45,17 @@ class TrainingRange(BaseModel):
 
 
 class SeedConfig(BaseModel):
-    """The evaluation seed set of every game family (MiniHack: per task) and the training range."""
+    """The evaluation seed sets of game families (MiniHack: per task) and the training range.
+
+    A family without a set here plays its environment record's ``eval_seeds`` (``eval_seeds``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    eval: dict[Literal["crafter", "minihack", "nethack"], list[int]]
+    eval: dict[str, list[int]]
     training: TrainingRange
 
     @model_validator(mode="after")
     def _sound(self) -> SeedConfig:
-        missing = sorted({"crafter", "minihack", "nethack"} - self.eval.keys())
-        if missing:
-            raise ValueError(f"eval: no seed set for {missing}")
         for family, seeds in self.eval.items():
             if not seeds or len(set(seeds)) != len(seeds):
                 raise ValueError(f"eval.{family}: give at least one seed and no seed twice")
@@ -70,12 +68,18 @@ def load_seed_config(path: Path = DEFAULT_SEEDS_FILE) -> SeedConfig:
     return load_yaml_model(path, SeedConfig, "seed file", SeedConfigError, "restore assets/seeds/eval.yaml")
 
 
-def eval_seeds(game: str, path: Path = DEFAULT_SEEDS_FILE) -> list[int]:
-    """The fixed evaluation seeds for ``game`` ("crafter", "nethack" or "minihack:<Task>")."""
-    return list(load_seed_config(path).eval[game_family(game)])
+def eval_seeds(game: str | EnvRef, path: Path = DEFAULT_SEEDS_FILE) -> list[int]:
+    """The fixed evaluation seeds for ``game`` ("crafter", "minihack:<Task>", a plugin's game): the seed
+    file's set of its family, else its environment record's, which must stay out of the training range too."""
+    ref, config = as_ref(game), load_seed_config(path)
+    if ref.family in config.eval:
+        return list(config.eval[ref.family])
+    seeds = list(ref.plugin.eval_seeds)
+    assert_disjoint(config.training.seeds(), seeds, f"training range of {path}", f"eval_seeds of plugin {ref.family!r}")
+    return seeds
 
 
-def training_seeds(game: str, n: int, offset: int = 0, path: Path = DEFAULT_SEEDS_FILE) -> list[int]:
+def training_seeds(game: str | EnvRef, n: int, offset: int = 0, path: Path = DEFAULT_SEEDS_FILE) -> list[int]:
     """``n`` distinct training seeds for ``game``: items ``offset .. offset+n-1`` of a fixed shuffle.
 
     The shuffle of the training range is seeded from a SHA-256 of the game's canonical name
@@ -103,10 +107,13 @@ def assert_disjoint(a: Iterable[int], b: Iterable[int], a_name: str = "training 
         raise ValueError(f"{a_name} and {b_name} share seeds {shared}: keep training and evaluation seeds disjoint")
 
 
-def _stream_name(game: str) -> str:
-    """One name per game, whichever spelling was given ("minihack:Corridor-R3" = its gym id)."""
-    family = game_family(game)
-    return minihack_env_id(game) if family == "minihack" else family
+def _stream_name(game: str | EnvRef) -> str:
+    """One name per game, whichever spelling was given ("MiniHack-Corridor-R3-v0" = "minihack:Corridor-R3").
+
+    A MiniHack task's stream keeps the gym-id name it had before games were references, so the
+    training seeds drawn for a task stay the ones already drawn."""
+    ref = as_ref(game)
+    return minihack_env_id(ref.name) if ref.family == "minihack" else ref.name
 
 
 def _stable_seed(name: str) -> int:

@@ -56,14 +56,14 @@ def spec_record(spec: RolloutSpec) -> dict:
     version (every scaffold a round plays is saved in the project's scaffolds folder first)."""
     return {"game": spec.game, "family": spec.scaffold.game, "version": spec.scaffold.version, "seeds": list(spec.seeds),
             "max_steps": spec.max_steps, "out_dir": str(spec.out_dir), "concurrency": spec.concurrency,
-            "agent": spec.agent, "window": spec.window}
+            "agent": spec.agent, "window": spec.window, "settings": spec.settings}
 
 
 def spec_from_record(record: dict, scaffolds: Path) -> RolloutSpec:
     """The spec ``spec_record`` wrote, with its scaffold loaded from ``scaffolds``."""
     scaffold = load_scaffold(record["family"], record["version"], scaffolds)
     return RolloutSpec(record["game"], scaffold, record["seeds"], record["max_steps"], Path(record["out_dir"]),
-                       record["concurrency"], record["agent"], record["window"])
+                       record["concurrency"], record["agent"], record["window"], record.get("settings", {}))
 
 
 def shard_dir(batch_dir: Path, index: int) -> Path:

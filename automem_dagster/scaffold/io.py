@@ -36,9 +36,23 @@ def scaffold_path(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> P
     return Path(root) / game / f"v{int(number)}.yaml"
 
 
+def stored_scaffold_path(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> Path:
+    """Where version ``version`` of ``game`` is read from: ``scaffold_path``, except that an installed
+    plugin's v0, where ``root`` has none, is the file the plugin ships (the built-ins' v0 are in ``root``)."""
+    path = scaffold_path(game, version, root)
+    if path.name != "v0.yaml" or path.exists():
+        return path
+    from automem_dagster.games.builtin import BUILTIN  # late: the registry imports the plugins
+    from automem_dagster.games.plugin import environments
+
+    plugin = environments().get(game)
+    return Path(plugin.scaffold) if plugin is not None and plugin not in BUILTIN else path
+
+
 def list_versions(game: str, root: Path = DEFAULT_ROOT) -> list[int]:
-    folder = Path(root) / game
-    return sorted(int(p.stem[1:]) for p in folder.glob("v*.yaml") if p.stem[1:].isdigit())
+    """The versions on disk; an installed plugin's v0 counts where ``root`` has none (``stored_scaffold_path``)."""
+    versions = {int(p.stem[1:]) for p in (Path(root) / game).glob("v*.yaml") if p.stem[1:].isdigit()}
+    return sorted(versions | ({0} if stored_scaffold_path(game, 0, root).exists() else set()))
 
 
 def parse_scaffold(data: object, source: str) -> Scaffold:
@@ -46,7 +60,7 @@ def parse_scaffold(data: object, source: str) -> Scaffold:
 
 
 def load_scaffold(game: str, version: int | str, root: Path = DEFAULT_ROOT) -> Scaffold:
-    return load_scaffold_file(scaffold_path(game, version, root))
+    return load_scaffold_file(stored_scaffold_path(game, version, root))
 
 
 def load_scaffold_file(path: Path) -> Scaffold:

@@ -27,8 +27,8 @@ from automem_dagster.datafiles import read_text_file, validation_problems
 from automem_dagster.locking import file_lock
 from automem_dagster.metrics.paired import GateDecision, PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
-from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path
-from automem_dagster.scaffold.model import GAME_FAMILIES
+from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path, stored_scaffold_path
+from automem_dagster.scaffold.model import Family, registered_family
 
 DEFAULT_ROOT = ASSETS / "lineage"
 
@@ -88,7 +88,7 @@ class ChampionPointer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    game: Literal["crafter", "minihack", "nethack"]
+    game: Family
     version: int = Field(ge=0)
     since: datetime
     content_hash: str = Field(min_length=1)
@@ -99,7 +99,7 @@ class LineageFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    game: Literal["crafter", "minihack", "nethack"]
+    game: Family
     champion: ChampionPointer
     versions: list[VersionRecord] = Field(min_length=1)
 
@@ -132,8 +132,10 @@ class Lineage:
     @classmethod
     def load(cls, game: str, root: Path = DEFAULT_ROOT, scaffolds: Path = SCAFFOLDS) -> Lineage:
         """Read ``<root>/<game>.json``; without it, v0 (from ``scaffolds``) is the champion as baseline."""
-        if game not in GAME_FAMILIES:
-            raise LineageError(f"unknown game family {game!r}: lineages are kept per family, one of {GAME_FAMILIES}")
+        try:
+            registered_family(game)
+        except ValueError as exc:
+            raise LineageError(f"{exc}: lineages are kept per family") from None
         path = Path(root) / f"{game}.json"
         if not path.exists() and not path.is_symlink():
             return cls(_baseline(game, Path(scaffolds)), path, Path(scaffolds))
@@ -271,7 +273,7 @@ def _read(path: Path, game: str) -> LineageFile:
 
 def _baseline(game: str, scaffolds: Path) -> LineageFile:
     """A fresh lineage: v0 is the champion, by definition rather than by evaluation."""
-    if not scaffold_path(game, 0, scaffolds).exists():
+    if not stored_scaffold_path(game, 0, scaffolds).exists():
         raise LineageError(f"no lineage file for {game} and no {scaffold_path(game, 0, scaffolds)} to start from: "
                            f"create the v0 scaffold first")
     now = _now()

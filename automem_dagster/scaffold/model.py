@@ -9,9 +9,9 @@ every rule a revision must obey is checked here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from automem_dagster.memory.ops import OpName
 from automem_dagster.memory.policy import FilePolicy
@@ -19,7 +19,18 @@ from automem_dagster.memory.policy import FilePolicy
 MODEL_OPS = tuple(op for op in OpName if op is not OpName.DONE)
 """Operations a scaffold can enable; DONE is always available to end a LOG turn."""
 
-GAME_FAMILIES = ("crafter", "minihack", "nethack")
+
+
+def registered_family(family: str) -> str:
+    """A scaffold, lineage or run belongs to a registered environment family (``games.plugin``)."""
+    from automem_dagster.games.plugin import families  # late: the registry imports plugins
+
+    if family not in families():
+        raise ValueError(f"unknown game family {family!r}: registered are {', '.join(families())}")
+    return family
+
+
+Family = Annotated[str, AfterValidator(registered_family)]
 
 
 class MemoryFile(BaseModel):
@@ -78,7 +89,7 @@ class Scaffold(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    game: Literal["crafter", "minihack", "nethack"]
+    game: Family
     version: int = Field(ge=0)
     parent: int | None = None
     description: str = ""

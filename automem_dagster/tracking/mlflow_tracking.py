@@ -27,6 +27,7 @@ from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
 
 from automem_dagster.tracking.runs import (
+    COST_PER_STEP,
     DEFAULT_ARTIFACT_ROOT,
     DEFAULT_UI_URL,
     ENDPOINT_FIELDS,
@@ -216,6 +217,8 @@ class Tracker:
                         "seeds": found.data.params.get("seeds"),
                         "max_steps": int(found.data.params["max_steps"]) if "max_steps" in found.data.params else None,
                         "game": tags.get("automem.game"),
+                        "settings": json.loads(found.data.params.get("agent_settings") or "{}"),
+                        **{key: metrics.get(key) for key in COST_PER_STEP},
                     })
                 token = page.token
                 if not token:
@@ -269,6 +272,7 @@ def _params(run: EvaluationRun) -> list[Param]:
         "round_id": run.round_id,
         "agent": run.agent,
         "window": run.window,
+        "agent_settings": json.dumps(run.settings, sort_keys=True) if run.settings else None,
         "adapter": run.adapter,
     }
     values["meta_mode"] = (run.diagnosis or {}).get("meta_mode")
@@ -330,6 +334,7 @@ def _summary(run: EvaluationRun) -> str:
             subject += f", memory operations by LoRA specialist {run.adapter}"
     else:
         subject = f"**{run.game}** {run.agent} baseline" + (f" (last {run.window} steps in context)" if run.window else "")
+        subject += f", settings {json.dumps(run.settings, sort_keys=True)}" if run.settings else ""
     lines = [
         subject + (f", round {run.round_id}" if run.round_id else ""),
         "",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.agent.baselines import AGENTS
-from automem_dagster.games import GAME_FAMILIES
+from automem_dagster.games import families
 from automem_dagster.paths import PROJECT_ROOT
 
 MLFLOW_DIR = PROJECT_ROOT / "mlflow"
@@ -16,6 +16,9 @@ MLFLOW_DIR = PROJECT_ROOT / "mlflow"
 DEFAULT_ARTIFACT_ROOT = MLFLOW_DIR / "artifacts"
 
 DEFAULT_UI_URL = "http://127.0.0.1:5000"
+
+COST_PER_STEP = ("model_calls_per_step", "input_tokens_per_step", "output_tokens_per_step")
+"""The per-step cost metrics ``automem compare`` shows beside progression (embedding and summary calls included)."""
 
 ROLES = ("candidate", "champion", "evaluation", "baseline", "specialist")
 """``specialist``: the two-model agent, the champion scaffold with a LoRA memory specialist."""
@@ -50,7 +53,8 @@ class EvaluationRun:
     comparison (keep, reason, mean_difference, stderr_difference, ci_low, ci_high).
     ``agent`` is ``memory`` for a scaffold's agent; a baseline (``random``, ``window``, ``cot``)
     has role ``baseline``, and ``version`` is then the scaffold its batch was filed with.
-    ``window`` is the history length of a windowed baseline.
+    ``window`` is the history length of a windowed baseline; ``settings`` the ``rag`` or ``summary``
+    baseline's own (``agent.memory_settings``), logged as the ``agent_settings`` param.
     """
 
     game: str
@@ -78,6 +82,7 @@ class EvaluationRun:
     extra_artifacts: list[Path] = field(default_factory=list)
     agent: str = "memory"
     window: int | None = None
+    settings: dict | None = None
     adapter: str | None = None
     """The LoRA memory specialist (``a1``...) of a ``specialist`` run."""
     meta: str | None = None
@@ -89,8 +94,8 @@ class EvaluationRun:
     start and end times, so MLflow shows how long the evaluation took, not how long logging it took."""
 
     def __post_init__(self) -> None:
-        if self.family not in GAME_FAMILIES:
-            raise ValueError(f"family {self.family!r} of {self.game!r}: expected one of {GAME_FAMILIES}")
+        if self.family not in families():
+            raise ValueError(f"family {self.family!r} of {self.game!r}: expected one of {families()}")
         if self.role not in ROLES:
             raise ValueError(f"role {self.role!r} of {self.game!r} v{self.version}: expected one of {ROLES}")
         if self.agent not in AGENTS:

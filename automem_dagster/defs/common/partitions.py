@@ -8,10 +8,12 @@ from contextlib import contextmanager
 
 import dagster as dg
 
+from automem_dagster.games import environments
 from automem_dagster.loop.storage import slug
 
-GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
-"""The games a round runs on; partition keys are their path slugs (``minihack-Corridor-R3``)."""
+GAMES = tuple(env.default_game() for env in environments().values())
+"""The games a round runs on, one per registered environment (an installed plugin's too); partition
+keys are their path slugs (``minihack-Corridor-R3``)."""
 
 game_partitions = dg.StaticPartitionsDefinition([slug(game) for game in GAMES])
 

@@ -58,7 +58,7 @@ from automem_dagster.loop.proficiency import (
     training_rollout_spec,
 )
 from automem_dagster.loop.report import report_dir, report_specialist, report_training
-from automem_dagster.loop.serving import check_specialist_served, serving_rank_limit, specialist_endpoints
+from automem_dagster.loop.serving import check_specialist_served, serving_rank_limit, specialist_endpoints, with_training_base
 from automem_dagster.loop.storage import Storage
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
@@ -164,7 +164,7 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     if sft_dataset is None:
         context.log.info("no dataset this round (a pending adapter is resumed): nothing to configure")
         return dg.Output(None, metadata={"outcome": "skipped"})
-    settings = config.settings(game_of(context.partition_key))
+    settings = with_training_base(config.settings(game_of(context.partition_key)), endpoints.config())
     store = storage.storage()
     data = curated(sft_dataset["dataset_dir"])
     limit = serving_rank_limit(endpoints.config())
@@ -177,13 +177,14 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "pytorch", "mlflow"}, tags=TAGS)
 def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, storage: StorageResource,
-                 mlflow: MlflowResource, lora_config: dict | None) -> dg.Output:
+                 mlflow: MlflowResource, endpoints: LLMEndpointsResource, lora_config: dict | None) -> dg.Output:
     """The memory specialist: a LoRA adapter trained on the dataset (completion-only loss, held-out
     validation by episode, checkpoints a rerun resumes from), exported as GGUF for the embedded
     server and registered as pending in ``assets/specialists/<family>.json``. Logged to MLflow with
     its loss curves, and registered there as a new version of ``automem-<family>-specialist``.
-    An adapter left pending by an earlier round is returned instead of training another."""
-    settings = config.settings(game_of(context.partition_key))
+    An adapter left pending by an earlier round is returned instead of training another. Without a
+    ``base`` in the run config it trains on the base the vLLM memory endpoint serves (``with_training_base``)."""
+    settings = with_training_base(config.settings(game_of(context.partition_key)), endpoints.config())
     game, family = settings.game, settings.family
     store = storage.storage()
     record = start_proficiency_round(settings, store).pending

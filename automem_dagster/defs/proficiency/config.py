@@ -19,7 +19,8 @@ class ProficiencyConfig(RoundConfig):
     horizon: int = Field(10, ge=1, description="K: steps after a memory decision whose outcome it is credited with")
     max_review_batches: int = Field(2, ge=0, description="meta-LLM calls reviewing borderline decisions, at most")
     max_train_steps: int | None = Field(20, ge=1, description="cap on optimizer steps; null to train the full epochs")
-    base: str = Field("embedded", description="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory")
+    base: str | None = Field(None, description="base model: embedded (the packaged SmolLM2) or a Hugging Face model "
+                             "directory; null: the base the vLLM memory endpoint serves, else embedded")
     lora_settings: str | None = Field(None, description=(
         'LoRA settings as a JSON object within bounds (rank, alpha, dropout, learning_rate, epochs, batch_size, '
         'target_modules, max_length); the meta-LLM is then not asked. null: the meta-LLM recommends'))

@@ -14,7 +14,7 @@ from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.defs.common.sensors import after_new_champion, promotion_requests
 from automem_dagster.defs.common.versions import scaffold_version_event
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
-from automem_dagster.games import GAME_FAMILIES
+from automem_dagster.games import families
 from automem_dagster.scaffold.io import list_versions
 
 
@@ -43,7 +43,7 @@ def scaffold_versions_sensor(context: dg.SensorEvaluationContext, storage: Stora
     to this instance (``automem propose``, a DVC stage, a file written by hand, rounds run before
     the instance existed) show up beside those the rounds record themselves."""
     store = storage.storage()
-    missing = [(family, version) for family in GAME_FAMILIES for version in list_versions(family, store.scaffolds)
+    missing = [(family, version) for family in families() for version in list_versions(family, store.scaffolds)
                if not context.instance.has_dynamic_partition(scaffold_versions.name, version_key(family, version))]
     if not missing:
         return dg.SkipReason("every scaffold version on disk has its scaffold_version partition")

@@ -1,0 +1,81 @@
+"""Which server versions honour what the project sends, checked before a round sends it.
+
+vLLM accepts request fields it does not know and drops them (``OpenAIBaseModel`` is
+``extra="allow"`` and logs the ignored names at debug level only,
+vllm/entrypoints/openai/engine/protocol.py), so a field sent to a server too old to read it
+is answered with HTTP 200 and an unconstrained reply. ``structured_outputs`` (the grammar of
+``constrained: vllm``) replaced the ``guided_*`` fields in vLLM PR #22772, first released in
+v0.10.2; v0.12.0 removed ``guided_*``. The floor is therefore 0.10.2, and a server that reports
+no version (``GET /version``, present in every vLLM release) cannot be shown to honour it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from automem_dagster.llm.config import EndpointConfig, EndpointConfigError
+from automem_dagster.llm.server_api import vllm_version
+
+IGNORED_FIELDS = {"api.anthropic.com": ("response_format", "seed")}
+"""Hosted APIs that accept request fields and ignore them, by host: Anthropic's OpenAI SDK
+compatibility page (docs.anthropic.com/en/api/openai-sdk) lists ``response_format`` and ``seed``."""
+
+VLLM_MINIMUM = {"vllm": (0, 10, 2)}
+"""Per ``constrained`` mode, the first vLLM release that decodes under what the mode sends."""
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """``"0.10.2"``, ``"0.11.0rc1"``, ``"0.10.2.dev5+g1a2b"`` -> (0, 10, 2) / (0, 11, 0); None if not a version."""
+    match = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
+    return tuple(int(part or 0) for part in match.groups()) if match else None
+
+
+def check_vllm_server(endpoint: EndpointConfig, base_url: str) -> str | None:
+    """The version of the vLLM server at ``base_url``; ``EndpointConfigError`` when ``endpoint``'s mode
+    needs a newer one or the server does not say. Not vLLM endpoints, and modes without a floor,
+    are not asked (None). A server that cannot be reached is left to the first request's error."""
+    floor = VLLM_MINIMUM.get(endpoint.constrained) if endpoint.server == "vllm" else None
+    if floor is None:
+        return None
+    try:
+        version = vllm_version(endpoint, base_url)
+    except OSError:
+        return None
+    needed = ".".join(map(str, floor))
+    where = f"endpoint {endpoint.name!r} ({base_url})"
+    if version is None:
+        raise EndpointConfigError(f"{where} is `server: vllm` but answers no version at GET /version, so it cannot be "
+                                  f"shown to honour constrained: {endpoint.constrained} (vLLM {needed} or newer): check "
+                                  "base_url points at a vLLM server, or set the server and mode of what runs there")
+    found = release(version)
+    if found is None or found < floor:
+        raise EndpointConfigError(f"{where} runs vLLM {version}, which ignores structured_outputs (read from vLLM "
+                                  f"{needed} on) and would decode unconstrained: upgrade vLLM to {needed} or newer, "
+                                  "or set constrained: json_schema (response_format, which older vLLM reads)")
+    return version
+
+
+def ignored_fields(endpoint: EndpointConfig) -> tuple[str, ...]:
+    """The request fields ``endpoint``'s provider is documented to accept and ignore (``IGNORED_FIELDS``)."""
+    return next((fields for host, fields in IGNORED_FIELDS.items() if host in (endpoint.base_url or "")), ())
+
+
+def reply_schema_kind(endpoint: EndpointConfig) -> str:
+    """How a meta reply's JSON shape is held, for the endpoint record: the server enforces the schema, or
+    only the prompt describes it (``meta/replies.describe_reply``); every reply is validated either way."""
+    if endpoint.constrained == "none":
+        return "described in the prompt and validated (no schema sent: constrained none)"
+    if "response_format" in ignored_fields(endpoint):
+        return "described in the prompt and validated (the provider ignores response_format)"
+    return "enforced by the server and validated"
+
+
+def check_servers(roles: dict[str, EndpointConfig]) -> dict[str, str]:
+    """``check_vllm_server`` for every server of every role: their versions by base URL."""
+    versions = {}
+    for cfg in roles.values():
+        for url in cfg.base_urls():
+            version = check_vllm_server(cfg, url)
+            if version is not None:
+                versions[url] = version
+    return versions

