@@ -3,15 +3,15 @@ points to, in headless Chromium driven by Playwright.
 
 A structure round (test_cli_dagster_events's scripted rules: the candidate wins) and then a
 proficiency round on the new champion (test_dagster_proficiency's scripted rules and a real
-one-step LoRA training: the specialist wins) report to a scratch Dagster instance and MLflow
-store, as ``make run`` does; ``dagster-webserver`` and ``mlflow ui`` are started on them, each in
-its own session and stopped by its process group. Asserted on what the pages show: the asset
-graph of each group with every asset of the rounds materialized (Crafter's partition of the games'),
-the lineage around ``champion_scaffold``, the behaviour plot and the gate check of
-``candidate_evaluation``, the compare view of the round's two runs with the decision, and the
-registered specialist with its decision and the ``champion`` alias. With
-``AUTOMEM_SCREENSHOTS=<dir>`` the screenshots are saved there (docs/dagster.md's and
-docs/mlflow.md's are made so: docs/images/). Skipped, saying why, where Chromium (Debian package
+one-step LoRA training, stopped once at serving and resumed, see ``demo_rounds``: the specialist
+wins) report to a scratch Dagster instance and MLflow store, as ``make run`` does;
+``dagster-webserver`` and ``mlflow ui`` are started on them, each in its own session and stopped
+by its process group. Asserted on what the pages show: the asset graph of each group with the
+rounds' assets materialized (Crafter's partition of the games', ``GROUPS``), the lineage around
+``champion_scaffold``, the behaviour plot and the gate check of ``candidate_evaluation``, the
+compare view of the round's two runs with the decision, and the registered specialist with its
+decision and the ``champion`` alias. With ``AUTOMEM_SCREENSHOTS=<dir>`` the screenshots are saved
+there (docs/dagster.md's and docs/mlflow.md's are made so: docs/images/). Skipped, saying why, where Chromium (Debian package
 ``chromium``) or the ``playwright`` package is not installed; under CI (``AUTOMEM_CI=1``,
 ``.ci/run``) that skip is a failure.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import test_dagster_proficiency as proficiency
+import yaml
 from test_cli_dagster_events import SETTINGS, endpoints_file
 from test_dagster_defs import GAME_RULES, meta_rules, winning_patch
 from test_dagster_dev import _get, _stop
@@ -36,7 +37,10 @@ from automem_dagster.commands.structure import structure_round
 from automem_dagster.defs.common.partitions import game_partitions
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.llm.process import free_port
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.serving import served_name
 from automem_dagster.tracking import Tracker
+from automem_dagster.training.registry import SpecialistRegistry
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BIN = Path(sys.executable).parent
@@ -46,8 +50,12 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
 flags Chromium keeps opening connections this machine refuses."""
 GROUPS = {"structure": ["rollout_batch", "diagnosis", "scaffold_candidate", "champion_scaffold", "scaffold_version"],
           "evaluation": ["candidate_evaluation", "specialist_evaluation"],
-          "proficiency": ["training_rollouts", "sft_dataset", "lora_config", "lora_adapter", "champion_specialist"]}
-"""Every asset of the two rounds, by the group its graph shows it in."""
+          "proficiency": ["champion_specialist"]}
+"""The assets the two rounds report as materialized, by the group its graph shows them in. The
+proficiency round's first four (training_rollouts to lora_adapter) are not among them here: the
+run that trained stopped at serving (``demo_rounds``), and a CLI round reports its stages only
+when it ends, so the resumed run reports the evaluation and the decision alone. ``make run``'s
+round runs through in one go and reports all of them."""
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.ci_required,
@@ -78,15 +86,30 @@ def demo_rounds(tmp_path, storage, scripted, tracker: Tracker) -> None:
     """The demo's two rounds on Crafter, as ``automem demo`` runs them: a structure round whose
     candidate wins, then a proficiency round on that champion whose specialist wins. The
     proficiency round's evaluations are 8 steps, not the structure round's 10, so the champion is
-    played again by the proficiency server's rules (not reused) and the specialist's win is real."""
+    played again by the proficiency server's rules (not reused) and the specialist's win is real.
+
+    A scripted memory endpoint proves it serves the trained adapter only by listing the adapter's
+    content-hashed name (``loop/serving.py``), which exists once the adapter is trained: the first
+    run stops there, as it would for a user, and the rerun, on a server that lists that name,
+    resumes the pending adapter at its evaluation."""
     structure = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
     structure_round(SETTINGS, endpoints_file(tmp_path, structure), tracker=tracker)
-    specialist = scripted(proficiency.META_RULES + proficiency.GAME_RULES)
     settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=2, min_examples=6, max_review_batches=4,
                                  max_train_steps=1, eval_max_steps=8).settings("crafter")
-    (tmp_path / "proficiency").mkdir()
-    proficiency_round(settings, endpoints_file(tmp_path / "proficiency", specialist, ("game", "memory", "meta")),
-                      tracker=tracker)
+    rules = proficiency.META_RULES + proficiency.GAME_RULES
+    first = tmp_path / "proficiency"
+    first.mkdir()
+    with pytest.raises(RoundError, match="cannot be shown to be adapter a1"):
+        proficiency_round(settings, endpoints_file(first, scripted(rules), ("game", "memory", "meta")), tracker=tracker)
+    pending = SpecialistRegistry.load("crafter", storage.storage().specialists).record("a1")
+    name = served_name("crafter", pending)
+    serving = scripted(rules, {"models": ["scripted", name]})
+    (tmp_path / "again").mkdir()
+    again = endpoints_file(tmp_path / "again", serving, ("game", "memory", "meta"))
+    config = yaml.safe_load(again.read_text())
+    config["memory"]["model"] = name
+    again.write_text(yaml.safe_dump(config))
+    proficiency_round(settings, again, tracker=tracker)
 
 
 def test_the_pages_a_user_opens_after_make_run_show_the_rounds(tmp_path, monkeypatch, storage, scripted):
@@ -222,15 +245,16 @@ def check_asset_graph(page, url: str) -> None:
 
 
 def check_lineage(page, url: str) -> None:
-    """``champion_scaffold``'s lineage (its nearest neighbours): the evaluation it decided on, with
-    its gate check passed, and the proficiency round's rollouts that depend on it, all materialized."""
+    """``champion_scaffold``'s lineage (its nearest neighbours): the evaluation it decided on,
+    materialized with its gate check passed, and downstream the proficiency round's rollouts."""
     page.goto(f"{url}/assets/champion_scaffold?view=lineage", timeout=60_000)
     page.get_by_text("training_rollouts", exact=True).first.wait_for(timeout=60_000)
     page.wait_for_function("() => document.body.innerText.split('% filled').length > 3", timeout=60_000)
     text = page.inner_text("body")
     shoot(page, "dagster_champion_scaffold_lineage.png")
-    for asset in ("candidate_evaluation", "champion_scaffold", "training_rollouts"):
+    for asset in ("candidate_evaluation", "champion_scaffold"):
         assert MATERIALIZED.search(asset_node(text, asset)), (asset, text)
+    asset_node(text, "training_rollouts")     # downstream: the proficiency loop starts from the champion
     assert "1 / 1 Passed" in asset_node(text, "candidate_evaluation")
 
 
