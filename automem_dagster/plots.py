@@ -131,6 +131,8 @@ class AgentPoint:
     se: float
     kind: str
     costs: dict[str, float] = field(default_factory=dict)
+    identity: str | None = None
+    """The digest of the batch behind the point (``rollout.identity``); None for runs from before identities."""
 
     @property
     def tokens_per_step(self) -> float | None:

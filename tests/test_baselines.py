@@ -23,8 +23,9 @@ from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.metrics import behaviour_metrics
 from automem_dagster.paths import SCAFFOLDS
-from automem_dagster.rollout import RolloutError, RolloutSpec, read_trajectory, run_batch, summarize_batch
-from automem_dagster.rollout.runner import _check_manifest
+from automem_dagster.rollout import RolloutSpec, read_trajectory, run_batch, summarize_batch
+from automem_dagster.rollout.identity import batch_identity
+from automem_dagster.rollout.runner import BatchConflict, place_batch
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.tracking import EvaluationRun, Tracker
 
@@ -238,19 +239,30 @@ def test_a_batch_directory_refuses_another_agent(tmp_path, capsys):
     assert json.loads((out / "batch.json").read_text())["agent"] == "random"
 
 
-def test_manifest_keys_of_baselines(tmp_path):
-    path = tmp_path / "batch.json"
-    old = {"game": "crafter", "scaffold_hash": "h", "max_steps": 5, "two_model": False}
-    path.write_text(json.dumps(old))
-    _check_manifest(path, {**old, "agent": "memory"})             # a batch from before baselines resumes
-    path.write_text(json.dumps(old))
-    with pytest.raises(RolloutError, match="different agent"):
-        _check_manifest(path, {**old, "agent": "random"})
-    windowed = {**old, "agent": "window", "window": 8}
-    path.write_text(json.dumps(windowed))
-    with pytest.raises(RolloutError, match="different window"):
-        _check_manifest(path, {**windowed, "window": 4})
-    _check_manifest(path, {**windowed, "scaffold_hash": "new champion"})   # a baseline ignores the scaffold
+def test_a_batch_is_placed_by_its_identity_and_a_baseline_ignores_the_scaffold(tmp_path):
+    champion = load_scaffold("crafter", 0)
+    newer = champion.model_copy(update={"version": 1, "plan_prompt": champion.plan_prompt + " Go."})
+
+    def placed(agent: str, scaffold=champion, window=8, fixed=True, previous=None):
+        spec = RolloutSpec("crafter", scaffold, [42], 5, tmp_path / agent, agent=agent, window=window, fixed_dir=fixed)
+        identity = asyncio.run(batch_identity(spec, Clients(None, None, None)))
+        if previous is not None:
+            (tmp_path / agent).mkdir(exist_ok=True)
+            (tmp_path / agent / "batch.json").write_text(json.dumps({"game": "crafter", **previous}))
+        return place_batch(spec, identity), identity
+
+    _, random_identity = placed("random")
+    assert placed("random", newer, previous={"identity": random_identity})[0] == tmp_path / "random"
+    _, window8 = placed("window")
+    with pytest.raises(BatchConflict, match=r"different agent\.window"):
+        placed("window", window=4, previous={"identity": window8})
+    beside, window4 = placed("window", window=4, fixed=False, previous={"identity": window8})
+    assert beside == tmp_path / f"window-{window4['digest']}"
+    _, memory = placed("memory")
+    with pytest.raises(BatchConflict, match="different scaffold_hash"):
+        placed("memory", newer, previous={"identity": memory})
+    with pytest.raises(BatchConflict, match="identity \\(unknown"):      # a batch from before identities
+        placed("memory", previous={"game": "crafter", "agent": "memory"})
 
 
 def test_baseline_batch_dirs_differ_per_agent(tmp_path):

@@ -19,7 +19,9 @@ from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.storage import batch_dir
-from automem_dagster.rollout import RolloutError, RolloutSpec, read_trajectory, run_batch, summarize_batch
+from automem_dagster.rollout import RolloutSpec, read_trajectory, run_batch, summarize_batch
+from automem_dagster.rollout.identity import differences
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
 
 CRAFTER = {"noop": "nothing", "move_north": "go north", "do": "interact"}
@@ -206,9 +208,11 @@ def test_memory_baseline_settings_name_and_guard_their_batch(tmp_path, scripted)
         base / "summary" / "steps5-seeds42-42-n1-window2-every8-cap64"
     server = scripted([ACTION])
     out = tmp_path / "rag"
-    play("crafter", out, server, "rag", {"retriever": "bm25", "k": 2}, steps=2)
-    with pytest.raises(RolloutError, match="different settings"):
-        play("crafter", out, server, "rag", {"retriever": "bm25", "k": 3}, steps=2)
+    first = play("crafter", out, server, "rag", {"retriever": "bm25", "k": 2}, steps=2)
+    other = play("crafter", out, server, "rag", {"retriever": "bm25", "k": 3}, steps=2)   # never the k=2 batch
+    identities = [read_manifest(b.out_dir)["identity"] for b in (first, other)]
+    assert other.out_dir == f"{out}-{identities[1]['digest']}" and len(other.episodes) == 1
+    assert differences(*identities) == ["agent.settings.k"]
     with pytest.raises(ValueError, match="agent 'window' takes no settings"):
         RolloutSpec("crafter", load_scaffold("crafter", 0), [42], 2, out, agent="window", settings={"k": 2})
 

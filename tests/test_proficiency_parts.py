@@ -122,18 +122,24 @@ def test_registry_moves_the_pointer_only_on_keep(tmp_path):
         SpecialistRegistry.load("crafter", tmp_path)
 
 
-def _batch(progression_by_seed: dict[int, float]) -> BatchSummary:
+def _batch(folder, progression_by_seed: dict[int, float]) -> BatchSummary:
+    """A batch of these progressions in ``folder``, whose batch.json records one identity for all."""
+    folder.mkdir()
+    identity = {"game": "crafter", "roles": {"game": {"model": "m"}}, "digest": "d"}
+    (folder / "batch.json").write_text(json.dumps({"game": "crafter", "identity": identity}))
     episodes = [EpisodeSummary(f"crafter__seed{s}", s, 10, p, 0.0, 1.0, 10) for s, p in progression_by_seed.items()]
-    return BatchSummary("unused", "crafter", episodes, None, None)
+    return BatchSummary(str(folder), "crafter", episodes, None, None)
 
 
-def test_both_loops_gate_on_a_strict_win_over_the_same_seeds():
-    win = decide_paired(_batch({42: 0.2, 43: 0.1}), _batch({42: 0.0, 43: 0.1}), "specialist")
+def test_both_loops_gate_on_a_strict_win_over_the_same_seeds(tmp_path):
+    win = decide_paired(_batch(tmp_path / "a", {42: 0.2, 43: 0.1}), _batch(tmp_path / "b", {42: 0.0, 43: 0.1}),
+                        "specialist")
     assert win.keep and win.reason.startswith("kept")
-    tie = decide_paired(_batch({42: 0.1, 43: 0.0}), _batch({42: 0.0, 43: 0.1}), "candidate")
+    tie = decide_paired(_batch(tmp_path / "c", {42: 0.1, 43: 0.0}), _batch(tmp_path / "d", {42: 0.0, 43: 0.1}),
+                        "candidate")
     assert not tie.keep and "tie" in tie.reason
     with pytest.raises(RoundError, match=r"specialist seeds \[42\] and champion seeds \[42, 43\] differ: rerun"):
-        decide_paired(_batch({42: 0.5}), _batch({42: 0.0, 43: 0.0}), "specialist")
+        decide_paired(_batch(tmp_path / "e", {42: 0.5}), _batch(tmp_path / "f", {42: 0.0, 43: 0.0}), "specialist")
 
 
 def test_two_model_endpoints():

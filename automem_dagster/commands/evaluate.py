@@ -123,12 +123,12 @@ def run_compare(args: argparse.Namespace) -> int:
         raise ValueError(f"MLflow has no evaluation of {args.game} on seeds {seeds} with {args.max_steps} steps: run "
                          "`automem evaluate` (with --agent for baselines) on those settings first")
     table = Table(title=f"{args.game}: progression on seeds {seeds[0]}-{seeds[-1]} (n={len(seeds)}), {args.max_steps} steps")
-    for col in ("agent", "progression % (mean ± SE)", "model calls / step", "tokens / step (in + out)"):
+    for col in ("agent", "progression % (mean ± SE)", "model calls / step", "tokens / step (in + out)", "batch identity"):
         table.add_column(col)
     for p in points:
         calls, tokens = p.costs.get("model_calls_per_step"), p.tokens_per_step
         table.add_row(p.label, f"{p.mean:.1f} ± {p.se:.1f}", "n/a" if calls is None else f"{calls:.2f}",
-                      "n/a" if tokens is None else f"{tokens:.0f}")
+                      "n/a" if tokens is None else f"{tokens:.0f}", p.identity or "unknown (played before identities)")
     Console().print(table)
     out = args.out or report_dir(shared.STORAGE, args.game) / "agents.png"
     plot_agent_comparison(points, f"{args.game}: progression by agent ({len(seeds)} seeds, {args.max_steps} steps)", out)

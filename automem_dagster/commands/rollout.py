@@ -71,7 +71,8 @@ def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpe
         specs.append(RolloutSpec(game, scaffold, seeds, args.max_steps,
                                  Path(out) if out else batch_dir(RUNS, "rollouts", game, scaffold.version, seeds,
                                                                  args.max_steps, agent, window, settings),
-                                 concurrency=args.concurrency, agent=agent, window=window, settings=settings))
+                                 concurrency=args.concurrency, agent=agent, window=window, settings=settings,
+                                 fixed_dir=out is not None))
     return specs
 
 

@@ -147,6 +147,9 @@ class LLMClient:
         self.base_url = base_url
         self.slots = slots
         """The server's parallel slots when known (the embedded server): a call's ``lane`` picks one."""
+        self.first_reply: dict | None = None
+        """The ``model`` and ``system_fingerprint`` of the first answer: what a hosted API says of the model
+        that served it (``llm/server_info.py``), recorded in the batch's identity as observed."""
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s,
                                           max_retries=config.max_retries, http_client=CountingHttpClient())
 
@@ -168,6 +171,8 @@ class LLMClient:
                             tool_choice, id_slot)
         resp, log = await self._send(self._client.chat.completions.create, body)
         latency = log.latency_s()
+        if self.first_reply is None:
+            self.first_reply = {"model": resp.model, "system_fingerprint": getattr(resp, "system_fingerprint", None)}
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content if choice and choice.message else None) or ""
         usage = resp.usage

@@ -123,6 +123,11 @@ class ReplicatedClient:
         """One plain client per replica, for probing each server on its own (``automem endpoints check``)."""
         return [r.client for r in self._replicas]
 
+    @property
+    def first_reply(self) -> dict | None:
+        """The first answer's ``model`` and ``system_fingerprint`` of the first replica that answered."""
+        return next((r.client.first_reply for r in self._replicas if r.client.first_reply is not None), None)
+
     def release(self, key: str) -> None:
         """Forget an episode's replica (it finished), so the count of episodes per replica stays true."""
         replica = self._assigned.pop(key, None)

@@ -266,6 +266,7 @@ class SpecialistDecision:
     champion_batch: str
     gate: dict = field(default_factory=dict)
     sampling: dict = field(default_factory=dict)
+    identity: dict = field(default_factory=dict)
 
 
 def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary, champion: BatchSummary,

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.loop.gate import decide_paired
+from automem_dagster.loop.gate import decide_paired, identity_quote
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.summary import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
@@ -85,6 +85,7 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path) -> tuple[dict, 
     batches[label] = challenger
     return {**base, "challenger": label, "outcome": "kept" if decision.keep else "rolled_back",
             "keep": int(decision.keep), "reason": decision.reason,
+            "challenger_identity": identity_quote(challenger)["digest"], "champion_identity": identity_quote(champion)["digest"],
             **{name: getattr(comparison, name) for name in COMPARISON_FIELDS}}, batches
 
 

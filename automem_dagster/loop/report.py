@@ -28,7 +28,7 @@ from automem_dagster.plots import (
     plot_progression_by_version,
 )
 from automem_dagster.rollout import BatchSummary
-from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
+from automem_dagster.rollout.trajectory import finished_episodes, read_manifest, read_trajectory
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, TrainingRun
@@ -94,7 +94,8 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
         progression_mean=summary.progression.mean, progression_se=summary.progression.stderr,
         per_seed={s: 100 * p for s, p in per_seed(summary).items()}, behaviour=summary.behaviour.as_dict(),
         retries=summary.retries.as_metrics() if summary.retries else {}, scaffold_yaml=scaffold_yaml(scaffold),
-        batch=str(summary.out_dir), span_ms=batch_span_ms(Path(summary.out_dir)), **extra,
+        batch=str(summary.out_dir), span_ms=batch_span_ms(Path(summary.out_dir)),
+        identity=read_manifest(Path(summary.out_dir)).get("identity"), **extra,
     )
 
 
@@ -236,26 +237,30 @@ def agent_points(rows: list[dict], game: str, seeds: str, max_steps: int) -> lis
     """One point per agent evaluated on exactly ``seeds`` ("42,43") and ``max_steps`` for ``game``
     (the newest run of each wins; a rag baseline per retriever), ordered as a reader compares them:
     random, the baselines without memory, the memory baselines (rag, summary), each scaffold version,
-    then scaffold + specialist; each with its per-step cost where the run logged it.
-    ``rows``: ``Tracker.runs_for``."""
+    then scaffold + specialist; each with its per-step cost where the run logged it. Runs played by
+    different models (tag ``automem.models``) are different points, labelled with their models, so two
+    models' scores are never shown as one agent's. ``rows``: ``Tracker.runs_for``."""
     latest: dict[tuple, dict] = {}
     for row in rows:                       # newest first, so the first seen is kept
         comparable = row["game"] == game and row["seeds"] == seeds and row["max_steps"] == max_steps
         if comparable and row["role"] != "training" and row["progression_mean"] is not None:
             variant = (row.get("settings") or {}).get("retriever", "")
             latest.setdefault((row["agent"], row["version"] if row["agent"] == "memory" else None, row["adapter"],
-                               variant), row)
+                               variant, row.get("models") or ""), row)
+    several = len({models for *_, models in latest if models}) > 1
     order = {"random": 0, "window": 1, "cot": 2, "rag": 3, "summary": 4, "memory": 5}
     points = []
-    for (agent, version, adapter, variant), row in sorted(
+    for (agent, version, adapter, variant, models), row in sorted(
             latest.items(), key=lambda kv: (order[kv[0][0]], kv[0][2] is not None, kv[0][1] or 0, kv[0][2] or "",
-                                            kv[0][3])):
+                                            kv[0][3], kv[0][4])):
         if agent != "memory":
             label, kind = f"{agent} ({variant})" if variant else agent, "baseline"
         elif adapter:
             label, kind = f"v{version} + {adapter}", "specialist"
         else:
             label, kind = f"v{version}", {"kept": "kept", "rolled_back": "rolled_back"}.get(row["decision"], "champion")
+        label += f" ({models})" if several and models else ""
         costs = {key: row[key] for key in COST_PER_STEP if row.get(key) is not None}
-        points.append(AgentPoint(label, row["progression_mean"], row["progression_se"] or 0.0, kind, costs))
+        points.append(AgentPoint(label, row["progression_mean"], row["progression_se"] or 0.0, kind, costs,
+                                 row.get("identity")))
     return points

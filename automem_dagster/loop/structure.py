@@ -190,10 +190,12 @@ def evaluation_batch(game: str, scaffold: Scaffold, seeds: list[int], max_steps:
                      window: int = DEFAULT_WINDOW, settings: dict | None = None) -> RolloutSpec:
     """The evaluation batch of ``scaffold`` (or the baseline ``agent``) on ``seeds``, in a directory named
     by them; a batch already played there is reused, so the champion is evaluated once per seed set
-    and step budget, not once per round."""
+    and step budget, not once per round, while it is played by the same models (``rollout.identity``).
+    An ``out`` given by the caller is fixed: a batch of another identity there is refused, not played beside."""
+    fixed = out is not None
     out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps, agent, window, settings)
     return RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window,
-                       settings=settings or {})
+                       settings=settings or {}, fixed_dir=fixed)
 
 
 def evaluation_spec(settings: RoundSettings, scaffold: Scaffold, storage: Storage) -> RolloutSpec:
@@ -229,6 +231,8 @@ class DecisionRecord:
     """The gate policy the decision was taken under (``GatePolicy``); empty in records from before policies."""
     sampling: dict = field(default_factory=dict)
     """Per side, how each endpoint treated the requests' sampling seeds (``agent.sampling.seed_support``)."""
+    identity: dict = field(default_factory=dict)
+    """Per side, the batch's identity digest and models (``gate.identity_quote``); empty in older records."""
 
 
 def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, champion: BatchSummary,

@@ -18,7 +18,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -36,6 +36,7 @@ from automem_dagster.llm.replicas import episode_affinity
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
 from automem_dagster.rollout.failure import failure_message
+from automem_dagster.rollout.identity import batch_identity, observed_replies, summarize_fields, unlike_fields
 from automem_dagster.rollout.resume import (
     GameStep,
     Play,
@@ -63,6 +64,11 @@ class RolloutError(RuntimeError):
     """A batch that could not finish; finished episodes are kept and a rerun resumes."""
 
 
+class BatchConflict(ValueError):
+    """A directory holds a batch of another identity than the one asked for: nothing was played,
+    and rerunning the same command cannot help (another directory, or deleting that one, does)."""
+
+
 @dataclass
 class RolloutSpec:
     """A batch. ``agent`` is ``memory`` (the scaffold's LOG + PLAN agent) or a baseline
@@ -80,6 +86,9 @@ class RolloutSpec:
     agent: str = "memory"
     window: int = DEFAULT_WINDOW
     settings: dict = field(default_factory=dict)
+    fixed_dir: bool = False
+    """``out_dir`` was chosen by the caller (``--out``, a shard): a batch of another identity there is
+    refused; otherwise it is played beside it (``place_batch``)."""
 
     def __post_init__(self) -> None:
         if self.agent not in AGENTS:
@@ -93,12 +102,15 @@ class RolloutSpec:
         return {"agent": self.agent, **({"window": self.window} if self.agent in WINDOWED else {}),
                 **({"settings": self.settings} if self.settings else {})}
 
+    def scaffold_hash(self) -> str:
+        return content_hash(self.scaffold)
+
     def manifest(self, clients: Clients) -> dict:
         return {
             "game": self.game,
             "scaffold_game": self.scaffold.game,
             "scaffold_version": self.scaffold.version,
-            "scaffold_hash": content_hash(self.scaffold),
+            "scaffold_hash": self.scaffold_hash(),
             "seeds": list(self.seeds),
             "max_steps": self.max_steps,
             # Only the memory agent uses a memory endpoint; a baseline plays with the game model alone.
@@ -123,28 +135,51 @@ class BatchProgress(Protocol):
     def batch(self, name: str, episodes: int, max_steps: int) -> Progress: ...
 
 
-def _check_manifest(path: Path, manifest: dict) -> None:
-    if path.exists():
-        # Batches from before baselines existed have no ``agent``: they are memory-agent batches.
-        previous = {"agent": "memory", **read_manifest(path.parent)}
-        keys = ("game", "max_steps", "two_model", "agent", "window", "settings")
-        if manifest["agent"] == "memory":
-            keys += ("scaffold_hash",)      # a baseline does not use the scaffold, so a new champion is no conflict
-        differing = [k for k in keys if previous.get(k) != manifest.get(k)]
-        if differing:
-            raise RolloutError(
-                f"{path.parent} already holds a batch with different {', '.join(differing)}; "
-                "use another --out directory for a different batch"
-            )
-    write_json_atomic(path, manifest)
+def place_batch(spec: RolloutSpec, identity: dict) -> Path:
+    """Where a batch of ``identity`` is played: ``spec.out_dir`` when it is empty or holds a batch of
+    that identity (reused, resumed, or grown by seeds: ``unlike_fields``), else beside it in
+    ``<out_dir>-<digest>``, with a warning naming what changed; never a batch of another identity.
+    A batch from before identities were recorded is unknown, so it is never reused. With
+    ``spec.fixed_dir`` (a directory the user or a pipeline chose) a different batch there is refused
+    instead, since the caller reads that directory."""
+    out = Path(spec.out_dir)
+    if not (out / "batch.json").exists():
+        return out
+    recorded = read_manifest(out).get("identity")
+    if recorded and not unlike_fields(recorded, identity):
+        return out
+    changed = (summarize_fields(unlike_fields(recorded, identity)) if recorded
+               else "identity (unknown: the batch was played before batches recorded what played them)")
+    if spec.fixed_dir:
+        raise BatchConflict(f"{out} already holds a batch with a different {changed}; use another --out directory "
+                           "for a different batch, or delete that one")
+    beside = out.with_name(f"{out.name}-{identity['digest']}")
+    if (beside / "batch.json").exists() and unlike_fields(read_manifest(beside).get("identity") or {}, identity):
+        raise BatchConflict(f"{beside} holds a batch of another identity than its name says: delete it and rerun")
+    log.warning("%s holds a batch played with a different %s: this batch is played in %s", out, changed, beside)
+    return beside
+
+
+async def _open_batch(spec: RolloutSpec, clients: Clients) -> tuple[RolloutSpec, dict]:
+    """The batch's identity, the directory it is played in (``place_batch``) and its batch.json, written
+    there (keeping what an earlier run of the same batch observed of its servers)."""
+    identity = await batch_identity(spec, clients)
+    out = place_batch(spec, identity)
+    if (out / "batch.json").exists():
+        observed = (read_manifest(out).get("identity") or {}).get("observed")
+        identity = {**identity, **({"observed": observed} if observed else {})}
+    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    spec = replace(spec, out_dir=out)
+    manifest = {**spec.manifest(clients), "identity": identity}
+    write_json_atomic(out / "batch.json", manifest)
+    return spec, manifest
 
 
 async def run_batch(spec: RolloutSpec, clients: Clients,
                     progress: Progress | BatchProgress | None = None) -> BatchSummary:
     """Play every seed not finished yet and return the summary of the whole batch."""
+    spec, manifest = await _open_batch(spec, clients)
     out = Path(spec.out_dir)
-    (out / "trajectories").mkdir(parents=True, exist_ok=True)
-    _check_manifest(out / "batch.json", spec.manifest(clients))
     todo = [s for s in spec.seeds if not trajectory_path(out, episode_id(spec.game, s)).exists()]
     if isinstance(progress, BatchProgress):
         label = f"{spec.game} v{spec.scaffold.version}" if spec.agent == "memory" else f"{spec.game} {spec.agent}"
@@ -168,6 +203,11 @@ async def run_batch(spec: RolloutSpec, clients: Clients,
 
         results = await asyncio.gather(*(guarded(s) for s in todo), return_exceptions=True)
     failures = [(seed, r) for seed, r in zip(todo, results, strict=True) if isinstance(r, BaseException)]
+    observed = observed_replies(clients) if todo else {}
+    if observed:  # a hosted API's word on what served the batch, known once it answered; the first one stays
+        identity = manifest["identity"]
+        write_json_atomic(out / "batch.json", {**manifest, "identity": {
+            **identity, "observed": {**observed, **identity.get("observed", {})}}})
     summary = summarize_batch(out)
     if failures:
         message = failure_message(out, spec.game, spec.seeds, failures, len(summary.episodes))

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.llm.session import Clients
-from automem_dagster.rollout.runner import Progress, RolloutError, RolloutSpec, run_batch
+from automem_dagster.rollout.identity import batch_identity, merged_identity, summarize_fields, unlike_fields
+from automem_dagster.rollout.runner import BatchConflict, Progress, RolloutError, RolloutSpec, run_batch
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
 from automem_dagster.rollout.trajectory import episode_id, read_manifest, trajectory_path
 from automem_dagster.scaffold import load_scaffold
@@ -83,10 +84,28 @@ async def run_shard(spec: RolloutSpec, index: int, seeds: list[int], clients: Cl
     unknown = sorted(set(seeds) - set(spec.seeds))
     if unknown:
         raise ValueError(f"shard {index} holds seeds {unknown} that the batch in {spec.out_dir} does not have")
+    await _check_batch_identity(spec, seeds, clients)
     todo = _unmerged(spec, seeds)
     if not todo:
         return None
-    return await run_batch(replace(spec, seeds=todo, out_dir=shard_dir(spec.out_dir, index)), clients, progress)
+    shard = replace(spec, seeds=todo, out_dir=shard_dir(spec.out_dir, index), fixed_dir=True)
+    return await run_batch(shard, clients, progress)
+
+
+async def _check_batch_identity(spec: RolloutSpec, seeds: list[int], clients: Clients) -> None:
+    """Refuse to add to (or count as played) a merged batch that other models or worlds played."""
+    batch = Path(spec.out_dir)
+    if not (batch / "batch.json").exists():
+        return
+    recorded = read_manifest(batch).get("identity")
+    mine = await batch_identity(replace(spec, seeds=seeds), clients)
+    if recorded is None:
+        changed = ["identity (unknown: the batch was played before batches recorded what played them)"]
+    else:
+        changed = unlike_fields(recorded, mine)
+    if changed:
+        raise BatchConflict(f"{batch} holds a batch played with a different {summarize_fields(changed)}: delete it "
+                           "to play the batch with these settings, or restore the ones it was played with")
 
 
 def _move_episode(shard: Path, batch: Path, episode: str) -> None:
@@ -115,11 +134,18 @@ def merge_shards(spec: RolloutSpec, shards: list[list[int]]) -> BatchSummary:
         raise ValueError(f"the shards hold seeds {sorted(planned)}, the batch {sorted(spec.seeds)}: plan them again")
     existing = batch / "batch.json"
     manifest, missing = (read_manifest(batch) if existing.exists() else None), {}
+    found = [manifest["identity"]] if manifest and manifest.get("identity") else []
+    for index in range(len(shards)):  # every shard checked before any episode moves
+        if (shard_dir(batch, index) / "batch.json").exists():
+            shard_manifest = read_manifest(shard_dir(batch, index))
+            manifest = _agreeing_manifest(manifest, shard_manifest, index)
+            found += [shard_manifest["identity"]] if shard_manifest.get("identity") else []
+    try:
+        identities = {"identity": merged_identity(found, list(spec.seeds))} if found else {}
+    except ValueError as exc:
+        raise RolloutError(f"{batch}: {exc}; delete the shards played with other settings and rerun them") from exc
     for index, seeds in enumerate(shards):
         directory = shard_dir(batch, index)
-        if (directory / "batch.json").exists():
-            shard_manifest = read_manifest(directory)
-            manifest = _agreeing_manifest(manifest, shard_manifest, index)
         for seed in _unmerged(spec, seeds):
             episode = episode_id(spec.game, seed)
             if trajectory_path(directory, episode).exists():
@@ -130,7 +156,7 @@ def merge_shards(spec: RolloutSpec, shards: list[list[int]]) -> BatchSummary:
         listed = "; ".join(f"shard {i} (seeds {seeds})" for i, seeds in missing.items())
         raise RolloutError(f"{sum(map(len, missing.values()))} episodes of {batch} are not finished: rerun {listed}")
     if manifest is not None:
-        write_json_atomic(batch / "batch.json", {**manifest, "seeds": list(spec.seeds)})
+        write_json_atomic(batch / "batch.json", {**manifest, "seeds": list(spec.seeds), **identities})
     for index in range(len(shards)):
         shutil.rmtree(shard_dir(batch, index), ignore_errors=True)
     shards_root = batch / SHARDS_DIR
@@ -143,7 +169,8 @@ def _agreeing_manifest(merged: dict | None, shard: dict, index: int) -> dict:
     """The batch's manifest so far, checked against one more shard's (seeds aside)."""
     if merged is None:
         return shard
-    differing = sorted(k for k in set(merged) | set(shard) if k != "seeds" and merged.get(k) != shard.get(k))
+    differing = sorted(k for k in set(merged) | set(shard)
+                       if k not in ("seeds", "identity") and merged.get(k) != shard.get(k))
     if differing:
         raise RolloutError(f"shard {index} was played with other {', '.join(differing)} than the shards before it: "
                            f"delete its directory and rerun it with the batch's settings")

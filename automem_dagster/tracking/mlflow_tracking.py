@@ -26,6 +26,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
 
+from automem_dagster.rollout.identity import flatten
 from automem_dagster.tracking.runs import (
     COST_PER_STEP,
     DEFAULT_ARTIFACT_ROOT,
@@ -217,6 +218,8 @@ class Tracker:
                         "seeds": found.data.params.get("seeds"),
                         "max_steps": int(found.data.params["max_steps"]) if "max_steps" in found.data.params else None,
                         "game": tags.get("automem.game"),
+                        "identity": tags.get("automem.identity"),
+                        "models": tags.get("automem.models"),
                         "settings": json.loads(found.data.params.get("agent_settings") or "{}"),
                         **{key: metrics.get(key) for key in COST_PER_STEP},
                     })
@@ -276,11 +279,27 @@ def _params(run: EvaluationRun) -> list[Param]:
         "adapter": run.adapter,
     }
     values["meta_mode"] = (run.diagnosis or {}).get("meta_mode")
+    values |= identity_params(run.identity)
     for role, endpoint in sorted(run.endpoints.items()):
         for key in ENDPOINT_FIELDS:
             values[f"endpoint.{role}.{key}"] = endpoint.get(key)
     # A missing value is left out rather than logged as "None", so the compare view shows a blank.
     return [Param(key, str(value)) for key, value in values.items() if value is not None]
+
+
+def identity_params(identity: dict | None) -> dict:
+    """What played the batch, as params: the digest, per role the endpoint's identity, the game's
+    package versions (seeds and worlds are in the batch itself)."""
+    if not identity:
+        return {}
+    shown = {"digest": identity.get("digest"), "roles": identity.get("roles", {}), "packages": identity.get("packages", {})}
+    return {f"identity.{key}": value for key, value in flatten(shown).items()}
+
+
+def models_tag(identity: dict | None) -> str | None:
+    """``game=model-a,memory=automem-crafter-a1-...``: the models that played, for the runs table."""
+    roles = (identity or {}).get("roles") or {}
+    return ",".join(f"{role}={facts.get('model')}" for role, facts in sorted(roles.items())) or None
 
 
 def _metrics(run: EvaluationRun) -> list[Metric]:
@@ -318,6 +337,8 @@ def _tags(run: EvaluationRun) -> list[RunTag]:
         "automem.meta": run.meta,
         "automem.round": run.round_id,
         "automem.batch": run.batch,
+        "automem.identity": (run.identity or {}).get("digest"),
+        "automem.models": models_tag(run.identity),
         "automem.decision": run.decision_tag,
         "mlflow.note.content": _summary(run),
     }

@@ -89,6 +89,9 @@ class EvaluationRun:
     """Which meta made this version (``rules`` or ``llm <endpoint> (<model>)``), for a round's candidate."""
     batch: str | None = None
     """The batch folder the figures come from (tag ``automem.batch``): a batch is logged once (``tracking.batches``)."""
+    identity: dict | None = None
+    """The batch's identity (``rollout.identity``, from its batch.json): its digest is tag
+    ``automem.identity`` and what played it params ``identity.*``, so runs of two models never look alike."""
     span_ms: tuple[int, int] | None = None
     """When the batch was played (first episode's start, last one's end, ms since the epoch): the run's
     start and end times, so MLflow shows how long the evaluation took, not how long logging it took."""

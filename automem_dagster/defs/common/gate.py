@@ -15,7 +15,7 @@ from typing import TypeVar
 import dagster as dg
 
 from automem_dagster.defs.common.long_values import long_text
-from automem_dagster.defs.common.metadata import behaviour_table, progression_table, retries_table
+from automem_dagster.defs.common.metadata import behaviour_table, identity_text, progression_table, retries_table
 from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
@@ -48,6 +48,8 @@ def paired_metadata(game: str, role: str, challenger: BatchSummary, champion: Ba
         **long_text("retries", retries_table(dict(zip(names, (challenger, champion), strict=True))), markdown=True),
         f"{role}_batch": dg.MetadataValue.path(challenger.out_dir),
         "champion_batch": dg.MetadataValue.path(champion.out_dir),
+        f"{role}_identity": identity_text(challenger),
+        "champion_identity": identity_text(champion),
     }
 
 

@@ -12,6 +12,7 @@ import dagster as dg
 from automem_dagster.defs.common.long_values import link, long_text
 from automem_dagster.games import game_family
 from automem_dagster.llm.attempts import describe_failures
+from automem_dagster.loop.gate import identity_quote
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import DecisionRecord
 from automem_dagster.meta.diagnose import Diagnosis
@@ -61,6 +62,13 @@ def retries_table(batches: dict[str, BatchSummary]) -> str:
     return "\n".join(lines)
 
 
+def identity_text(summary: BatchSummary) -> str:
+    """A batch's identity as one line: its digest and the models that played (``gate.identity_quote``)."""
+    quote = identity_quote(summary)
+    models = ", ".join(f"{role}={model}" for role, model in quote["models"].items())
+    return f"{quote['digest']} ({models})" if quote["digest"] else "unknown (played before batches recorded identities)"
+
+
 def rollout_metadata(summary: BatchSummary, scaffold_version: int, seeds: list[int]) -> dict:
     """What the training-rollout assets of both loops show of the batch they played."""
     p = summary.progression
@@ -75,6 +83,7 @@ def rollout_metadata(summary: BatchSummary, scaffold_version: int, seeds: list[i
         **long_text("behaviour", behaviour_table({f"v{scaffold_version}": summary.behaviour.as_dict()}), markdown=True),
         **long_text("retries", retries_table({f"v{scaffold_version}": summary}), markdown=True),
         "batch": dg.MetadataValue.path(summary.out_dir),
+        "batch_identity": identity_text(summary),
     }
 
 
