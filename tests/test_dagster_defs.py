@@ -139,6 +139,9 @@ def test_every_scaffold_version_on_disk_gets_its_partition(tmp_path, storage):
     assert {"crafter-v0", "crafter-v7"} <= set(shown) <= set(instance.get_dynamic_partitions("scaffold_versions"))
     assert shown["crafter-v7"]["parent"] == "v0" and shown["crafter-v7"]["description"] == "made by hand"
     assert shown["crafter-v7"]["decision"] == "not in the lineage"
+    tick = scaffold_versions_sensor.evaluate_tick(dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral(
+        tempdir=str(tmp_path / "fresh")), resources={"storage": storage}))
+    assert tick.skip_message.startswith("recorded the scaffold_version partitions crafter-v0")  # not "an empty result"
     assert isinstance(scaffold_versions_sensor(dg.build_sensor_context(instance=instance, resources={"storage": storage})),
                       dg.SkipReason)  # each version once
 

@@ -39,6 +39,8 @@ def test_tie_rolls_back_even_when_float_sums_differ_by_an_ulp():
     assert c.candidate_mean != c.champion_mean  # 0.1 + 0.2 + 0.3 != 0.3 + 0.2 + 0.1 in floats
     decision = decide(c)
     assert not decision.keep and "tie" in decision.reason and "20.00%" in decision.reason
+    # The same rule decides a specialist: the reason names the gate's rule, not a scaffold revision.
+    assert "revision" not in decision.reason and "strictly higher" in decision.reason
 
 
 def test_bootstrap_interval_brackets_the_difference_and_is_reproducible():

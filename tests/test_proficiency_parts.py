@@ -19,7 +19,7 @@ from automem_dagster.loop.serving import specialist_endpoints
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import diagnosis_seeds
-from automem_dagster.meta.lora_config import recommend_lora, reply_schema, validate_settings
+from automem_dagster.meta.lora_config import LoraChoice, recommend_lora, reply_schema, validate_settings
 from automem_dagster.rollout import BatchSummary, EpisodeSummary
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.training.registry import AdapterRecord, RegistryError, SpecialistRegistry
@@ -75,6 +75,8 @@ def test_meta_recommendation_out_of_bounds_is_asked_again(scripted):
     choice = _recommend(server)
     assert choice.source == "meta-LLM" and choice.settings == LoraSettings(**GOOD)
     assert len(choice.attempts) == 2 and "rank" in choice.attempts[0].error
+    assert choice.describe().startswith("LoRA configuration: recommended by the meta-LLM within bounds (400 examples")
+    assert f"rank {GOOD['rank']}, alpha {GOOD['alpha']}" in choice.describe()
 
 
 def test_no_usable_recommendation_falls_back_to_defaults_and_says_so(scripted, tmp_path):
@@ -84,6 +86,15 @@ def test_no_usable_recommendation_falls_back_to_defaults_and_says_so(scripted, t
     assert "no usable recommendation in 2 attempts" in choice.reasoning
     saved = json.loads(choice.save(tmp_path / "lora_config.json").read_text())
     assert saved["source"] == "default" and len(saved["attempts"]) == 2
+    assert choice.describe().startswith("LoRA configuration: the AutoMem paper's defaults scaled to the base (no usable")
+
+
+def test_given_settings_are_announced_as_given_not_as_a_recommendation():
+    """The demo gives its settings: the console must not say the meta-LLM recommended them."""
+    settings = default_settings(576)
+    line = LoraChoice(settings, "given", "settings given by the user", settings).describe()
+    assert line.startswith("LoRA configuration: given settings (the meta-LLM is not asked): rank ")
+    assert "recommend" not in line and f"batch {settings.batch_size}" in line
 
 
 def _record(adapter_id):

@@ -211,9 +211,14 @@ def test_one_progress_bar_per_batch_with_episodes_steps_and_an_eta(tmp_path, scr
         asyncio.run(play([42]))
         asyncio.run(play([42, 43, 44]))          # seed 42 is finished already: no work of this run
         first, second = bars.bars.tasks
+        asyncio.run(play([42, 43, 44]))          # every episode played before: a reused batch, no bar
+        assert len(bars.bars.tasks) == 2
     assert (first.description, first.total, first.completed, first.fields) == (
         "minihack:Corridor-R3 v0", 5, 5, {"episodes": "1/1 episodes"})
     assert (second.total, second.completed, second.fields) == (10, 10, {"episodes": "3/3 episodes"})
     assert second.finished and "ETA" in screen.getvalue()
-    lines = [line for line in Text.from_ansi(screen.getvalue()).plain.splitlines() if "finished after" in line]
+    plain = Text.from_ansi(screen.getvalue()).plain
+    lines = [line for line in plain.splitlines() if "finished after" in line]
     assert len(lines) == 3 and "minihack-Corridor-R3__seed43: finished after 5 steps" in " ".join(lines)
+    assert "minihack:Corridor-R3 v0: reused, all 3 episodes were played before" in plain
+    assert "0/0 steps" not in plain

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -205,7 +206,11 @@ def test_prompt_tokens_are_masked_in_the_collated_batch(tmp_path):
     model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
     rows = _rows(episodes=1, per_episode=4)
-    trainer = build_trainer(model, tok, rows, rows[:1], TINY, tmp_path / "checkpoints", max_steps=1, micro_batch=4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = build_trainer(model, tok, rows, rows[:1], TINY, tmp_path / "checkpoints", max_steps=1, micro_batch=4)
+    # peft reads transformers' deprecated is_gradient_checkpointing alias: library noise, kept off the console
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
     assert trainer.args.completion_only_loss is True and trainer.args.assistant_only_loss is False
     batch = next(iter(trainer.get_train_dataloader()))
     by_text = {r["completion"][0]["content"]: r for r in rows}
@@ -302,10 +307,12 @@ def _interrupted_run(tmp):
                 proc.kill()
             proc.wait()
     killed = {"returncode": proc.returncode, "finished": (out / "training.json").exists(), "log": log.read_text()}
-    progress = []
+    progress, relayed = [], []
     # Finished the way the loops train: in a process of its own, its progress streamed back here.
     result = launch_training(data, TINY, out, base="embedded", max_steps=TARGET_STEPS, save_every=2, eval_every=4,
-                             progress=lambda step, total, logs: progress.append((step, total, dict(logs))))
+                             progress=lambda step, total, logs: progress.append((step, total, dict(logs))),
+                             text=relayed.append)
+    killed["relayed"] = relayed
     return result, killed, progress, out
 
 
@@ -318,6 +325,10 @@ def test_killed_run_resumes_from_its_last_checkpoint(interrupted_run):
     assert "train_s_per_step " in killed["log"] and "validation_s_per_pass " in killed["log"]
     assert all("train_s_per_step" in p[2] for p in progress if "loss" in p[2])
     assert all("validation_s_per_pass" in p[2] for p in progress if "eval_loss" in p[2])
+    # The libraries' bars (the GGUF base dequantized, its weights loaded) stay in the trainer: the
+    # launcher's console gets the trainer's own lines only.
+    assert any("resuming from" in line for line in killed["relayed"])
+    assert not [line for line in killed["relayed"] if "GGUF tensors" in line or "Loading weights" in line]
     assert result.resumed_from is not None
     resumed = int(Path(result.resumed_from).name.split("-")[1])
     assert resumed >= 2 and resumed % 2 == 0 and Path(result.resumed_from).parent == out / "checkpoints"

@@ -1,15 +1,23 @@
-"""What a person sees in a browser after a round the CLI ran: the Dagster asset page of
-``candidate_evaluation`` and MLflow's compare view, in headless Chromium driven by Playwright.
+"""What a person sees in a browser after the demo's rounds, run by the CLI: the pages ``make run``
+points to, in headless Chromium driven by Playwright.
 
-A structure round (test_cli_dagster_events's scripted rules: the candidate wins) reports to a
-scratch Dagster instance and MLflow store; ``dagster-webserver`` and ``mlflow ui`` are started
-on them, each in its own session and stopped by its process group. The pages must show the
-behaviour plot as an image and the decision. With ``AUTOMEM_SCREENSHOTS=<dir>`` the screenshots
-are saved there (README's are made so: docs/images/). Skipped, saying why, where Chromium
-(Debian package ``chromium``) or the ``playwright`` package is not installed.
+A structure round (test_cli_dagster_events's scripted rules: the candidate wins) and then a
+proficiency round on the new champion (test_dagster_proficiency's scripted rules and a real
+one-step LoRA training, stopped once at serving and resumed, see ``demo_rounds``: the specialist
+wins) report to a scratch Dagster instance and MLflow store, as ``make run`` does;
+``dagster-webserver`` and ``mlflow ui`` are started on them, each in its own session and stopped
+by its process group. Asserted on what the pages show: the asset graph of each group with the
+rounds' assets materialized (Crafter's partition of the games', ``GROUPS``), the lineage around
+``champion_scaffold``, the behaviour plot and the gate check of ``candidate_evaluation``, the
+compare view of the round's two runs with the decision, and the registered specialist with its
+decision and the ``champion`` alias. With ``AUTOMEM_SCREENSHOTS=<dir>`` the screenshots are saved
+there (docs/dagster.md's and docs/mlflow.md's are made so: docs/images/). Skipped, saying why, where Chromium (Debian package
+``chromium``) or the ``playwright`` package is not installed; under CI (``AUTOMEM_CI=1``,
+``.ci/run``) that skip is a failure.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,19 +25,40 @@ import time
 from pathlib import Path
 
 import pytest
+import test_dagster_proficiency as proficiency
+import yaml
 from test_cli_dagster_events import SETTINGS, endpoints_file
 from test_dagster_defs import GAME_RULES, meta_rules, winning_patch
 from test_dagster_dev import _get, _stop
 
 from automem_dagster.commands import shared
+from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.structure import structure_round
+from automem_dagster.defs.common.partitions import game_partitions
+from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.llm.process import free_port
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.serving import served_name
 from automem_dagster.tracking import Tracker
+from automem_dagster.training.registry import SpecialistRegistry
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BIN = Path(sys.executable).parent
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+"""Root in a container, no GPU, and no network beyond 127.0.0.1: without the background-networking
+flags Chromium keeps opening connections this machine refuses."""
+GROUPS = {"structure": ["rollout_batch", "diagnosis", "scaffold_candidate", "champion_scaffold", "scaffold_version"],
+          "evaluation": ["candidate_evaluation", "specialist_evaluation"],
+          "proficiency": ["champion_specialist"]}
+"""The assets the two rounds report as materialized, by the group its graph shows them in. The
+proficiency round's first four (training_rollouts to lora_adapter) are not among them here: the
+run that trained stopped at serving (``demo_rounds``), and a CLI round reports its stages only
+when it ends, so the resumed run reports the evaluation and the decision alone. ``make run``'s
+round runs through in one go and reports all of them."""
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.ci_required,
     pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH: `apt-get install chromium` for the browser check"),
 ]
 
@@ -53,12 +82,42 @@ def shoot(page, name: str) -> None:
         page.screenshot(path=str(Path(folder) / name), full_page=False)
 
 
-def test_the_dagster_and_mlflow_pages_show_the_plot_and_the_decision(tmp_path, monkeypatch, storage, scripted):
+def demo_rounds(tmp_path, storage, scripted, tracker: Tracker) -> None:
+    """The demo's two rounds on Crafter, as ``automem demo`` runs them: a structure round whose
+    candidate wins, then a proficiency round on that champion whose specialist wins. The
+    proficiency round's evaluations are 8 steps, not the structure round's 10, so the champion is
+    played again by the proficiency server's rules (not reused) and the specialist's win is real.
+
+    A scripted memory endpoint proves it serves the trained adapter only by listing the adapter's
+    content-hashed name (``loop/serving.py``), which exists once the adapter is trained: the first
+    run stops there, as it would for a user, and the rerun, on a server that lists that name,
+    resumes the pending adapter at its evaluation."""
+    structure = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
+    structure_round(SETTINGS, endpoints_file(tmp_path, structure), tracker=tracker)
+    settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=2, min_examples=6, max_review_batches=4,
+                                 max_train_steps=1, eval_max_steps=8).settings("crafter")
+    rules = proficiency.META_RULES + proficiency.GAME_RULES
+    first = tmp_path / "proficiency"
+    first.mkdir()
+    with pytest.raises(RoundError, match="cannot be shown to be adapter a1"):
+        proficiency_round(settings, endpoints_file(first, scripted(rules), ("game", "memory", "meta")), tracker=tracker)
+    pending = SpecialistRegistry.load("crafter", storage.storage().specialists).record("a1")
+    name = served_name("crafter", pending)
+    serving = scripted(rules, {"models": ["scripted", name]})
+    (tmp_path / "again").mkdir()
+    again = endpoints_file(tmp_path / "again", serving, ("game", "memory", "meta"))
+    config = yaml.safe_load(again.read_text())
+    config["memory"]["model"] = name
+    again.write_text(yaml.safe_dump(config))
+    proficiency_round(settings, again, tracker=tracker)
+
+
+def test_the_pages_a_user_opens_after_make_run_show_the_rounds(tmp_path, monkeypatch, storage, scripted):
     playwright = pytest.importorskip("playwright.sync_api", reason="`pip install playwright` for the browser check")
-    server = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
     monkeypatch.setattr(shared, "STORAGE", storage.storage())
     store = f"sqlite:///{tmp_path}/mlflow.db"
-    structure_round(SETTINGS, endpoints_file(tmp_path, server), tracker=Tracker(store, artifact_root=tmp_path / "art"))
+    tracker = Tracker(store, artifact_root=tmp_path / "art")
+    demo_rounds(tmp_path, storage, scripted, tracker)
 
     dagster_port, mlflow_port = free_port(), free_port()
     dagster_url, mlflow_url = f"http://127.0.0.1:{dagster_port}", f"http://127.0.0.1:{mlflow_port}"
@@ -70,10 +129,13 @@ def test_the_dagster_and_mlflow_pages_show_the_plot_and_the_decision(tmp_path, m
     ]
     try:
         with playwright.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             check_dagster(page, dagster_url)
-            check_mlflow(page, mlflow_url, Tracker(store, artifact_root=tmp_path / "art"))
+            check_asset_graph(page, dagster_url)
+            check_lineage(page, dagster_url)
+            check_mlflow(page, mlflow_url, tracker)
+            check_specialist(page, mlflow_url)
             browser.close()
     finally:
         for process in processes:
@@ -136,7 +198,7 @@ def assert_nothing_cut_off(page) -> None:
 def check_mlflow(page, url: str, tracker: Tracker) -> None:
     """The compare view of the round's candidate and champion runs: the decision tag; and the
     candidate run's plot artifact shown as an image."""
-    runs = {r["role"]: r for r in tracker.runs_for("crafter")}
+    runs = {r["role"]: r for r in tracker.runs_for("crafter") if r["max_steps"] == SETTINGS.eval_max_steps}
     ids = [runs["candidate"]["run_id"], runs["champion"]["run_id"]]
     experiment = tracker.experiment_id("crafter")
     page.goto(f'{url}/#/compare-runs?runs=["{ids[0]}","{ids[1]}"]&experiments=["{experiment}"]', timeout=60_000)
@@ -150,3 +212,60 @@ def check_mlflow(page, url: str, tracker: Tracker) -> None:
     image = page.locator("img[src*='get-artifact'], img[src^='blob:'], img[src*='progression_by_version']").first
     image.wait_for(timeout=60_000)
     shoot(page, "mlflow_progression_plot.png")
+
+
+MATERIALIZED = re.compile(r"Latest event\n(?:\d+ seconds?|\d+ minutes?|a minute|a few seconds) ago\n")
+
+
+def asset_node(text: str, asset: str) -> str:
+    """The text of ``asset``'s node in a rendered asset graph: its name, then its rows (latest
+    event, checks, partitions) up to the partition count that closes the node."""
+    match = re.search(rf"(?m)^{asset}\n(.*?\d+ partitions?)", text, re.S)
+    assert match, f"no node for {asset} in the graph:\n{text[-3000:]}"
+    return match.group(1)
+
+
+def check_asset_graph(page, url: str) -> None:
+    """Each group's asset graph, as Lineage opens it: every asset of both rounds drawn with a latest
+    event minutes old, and the game partitions filled as the demo filled them (Crafter's: one of
+    the games')."""
+    one_game = f"{100 // len(game_partitions.get_partition_keys())}% filled"
+    page.set_viewport_size({"width": 2000, "height": 1200})   # every node of a group drawn in full
+    for group, assets in GROUPS.items():
+        page.goto(f"{url}/locations/automem_dagster.defs/asset-groups/{group}", timeout=60_000)
+        # nodes are drawn first, their figures filled in as the queries answer
+        page.wait_for_function(f"() => document.body.innerText.split('% filled').length > {len(assets)}", timeout=60_000)
+        text = page.inner_text("body")
+        shoot(page, f"dagster_graph_{group}.png")
+        for asset in assets:
+            node = asset_node(text, asset)
+            assert MATERIALIZED.search("Latest event\n" + node.split("Latest event\n", 1)[-1]), (asset, node)
+            assert asset == "scaffold_version" or one_game in node, (asset, one_game, node)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def check_lineage(page, url: str) -> None:
+    """``champion_scaffold``'s lineage (its nearest neighbours): the evaluation it decided on,
+    materialized with its gate check passed, and downstream the proficiency round's rollouts."""
+    page.goto(f"{url}/assets/champion_scaffold?view=lineage", timeout=60_000)
+    page.get_by_text("training_rollouts", exact=True).first.wait_for(timeout=60_000)
+    page.wait_for_function("() => document.body.innerText.split('% filled').length > 3", timeout=60_000)
+    text = page.inner_text("body")
+    shoot(page, "dagster_champion_scaffold_lineage.png")
+    for asset in ("candidate_evaluation", "champion_scaffold"):
+        assert MATERIALIZED.search(asset_node(text, asset)), (asset, text)
+    asset_node(text, "training_rollouts")     # downstream: the proficiency loop starts from the champion
+    assert "1 / 1 Passed" in asset_node(text, "candidate_evaluation")
+
+
+def check_specialist(page, url: str) -> None:
+    """The registered model's page: version 1 of ``automem-crafter-specialist``, the adapter it
+    holds, the gate's decision on it, and the ``champion`` alias a kept specialist gets."""
+    page.goto(f"{url}/#/models/automem-crafter-specialist", timeout=60_000)
+    page.get_by_text("Version 1", exact=True).first.wait_for(timeout=60_000)
+    page.get_by_text("automem.decision", exact=True).first.wait_for(timeout=60_000)
+    text = page.inner_text("body")
+    shoot(page, "mlflow_specialist.png")
+    assert re.search(r"automem\.decision\n: kept", text), text
+    assert re.search(r"automem\.adapter\n: a1", text), text
+    assert re.search(r"@\s+champion", text), text     # the alias chip: "@ champion"

@@ -11,7 +11,6 @@ from automem_dagster.loop.report import RoundReport
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import RoundResult
 from automem_dagster.rollout import BatchSummary
-from automem_dagster.tracking import default_tracking_uri
 
 console = Console(stderr=True)
 """Progress, stage lines and errors go to stderr; tables and results to stdout."""
@@ -65,7 +64,7 @@ def print_proficiency(result: ProficiencyResult, report: RoundReport) -> None:
         table.add_row("dataset", f"{result.dataset.examples} examples, version {result.dataset.stats['dataset_hash']} "
                                  f"({result.dataset.out_dir})")
     if result.choice is not None:
-        table.add_row("LoRA settings", f"{result.choice.source}: {result.choice.settings.model_dump_json()}")
+        table.add_row("LoRA settings", result.choice.describe().removeprefix("LoRA configuration: "))
     losses = result.training["validation_loss"]
     table.add_row("validation loss", f"{losses[0][1]:.3f} -> {losses[-1][1]:.3f} over {losses[-1][0]} steps")
     table.add_row("adapter", result.adapter.gguf or result.adapter.adapter_dir)
@@ -85,10 +84,14 @@ def print_with_report(table: Table, report: RoundReport) -> None:
 
 
 def print_where_to_look(storage: Storage) -> None:
+    """The two UIs by their make targets (each opens the project's own store: Dagster's instance
+    in ``.dagster_home``, MLflow's in ``$MLFLOW_TRACKING_URI`` or ``mlflow/mlflow.db``), the
+    lineage command and the reports folder."""
     console.print(
         "\nWhere to look:\n"
         f"  lineage:   .venv/bin/automem lineage --game <game>   (files: {storage.lineage})\n"
-        f"  MLflow UI: .venv/bin/mlflow ui --backend-store-uri {default_tracking_uri()} --host 127.0.0.1 --port 5000\n"
-        "  Dagster:   make dagster   (then open http://127.0.0.1:3000)\n"
+        "  Dagster:   make dagster     then open http://127.0.0.1:3000 (the rounds' assets, checks and plots)\n"
+        "  MLflow:    make mlflow-ui   then open http://127.0.0.1:5000 (evaluation and training runs, the "
+        "registered specialist)\n"
         f"  reports:   {storage.runs / 'reports'}"
     )

@@ -31,30 +31,36 @@ class BatchBars:
     """One bar per batch: steps played against steps left to play, episodes done of the batch's
     total, elapsed time and an ETA. Steps an episode resumes at, and episodes finished before this
     run, are not work of this run, so they leave the total instead of inflating the speed; an
-    episode that ends before its step budget takes its unplayed steps off the total."""
+    episode that ends before its step budget takes its unplayed steps off the total. A batch whose
+    every episode was played before (an evaluation reused by a later round) has nothing to show
+    as progress: its bar gives way to one log line saying so."""
 
     def __init__(self, bars: Progress):
         self.bars = bars
 
     def batch(self, name: str, episodes: int, max_steps: int):
-        task = self.bars.add_task(name, total=episodes * max_steps, episodes=f"0/{episodes} episodes")
+        total = episodes * max_steps
+        task = self.bars.add_task(name, total=total, episodes=f"0/{episodes} episodes")
         reached: dict[str, int] = {}
         done = 0
 
         def progress(episode: str, steps: int, finished: bool) -> None:
-            nonlocal done
+            nonlocal done, total
             fresh = episode not in reached
             if fresh:
                 reached[episode] = steps
-                self.bars.update(task, total=self.bars.tasks[task].total - steps)
-            self.bars.update(task, advance=steps - reached[episode])
+                total -= steps
+            self.bars.update(task, total=total, advance=steps - reached[episode])
             reached[episode] = steps
             if finished:
                 done += 1
-                self.bars.update(task, total=self.bars.tasks[task].total - (max_steps - steps),
-                                 episodes=f"{done}/{episodes} episodes")
+                total -= max_steps - steps
+                self.bars.update(task, total=total, episodes=f"{done}/{episodes} episodes")
                 if not fresh:
                     log.info("%s: finished after %d steps", episode, steps)
+            if done == episodes and total == 0:
+                self.bars.remove_task(task)
+                log.info("%s: reused, all %d episodes were played before", name, episodes)
 
         return progress
 

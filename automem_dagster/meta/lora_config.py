@@ -55,6 +55,17 @@ class LoraChoice:
                                  "attempts": [asdict(a) for a in self.attempts]})
         return path
 
+    def describe(self) -> str:
+        """One line saying which settings the round trains with and where they came from, so a
+        console never announces a recommendation that was not asked for."""
+        s = self.settings
+        where = {"given": "given settings (the meta-LLM is not asked)",
+                 "meta-LLM": f"recommended by the meta-LLM within bounds ({self.reasoning})",
+                 "default": f"the AutoMem paper's defaults scaled to the base ({self.reasoning})"}.get(self.source, self.source)
+        return (f"LoRA configuration: {where}: rank {s.rank}, alpha {s.alpha}, dropout {s.dropout:g}, "
+                f"learning rate {s.learning_rate:g}, {s.epochs} epoch(s), batch {s.batch_size}, "
+                f"max length {s.max_length}, modules {','.join(s.target_modules)}")
+
     @classmethod
     def load(cls, path: Path) -> LoraChoice:
         import json

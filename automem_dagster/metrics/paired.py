@@ -220,7 +220,7 @@ def decide(comparison: PairedComparison, policy: GatePolicy | None = None,
         return GateDecision(keep=True, reason=reason, comparison=c, policy=policy)
     if gap >= -TIE_TOLERANCE:
         reason = (f"rolled back: tie, candidate and champion both average {c.champion_mean:.2f}% "
-                  f"and a revision must be strictly better ({evidence})")
+                  f"and the gate keeps only a strictly higher score ({evidence})")
         return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
     reason = f"rolled back: candidate {c.candidate_mean:.2f}% is below champion {c.champion_mean:.2f}% ({evidence})"
     return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)

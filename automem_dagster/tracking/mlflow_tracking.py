@@ -13,6 +13,7 @@ in every run for the same reason.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -58,7 +59,11 @@ class Tracker:
 
     @cached_property
     def client(self) -> MlflowClient:
-        """Made on first use: for a sqlite store, MlflowClient opens (and may create and migrate) the database."""
+        """Made on first use: for a sqlite store, MlflowClient opens (and may create and migrate) the
+        database. mlflow announces that at INFO on the console of every command that makes a new
+        store ("Creating initial MLflow database tables...", "Updating database tables"): its
+        warnings and errors still show, its housekeeping does not."""
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
         with self._store("opening the store"):
             return MlflowClient(tracking_uri=self.tracking_uri)
 

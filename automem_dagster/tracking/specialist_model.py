@@ -16,7 +16,10 @@ returns the specialist's reply to each, greedy: the memory turn the agent would 
 
 from __future__ import annotations
 
+import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -73,10 +76,13 @@ def log_specialist_model(client: MlflowClient, experiment_id: str, run_id: str, 
         with tempfile.TemporaryDirectory(prefix="specialist-model-") as tmp:
             mlflow_model = mlflow.models.Model(artifact_path=model.artifact_location, model_uuid=model.model_id,
                                                run_id=run_id, model_id=model.model_id)
-            mlflow.pyfunc.save_model(path=str(Path(tmp) / "model"), python_model=str(MODEL_CODE),
-                                     artifacts={ADAPTER_ARTIFACT: str(adapter_dir)}, model_config={"base": base},
-                                     pip_requirements=[_pinned(n) for n in REQUIREMENTS], metadata=tags,
-                                     mlflow_model=mlflow_model)
+            # save_model copies the adapter in through mlflow's artifact download, whose progress bar
+            # ("Downloading artifacts") would follow the training's own lines for a local copy.
+            with _artifact_bar_off():
+                mlflow.pyfunc.save_model(path=str(Path(tmp) / "model"), python_model=str(MODEL_CODE),
+                                         artifacts={ADAPTER_ARTIFACT: str(adapter_dir)}, model_config={"base": base},
+                                         pip_requirements=[_pinned(n) for n in REQUIREMENTS], metadata=tags,
+                                         mlflow_model=mlflow_model)
             client.log_model_artifacts(model.model_id, str(Path(tmp) / "model"))
         client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step=0)])
     except BaseException:
@@ -90,3 +96,19 @@ def _pinned(name: str) -> str:
         return f"{name}=={version(name)}"
     except PackageNotFoundError:
         return name
+
+
+@contextmanager
+def _artifact_bar_off() -> Iterator[None]:
+    """mlflow's artifact progress bar off for the duration (``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR``,
+    read each time a bar would start), then as it was."""
+    name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    saved = os.environ.get(name)
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved

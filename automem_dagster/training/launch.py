@@ -13,6 +13,7 @@ resume), and a run stopped from outside (Ctrl-C, a Dagster run terminated) stops
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,14 @@ def training_command(dataset_dir: Path, settings_file: Path, out_dir: Path, base
     return [sys.executable, *args]
 
 
+def trainer_environment() -> dict[str, str]:
+    """This process's environment, with tqdm's bars off in the trainer: the libraries' own bars
+    (transformers' "Converting and de-quantizing GGUF tensors" and "Loading weights" as the base
+    loads) would reach the caller's console line by line through the relay, while the training's
+    progress reaches it as events (``--events``). Warnings and errors still come through."""
+    return {**os.environ, "TQDM_DISABLE": "1"}
+
+
 def launch_training(dataset_dir: Path, settings: LoraSettings, out_dir: Path, *, base: str, max_steps: int | None = None,
                     eval_every: int | None = None, save_every: int | None = None,
                     progress: TrainingProgress | None = None, text: Callable[[str], None] | None = None,
@@ -68,7 +77,8 @@ def launch_training(dataset_dir: Path, settings: LoraSettings, out_dir: Path, *,
                                max_steps=max_steps, eval_every=eval_every, save_every=save_every)
     say = text or (lambda line: print(line, file=sys.stderr, flush=True))
     tail: deque[str] = deque(maxlen=TAIL_LINES)
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+                             env=trainer_environment())
     relay = threading.Thread(target=_relay_text, args=(child.stderr, say, tail), daemon=True)
     relay.start()
     try:

@@ -44,6 +44,7 @@ import shutil
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,9 +102,10 @@ def build_trainer(model, tokenizer, train_rows: list[dict], validation_rows: lis
     bars_were_on = datasets_logging.is_progress_bar_enabled()
     datasets_logging.disable_progress_bar()  # one bar per preparation pass of a few examples is only noise
     try:
-        trainer = SFTTrainer(model=model, args=args, train_dataset=dataset(train_rows),
-                             eval_dataset=dataset(validation_rows), processing_class=tokenizer, peft_config=peft_config,
-                             callbacks=list(callbacks))
+        with library_warnings_silenced():
+            trainer = SFTTrainer(model=model, args=args, train_dataset=dataset(train_rows),
+                                 eval_dataset=dataset(validation_rows), processing_class=tokenizer,
+                                 peft_config=peft_config, callbacks=list(callbacks))
     finally:
         if bars_were_on:
             datasets_logging.enable_progress_bar()
@@ -199,13 +201,22 @@ def _dropped_examples(plan: RunPlan, trainer) -> int:
     return len(plan.split.train) + len(plan.split.validation) - len(trainer.train_dataset) - len(trainer.eval_dataset)
 
 
+@contextmanager
+def library_warnings_silenced():
+    """Two library warnings that say nothing about this run: peft looks for a config.json beside
+    the GGUF to see whether the vocabulary changed (it did not), and peft and trl read
+    transformers 5's deprecated alias ``is_gradient_checkpointing`` (their code, not ours)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Could not find a config file", category=UserWarning)
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
+
+
 def _train(plan: RunPlan, trainer) -> float:
     """Run (or resume) the trainer and save the adapter; returns the seconds ``trainer.train`` took (``wall_s``)."""
     if plan.resume is not None and rank_zero():
         print(f"resuming from {plan.resume}", file=sys.stderr, flush=True)
-    with warnings.catch_warnings(), cpu_lm_head_tiles(trainer.args.device):
-        # peft looks for a config.json beside the GGUF to see whether the vocabulary changed; it did not
-        warnings.filterwarnings("ignore", message="Could not find a config file", category=UserWarning)
+    with library_warnings_silenced(), cpu_lm_head_tiles(trainer.args.device):
         started = time.perf_counter()
         trainer.train(resume_from_checkpoint=str(plan.resume) if plan.resume is not None else None)
         wall_s = time.perf_counter() - started

@@ -48,6 +48,10 @@ def scaffold_versions_sensor(context: dg.SensorEvaluationContext, storage: Stora
                if not context.instance.has_dynamic_partition(scaffold_versions.name, version_key(family, version))]
     if not missing:
         return dg.SkipReason("every scaffold version on disk has its scaffold_version partition")
+    # A tick that records versions requests no run; its message says what it recorded (without one,
+    # Dagster files the tick as "Sensor function returned an empty result").
+    recorded = ", ".join(version_key(family, version) for family, version in missing)
     return dg.SensorResult(asset_events=[scaffold_version_event(context.instance, store, family, version,
                                                                 {"recorded_by": "scaffold_versions_sensor"})
-                                         for family, version in missing])
+                                         for family, version in missing],
+                           skip_reason=dg.SkipReason(f"recorded the scaffold_version partitions {recorded}"))
