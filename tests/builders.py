@@ -32,11 +32,23 @@ def mlflow_resource(root) -> MlflowResource:
     return MlflowResource(tracking_uri=f"sqlite:///{root}/mlflow.db", artifact_root=str(root / "artifacts"))
 
 
-def round_resources(tmp_path, storage, server, mlflow: MlflowResource, roles=("game", "meta")) -> dict:
-    """The resources of a round whose every endpoint in ``roles`` is the scripted ``server``."""
+def endpoints_file(path, server, roles=("game", "meta"), memory=None):
+    """An endpoints file at ``path`` whose every role in ``roles`` is the scripted ``server``, and whose
+    ``memory`` role, where ``memory`` (a scripted vLLM, conftest ``specialist_vllm``) is given, is served
+    by vLLM, which loads the round's specialist at runtime."""
     endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
-    path = tmp_path / f"endpoints-{server.port}.yaml"
-    path.write_text(yaml.safe_dump({role: {"name": role, **endpoint} for role in roles}))
+    config = {role: {"name": role, **endpoint} for role in roles}
+    if memory is not None:
+        config["memory"] = {"name": "memory", "server": "vllm", "base_url": memory.base_url, "model": "scripted",
+                            "constrained": "none"}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def round_resources(tmp_path, storage, server, mlflow: MlflowResource, roles=("game", "meta"), memory=None) -> dict:
+    """The resources of a round whose every endpoint in ``roles`` is the scripted ``server`` (and the
+    memory role the scripted vLLM ``memory``, where given)."""
+    path = endpoints_file(tmp_path / f"endpoints-{server.port}.yaml", server, roles, memory)
     return {"endpoints": LLMEndpointsResource(endpoints_file=str(path)), "storage": storage, "mlflow": mlflow}
 
 

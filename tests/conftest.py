@@ -10,6 +10,7 @@ import pytest
 
 from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import embedded_server, scripted_server
+from automem_dagster.llm.embedded_server import embedded_model_path
 from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.paths import SCAFFOLDS
 
@@ -33,7 +34,8 @@ def embedded(tmp_path_factory):
 def scripted(tmp_path):
     """Factory: ``scripted(rules, provider=None)`` starts a scripted OpenAI-compatible server (enforcing
     ``provider``'s rules when given, see ``llm/scripted_provider.py``); ``server.request_log`` holds every
-    request it received, one JSON line each. All are stopped at teardown."""
+    request it received, one JSON line each, ``server.rules`` the rules it answers from. All are stopped at
+    teardown."""
     servers = []
 
     def start(rules: list[dict], provider: dict | None = None):
@@ -41,7 +43,7 @@ def scripted(tmp_path):
         path = tmp_path / f"rules{n}.json"
         path.write_text(json.dumps({"rules": rules, **({"provider": provider} if provider else {})}))
         server = scripted_server(path, tmp_path / f"scripted{n}.log", request_log=tmp_path / f"requests{n}.jsonl").start()
-        server.request_log = tmp_path / f"requests{n}.jsonl"
+        server.request_log, server.rules = tmp_path / f"requests{n}.jsonl", rules
         servers.append(server)
         return server
 
@@ -69,6 +71,15 @@ def vllm_server(tmp_path):
         server.stop()
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+@pytest.fixture
+def specialist_vllm(vllm_server):
+    """Factory: ``specialist_vllm(rules)`` starts the scripted vLLM server serving, as its base, the
+    folder the embedded trainer trains on (what a trained adapter records as its base), so a round's
+    specialist is loaded at runtime and served as a vLLM user's would be, base check included."""
+    base = str(embedded_model_path().parent)
+    return lambda rules: vllm_server(rules, base_model="scripted", base_root=base, max_lora_rank=256)
 
 
 @pytest.fixture(autouse=True)

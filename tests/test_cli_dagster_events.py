@@ -10,10 +10,10 @@ partitions, and the gate sensor, which leaves a round the CLI already decided al
 
 import json
 
+import builders
 import dagster as dg
 import pytest
 import test_dagster_proficiency as proficiency
-import yaml
 from builders import whole
 from test_dagster_defs import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
 
@@ -29,11 +29,8 @@ SETTINGS = RUN_CONFIG.ops["rollout_batch"].settings("crafter")
 STRUCTURE_ASSETS = ["rollout_batch", "diagnosis", "scaffold_candidate", "candidate_evaluation", "champion_scaffold"]
 
 
-def endpoints_file(tmp_path, server, roles=("game", "meta")):
-    endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
-    path = tmp_path / "endpoints.yaml"
-    path.write_text(yaml.safe_dump({role: {"name": role, **endpoint} for role in roles}))
-    return path
+def endpoints_file(tmp_path, server, roles=("game", "meta"), memory=None):
+    return builders.endpoints_file(tmp_path / "endpoints.yaml", server, roles, memory)
 
 
 def cli_round(tmp_path, monkeypatch, storage, server) -> dg.DagsterInstance:
@@ -101,14 +98,17 @@ def test_a_rejected_cli_round_shows_why_and_a_passing_gate(tmp_path, monkeypatch
 
 
 @pytest.mark.integration
-def test_a_cli_proficiency_round_reports_every_asset_and_the_gate(tmp_path, monkeypatch, storage, scripted):
+def test_a_cli_proficiency_round_reports_every_asset_and_the_gate(tmp_path, monkeypatch, storage, scripted,
+                                                                   specialist_vllm):
     """``automem train``'s round (test_dagster_proficiency's scripted rules and budget: a real
-    one-step training), then each proficiency asset and ``specialist_gate`` read from the instance."""
-    server = scripted(proficiency.META_RULES + proficiency.GAME_RULES)
+    one-step training, the specialist served by a vLLM stand-in), then each proficiency asset and
+    ``specialist_gate`` read from the instance."""
+    rules = proficiency.META_RULES + proficiency.GAME_RULES
+    server, memory = scripted(rules), specialist_vllm(rules)
     monkeypatch.setattr(shared, "STORAGE", storage.storage())
     settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=2, min_examples=6, max_review_batches=4,
-                                 max_train_steps=1).settings("crafter")
-    proficiency_round(settings, endpoints_file(tmp_path, server, ("game", "memory", "meta")), tracker=None)
+                                 max_train_steps=1, base="embedded").settings("crafter")
+    proficiency_round(settings, endpoints_file(tmp_path, server, memory=memory), tracker=None)
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
         shown = {a: latest(instance, a) for a in proficiency.PROFICIENCY_ASSETS}
         assert all(m["run_by"] == "automem CLI" for m in shown.values())

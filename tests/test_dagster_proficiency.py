@@ -5,10 +5,10 @@ Every model is one scripted OpenAI-compatible server (as in test_dagster_defs). 
 agent appends a note in LOG and reads the file back in PLAN before acting, so every write is
 read by a later PLAN and curation finds credited decisions; the meta-LLM keeps every borderline
 decision it reviews and recommends small LoRA settings. The adapter is really trained (the
-packaged SmolLM2 with torch, a few steps), but a scripted endpoint cannot serve a GGUF LoRA, so
-the endpoints file names a ``memory:`` endpoint (the scripted server): ``specialist_endpoints``
-uses a configured memory endpoint as given, and the two-model agent runs without the embedded
-server. The frozen game model of the two-model agent answers ``do`` while the one-model
+packaged SmolLM2 with torch, a few steps) and served as a vLLM user's is: the endpoints file's
+``memory:`` role is the scripted vLLM stand-in (conftest ``specialist_vllm``, the same rules), which
+loads the adapter at runtime after the project checks its base, so the two-model agent runs
+without the embedded server. The frozen game model of the two-model agent answers ``do`` while the one-model
 champion answers ``noop``, so the specialist wins the gate and is kept.
 """
 
@@ -62,7 +62,7 @@ def round_config(**overrides) -> dg.RunConfig:
     the held-out validation episode is small: on two CPU cores the trainer needs seconds per
     ~700-token Crafter prompt), 1 optimizer step, 2 evaluation episodes of 10 steps."""
     config = ProficiencyConfig(**{"rollout_episodes": 4, "rollout_max_steps": 2, "min_examples": 6,
-                                  "max_review_batches": 4, "max_train_steps": 1, **overrides})
+                                  "max_review_batches": 4, "max_train_steps": 1, "base": "embedded", **overrides})
     return dg.RunConfig(ops={name: config for name in PROFICIENCY_ASSETS - {"champion_specialist"}})
 
 
@@ -115,11 +115,12 @@ def test_gate_sensor_requests_one_promotion_per_evaluated_game(tmp_path):
 # --- whole rounds, in process -----------------------------------------------------------------
 
 @pytest.fixture
-def resources(tmp_path, storage):
-    """The resources of a round whose every endpoint, the specialist's included, is ``server``."""
+def resources(tmp_path, storage, specialist_vllm):
+    """The resources of a round whose game and meta endpoints are ``server`` and whose specialist is
+    served by a vLLM stand-in answering ``server``'s rules."""
 
     return lambda server: round_resources(tmp_path, storage, server, mlflow_resource(tmp_path),
-                                          roles=("game", "memory", "meta"))
+                                          memory=specialist_vllm(server.rules))
 
 
 def test_too_small_a_dataset_stops_the_round_before_training(tmp_path, storage, scripted, resources):

@@ -3,8 +3,8 @@ points to, in headless Chromium driven by Playwright.
 
 A structure round (test_cli_dagster_events's scripted rules: the candidate wins) and then a
 proficiency round on the new champion (test_dagster_proficiency's scripted rules and a real
-one-step LoRA training, stopped once at serving and resumed, see ``demo_rounds``: the specialist
-wins) report to a scratch Dagster instance and MLflow store, as ``make run`` does;
+one-step LoRA training, the specialist served by a vLLM stand-in, see ``demo_rounds``: the
+specialist wins) report to a scratch Dagster instance and MLflow store, as ``make run`` does;
 ``dagster-webserver`` and ``mlflow ui`` are started on them, each in its own session and stopped
 by its process group. Asserted on what the pages show: the asset graph of each group with the
 rounds' assets materialized (Crafter's partition of the games', ``GROUPS``), the lineage around
@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 import test_dagster_proficiency as proficiency
-import yaml
 from test_cli_dagster_events import SETTINGS, endpoints_file
 from test_dagster_defs import GAME_RULES, meta_rules, winning_patch
 from test_dagster_dev import _get, _stop
@@ -37,10 +36,7 @@ from automem_dagster.commands.structure import structure_round
 from automem_dagster.defs.common.partitions import game_partitions
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.llm.process import free_port
-from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.serving import served_name
 from automem_dagster.tracking import Tracker
-from automem_dagster.training.registry import SpecialistRegistry
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BIN = Path(sys.executable).parent
@@ -50,12 +46,8 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
 flags Chromium keeps opening connections this machine refuses."""
 GROUPS = {"structure": ["rollout_batch", "diagnosis", "scaffold_candidate", "champion_scaffold", "scaffold_version"],
           "evaluation": ["candidate_evaluation", "specialist_evaluation"],
-          "proficiency": ["champion_specialist"]}
-"""The assets the two rounds report as materialized, by the group its graph shows them in. The
-proficiency round's first four (training_rollouts to lora_adapter) are not among them here: the
-run that trained stopped at serving (``demo_rounds``), and a CLI round reports its stages only
-when it ends, so the resumed run reports the evaluation and the decision alone. ``make run``'s
-round runs through in one go and reports all of them."""
+          "proficiency": ["training_rollouts", "sft_dataset", "lora_config", "lora_adapter", "champion_specialist"]}
+"""The assets the two rounds report as materialized, by the group its graph shows them in."""
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.ci_required,
@@ -82,42 +74,33 @@ def shoot(page, name: str) -> None:
         page.screenshot(path=str(Path(folder) / name), full_page=False)
 
 
-def demo_rounds(tmp_path, storage, scripted, tracker: Tracker) -> None:
+def demo_rounds(tmp_path, storage, scripted, specialist_vllm, tracker: Tracker) -> None:
     """The demo's two rounds on Crafter, as ``automem demo`` runs them: a structure round whose
     candidate wins, then a proficiency round on that champion whose specialist wins. The
     proficiency round's evaluations are 8 steps, not the structure round's 10, so the champion is
     played again by the proficiency server's rules (not reused) and the specialist's win is real.
 
-    A scripted memory endpoint proves it serves the trained adapter only by listing the adapter's
-    content-hashed name (``loop/serving.py``), which exists once the adapter is trained: the first
-    run stops there, as it would for a user, and the rerun, on a server that lists that name,
-    resumes the pending adapter at its evaluation."""
+    The specialist is served by a vLLM stand-in (conftest ``specialist_vllm``) that loads it at
+    runtime, as a user's vLLM would: a scripted endpoint used as given could not prove it serves
+    the adapter (``loop/serving.py``)."""
     structure = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
     structure_round(SETTINGS, endpoints_file(tmp_path, structure), tracker=tracker)
     settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=2, min_examples=6, max_review_batches=4,
-                                 max_train_steps=1, eval_max_steps=8).settings("crafter")
+                                 max_train_steps=1, eval_max_steps=8, base="embedded").settings("crafter")
     rules = proficiency.META_RULES + proficiency.GAME_RULES
-    first = tmp_path / "proficiency"
-    first.mkdir()
-    with pytest.raises(RoundError, match="cannot be shown to be adapter a1"):
-        proficiency_round(settings, endpoints_file(first, scripted(rules), ("game", "memory", "meta")), tracker=tracker)
-    pending = SpecialistRegistry.load("crafter", storage.storage().specialists).record("a1")
-    name = served_name("crafter", pending)
-    serving = scripted(rules, {"models": ["scripted", name]})
-    (tmp_path / "again").mkdir()
-    again = endpoints_file(tmp_path / "again", serving, ("game", "memory", "meta"))
-    config = yaml.safe_load(again.read_text())
-    config["memory"]["model"] = name
-    again.write_text(yaml.safe_dump(config))
-    proficiency_round(settings, again, tracker=tracker)
+    folder = tmp_path / "proficiency"
+    folder.mkdir()
+    proficiency_round(settings, endpoints_file(folder, scripted(rules), memory=specialist_vllm(rules)),
+                      tracker=tracker)
 
 
-def test_the_pages_a_user_opens_after_make_run_show_the_rounds(tmp_path, monkeypatch, storage, scripted):
+def test_the_pages_a_user_opens_after_make_run_show_the_rounds(tmp_path, monkeypatch, storage, scripted,
+                                                             specialist_vllm):
     playwright = pytest.importorskip("playwright.sync_api", reason="`pip install playwright` for the browser check")
     monkeypatch.setattr(shared, "STORAGE", storage.storage())
     store = f"sqlite:///{tmp_path}/mlflow.db"
     tracker = Tracker(store, artifact_root=tmp_path / "art")
-    demo_rounds(tmp_path, storage, scripted, tracker)
+    demo_rounds(tmp_path, storage, scripted, specialist_vllm, tracker)
 
     dagster_port, mlflow_port = free_port(), free_port()
     dagster_url, mlflow_url = f"http://127.0.0.1:{dagster_port}", f"http://127.0.0.1:{mlflow_port}"
