@@ -24,6 +24,11 @@ def embedded(tmp_path_factory):
     """The real embedded model server (SmolLM2-135M via llama.cpp), shared by the integration tests."""
     server = embedded_server(tmp_path_factory.mktemp("embedded") / "server.log", parallel=2).start()
     yield server
+    stop_and_prove_gone(server)
+
+
+def stop_and_prove_gone(server) -> None:
+    """Stop ``server`` by its PID and fail unless the process is gone."""
     pid = server.pid
     server.stop()
     with pytest.raises(ProcessLookupError):
@@ -67,10 +72,7 @@ def vllm_server(tmp_path):
 
     yield start
     for server in servers:
-        pid = server.pid
-        server.stop()
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+        stop_and_prove_gone(server)
 
 
 @pytest.fixture
