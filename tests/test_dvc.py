@@ -1,8 +1,8 @@
 """The DVC pipeline (dvc.yaml + params.yaml) run by the real DVC on real Crafter episodes.
 
 The pipeline is copied with the project data into a fresh git repository under a temporary
-folder, its ``endpoints`` parameter pointed at a scripted OpenAI-compatible server (game, memory
-and meta roles), and run with ``dvc`` from its own virtual environment (``make dvc-install``:
+folder, its ``endpoints`` parameter pointed at a scripted OpenAI-compatible server (game and meta
+roles) and a scripted vLLM that loads the specialist at runtime (memory role), and run with ``dvc`` from its own virtual environment (``make dvc-install``:
 docs/install.md explains why DVC cannot share the main environment). The stages call the main
 environment's ``automem``; the specialist is a real two-step LoRA training on the embedded base.
 
@@ -23,6 +23,8 @@ import pytest
 import yaml
 
 from automem_dagster.llm import scripted_server
+from automem_dagster.llm.embedded_server import embedded_model_path
+from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.rollout import episode_id
 from automem_dagster.rollout.seeds import training_seeds
 
@@ -66,22 +68,25 @@ class Project:
                     "DVC_NO_ANALYTICS": "1"}
 
     @classmethod
-    def create(cls, root: Path, server) -> "Project":
-        """A new repository whose endpoints all point at ``server``, with tiny budgets."""
+    def create(cls, root: Path, server, memory=None) -> "Project":
+        """A new repository whose endpoints all point at ``server``, with tiny budgets; the specialist
+        is served by ``memory`` (a scripted vLLM that loads it at runtime) where given, and trained on
+        the embedded base, the folder that stand-in serves."""
         root.mkdir()
         for name in PROJECT_FILES:
             (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, root / name)
         endpoint = {"base_url": server.base_url, "constrained": "none"}
-        (root / "endpoints.yaml").write_text(yaml.safe_dump({
-            "game": {"name": "game", "model": "scripted", **endpoint},
-            # The specialist's server (vLLM would serve the adapter as a LoRA module under this name).
-            "memory": {"name": "memory", "model": "scripted-specialist", **endpoint},
-            "meta": {"name": "meta", "model": "scripted", **endpoint}}))
+        config = {"game": {"name": "game", "model": "scripted", **endpoint},
+                  "meta": {"name": "meta", "model": "scripted", **endpoint}}
+        if memory is not None:
+            config["memory"] = {"name": "memory", "server": "vllm", "base_url": memory.base_url, "model": "scripted",
+                                "constrained": "none"}
+        (root / "endpoints.yaml").write_text(yaml.safe_dump(config))
         p = cls(root)
         p.set_params(endpoints="endpoints.yaml", rollout={"episodes": 2, "max_steps": 3},
                      evaluate={"episodes": 2, "max_steps": 3},
                      curate={"min_examples": 4, "horizon": 3, "review_batches": 2, "accept_score": 1.0},
-                     finetune={"max_steps": 2})
+                     finetune={"max_steps": 2, "base": "embedded"})
         p.git("init", "-q")
         p.git("config", "user.email", "test@example.invalid")
         p.git("config", "user.name", "test")
@@ -155,8 +160,10 @@ def reproduced(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dvc")
     (tmp / "rules.json").write_text(json.dumps(ROUND_RULES))
     server = scripted_server(tmp / "rules.json", tmp / "scripted.log").start()
+    memory = scripted_vllm(tmp / "rules.json", tmp / "vllm.log", base_model="scripted", max_lora_rank=256,
+                           base_root=str(embedded_model_path().parent)).start()
     try:
-        p = Project.create(tmp / "project", server)
+        p = Project.create(tmp / "project", server, memory)
         log = p.dvc("repro")
         p.dvc("remote", "add", "-d", "local", str(tmp / "remote"))
         p.commit("a reproduced round")
@@ -164,6 +171,7 @@ def reproduced(tmp_path_factory):
         yield p, log
     finally:
         server.stop()
+        memory.stop()
 
 
 def test_dvc_repro_runs_both_rounds_to_their_decisions(reproduced):

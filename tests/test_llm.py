@@ -78,7 +78,7 @@ def test_client_errors_are_not_retried(scripted):
 
 @pytest.mark.integration
 def test_embedded_server_honours_grammar(embedded):
-    cfg = EndpointConfig(name="game", base_url="unused", max_tokens=20)
+    cfg = EndpointConfig(name="game", base_url="unused", server="llama.cpp", max_tokens=20)
     comp = _complete(LLMClient(cfg, embedded.base_url), grammar='root ::= "<|ACTION|>" ("noop" | "do") "<|END|>"')
     assert comp.text in ("<|ACTION|>noop<|END|>", "<|ACTION|>do<|END|>")
     assert comp.input_tokens > 0 and comp.output_tokens > 0

@@ -83,9 +83,10 @@ def add_curation_args(p: argparse.ArgumentParser, min_help: str) -> None:
 
 def add_training_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-train-steps", type=int, default=None, help="cap on optimizer steps (a short local run)")
-    p.add_argument("--base", default=None,
-                   help="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory; default: the "
-                        "base the vLLM memory endpoint serves, else embedded (an adapter must fit the server it is scored on)")
+    p.add_argument("--base", default=None, type=lambda text: text or None,
+                   help="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory; default (or an "
+                        "empty value, for a DVC parameter): the base the vLLM memory endpoint serves, else embedded (an "
+                        "adapter must fit the server it is scored on)")
     p.add_argument("--lora-settings", type=Path, default=None,
                    help="JSON file with LoRA settings (within bounds); the meta-LLM is then not asked")
 
