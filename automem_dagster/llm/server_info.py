@@ -26,6 +26,7 @@ import json
 from importlib import metadata
 from pathlib import Path
 
+from automem_dagster.file_hashing import hash_file_into
 from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.llm.server_api import call, vllm_version
 from automem_dagster.llm.vllm_lora import VllmLoraError
@@ -66,9 +67,7 @@ def model_card(config: EndpointConfig, base_url: str) -> dict | None:
 def file_digest(path: Path) -> str:
     """sha256 of a file's bytes, hex."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    hash_file_into(digest, path)
     return digest.hexdigest()
 
 

@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from automem_dagster.file_hashing import hash_file_into
 from automem_dagster.llm.adapter_base import adapter_identity, base_mismatch, local_base_identity
 from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.llm.server_api import call, error_message
@@ -66,9 +67,7 @@ def content_hash(adapter_dir: Path) -> str:
     digest = hashlib.sha256()
     for path in adapter_files(adapter_dir):
         digest.update(path.name.encode() + b"\0")
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
+        hash_file_into(digest, path)
     return digest.hexdigest()
 
 

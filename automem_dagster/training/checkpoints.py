@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from automem_dagster.file_hashing import hash_file_into
 from automem_dagster.training.settings import LoraSettings
 from automem_dagster.training.sft_result import CHECKPOINTS, DATASET_FILE, RUN_FILE, TrainingError
 
@@ -23,9 +24,7 @@ def run_fingerprint(settings: LoraSettings, dataset_dir: Path, *, base: str, max
     """What shapes a run's weights, each part hashed, and one fingerprint over all of them. Checkpoint
     and evaluation intervals are left out: they change when weights are saved, not what they are."""
     digest = hashlib.sha256()
-    with open(Path(dataset_dir) / DATASET_FILE, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
+    hash_file_into(digest, Path(dataset_dir) / DATASET_FILE)
     parts = {
         "settings": settings.model_dump(mode="json"),
         "dataset_sha256": digest.hexdigest(),
