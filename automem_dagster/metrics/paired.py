@@ -253,12 +253,10 @@ def paired_change(after: dict[int, float], before: dict[int, float], n_resamples
                          f"{sorted(before)}): evaluate both on the fixed evaluation seeds")
     seeds = sorted(after)
     d = np.array([after[s] - before[s] for s in seeds], dtype=float)
-    means = _bootstrap_means(d, n_resamples, rng_seed, scale=1.0)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
+    low, high = _bootstrap_interval(d, n_resamples, confidence, rng_seed, scale=1.0)
     p = min(1.0, 2.0 * min(permutation_p_value(d, rng_seed), permutation_p_value(-d, rng_seed)))
     return PairedChange(float(np.mean([before[s] for s in seeds])), float(np.mean([after[s] for s in seeds])),
-                        float(d.mean()), float(low), float(high), p, len(seeds))
+                        float(d.mean()), low, high, p, len(seeds))
 
 
 def _decide_equal_score(c: PairedComparison, policy: GatePolicy, metric: MetricComparison | None,
@@ -335,9 +333,10 @@ def _bootstrap_means(differences: np.ndarray, n_resamples: int, rng_seed: int, s
     return scale * differences[picks].mean(axis=1)
 
 
-def _bootstrap_interval(differences: np.ndarray, n_resamples: int, confidence: float, rng_seed: int) -> tuple[float, float]:
-    """Percentile bootstrap of the mean difference, in percent: resample seeds, take quantiles."""
-    means = _bootstrap_means(differences, n_resamples, rng_seed)
+def _bootstrap_interval(differences: np.ndarray, n_resamples: int, confidence: float, rng_seed: int,
+                        scale: float = 100.0) -> tuple[float, float]:
+    """Percentile bootstrap of the mean difference, times ``scale`` (percent): resample seeds, take quantiles."""
+    means = _bootstrap_means(differences, n_resamples, rng_seed, scale)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return float(low), float(high)
