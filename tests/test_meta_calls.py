@@ -10,7 +10,8 @@ from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.strict_schema import strict_violations
 from automem_dagster.meta.compress import render_for_diagnosis
-from automem_dagster.meta.diagnose import DiagnosisError, DiagnosisReply, batch_reply_schema, diagnose
+from automem_dagster.meta.diagnose import batch_reply_schema, diagnose
+from automem_dagster.meta.diagnosis_record import DiagnosisError, DiagnosisReply
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.meta.revise import STRUCTURAL_FIELDS, propose_revision, revision_schema
 from automem_dagster.scaffold import load_scaffold

@@ -21,7 +21,8 @@ from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.tokens import TokenCounter, estimate_tokens
 from automem_dagster.meta.compress import render_for_diagnosis
-from automem_dagster.meta.diagnose import SYSTEM_PROMPT, diagnose, fit_messages, input_budget
+from automem_dagster.meta.diagnose import diagnose, fit_messages, input_budget
+from automem_dagster.meta.diagnosis_record import SYSTEM_PROMPT
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.scaffold import load_scaffold
 

@@ -18,14 +18,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, get_type_hints
+from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from automem_dagster.atomic import write_text_atomic
 from automem_dagster.datafiles import read_text_file, validation_problems
 from automem_dagster.locking import file_lock
-from automem_dagster.metrics.paired import GateDecision, PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
 from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path, stored_scaffold_path
 from automem_dagster.scaffold.model import Family, registered_family
@@ -39,33 +38,34 @@ class LineageError(ValueError):
     """A lineage file or operation that cannot be used; the message says what to do."""
 
 
-class _PersistedComparison(BaseModel):
+class Evaluation(BaseModel):
+    """The paired comparison that decided a version, in percent: the persisted form of
+    ``metrics.paired.PairedComparison``, field for field (``tests/test_lineage.py`` holds them equal),
+    validated when a lineage file is read back. Written out here rather than derived from the
+    dataclass, so the lineage does not import the metrics package (which imports the agent, which
+    imports this package). ``n`` is optional and ``p_value`` has the dataclass's default: lineage
+    files written before they were recorded lack them."""
+
     model_config = ConfigDict(extra="forbid")
 
-    @classmethod
-    def from_comparison(cls, comparison: PairedComparison) -> Evaluation:
-        return cls.model_validate(dataclasses.asdict(comparison))
+    candidate_mean: float
+    champion_mean: float
+    mean_difference: float
+    stderr_difference: float
+    ci_low: float
+    ci_high: float
+    n: int | None = None
+    seeds: list[int]
+    p_value: float = 1.0
 
 
-def _comparison_fields() -> dict:
-    """``PairedComparison``'s fields as pydantic fields, so the persisted form follows the dataclass:
-    seeds stay a JSON list, and ``n`` and ``p_value`` (absent from lineage files written before
-    they were recorded) are optional."""
-    hints = get_type_hints(PairedComparison)
-    fields = {}
-    for f in dataclasses.fields(PairedComparison):
-        kind = list[int] if f.name == "seeds" else hints[f.name]
-        if f.default is not dataclasses.MISSING:
-            fields[f.name] = (kind, f.default)
-        else:
-            fields[f.name] = (kind | None, None) if f.name == "n" else (kind, ...)
-    return fields
+class GateVerdict(Protocol):
+    """What ``record_decision`` reads of a gate's decision (``metrics.paired.GateDecision``):
+    whether it keeps the candidate, why, and the comparison (a dataclass with ``Evaluation``'s fields)."""
 
-
-Evaluation = create_model("Evaluation", __base__=_PersistedComparison, __module__=__name__,
-                          __doc__="The paired comparison that decided a version, in percent: the persisted form of "
-                                  "``metrics.paired.PairedComparison`` (validated when a lineage file is read back).",
-                          **_comparison_fields())
+    keep: bool
+    reason: str
+    comparison: object
 
 
 class VersionRecord(BaseModel):
@@ -185,7 +185,7 @@ class Lineage:
         self._data.versions.append(record)
         return record.model_copy(deep=True)
 
-    def record_decision(self, version: int, decision: GateDecision | str) -> VersionRecord:
+    def record_decision(self, version: int, decision: GateVerdict | str) -> VersionRecord:
         """Record a pending version's fate: a ``GateDecision`` from the paired evaluation (kept or
         rolled back, with its statistics), or a string, the reason it was rejected unevaluated."""
         record = self._find(version)
@@ -196,7 +196,7 @@ class Lineage:
                 raise LineageError(f"{self.game} v{version}: a rejection needs a reason")
             record.decision, record.reason = "rejected", decision
         else:
-            record.evaluation = Evaluation.from_comparison(decision.comparison)
+            record.evaluation = Evaluation.model_validate(dataclasses.asdict(decision.comparison))
             record.decision = "kept" if decision.keep else "rolled_back"
             record.reason = decision.reason
         return record.model_copy(deep=True)
