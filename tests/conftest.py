@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from automem_dagster.defs.common.resources import StorageResource
-from automem_dagster.llm import embedded_server, scripted_server
+from automem_dagster.llm import embedded_server
 from automem_dagster.llm.embedded_server import embedded_model_path
-from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.standins.scripted_server import scripted_server
+from automem_dagster.standins.scripted_vllm import scripted_vllm
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # plain `pytest` (unlike `python -m pytest`) leaves the checkout, so `benchmarks`, off sys.path
@@ -38,7 +39,7 @@ def stop_and_prove_gone(server) -> None:
 @pytest.fixture
 def scripted(tmp_path):
     """Factory: ``scripted(rules, provider=None)`` starts a scripted OpenAI-compatible server (enforcing
-    ``provider``'s rules when given, see ``llm/scripted_provider.py``); ``server.request_log`` holds every
+    ``provider``'s rules when given, see ``standins/scripted_provider.py``); ``server.request_log`` holds every
     request it received, one JSON line each, ``server.rules`` the rules it answers from. All are stopped at
     teardown."""
     servers = []
@@ -59,7 +60,7 @@ def scripted(tmp_path):
 
 @pytest.fixture
 def vllm_server(tmp_path):
-    """Factory: ``vllm_server(rules, **options)`` starts the scripted vLLM server (``llm/scripted_vllm.py``)
+    """Factory: ``vllm_server(rules, **options)`` starts the scripted vLLM server (``standins/scripted_vllm.py``)
     answering from ``rules``; each is stopped at teardown and proven gone."""
     servers = []
 

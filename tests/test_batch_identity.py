@@ -16,7 +16,6 @@ from automem_dagster.agent.sampling import request_seed
 from automem_dagster.commands import shared
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.server_info import endpoint_identity
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.vllm_lora import content_hash as adapter_hash
@@ -33,6 +32,7 @@ from automem_dagster.rollout.shards import run_shard
 from automem_dagster.rollout.summary import summarize_batch
 from automem_dagster.rollout.trajectory import finished_episodes, read_manifest, read_trajectory
 from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
+from automem_dagster.standins.scripted_vllm import scripted_vllm
 from automem_dagster.tracking import Tracker
 
 SETTINGS = RoundSettings("crafter", eval_max_steps=4, eval_episodes=2, concurrency=2)

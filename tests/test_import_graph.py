@@ -82,3 +82,10 @@ def test_meta_has_no_circle_even_through_a_late_import():
     meta = [name for name in MODULES if name.startswith("automem_dagster.meta.")]
     graphlib.TopologicalSorter({name: {m for m in imported(name, everywhere=True) if m in meta}
                                 for name in meta}).prepare()
+
+
+def test_no_module_outside_the_stand_ins_imports_them():
+    """The scripted servers are for tests and benchmarks; the real client and the loops never reach them."""
+    users = {name for name in MODULES if not name.startswith("automem_dagster.standins")
+             and any(m.startswith("automem_dagster.standins") for m in imported(name, everywhere=True))}
+    assert users == set()

@@ -1,6 +1,6 @@
 """The specialist on a vLLM server: runtime LoRA loading, verified, and memory turns sent with it.
 
-No vLLM runs here, so the server is ``llm/scripted_vllm.py``, a stand-in written from vLLM's
+No vLLM runs here, so the server is ``standins/scripted_vllm.py``, a stand-in written from vLLM's
 source: ``vllm/entrypoints/serve/lora/api_router.py`` (the load/unload routes exist
 only under ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, else FastAPI's 404
 ``{"detail":"Not Found"}``; a load answers 200 with ``Success: LoRA adapter '<name>' added
