@@ -11,6 +11,7 @@ import pytest
 from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import embedded_server
 from automem_dagster.llm.embedded_server import embedded_model_path
+from automem_dagster.llm.process import ServerProcess
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.standins.scripted_server import scripted_server
 from automem_dagster.standins.scripted_vllm import scripted_vllm
@@ -100,6 +101,28 @@ def storage(tmp_path):
     shutil.copytree(SCAFFOLDS, scaffolds)
     return StorageResource(runs=str(tmp_path / "runs"), scaffolds=str(scaffolds), lineage=str(tmp_path / "lineage"),
                            specialists=str(tmp_path / "specialists"))
+
+
+SERVER_FIXTURES = frozenset({"embedded", "scripted", "vllm_server", "specialist_vllm"})
+"""The fixtures above that start a server process: a test using one, itself or through another
+fixture, is marked ``server`` at collection; a test that starts one otherwise carries the mark itself."""
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
+
+@pytest.fixture(autouse=True)
+def servers_only_under_the_marker(request, monkeypatch):
+    """An unmarked test that starts a server process here (every server is a ``ServerProcess``) fails,
+    so ``-m "not server"`` stays the subset that starts none."""
+    if request.node.get_closest_marker("server") is None:
+        def refuse(server, wait_s: float = 120.0):
+            pytest.fail(f"{request.node.nodeid} starts a server process ({server.label}) but is not marked "
+                        "`server`: add @pytest.mark.server, or use a fixture of SERVER_FIXTURES (tests/conftest.py)")
+        monkeypatch.setattr(ServerProcess, "start", refuse)
 
 
 CI_REQUIRED_ENV = "AUTOMEM_CI"

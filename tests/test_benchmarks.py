@@ -60,6 +60,7 @@ def test_env_speed_quick(tmp_path, capsys):
     assert result["targets"] == [] and result["verdict"] == "no targets"
 
 
+@pytest.mark.server
 def test_harness_overhead_quick(tmp_path, capsys):
     result = _run("harness_overhead", tmp_path, capsys)
     settings = result["settings"]
@@ -253,6 +254,7 @@ def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_crn_narrowing_quick_on_the_embedded_model(tmp_path, capsys):
     """Integration: B with A's sampling seeds decides like A more often than B with its own seeds."""
     result = _run("crn_narrowing", tmp_path, capsys)
@@ -261,6 +263,7 @@ def test_crn_narrowing_quick_on_the_embedded_model(tmp_path, capsys):
     assert result["results"]["reward"]["se_shared"] <= result["results"]["reward"]["se_independent"]
 
 
+@pytest.mark.server
 def test_rollout_scaling_quick(tmp_path, capsys):
     result = _run("rollout_scaling", tmp_path, capsys)
     levels = result["results"]["levels"]
@@ -272,6 +275,7 @@ def test_rollout_scaling_quick(tmp_path, capsys):
     assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2"]
 
 
+@pytest.mark.server
 def test_meta_modes_quick(tmp_path, capsys):
     result = _run("meta_modes", tmp_path, capsys, "--work", str(tmp_path / "work"))
     modes = result["results"]
@@ -282,6 +286,7 @@ def test_meta_modes_quick(tmp_path, capsys):
     assert all(m["attempts"] == 1 for m in modes.values())  # each cites a step it was shown
 
 
+@pytest.mark.server
 def test_resume_cost_quick(tmp_path, capsys):
     result = _run("resume_cost", tmp_path, capsys, "--games", "minihack:Corridor-R3")
     f, s = result["results"]["minihack:Corridor-R3"], result["settings"]

@@ -28,7 +28,7 @@ from automem_dagster.rollout.seeds import training_seeds
 from automem_dagster.standins.scripted_server import scripted_server
 from automem_dagster.standins.scripted_vllm import scripted_vllm
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 REPO = Path(__file__).resolve().parents[1]
 DVC = REPO / ".venv-dvc" / "bin" / "dvc"

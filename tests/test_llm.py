@@ -85,6 +85,7 @@ def test_embedded_server_honours_grammar(embedded):
 
 
 @pytest.mark.parametrize("parent_sigterm", ["default", "ignored"])
+@pytest.mark.server
 def test_a_server_stops_when_the_process_that_started_it_is_killed(tmp_path, parent_sigterm):
     """A rollout or test killed by SIGKILL cannot run its cleanup; the server must still go, also when
     the parent ignores SIGTERM (as under ``nohup ... &`` once Dagster has mapped SIGTERM to SIGINT)."""

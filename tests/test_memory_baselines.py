@@ -312,6 +312,7 @@ def test_compare_lines_up_every_agent_with_its_cost_per_step(tmp_path, scripted,
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_the_embedded_server_serves_chat_and_embeddings_from_one_process(tmp_path):
     """Integration: with an embedded game role and no `embed:` entry, one llama.cpp process (started
     with --embeddings) answers the rag baseline's embedding and action calls, and the real model acts validly."""

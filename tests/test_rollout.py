@@ -146,6 +146,7 @@ def test_bad_cli_input_is_reported(capsys):
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_embedded_rollout_acts_validly_on_every_step(tmp_path):
     out = tmp_path / "embedded"
     assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--episodes", "2", "--max-steps", "4",

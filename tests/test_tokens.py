@@ -24,7 +24,6 @@ from automem_dagster.meta.diagnose import diagnose, fit_messages, input_budget
 from automem_dagster.meta.diagnosis_record import SYSTEM_PROMPT
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.scaffold import load_scaffold
-from automem_dagster.standins.scripted_vllm import scripted_vllm
 
 MAP = "\n".join(["..T....##....~~..", "..T..@.##....~~..", ".......##..c.~~..", "TTT....##.......S"])
 MESSAGES = [{"role": "system", "content": "You diagnose memory use."},
@@ -120,12 +119,8 @@ def test_a_hosted_api_is_estimated_without_asking():
 # --- vLLM's /tokenize (the stand-in) in the meta budget ------------------------------------------
 
 @pytest.fixture
-def vllm_meta(tmp_path):
-    rules = tmp_path / "rules.json"
-    rules.write_text(json.dumps([{"match": "Diagnose this batch", "reply": FINDING}]))
-    server = scripted_vllm(rules, tmp_path / "vllm.log", base_model="meta-model", max_model_len=4096).start()
-    yield server
-    server.stop()
+def vllm_meta(vllm_server):
+    return vllm_server([{"match": "Diagnose this batch", "reply": FINDING}], base_model="meta-model", max_model_len=4096)
 
 
 def chat_requests(server) -> list[dict]:
