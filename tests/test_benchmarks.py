@@ -80,8 +80,7 @@ def test_harness_overhead_profile_and_endpoints_file(tmp_path, capsys, scripted)
 
     # --endpoints: the variant meant for real models, here pointed at a scripted server.
     server = scripted(_bench("harness_overhead").scripted_rules("search"))
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none}}\n")
+    endpoints = builders.endpoints_file(tmp_path / "endpoints.yaml", server, ("game",))
     result = _run("harness_overhead", tmp_path, capsys, "--games", game, "--endpoints", str(endpoints))
     assert result["settings"]["endpoint"] == str(endpoints)
     [t] = result["targets"]

@@ -12,6 +12,7 @@ answer slower than the client's timeout, and a connection closed with no answer.
 import asyncio
 
 import pytest
+from builders import endpoints_file
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.defs.common.metadata import retries_table
@@ -35,9 +36,7 @@ FAULTS = [
 
 def test_a_faulty_endpoint_shows_as_retries_by_cause_and_time_lost(tmp_path, scripted, capsys):
     server = scripted(FAULTS + REPLIES)
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 3, "
-                         "timeout_s: 0.5}\n")
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=3, timeout_s=0.5)
     out = tmp_path / "batch"
     assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--max-steps", "8",
                      "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1"]) == 0
@@ -87,8 +86,7 @@ def test_a_call_that_gives_up_names_its_server_and_what_failed_how_often(scripte
 def test_a_stopped_batch_says_which_server_failed_how_often_what_finished_and_how_to_resume(tmp_path, scripted,
                                                                                             capsys):
     server = scripted([{"match": "Step 3. ", "status": 500, "times": 3}, *REPLIES])
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 2}}\n")
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=2)
     out = tmp_path / "batch"
     args = ["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42,43", "--max-steps", "5",
             "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1"]

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from builders import endpoints_file
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.rollout import TrajectoryError, load_summary, read_trajectory, summarize_batch
@@ -22,9 +23,7 @@ RULES = [
 
 
 def _endpoints(tmp_path, server):
-    path = tmp_path / "endpoints.yaml"
-    path.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 1}}\n")
-    return path
+    return endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=1)
 
 
 def _rollout_args(endpoints, out, seeds="42-44", steps=12, extra=()):

@@ -23,6 +23,7 @@ import json
 import urllib.request
 
 import pytest
+from builders import scripted_client
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
@@ -195,7 +196,7 @@ def test_the_rank_limit_comes_from_the_endpoint_and_bounds_the_meta_recommendati
     server = scripted([{"match": "That reply was rejected", "reply": fits}, {"match": "at most 16", "reply": big}])
 
     async def go():
-        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        client = scripted_client(server)
         try:
             return await recommend_lora(STATS, BASE_INFO, default_settings(576), client, 3, max_rank=16)
         finally:
