@@ -9,10 +9,10 @@ from conftest import SERVER_FIXTURES
 from automem_dagster.llm.process import ServerProcess, free_port
 
 
-def test_every_collected_test_that_uses_a_server_fixture_is_marked(request):
-    users = [item for item in request.session.items if SERVER_FIXTURES & set(item.fixturenames)]
-    assert users, "this file's own scripted test uses one"
-    assert [item.nodeid for item in users if item.get_closest_marker("server") is None] == []
+def test_every_selected_test_that_uses_a_server_fixture_is_marked(request):
+    unmarked = [item.nodeid for item in request.session.items
+                if SERVER_FIXTURES & set(item.fixturenames) and item.get_closest_marker("server") is None]
+    assert unmarked == []
 
 
 def test_a_test_using_the_scripted_factory_is_marked_even_before_it_starts_one(request, scripted):
