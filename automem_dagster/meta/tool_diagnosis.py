@@ -20,14 +20,7 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.meta.batch_tools import BatchTools
-from automem_dagster.meta.diagnosis_record import (
-    MAX_ATTEMPTS,
-    SYSTEM_PROMPT,
-    Diagnosis,
-    DiagnosisError,
-    DiagnosisReply,
-    check_citations,
-)
+from automem_dagster.meta.diagnosis_record import SYSTEM_PROMPT, Diagnosis, DiagnosisError, DiagnosisReply, check_citations
 from automem_dagster.meta.evidence import evidence_digest
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.meta.tool_session import NO_TOOLS_HINT, BudgetSpent, ToolSession, ToolsUnsupported, after_tools_hint
@@ -57,10 +50,11 @@ def unseen_citations(reply: DiagnosisReply, session: ToolSession) -> list[str]:
 
 
 async def diagnose_with_tools(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_dir: Path,
-                              max_attempts: int = MAX_ATTEMPTS, parent: Scaffold | None = None) -> Diagnosis:
-    """Diagnose ``batch_dir`` through tool calls and save it in ``out_dir``; ``max_attempts`` bounds the
-    replies (not the tool calls: ``meta_tool_calls`` and ``meta_token_budget`` do). Raises
-    ``DiagnosisError`` with the replies kept in ``out_dir/diagnosis_failed.json``."""
+                              max_attempts: int, parent: Scaffold | None = None) -> Diagnosis:
+    """Diagnose ``batch_dir`` through tool calls and save it in ``out_dir`` (``diagnose.diagnose`` hands a
+    ``meta_mode: tools`` endpoint here); ``max_attempts`` bounds the replies (not the tool calls:
+    ``meta_tool_calls`` and ``meta_token_budget`` do). Raises ``DiagnosisError`` with the replies kept in
+    ``out_dir/diagnosis_failed.json``."""
     batch = Path(batch_dir)
     paths = finished_episodes(batch)
     if not paths:

@@ -18,13 +18,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from automem_dagster.atomic import write_text_atomic
 from automem_dagster.datafiles import read_text_file, validation_problems
 from automem_dagster.locking import file_lock
+from automem_dagster.paired_comparison import PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
 from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path, stored_scaffold_path
 from automem_dagster.scaffold.model import Family, registered_family
@@ -38,34 +39,43 @@ class LineageError(ValueError):
     """A lineage file or operation that cannot be used; the message says what to do."""
 
 
-class Evaluation(BaseModel):
-    """The paired comparison that decided a version, in percent: the persisted form of
-    ``metrics.paired.PairedComparison``, field for field (``tests/test_lineage.py`` holds them equal),
-    validated when a lineage file is read back. Written out here rather than derived from the
-    dataclass, so the lineage does not import the metrics package (which imports the agent, which
-    imports this package). ``n`` is optional and ``p_value`` has the dataclass's default: lineage
-    files written before they were recorded lack them."""
-
+class _PersistedComparison(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    candidate_mean: float
-    champion_mean: float
-    mean_difference: float
-    stderr_difference: float
-    ci_low: float
-    ci_high: float
-    n: int | None = None
-    seeds: list[int]
-    p_value: float = 1.0
+    @classmethod
+    def from_comparison(cls, comparison: PairedComparison) -> Evaluation:
+        return cls.model_validate(dataclasses.asdict(comparison))
+
+
+def _comparison_fields() -> dict:
+    """``PairedComparison``'s fields as pydantic fields, so the persisted form follows the dataclass:
+    seeds stay a JSON list, and ``n`` and ``p_value`` (absent from lineage files written before
+    they were recorded) are optional."""
+    hints = get_type_hints(PairedComparison)
+    fields = {}
+    for f in dataclasses.fields(PairedComparison):
+        kind = list[int] if f.name == "seeds" else hints[f.name]
+        if f.default is not dataclasses.MISSING:
+            fields[f.name] = (kind, f.default)
+        else:
+            fields[f.name] = (kind | None, None) if f.name == "n" else (kind, ...)
+    return fields
+
+
+Evaluation = create_model("Evaluation", __base__=_PersistedComparison, __module__=__name__,
+                          __doc__="The paired comparison that decided a version, in percent: the persisted form of "
+                                  "``paired_comparison.PairedComparison`` (validated when a lineage file is read back).",
+                          **_comparison_fields())
 
 
 class GateVerdict(Protocol):
     """What ``record_decision`` reads of a gate's decision (``metrics.paired.GateDecision``):
-    whether it keeps the candidate, why, and the comparison (a dataclass with ``Evaluation``'s fields)."""
+    whether it keeps the candidate, why, and on what comparison. Named here so that the lineage does not
+    import the metrics package (which imports the agent, which imports this package)."""
 
     keep: bool
     reason: str
-    comparison: object
+    comparison: PairedComparison
 
 
 class VersionRecord(BaseModel):
@@ -196,7 +206,7 @@ class Lineage:
                 raise LineageError(f"{self.game} v{version}: a rejection needs a reason")
             record.decision, record.reason = "rejected", decision
         else:
-            record.evaluation = Evaluation.model_validate(dataclasses.asdict(decision.comparison))
+            record.evaluation = Evaluation.from_comparison(decision.comparison)
             record.decision = "kept" if decision.keep else "rolled_back"
             record.reason = decision.reason
         return record.model_copy(deep=True)
