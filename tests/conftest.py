@@ -114,15 +114,23 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.server)
 
 
-@pytest.fixture(autouse=True)
-def servers_only_under_the_marker(request, monkeypatch):
-    """An unmarked test that starts a server process here (every server is a ``ServerProcess``) fails,
-    so ``-m "not server"`` stays the subset that starts none."""
-    if request.node.get_closest_marker("server") is None:
-        def refuse(server, wait_s: float = 120.0):
-            pytest.fail(f"{request.node.nodeid} starts a server process ({server.label}) but is not marked "
-                        "`server`: add @pytest.mark.server, or use a fixture of SERVER_FIXTURES (tests/conftest.py)")
-        monkeypatch.setattr(ServerProcess, "start", refuse)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """An unmarked test that starts a server process here (every server is a ``ServerProcess``), in its
+    body or in a fixture it sets up at any scope, fails: ``-m "not server"`` stays the subset that starts none."""
+    if item.get_closest_marker("server") is not None:
+        yield
+        return
+
+    def refuse(server, wait_s: float = 120.0):
+        pytest.fail(f"{item.nodeid} starts a server process ({server.label}) but is not marked `server`: "
+                    "add @pytest.mark.server, or use a fixture of SERVER_FIXTURES (tests/conftest.py)")
+
+    start, ServerProcess.start = ServerProcess.start, refuse
+    try:
+        yield
+    finally:
+        ServerProcess.start = start
 
 
 CI_REQUIRED_ENV = "AUTOMEM_CI"
