@@ -18,8 +18,8 @@ import asyncio
 import json
 
 import pytest
+from builders import scripted_client
 
-from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import DiagnosisError, diagnose
@@ -41,8 +41,7 @@ def batch(tmp_path_factory):
 
 
 def _client(server, **overrides):
-    config = EndpointConfig(name="meta", base_url="unused", constrained="none", meta_mode="tools", **overrides)
-    return LLMClient(config, server.base_url)
+    return scripted_client(server, base_url="unused", meta_mode="tools", **overrides)
 
 
 def _calls(*calls):
