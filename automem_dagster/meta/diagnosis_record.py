@@ -20,6 +20,7 @@ from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, evidence_dige
 from automem_dagster.meta.replies import Attempt
 
 MAX_ATTEMPTS = 3
+"""Replies a diagnosis asks for at most, in either mode, before it gives up with the replies kept."""
 
 FindingKind = Literal[(*FAILURE_KINDS, "other")]
 
