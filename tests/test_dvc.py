@@ -2,8 +2,9 @@
 
 The pipeline is copied with the project data into a fresh git repository under a temporary
 folder, its ``endpoints`` parameter pointed at a scripted OpenAI-compatible server (game and meta
-roles) and a scripted vLLM that loads the specialist at runtime (memory role), and run with ``dvc`` from its own virtual environment (``make dvc-install``:
-docs/install.md explains why DVC cannot share the main environment). The stages call the main
+roles) and a scripted vLLM that loads the specialist at runtime (memory role), and run with ``dvc``
+from its own virtual environment (``make dvc-install``: docs/install.md explains why DVC cannot
+share the main environment). The stages call the main
 environment's ``automem``; the specialist is a real two-step LoRA training on the embedded base.
 
 One module-scoped round (both loops, through both decisions) is reproduced once and pushed to

@@ -64,3 +64,11 @@ def test_the_table_compares_v0_with_the_final_champion_and_shows_everywhere(stor
     metrics = tracker.client.get_run(logged.run_id).data.metrics
     assert metrics["progression.final"] == pytest.approx(progression["final"])
     assert "progression.relative_change" not in metrics and "input_tokens_per_step.p_value" in metrics
+
+    # --final names the compared version instead of the champion (a rolled-back candidate's table): here v0
+    # against v1 the other way round, from the same two batches, played again by nobody.
+    assert cli.main([*args, "--first", "1", "--final", "1"]) == 2 and "both name v1" in capsys.readouterr().err
+    assert cli.main([*args, "--first", "1", "--final", "0"]) == 0
+    reverse = json.loads((storage.runs / "reports" / "crafter" / "paper-table-v1-v0-steps10-n2.json").read_text())
+    assert (reverse["first_batch"], reverse["final_batch"]) == (table["final_batch"], table["first_batch"])
+    assert reverse["rows"][0]["difference"] == pytest.approx(-progression["difference"])

@@ -29,6 +29,9 @@ def register(sub) -> None:
                        help="endpoints YAML (default: embedded model)")
     table.add_argument("--first", type=int, default=None,
                        help="the version to compare the champion with (default: the lineage's first, v0)")
+    table.add_argument("--final", type=int, default=None,
+                       help="the version compared instead of the champion (a rolled-back candidate: what its round "
+                            "measured, in the table's terms)")
     table.add_argument("--no-tracking", action="store_true", help="do not log the table to MLflow")
     table.set_defaults(run=run_table)
 
@@ -39,7 +42,7 @@ def run_table(args: argparse.Namespace) -> int:
     async def go() -> PaperTable:
         async with session(args.endpoints) as (clients, progress):
             return await paper_table(args.game, args.eval_max_steps, seeds, clients, shared.STORAGE, args.concurrency,
-                                     progress, args.first)
+                                     progress, args.first, args.final)
 
     table = asyncio.run(go())
     console.print(table.markdown(), markup=False, highlight=False)

@@ -102,17 +102,22 @@ def table_rows(first: BatchSummary, final: BatchSummary) -> list[TableRow]:
 
 
 async def paper_table(game: str, max_steps: int, seeds: list[int], clients: Clients, storage: Storage,
-                      concurrency: int = 2, progress: Progress | None = None, first_version: int | None = None) -> PaperTable:
+                      concurrency: int = 2, progress: Progress | None = None, first_version: int | None = None,
+                      final_version: int | None = None) -> PaperTable:
     """Play (or reuse) the lineage's root and its champion on ``seeds`` and write the table, its JSON
-    and its figure under ``runs/reports/<game>/``; ``first_version`` replaces the root. Refuses a champion
-    that is the first version itself."""
+    and its figure under ``runs/reports/<game>/``; ``first_version`` replaces the root, ``final_version``
+    the champion (a rolled-back candidate, say: what its round measured, in the paper's terms). Refuses
+    to compare a version with itself."""
     family = game_family(game)
     lineage = storage.load_lineage(family)
     first = lineage.versions[0].version if first_version is None else lineage.record(first_version).version
-    final = lineage.champion().version
+    final = lineage.champion().version if final_version is None else lineage.record(final_version).version
     if final == first:
-        raise ValueError(f"the {family} champion is still v{first}: the table compares it with a later champion, so "
-                         f"run rounds first (automem rounds --game {game})")
+        if final_version is None:
+            raise ValueError(f"the {family} champion is still v{first}: the table compares it with a later champion, "
+                             f"so run rounds first (automem rounds --game {game}), or name a rolled-back candidate "
+                             "with --final N")
+        raise ValueError(f"--first and --final both name v{final}: a table compares two different versions")
     batches = [await evaluate_stage(game, load_scaffold(family, v, storage.scaffolds), seeds, max_steps, clients,
                                     storage, concurrency, progress) for v in (first, final)]
     table = PaperTable(game, first, final, seeds, max_steps, table_rows(*batches), batches[0].out_dir, batches[1].out_dir)
