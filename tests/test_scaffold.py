@@ -11,6 +11,7 @@ from automem_dagster.scaffold import (
     load_scaffold,
     load_scaffold_file,
     parse_scaffold,
+    revision_changes,
     save_scaffold,
     scaffold_path,
     structural_changes,
@@ -115,3 +116,15 @@ def test_diff_lists_structural_changes():
     wording = s0.model_copy(update={"version": 1, "parent": 0, "log_prompt": s0.log_prompt + " Be brief."})
     assert structural_changes(s0, wording) == []
     assert "wording only" in diff_scaffolds(s0, wording)
+    # A revision's change list (a round's summary) names rewritten wording after the structure, so a
+    # replaced prompt shows beside the structural change that got the patch accepted.
+    n = len(s0.log_prompt)
+    assert revision_changes(s0, wording) == [f"log_prompt rewritten ({n:,} -> {n + 10:,} characters)"]
+    reworded = s1.model_copy(update={"plan_prompt": "Plan.  " * 4,
+                                     "files": [f.model_copy(update={"purpose": "notes"}) if f.name == "map_notes.txt"
+                                               else f for f in s1.files]})
+    changes = revision_changes(s0, reworded)
+    assert changes[:-2] == structural_changes(s0, s1)
+    assert changes[-2:] == [f"plan_prompt rewritten ({len(s0.plan_prompt):,} -> 28 characters)",
+                            "purpose of map_notes.txt rewritten"]
+    assert "- plan_prompt rewritten" in diff_scaffolds(s0, reworded)

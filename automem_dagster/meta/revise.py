@@ -32,7 +32,7 @@ from automem_dagster.memory.ops import OP_SYNTAX, OpName
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.meta.tool_session import BudgetSpent, ToolSession
-from automem_dagster.scaffold.io import diff_scaffolds, scaffold_yaml, structural_changes
+from automem_dagster.scaffold.io import diff_scaffolds, revision_changes, scaffold_yaml
 from automem_dagster.scaffold.model import MODEL_OPS, Limits, Scaffold, Signals
 from automem_dagster.scaffold.patch import MAX_FILES_TOUCHED, PatchRejected, ScaffoldPatch, apply_patch, patch_json_schema
 
@@ -194,7 +194,7 @@ async def propose_revision(parent: Scaffold, diagnosis_md: str, diagnosis_dir: P
         if candidate is not None:
             return _recorded(Revision(parent.game, parent.version, version, str(diagnosis_dir), scaffold_yaml(candidate),
                                       patch.model_dump(mode="json", exclude_defaults=True),
-                                      structural_changes(parent, candidate), diff_scaffolds(parent, candidate), None,
+                                      revision_changes(parent, candidate), diff_scaffolds(parent, candidate), None,
                                       attempts, meta), session)
         messages += [{"role": "assistant", "content": completion.text},
                      {"role": "user", "content": f"That patch was rejected: {error}. Reply with a corrected JSON patch."}]

@@ -32,7 +32,7 @@ from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, Finding
 from automem_dagster.meta.evidence import collect_evidence, recorded_op, tally
 from automem_dagster.meta.revise import Revision
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
-from automem_dagster.scaffold.io import diff_scaffolds, scaffold_yaml, structural_changes
+from automem_dagster.scaffold.io import diff_scaffolds, revision_changes, scaffold_yaml
 from automem_dagster.scaffold.model import Scaffold
 from automem_dagster.scaffold.patch import PatchRejected, ScaffoldPatch, apply_patch
 
@@ -328,5 +328,5 @@ def rules_revision(parent: Scaffold, diagnosis: Diagnosis, diagnosis_dir: Path, 
         return Revision(parent.game, parent.version, version, str(diagnosis_dir), None, None, [],
                         f"No candidate: {reason}\n", reason, [], RULES)
     return Revision(parent.game, parent.version, version, str(diagnosis_dir), scaffold_yaml(candidate),
-                    patch.model_dump(mode="json", exclude_defaults=True), structural_changes(parent, candidate),
+                    patch.model_dump(mode="json", exclude_defaults=True), revision_changes(parent, candidate),
                     diff_scaffolds(parent, candidate), None, [], RULES)

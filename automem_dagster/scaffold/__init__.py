@@ -9,6 +9,7 @@ from automem_dagster.scaffold.io import (
     load_scaffold,
     load_scaffold_file,
     parse_scaffold,
+    revision_changes,
     save_scaffold,
     scaffold_path,
     scaffold_yaml,
@@ -19,5 +20,5 @@ from automem_dagster.scaffold.model import Limits, MemoryFile, Scaffold, Signals
 __all__ = [
     "DEFAULT_ROOT", "Limits", "MemoryFile", "Scaffold", "ScaffoldError", "Signals", "content_hash",
     "diff_scaffolds", "list_versions", "load_scaffold", "load_scaffold_file", "parse_scaffold",
-    "save_scaffold", "scaffold_path", "scaffold_yaml", "structural_changes",
+    "revision_changes", "save_scaffold", "scaffold_path", "scaffold_yaml", "structural_changes",
 ]

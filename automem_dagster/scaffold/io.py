@@ -87,10 +87,10 @@ def content_hash(scaffold: Scaffold) -> str:
 
 
 def diff_scaffolds(old: Scaffold, new: Scaffold) -> str:
-    """Markdown: a list of structural changes, then the unified YAML diff."""
+    """Markdown: a list of the changes (``revision_changes``), then the unified YAML diff."""
     lines = [f"### {old.game} v{old.version} -> v{new.version}", ""]
-    changes = structural_changes(old, new)
-    lines += [f"- {c}" for c in changes] or ["- no structural change (wording only)"]
+    lines += [f"- {c}" for c in structural_changes(old, new)] or ["- no structural change (wording only)"]
+    lines += [f"- {c}" for c in wording_changes(old, new)]
     udiff = difflib.unified_diff(
         scaffold_yaml(old).splitlines(), scaffold_yaml(new).splitlines(),
         f"v{old.version}.yaml", f"v{new.version}.yaml", lineterm="",
@@ -123,6 +123,26 @@ def structural_changes(old: Scaffold, new: Scaffold) -> list[str]:
         if before != after:
             changes.append(f"{section}: {_changed_keys(before, after)}")
     return sorted(changes)
+
+
+PROMPTS = ("log_prompt", "plan_prompt")
+"""The two prompts a revision may rewrite beside its structural change."""
+
+
+def wording_changes(old: Scaffold, new: Scaffold) -> list[str]:
+    """Each prompt or file purpose rewritten, with the prompts' lengths before and after."""
+    rewritten = [f"{name} rewritten ({len(getattr(old, name)):,} -> {len(getattr(new, name)):,} characters)"
+                 for name in PROMPTS if getattr(old, name) != getattr(new, name)]
+    purposes = {f.name: f.purpose for f in old.files}
+    return rewritten + [f"purpose of {f.name} rewritten" for f in new.files
+                        if f.name in purposes and purposes[f.name] != f.purpose]
+
+
+def revision_changes(old: Scaffold, new: Scaffold) -> list[str]:
+    """What a person reviewing a revision must see: its structural changes, then its rewritten
+    wording. A patch is accepted for its structural change alone, but a rewritten prompt changes
+    every turn, so a round's summary listing only the structure would hide it."""
+    return structural_changes(old, new) + wording_changes(old, new)
 
 
 def _changed_keys(before: dict, after: dict, prefix: str = "") -> str:
