@@ -29,9 +29,9 @@ from typing import Any
 
 from automem_dagster.games import make_game
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig, load_endpoints
-from automem_dagster.llm.scripted_server import scripted_server
 from automem_dagster.rollout import RolloutSpec
 from automem_dagster.scaffold import Scaffold
+from automem_dagster.standins.scripted_server import scripted_server
 from benchmarks.common import (
     batch_episodes,
     emit,

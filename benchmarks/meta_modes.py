@@ -20,13 +20,13 @@ from pathlib import Path
 
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.llm.scripted_server import scripted_server
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import diagnose
 from automem_dagster.meta.evidence import FAILURE_KINDS, collect_evidence
 from automem_dagster.rollout import RolloutSpec
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import load_scaffold
+from automem_dagster.standins.scripted_server import scripted_server
 from benchmarks.common import emit, parser, run_batches, start_result, table
 
 NAME = "meta_modes"

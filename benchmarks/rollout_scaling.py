@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
-from automem_dagster.llm.scripted_server import scripted_server
 from automem_dagster.rollout import RolloutSpec
 from automem_dagster.rollout.shards import merge_shards, plan_shards, run_shard
+from automem_dagster.standins.scripted_server import scripted_server
 from benchmarks.common import batch_episodes, emit, load_scaffold_ref, parser, ratio, run_batches, start_result, table, target
 from benchmarks.harness_overhead import plan_action
 

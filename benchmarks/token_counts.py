@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from automem_dagster.llm.config import EndpointsConfig, load_endpoints
-from automem_dagster.llm.scripted_server import scripted_server
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.tokens import TokenCounter
 from automem_dagster.meta.compress import DEFAULT_WINDOW, _Compressor, _Episode, render_for_diagnosis
@@ -33,6 +32,7 @@ from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.paths import DEFAULT_ENDPOINTS
 from automem_dagster.rollout import RolloutSpec
 from automem_dagster.rollout.trajectory import finished_episodes
+from automem_dagster.standins.scripted_server import scripted_server
 from benchmarks.common import emit, load_scaffold_ref, parser, run_batches, start_result, table, target
 
 NAME = "token_counts"

@@ -8,6 +8,7 @@ import dagster as dg
 import yaml
 
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource
+from automem_dagster.llm import EndpointConfig, LLMClient
 
 
 def turn(phase: str, text: str = "", ops=(), errors=(), *, input_tokens: int = 100, output_tokens: int = 5,
@@ -32,17 +33,23 @@ def mlflow_resource(root) -> MlflowResource:
     return MlflowResource(tracking_uri=f"sqlite:///{root}/mlflow.db", artifact_root=str(root / "artifacts"))
 
 
-def endpoints_file(path, server, roles=("game", "meta"), memory=None):
-    """An endpoints file at ``path`` whose every role in ``roles`` is the scripted ``server``, and whose
-    ``memory`` role, where ``memory`` (a scripted vLLM, conftest ``specialist_vllm``) is given, is served
-    by vLLM, which loads the round's specialist at runtime."""
-    endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
+def endpoints_file(path, server, roles=("game", "meta"), memory=None, **settings):
+    """An endpoints file at ``path`` whose every role in ``roles`` is the scripted ``server`` (unconstrained,
+    with ``settings`` such as ``max_retries``), and whose ``memory`` role, where ``memory`` (a scripted
+    vLLM, conftest ``specialist_vllm``) is given, is served by vLLM, which loads the round's specialist
+    at runtime."""
+    endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none", **settings}
     config = {role: {"name": role, **endpoint} for role in roles}
     if memory is not None:
         config["memory"] = {"name": "memory", "server": "vllm", "base_url": memory.base_url, "model": "scripted",
                             "constrained": "none"}
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def scripted_client(server, name: str = "meta", **settings) -> LLMClient:
+    """A client of the scripted ``server`` for the role ``name``, unconstrained unless ``settings`` say otherwise."""
+    return LLMClient(EndpointConfig(name=name, **{"constrained": "none", **settings}), server.base_url)
 
 
 def round_resources(tmp_path, storage, server, mlflow: MlflowResource, roles=("game", "meta"), memory=None) -> dict:

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from automem_dagster.defs.common.resources import StorageResource
-from automem_dagster.llm import embedded_server, scripted_server
+from automem_dagster.llm import embedded_server
 from automem_dagster.llm.embedded_server import embedded_model_path
-from automem_dagster.llm.scripted_vllm import scripted_vllm
+from automem_dagster.llm.process import ServerProcess
 from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.standins.scripted_server import scripted_server
+from automem_dagster.standins.scripted_vllm import scripted_vllm
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # plain `pytest` (unlike `python -m pytest`) leaves the checkout, so `benchmarks`, off sys.path
@@ -38,7 +40,7 @@ def stop_and_prove_gone(server) -> None:
 @pytest.fixture
 def scripted(tmp_path):
     """Factory: ``scripted(rules, provider=None)`` starts a scripted OpenAI-compatible server (enforcing
-    ``provider``'s rules when given, see ``llm/scripted_provider.py``); ``server.request_log`` holds every
+    ``provider``'s rules when given, see ``standins/scripted_provider.py``); ``server.request_log`` holds every
     request it received, one JSON line each, ``server.rules`` the rules it answers from. All are stopped at
     teardown."""
     servers = []
@@ -59,7 +61,7 @@ def scripted(tmp_path):
 
 @pytest.fixture
 def vllm_server(tmp_path):
-    """Factory: ``vllm_server(rules, **options)`` starts the scripted vLLM server (``llm/scripted_vllm.py``)
+    """Factory: ``vllm_server(rules, **options)`` starts the scripted vLLM server (``standins/scripted_vllm.py``)
     answering from ``rules``; each is stopped at teardown and proven gone."""
     servers = []
 
@@ -99,6 +101,36 @@ def storage(tmp_path):
     shutil.copytree(SCAFFOLDS, scaffolds)
     return StorageResource(runs=str(tmp_path / "runs"), scaffolds=str(scaffolds), lineage=str(tmp_path / "lineage"),
                            specialists=str(tmp_path / "specialists"))
+
+
+SERVER_FIXTURES = frozenset({"embedded", "scripted", "vllm_server", "specialist_vllm"})
+"""The fixtures above that start a server process: a test using one, itself or through another
+fixture, is marked ``server`` at collection; a test that starts one otherwise carries the mark itself."""
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """An unmarked test that starts a server process here (every server is a ``ServerProcess``), in its
+    body or in a fixture it sets up at any scope, fails: ``-m "not server"`` stays the subset that starts none."""
+    if item.get_closest_marker("server") is not None:
+        yield
+        return
+
+    def refuse(server, wait_s: float = 120.0):
+        pytest.fail(f"{item.nodeid} starts a server process ({server.label}) but is not marked `server`: "
+                    "add @pytest.mark.server, or use a fixture of SERVER_FIXTURES (tests/conftest.py)")
+
+    start, ServerProcess.start = ServerProcess.start, refuse
+    try:
+        yield
+    finally:
+        ServerProcess.start = start
 
 
 CI_REQUIRED_ENV = "AUTOMEM_CI"

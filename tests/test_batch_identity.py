@@ -16,7 +16,6 @@ from automem_dagster.agent.sampling import request_seed
 from automem_dagster.commands import shared
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.server_info import endpoint_identity
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.vllm_lora import content_hash as adapter_hash
@@ -188,18 +187,16 @@ def test_every_request_carries_the_seed_of_its_place_in_the_episode(storage, ser
     assert sent == expected
 
 
-def test_a_vllm_endpoint_records_the_version_model_card_and_adapter_its_server_reports(tmp_path):
-    rules_path = tmp_path / "rules.json"
-    rules_path.write_text(json.dumps(rules("east")))
+def test_a_vllm_endpoint_records_the_version_model_card_and_adapter_its_server_reports(tmp_path, vllm_server):
+    server = vllm_server(rules("east"), base_model="Qwen/Qwen3-0.6B", version="0.11.2")
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 8, "base_model_name_or_path": "Qwen/Qwen3-0.6B"}))
     (adapter / "adapter_model.safetensors").write_bytes(b"weights")
-    with scripted_vllm(rules_path, tmp_path / "vllm.log", base_model="Qwen/Qwen3-0.6B", version="0.11.2") as server:
-        base = EndpointConfig(name="game", base_url=server.base_url, model="Qwen/Qwen3-0.6B", server="vllm")
-        served = serve_adapter(base, "automem-crafter-a1", adapter)
-        facts = endpoint_identity(base, server.base_url)
-        memory = endpoint_identity(base.model_copy(update={"model": served.name}), server.base_url)
+    base = EndpointConfig(name="game", base_url=server.base_url, model="Qwen/Qwen3-0.6B", server="vllm")
+    served = serve_adapter(base, "automem-crafter-a1", adapter)
+    facts = endpoint_identity(base, server.base_url)
+    memory = endpoint_identity(base.model_copy(update={"model": served.name}), server.base_url)
     assert facts["server"] == {"kind": "vllm", "version": "0.11.2"}
     assert facts["model_card"] == {"listed": True, "root": "Qwen/Qwen3-0.6B", "parent": None, "owned_by": "vllm"}
     assert facts["adapter"] is None and facts["output_cap"] == {"field": "max_tokens", "value": 160}

@@ -60,6 +60,7 @@ def test_env_speed_quick(tmp_path, capsys):
     assert result["targets"] == [] and result["verdict"] == "no targets"
 
 
+@pytest.mark.server
 def test_harness_overhead_quick(tmp_path, capsys):
     result = _run("harness_overhead", tmp_path, capsys)
     settings = result["settings"]
@@ -79,8 +80,7 @@ def test_harness_overhead_profile_and_endpoints_file(tmp_path, capsys, scripted)
 
     # --endpoints: the variant meant for real models, here pointed at a scripted server.
     server = scripted(_bench("harness_overhead").scripted_rules("search"))
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none}}\n")
+    endpoints = builders.endpoints_file(tmp_path / "endpoints.yaml", server, ("game",))
     result = _run("harness_overhead", tmp_path, capsys, "--games", game, "--endpoints", str(endpoints))
     assert result["settings"]["endpoint"] == str(endpoints)
     [t] = result["targets"]
@@ -253,6 +253,7 @@ def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_crn_narrowing_quick_on_the_embedded_model(tmp_path, capsys):
     """Integration: B with A's sampling seeds decides like A more often than B with its own seeds."""
     result = _run("crn_narrowing", tmp_path, capsys)
@@ -261,6 +262,7 @@ def test_crn_narrowing_quick_on_the_embedded_model(tmp_path, capsys):
     assert result["results"]["reward"]["se_shared"] <= result["results"]["reward"]["se_independent"]
 
 
+@pytest.mark.server
 def test_rollout_scaling_quick(tmp_path, capsys):
     result = _run("rollout_scaling", tmp_path, capsys)
     levels = result["results"]["levels"]
@@ -272,6 +274,7 @@ def test_rollout_scaling_quick(tmp_path, capsys):
     assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2"]
 
 
+@pytest.mark.server
 def test_meta_modes_quick(tmp_path, capsys):
     result = _run("meta_modes", tmp_path, capsys, "--work", str(tmp_path / "work"))
     modes = result["results"]
@@ -282,6 +285,7 @@ def test_meta_modes_quick(tmp_path, capsys):
     assert all(m["attempts"] == 1 for m in modes.values())  # each cites a step it was shown
 
 
+@pytest.mark.server
 def test_resume_cost_quick(tmp_path, capsys):
     result = _run("resume_cost", tmp_path, capsys, "--games", "minihack:Corridor-R3")
     f, s = result["results"]["minihack:Corridor-R3"], result["settings"]

@@ -9,12 +9,10 @@ import re
 import builders
 import pyarrow.parquet as pq
 import pytest
-from builders import turn
+from builders import scripted_client, turn
 
 from automem_dagster.agent import prompts
 from automem_dagster.eta import eta, format_duration
-from automem_dagster.llm.client import LLMClient
-from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.meta.curate import CurationError, CurationSettings, DatasetTooSmall, curate
 from automem_dagster.meta.decisions import DecisionError, ScoreWeights, extract_decisions
 from automem_dagster.rollout.trajectory import TrajectoryWriter, episode_id, trajectory_path
@@ -187,7 +185,7 @@ def test_meta_review_keeps_or_drops_borderline_decisions(tmp_path, scripted):
     write_episode(batch, 1234)
 
     async def run():
-        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        client = scripted_client(server)
         try:
             return await curate([batch], SCAFFOLD, [42], tmp_path / "data", settings(), meta=client)
         finally:
@@ -207,7 +205,7 @@ def test_an_unusable_review_reply_drops_the_batch_and_is_kept(tmp_path, scripted
     write_episode(tmp_path / "batch", 1234)
 
     async def run():
-        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        client = scripted_client(server)
         try:
             return await curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings(), meta=client)
         finally:
@@ -226,7 +224,7 @@ def test_the_review_counts_its_calls_with_an_eta(tmp_path, scripted):
     lines: list[str] = []
 
     async def run():
-        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        client = scripted_client(server)
         try:
             await curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings(review_batch=1), meta=client,
                          progress=lines.append)

@@ -69,6 +69,7 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_dagster_dev_serves_the_asset_graph(tmp_path):
     home = tmp_path / "dagster_home"
     home.mkdir()

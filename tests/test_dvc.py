@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from automem_dagster.llm import scripted_server
 from automem_dagster.llm.embedded_server import embedded_model_path
-from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.rollout import episode_id
 from automem_dagster.rollout.seeds import training_seeds
+from automem_dagster.standins.scripted_server import scripted_server
+from automem_dagster.standins.scripted_vllm import scripted_vllm
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 REPO = Path(__file__).resolve().parents[1]
 DVC = REPO / ".venv-dvc" / "bin" / "dvc"

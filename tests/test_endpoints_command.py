@@ -60,6 +60,7 @@ def test_check_names_an_unknown_model_and_passes_a_good_role(tmp_path, capsys, s
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_check_passes_on_the_shipped_embedded_file(tmp_path, capsys):
     code = main(["endpoints", "check", "--endpoints", str(DEFAULT_ENDPOINTS)])
     out = capsys.readouterr().out
@@ -73,6 +74,7 @@ def _json_mode(config: EndpointsConfig) -> EndpointsConfig:
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_a_crafter_rollout_in_json_schema_mode_has_only_valid_actions(tmp_path):
     """The embedded server (llama.cpp) takes the strict turn schemas: 1 episode x 8 steps. Under a
     JSON grammar llama.cpp decodes the 135M model at a few tokens per second, so the scaffold's LOG
@@ -96,6 +98,7 @@ def test_a_crafter_rollout_in_json_schema_mode_has_only_valid_actions(tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_a_structure_round_with_json_schema_meta_calls_completes(tmp_path):
     from automem_dagster.llm.config import load_endpoints
 

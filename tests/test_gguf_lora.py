@@ -202,6 +202,7 @@ def _prefix(a, b):
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_served_gguf_adapter_decodes_like_peft(tmp_path, monkeypatch):
     import torch
 

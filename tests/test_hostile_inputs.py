@@ -155,6 +155,7 @@ def test_a_non_utf8_registry_names_the_file(tmp_path):
 # --- servers -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_a_server_that_fails_to_start_names_its_log_and_what_to_do(tmp_path):
     log = tmp_path / "server.log"
     code = "import sys; print('error: model file not found', flush=True); sys.exit(3)"

@@ -85,6 +85,7 @@ def test_embedded_server_honours_grammar(embedded):
 
 
 @pytest.mark.parametrize("parent_sigterm", ["default", "ignored"])
+@pytest.mark.server
 def test_a_server_stops_when_the_process_that_started_it_is_killed(tmp_path, parent_sigterm):
     """A rollout or test killed by SIGKILL cannot run its cleanup; the server must still go, also when
     the parent ignores SIGTERM (as under ``nohup ... &`` once Dagster has mapped SIGTERM to SIGINT)."""
@@ -97,7 +98,7 @@ def test_a_server_stops_when_the_process_that_started_it_is_killed(tmp_path, par
     rules = tmp_path / "rules.json"
     rules.write_text("[]")
     ignore = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if parent_sigterm == "ignored" else ""
-    starter = (f"{ignore}from automem_dagster.llm import scripted_server\n"
+    starter = (f"{ignore}from automem_dagster.standins.scripted_server import scripted_server\n"
                f"s = scripted_server({str(rules)!r}, {str(tmp_path / 'server.log')!r}).start()\n"
                "print(s.pid, flush=True)\nimport time; time.sleep(600)\n")
     parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 from batch_content import batch_content
+from builders import endpoints_file
 
 from automem_dagster.agent.memory_settings import RagSettings, SummarySettings, settings_for
 from automem_dagster.agent.rag_agent import RagAgent
@@ -223,10 +224,7 @@ MOVES = ["north", "east", "south", "west", "search", "west", "south", "north", "
 
 
 def _endpoints(tmp_path, server) -> str:
-    path = tmp_path / "endpoints.yaml"
-    entry = f"{{name: %s, base_url: '{server.base_url}', constrained: none, max_retries: 0}}"
-    path.write_text(f"game: {entry % 'game'}\nembed: {entry % 'embed'}\n")
-    return str(path)
+    return str(endpoints_file(tmp_path / "endpoints.yaml", server, ("game", "embed"), max_retries=0))
 
 
 @pytest.mark.parametrize("agent", [["rag", "--rag-k", "2"], ["summary", "--summary-every", "5"]],
@@ -312,6 +310,7 @@ def test_compare_lines_up_every_agent_with_its_cost_per_step(tmp_path, scripted,
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_the_embedded_server_serves_chat_and_embeddings_from_one_process(tmp_path):
     """Integration: with an embedded game role and no `embed:` entry, one llama.cpp process (started
     with --embeddings) answers the rag baseline's embedding and action calls, and the real model acts validly."""

@@ -4,13 +4,14 @@ import asyncio
 import json
 
 import pytest
+from builders import scripted_client
 from test_evidence import _step, _turn, _write
 
 from automem_dagster.datafiles import parse_json_reply
-from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.strict_schema import strict_violations
 from automem_dagster.meta.compress import render_for_diagnosis
-from automem_dagster.meta.diagnose import DiagnosisError, DiagnosisReply, batch_reply_schema, diagnose
+from automem_dagster.meta.diagnose import batch_reply_schema, diagnose
+from automem_dagster.meta.diagnosis_record import DiagnosisError, DiagnosisReply
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.meta.revise import STRUCTURAL_FIELDS, propose_revision, revision_schema
 from automem_dagster.scaffold import load_scaffold
@@ -122,7 +123,7 @@ def _diagnosis(step):
 
 
 def _client(server, **overrides):
-    return LLMClient(EndpointConfig(name="meta", base_url="unused", constrained="none", **overrides), server.base_url)
+    return scripted_client(server, base_url="unused", **overrides)
 
 
 def test_a_diagnosis_that_never_cites_the_batch_fails_and_keeps_the_replies(tmp_path, scripted):

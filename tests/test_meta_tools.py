@@ -13,6 +13,7 @@ import re
 import shutil
 
 import pytest
+from builders import scripted_client
 from mlflow.tracking import MlflowClient
 from test_structure_round import GAME_RULES, SETTINGS, patch_reply
 
@@ -48,8 +49,7 @@ def _tools(batch):
 
 
 def _client(server, **overrides):
-    config = EndpointConfig(name="meta", base_url="unused", constrained="none", meta_mode="tools", **overrides)
-    return LLMClient(config, server.base_url)
+    return scripted_client(server, base_url="unused", meta_mode="tools", **overrides)
 
 
 def _calls(*calls):
@@ -67,6 +67,7 @@ def _read(first, last):
     return ("read_steps", {"episode": EPISODE, "first": first, "last": last})
 
 
+@pytest.mark.server  # the module's batch is played against a scripted server
 def test_the_tools_read_a_bounded_part_of_the_batch_and_say_what_they_showed(batch):
     tools = _tools(batch)
     listed = tools.call("list_episodes", {})
@@ -90,6 +91,7 @@ def test_the_tools_read_a_bounded_part_of_the_batch_and_say_what_they_showed(bat
         "list_episodes", "read_steps", "search_steps", "read_memory", "read_evidence", "read_scaffold"]
 
 
+@pytest.mark.server  # the module's batch is played against a scripted server
 def test_a_memory_file_at_a_step_is_replayed_from_the_journal(batch):
     tools = _tools(batch)
     final = batch / "memory" / EPISODE / "files"
@@ -140,7 +142,7 @@ def test_one_call_a_finding_citing_a_step_summarised_away_is_rejected_and_asked_
     first = next(p for kind in FAILURE_KINDS for p in evidence.failure_points if p.kind == kind)  # the first excerpt kept
     server = scripted([{"match": "That reply was rejected", "reply": _reply(first.step_start)},
                        {"match": "Diagnose this batch", "reply": _reply(500)}])
-    client = LLMClient(EndpointConfig(name="meta", base_url="unused", constrained="none"), server.base_url)
+    client = scripted_client(server, base_url="unused")
     result = asyncio.run(diagnose(batch, scaffold, client, tmp_path / "out"))
     prompt = json.loads(server.request_log.read_text().splitlines()[0])["body"]["messages"][1]["content"]
     verbatim = {int(n) for n in re.findall(r"^--- step (\d+)$", prompt, re.M)}

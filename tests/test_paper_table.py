@@ -5,6 +5,7 @@ import json
 
 import dagster as dg
 import pytest
+from builders import endpoints_file
 from test_structure_round import GAME_RULES, meta_rules, patch_reply, run
 from test_structure_round import storage as round_storage
 
@@ -32,9 +33,7 @@ def test_a_paired_change_is_worked_by_hand():
 def test_the_table_compares_v0_with_the_final_champion_and_shows_everywhere(storage, scripted, tmp_path, monkeypatch,
                                                                            capsys):
     server = scripted(meta_rules(storage, patch_reply("WIN-MARKER")) + GAME_RULES)
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(json.dumps({"game": {"name": "game", "base_url": server.base_url, "model": "scripted",
-                                              "constrained": "none"}}))
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",))
     monkeypatch.setattr(shared, "STORAGE", storage)
     args = ["table", "--game", "crafter", "--eval-episodes", "2", "--eval-max-steps", "10", "--endpoints",
             str(endpoints), "--no-tracking"]

@@ -7,9 +7,9 @@ import asyncio
 import json
 
 import pytest
+from builders import scripted_client
 from pydantic import ValidationError
 
-from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.strict_schema import strict_violations
 from automem_dagster.loop.errors import RoundError
@@ -60,7 +60,7 @@ def test_the_reply_schema_carries_the_bounds():
 
 def _recommend(server, max_attempts=3):
     async def go():
-        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        client = scripted_client(server)
         try:
             return await recommend_lora(STATS, BASE, default_settings(576), client, max_attempts)
         finally:

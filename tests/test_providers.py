@@ -1,7 +1,7 @@
 """Endpoints against scripted servers that refuse what real providers refuse.
 
 The scripted server enforces, with each provider's error shape, the rules written down in
-``llm/scripted_provider.py`` (OpenAI's parameter rules for reasoning models, Anthropic's
+``standins/scripted_provider.py`` (OpenAI's parameter rules for reasoning models, Anthropic's
 temperature/top_p rule, OpenAI's strict-schema subset, unknown models and keys) and answers a
 rate limit with ``Retry-After``. Each test here failed on the request path before this module:
 sampling parameters were always sent, ``max_tokens`` could not be renamed, schemas were sent

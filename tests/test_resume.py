@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from builders import endpoints_file
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.memory import FilePolicy
@@ -56,8 +57,7 @@ def _scaffold(tmp_path, game: str):
 
 
 def _rollout(tmp_path, server, game, out, steps=STEPS):
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 0}}\n")
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
     return ["rollout", "--game", game, "--seeds", "42", "--max-steps", str(steps), "--endpoints", str(endpoints),
             "--out", str(out), "--concurrency", "1", "--scaffold", str(_scaffold(tmp_path, game))]
 

@@ -12,11 +12,11 @@ answer slower than the client's timeout, and a connection closed with no answer.
 import asyncio
 
 import pytest
+from builders import endpoints_file, scripted_client
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.defs.common.metadata import retries_table
 from automem_dagster.llm.client import EndpointError, LLMClient
-from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.rollout import load_summary, read_trajectory
 
 REPLIES = [
@@ -35,9 +35,7 @@ FAULTS = [
 
 def test_a_faulty_endpoint_shows_as_retries_by_cause_and_time_lost(tmp_path, scripted, capsys):
     server = scripted(FAULTS + REPLIES)
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 3, "
-                         "timeout_s: 0.5}\n")
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=3, timeout_s=0.5)
     out = tmp_path / "batch"
     assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--max-steps", "8",
                      "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1"]) == 0
@@ -76,9 +74,8 @@ async def _call(client: LLMClient):
 
 def test_a_call_that_gives_up_names_its_server_and_what_failed_how_often(scripted):
     server = scripted([{"match": "hi", "status": 500, "times": 2}, {"match": "hi", "drop": True}])
-    cfg = EndpointConfig(name="game", base_url="unused", constrained="none", max_retries=2)
     with pytest.raises(EndpointError) as err:
-        asyncio.run(_call(LLMClient(cfg, server.base_url)))
+        asyncio.run(_call(scripted_client(server, "game", base_url="unused", max_retries=2)))
     assert err.value.endpoint == "game" and err.value.base_url == server.base_url
     assert err.value.failures == {"http_500": 2, "connection": 1}
     assert "failed after 3 attempts (1 × connection, 2 × HTTP 500; last: APIConnectionError" in str(err.value)
@@ -87,8 +84,7 @@ def test_a_call_that_gives_up_names_its_server_and_what_failed_how_often(scripte
 def test_a_stopped_batch_says_which_server_failed_how_often_what_finished_and_how_to_resume(tmp_path, scripted,
                                                                                             capsys):
     server = scripted([{"match": "Step 3. ", "status": 500, "times": 3}, *REPLIES])
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 2}}\n")
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=2)
     out = tmp_path / "batch"
     args = ["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42,43", "--max-steps", "5",
             "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1"]

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from builders import endpoints_file
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.rollout import TrajectoryError, load_summary, read_trajectory, summarize_batch
@@ -22,9 +23,7 @@ RULES = [
 
 
 def _endpoints(tmp_path, server):
-    path = tmp_path / "endpoints.yaml"
-    path.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none, max_retries: 1}}\n")
-    return path
+    return endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=1)
 
 
 def _rollout_args(endpoints, out, seeds="42-44", steps=12, extra=()):
@@ -146,6 +145,7 @@ def test_bad_cli_input_is_reported(capsys):
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_embedded_rollout_acts_validly_on_every_step(tmp_path):
     out = tmp_path / "embedded"
     assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--episodes", "2", "--max-steps", "4",

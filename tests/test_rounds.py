@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
+from builders import endpoints_file
 
 from automem_dagster import cli
 from automem_dagster.commands import shared
@@ -30,9 +30,7 @@ def storage(tmp_path, monkeypatch):
 
 def test_rounds_stop_after_patience_rollbacks_each_on_fresh_training_seeds(storage, scripted, tmp_path, capsys):
     server = scripted(IDLE)
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": server.base_url, "model": "scripted",
-                                                  "constrained": "none"}}))
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",))
     assert cli.main(["rounds", "--game", "crafter", "--episodes", "2", "--max-steps", "3", "--eval-episodes", "2",
                      "--eval-max-steps", "3", "--max-rounds", "4", "--patience", "2", "--meta", "rules",
                      "--endpoints", str(endpoints), "--no-tracking"]) == 0

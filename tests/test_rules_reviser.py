@@ -12,7 +12,7 @@ from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import RoundSettings, Storage, run_round
-from automem_dagster.meta.diagnose import Diagnosis, Finding
+from automem_dagster.meta.diagnosis_record import Diagnosis, Finding
 from automem_dagster.meta.evidence import ContextGrowth, EpisodeEvidence, Evidence, FailurePoint, FileUsage
 from automem_dagster.meta.rules_reviser import (
     ALL_RULES,

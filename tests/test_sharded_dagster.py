@@ -19,6 +19,7 @@ import dagster as dg
 import pytest
 import yaml
 from batch_content import batch_content
+from builders import endpoints_file
 
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.structure.assets import rollout_batch
@@ -99,10 +100,7 @@ def _recorded_steps(partial: Path) -> int:
 
 
 def _endpoints(tmp_path, server):
-    path = tmp_path / "endpoints.yaml"
-    path.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": server.base_url, "model": "scripted",
-                                             "constrained": "none", "max_retries": 0}}))
-    return path
+    return endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
 
 
 @pytest.mark.integration

@@ -2,7 +2,7 @@
 
 The embedded server (llama.cpp) is the real thing: its ``/apply-template`` + ``/tokenize`` count
 must equal the ``prompt_tokens`` a chat request reports. vLLM's ``/tokenize`` is the scripted
-stand-in's (``llm/scripted_vllm.py``: a word or one symbol per token, so a map of dots costs a
+stand-in's (``standins/scripted_vllm.py``: a word or one symbol per token, so a map of dots costs a
 token per character, four times chars/4, as dense text does under real tokenizers), and a
 server without the route is the plain scripted server, which answers 404 to unknown routes.
 """
@@ -18,10 +18,10 @@ from test_evidence import _step, _turn, _write
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig
-from automem_dagster.llm.scripted_vllm import scripted_vllm
 from automem_dagster.llm.tokens import TokenCounter, estimate_tokens
 from automem_dagster.meta.compress import render_for_diagnosis
-from automem_dagster.meta.diagnose import SYSTEM_PROMPT, diagnose, fit_messages, input_budget
+from automem_dagster.meta.diagnose import diagnose, fit_messages, input_budget
+from automem_dagster.meta.diagnosis_record import SYSTEM_PROMPT
 from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.scaffold import load_scaffold
 
@@ -119,12 +119,8 @@ def test_a_hosted_api_is_estimated_without_asking():
 # --- vLLM's /tokenize (the stand-in) in the meta budget ------------------------------------------
 
 @pytest.fixture
-def vllm_meta(tmp_path):
-    rules = tmp_path / "rules.json"
-    rules.write_text(json.dumps([{"match": "Diagnose this batch", "reply": FINDING}]))
-    server = scripted_vllm(rules, tmp_path / "vllm.log", base_model="meta-model", max_model_len=4096).start()
-    yield server
-    server.stop()
+def vllm_meta(vllm_server):
+    return vllm_server([{"match": "Diagnose this batch", "reply": FINDING}], base_model="meta-model", max_model_len=4096)
 
 
 def chat_requests(server) -> list[dict]:

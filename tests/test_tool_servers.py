@@ -1,7 +1,7 @@
 """The tool-using meta-LLM against scripted servers that treat tool calls as the real ones do.
 
 None of the servers users have for tool calling runs here, so the scripted server plays each
-(``provider={"tool_calling": ...}``, ``llm/scripted_tools.py``), with the behaviour their docs and
+(``provider={"tool_calling": ...}``, ``standins/scripted_tools.py``), with the behaviour their docs and
 sources give: ``tool_choice`` honoured (OpenAI's chat-completions reference; vLLM's tool-calling
 docs, vllm>=0.8.3; llama.cpp's ``common_chat_tool_choice_parse_oaicompat``; assumed for Anthropic's layer, whose
 docs.anthropic.com/en/api/openai-sdk lists ``parallel_tool_calls`` but not it), llama.cpp's ``parallel_tool_calls``
@@ -18,16 +18,16 @@ import asyncio
 import json
 
 import pytest
+from builders import scripted_client
 
-from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.client import EndpointError
-from automem_dagster.llm.scripted_tools import shape
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import DiagnosisError, diagnose
 from automem_dagster.meta.revise import propose_revision
 from automem_dagster.meta.tool_session import refuses_tools
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import load_scaffold
+from automem_dagster.standins.scripted_tools import shape
 from benchmarks.meta_modes import EPISODE, play
 
 LIST = ("list_episodes", {})
@@ -41,8 +41,7 @@ def batch(tmp_path_factory):
 
 
 def _client(server, **overrides):
-    config = EndpointConfig(name="meta", base_url="unused", constrained="none", meta_mode="tools", **overrides)
-    return LLMClient(config, server.base_url)
+    return scripted_client(server, base_url="unused", meta_mode="tools", **overrides)
 
 
 def _calls(*calls):

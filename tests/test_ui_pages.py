@@ -50,6 +50,7 @@ GROUPS = {"structure": ["rollout_batch", "diagnosis", "scaffold_candidate", "cha
 """The assets the two rounds report as materialized, by the group its graph shows them in."""
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.server,
     pytest.mark.ci_required,
     pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH: `apt-get install chromium` for the browser check"),
 ]

@@ -1,6 +1,6 @@
 """The specialist on a vLLM server: runtime LoRA loading, verified, and memory turns sent with it.
 
-No vLLM runs here, so the server is ``llm/scripted_vllm.py``, a stand-in written from vLLM's
+No vLLM runs here, so the server is ``standins/scripted_vllm.py``, a stand-in written from vLLM's
 source: ``vllm/entrypoints/serve/lora/api_router.py`` (the load/unload routes exist
 only under ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, else FastAPI's 404
 ``{"detail":"Not Found"}``; a load answers 200 with ``Success: LoRA adapter '<name>' added
@@ -23,6 +23,7 @@ import json
 import urllib.request
 
 import pytest
+from builders import scripted_client
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
@@ -195,7 +196,7 @@ def test_the_rank_limit_comes_from_the_endpoint_and_bounds_the_meta_recommendati
     server = scripted([{"match": "That reply was rejected", "reply": fits}, {"match": "at most 16", "reply": big}])
 
     async def go():
-        client = LLMClient(EndpointConfig(name="meta", constrained="none"), server.base_url)
+        client = scripted_client(server)
         try:
             return await recommend_lora(STATS, BASE_INFO, default_settings(576), client, 3, max_rank=16)
         finally:

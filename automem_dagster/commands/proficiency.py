@@ -107,9 +107,7 @@ def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: t
                                                    on_stage=lambda line: console.print(line)))
     report = report_proficiency(result, shared.STORAGE, tracker, settings.budget.eval_max_steps)
     print_proficiency(result, report)
-    from automem_dagster.defs.common.cli_events import report_proficiency_round  # Dagster loads in seconds: only here
-
-    console.print(report_proficiency_round(result, report, shared.STORAGE))
+    console.print(shared.show_in_dagster("report_proficiency_round", result, report, shared.STORAGE))
     return result
 
 

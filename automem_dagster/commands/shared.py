@@ -22,6 +22,24 @@ STORAGE = Storage()
 """Where the commands read and write (tests point it at a temporary folder)."""
 
 
+DAGSTER_MISSING = ("Dagster: not installed (the `dagster` extra, docs/install.md), so its UI does not show this; "
+                   "the results are on disk all the same")
+
+
+def show_in_dagster(report: str, *args) -> str:
+    """Report a round the CLI ran to the project's Dagster instance with ``defs/common/cli_events``'s
+    ``report`` function, and return the line that says where it shows. Dagster is an extra: the core
+    install runs rounds without it (docs/install.md), and the line then says the round is not shown.
+    The module is imported here only, when a round is done: Dagster also takes seconds to load."""
+    try:
+        from automem_dagster.defs.common import cli_events
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("dagster"):
+            raise
+        return DAGSTER_MISSING
+    return getattr(cli_events, report)(*args)
+
+
 def parse_seeds(text: str) -> list[int]:
     """``"42,43,50-52"`` -> [42, 43, 50, 51, 52]; a clear error for anything else."""
     seeds: list[int] = []

@@ -120,9 +120,7 @@ def structure_round(settings: RoundSettings, endpoints: Path, tracker: tracking.
     result, described = asyncio.run(go())
     report = report_round(result, shared.STORAGE, tracker, described, settings.eval_max_steps)
     print_round(result, report)
-    from automem_dagster.defs.common.cli_events import report_structure_round  # Dagster loads in seconds: only here
-
-    console.print(report_structure_round(result, report, shared.STORAGE, settings))
+    console.print(shared.show_in_dagster("report_structure_round", result, report, shared.STORAGE, settings))
     return result
 
 

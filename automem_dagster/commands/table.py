@@ -50,9 +50,7 @@ def run_table(args: argparse.Namespace) -> int:
     if not args.no_tracking:
         run = log_table(tracking.Tracker(), table)
         console.print(f"MLflow: {run.url}")
-    from automem_dagster.defs.common.cli_events import report_paper_table  # Dagster loads in seconds: only here
-
-    console.print(report_paper_table(table))
+    console.print(shared.show_in_dagster("report_paper_table", table))
     return 0
 
 

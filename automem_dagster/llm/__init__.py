@@ -10,7 +10,6 @@ from automem_dagster.llm.config import (
 )
 from automem_dagster.llm.embedded_server import embedded_model_path, embedded_server
 from automem_dagster.llm.process import ServerProcess
-from automem_dagster.llm.scripted_server import scripted_server
 
 __all__ = [
     "EMBEDDED",
@@ -24,5 +23,4 @@ __all__ = [
     "embedded_model_path",
     "embedded_server",
     "load_endpoints",
-    "scripted_server",
 ]

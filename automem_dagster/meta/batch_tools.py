@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.meta.compress import render_step
-from automem_dagster.meta.diagnose import evidence_digest
-from automem_dagster.meta.evidence import Evidence, FailurePoint, collect_evidence, tally
+from automem_dagster.meta.evidence import Evidence, FailurePoint, collect_evidence, evidence_digest, tally
 from automem_dagster.meta.memory_replay import ReplayError, file_at_step, journal_path
 from automem_dagster.rollout.trajectory import read_trajectory
 from automem_dagster.scaffold.io import diff_scaffolds, scaffold_yaml

@@ -182,6 +182,24 @@ def tally(items: Iterable[str], limit: int = 5) -> str:
     return text + (f" (+{len(rest)} others x{sum(n for _, n in rest)})" if rest else "")
 
 
+def evidence_digest(evidence: dict) -> str:
+    """The evidence as a few readable lines: failure kinds, file usage, context growth."""
+    points = evidence["failure_points"]
+    lines = [f"- failure points: {len(points)} ({tally(p['kind'] for p in points) or 'none'})"]
+    for name, usage in evidence["files"].items():
+        lines.append(f"- file `{name}`: {usage['reads']} reads, {usage['writes']} writes "
+                     f"({usage['redundant_writes']} redundant), {usage['refused']} refused")
+    if evidence["never_read"]:
+        lines.append(f"- never read: {', '.join(evidence['never_read'])}")
+    if evidence["never_written"]:
+        lines.append(f"- never written: {', '.join(evidence['never_written'])}")
+    for e in evidence["episodes"]:
+        c = e["context"]
+        lines.append(f"- {e['episode']}: {e['steps']} steps, progression {100 * e['progression']:.1f}%, input tokens/step "
+                     f"{c['start_tokens_per_step']:.0f} -> {c['end_tokens_per_step']:.0f}")
+    return "\n".join(lines)
+
+
 def _step_failures(episode: str, record: dict) -> list[FailurePoint]:
     """The single-step failures of one record: its action, and each turn's errors and operations."""
     step, points = record["step"], []

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from automem_dagster.llm.config import RULES
 from automem_dagster.memory.ops import OpName
-from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, Finding
+from automem_dagster.meta.diagnosis_record import Diagnosis, DiagnosisError, Finding
 from automem_dagster.meta.evidence import collect_evidence, recorded_op, tally
 from automem_dagster.meta.revise import Revision
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory

@@ -1,14 +1,14 @@
 """Diagnosis in the tool-using mode (``meta_mode: tools`` on the meta endpoint).
 
-Instead of one request holding the batch compressed to the context (``diagnose.diagnose``),
-the meta-LLM starts from the evidence digest and reads what it needs through read-only tools
-(``batch_tools.py``, conversation and bounds in ``tool_session.py``). Its reply is the same
-JSON as in the one-call mode and is checked the same way, plus one rule only this mode can
-enforce: every finding must cite a step the model read or a tool showed it. A reply citing any
-other step is rejected with that reason and asked again (the model may read the step first),
-as an invalid patch is. The record (``diagnosis.json``) keeps every tool call with its result
-size and the steps read, and ``diagnosis.md`` lists them, so a reader can check what the
-meta-LLM based its findings on.
+Instead of one request holding the batch compressed to the context (``diagnose.diagnose``, which
+hands ``meta_mode: tools`` to this module), the meta-LLM starts from the evidence digest and reads
+what it needs through read-only tools (``batch_tools.py``, conversation and bounds in
+``tool_session.py``). Its reply is the same JSON as in the one-call mode and is checked the same
+way (``diagnosis_record.py``), plus one rule only this mode can enforce: every finding must cite a
+step the model read or a tool showed it. A reply citing any other step is rejected with that
+reason and asked again (the model may read the step first), as an invalid patch is. The record
+(``diagnosis.json``) keeps every tool call with its result size and the steps read, and
+``diagnosis.md`` lists them, so a reader can check what the meta-LLM based its findings on.
 """
 
 from __future__ import annotations
@@ -20,15 +20,8 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.meta.batch_tools import BatchTools
-from automem_dagster.meta.diagnose import (
-    MAX_ATTEMPTS,
-    SYSTEM_PROMPT,
-    Diagnosis,
-    DiagnosisError,
-    DiagnosisReply,
-    check_citations,
-    evidence_digest,
-)
+from automem_dagster.meta.diagnosis_record import SYSTEM_PROMPT, Diagnosis, DiagnosisError, DiagnosisReply, check_citations
+from automem_dagster.meta.evidence import evidence_digest
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.meta.tool_session import NO_TOOLS_HINT, BudgetSpent, ToolSession, ToolsUnsupported, after_tools_hint
 from automem_dagster.rollout.trajectory import finished_episodes
@@ -57,10 +50,11 @@ def unseen_citations(reply: DiagnosisReply, session: ToolSession) -> list[str]:
 
 
 async def diagnose_with_tools(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_dir: Path,
-                              max_attempts: int = MAX_ATTEMPTS, parent: Scaffold | None = None) -> Diagnosis:
-    """Diagnose ``batch_dir`` through tool calls and save it in ``out_dir``; ``max_attempts`` bounds the
-    replies (not the tool calls: ``meta_tool_calls`` and ``meta_token_budget`` do). Raises
-    ``DiagnosisError`` with the replies kept in ``out_dir/diagnosis_failed.json``."""
+                              max_attempts: int, parent: Scaffold | None = None) -> Diagnosis:
+    """Diagnose ``batch_dir`` through tool calls and save it in ``out_dir`` (``diagnose.diagnose`` hands a
+    ``meta_mode: tools`` endpoint here); ``max_attempts`` bounds the replies (not the tool calls:
+    ``meta_tool_calls`` and ``meta_token_budget`` do). Raises ``DiagnosisError`` with the replies kept in
+    ``out_dir/diagnosis_failed.json``."""
     batch = Path(batch_dir)
     paths = finished_episodes(batch)
     if not paths:

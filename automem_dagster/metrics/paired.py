@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from automem_dagster.metrics.progression import summarize_progression
+from automem_dagster.paired_comparison import PairedComparison
 
 TIE_TOLERANCE = 1e-9
 """Percentage points below which two means count as equal. Progressions are ratios such as
@@ -84,28 +85,6 @@ class GatePolicy:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class PairedComparison:
-    """Candidate versus champion on the same seeds; every score is in percent.
-
-    ``stderr_difference`` is the population standard deviation of the per-seed differences
-    over sqrt(n): BALROG's standard-error convention, applied to the paired differences so
-    it is comparable with the error bars of ``summarize_progression``. ``ci_low`` and
-    ``ci_high`` bound the mean difference by a percentile bootstrap over seeds.
-    """
-
-    candidate_mean: float
-    champion_mean: float
-    mean_difference: float
-    stderr_difference: float
-    ci_low: float
-    ci_high: float
-    n: int
-    seeds: tuple[int, ...]
-    p_value: float = 1.0
-    """One-sided paired permutation p-value of a mean difference this large or larger by chance."""
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, get_type_hints
+from typing import Literal, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from automem_dagster.atomic import write_text_atomic
 from automem_dagster.datafiles import read_text_file, validation_problems
 from automem_dagster.locking import file_lock
-from automem_dagster.metrics.paired import GateDecision, PairedComparison
+from automem_dagster.paired_comparison import PairedComparison
 from automem_dagster.paths import ASSETS, SCAFFOLDS
 from automem_dagster.scaffold.io import content_hash, list_versions, load_scaffold, scaffold_path, stored_scaffold_path
 from automem_dagster.scaffold.model import Family, registered_family
@@ -64,8 +64,18 @@ def _comparison_fields() -> dict:
 
 Evaluation = create_model("Evaluation", __base__=_PersistedComparison, __module__=__name__,
                           __doc__="The paired comparison that decided a version, in percent: the persisted form of "
-                                  "``metrics.paired.PairedComparison`` (validated when a lineage file is read back).",
+                                  "``paired_comparison.PairedComparison`` (validated when a lineage file is read back).",
                           **_comparison_fields())
+
+
+class GateVerdict(Protocol):
+    """What ``record_decision`` reads of a gate's decision (``metrics.paired.GateDecision``):
+    whether it keeps the candidate, why, and on what comparison. Named here so that the lineage does not
+    import the metrics package (which imports the agent, which imports this package)."""
+
+    keep: bool
+    reason: str
+    comparison: PairedComparison
 
 
 class VersionRecord(BaseModel):
@@ -185,7 +195,7 @@ class Lineage:
         self._data.versions.append(record)
         return record.model_copy(deep=True)
 
-    def record_decision(self, version: int, decision: GateDecision | str) -> VersionRecord:
+    def record_decision(self, version: int, decision: GateVerdict | str) -> VersionRecord:
         """Record a pending version's fate: a ``GateDecision`` from the paired evaluation (kept or
         rolled back, with its statistics), or a string, the reason it was rejected unevaluated."""
         record = self._find(version)

@@ -51,8 +51,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from automem_dagster.llm.process import ServerProcess, free_port
-from automem_dagster.llm.scripted_provider import Provider
-from automem_dagster.llm.scripted_tools import call_id
+from automem_dagster.standins.scripted_provider import Provider
+from automem_dagster.standins.scripted_tools import call_id
 
 
 def llama_cpp_constrains(body: dict) -> bool:
@@ -235,7 +235,7 @@ def scripted_server(rules_path: Path, log_path: Path, port: int | None = None,
                     request_log: Path | None = None) -> ServerProcess:
     """The scripted server as a managed child process (call ``.start()`` or use ``with``)."""
     port = port or free_port()
-    cmd = [sys.executable, "-m", "automem_dagster.llm.scripted_server", "--port", str(port), "--rules", str(rules_path)]
+    cmd = [sys.executable, "-m", "automem_dagster.standins.scripted_server", "--port", str(port), "--rules", str(rules_path)]
     if request_log is not None:
         cmd += ["--log", str(request_log)]
     return ServerProcess(cmd, port, Path(log_path), "scripted server")

@@ -38,7 +38,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from automem_dagster.llm.process import ServerProcess, free_port
-from automem_dagster.llm.scripted_server import _Rules, make_handler
+from automem_dagster.standins.scripted_server import _Rules, make_handler
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 MESSAGE_OVERHEAD = 4
@@ -195,7 +195,7 @@ def scripted_vllm(rules_path: Path, log_path: Path, *, base_model: str = "base",
                   port: int | None = None, version: str = "0.11.0", base_root: str | None = None) -> ServerProcess:
     """The stand-in as a managed child process (call ``.start()`` or use ``with``)."""
     port = port or free_port()
-    cmd = [sys.executable, "-m", "automem_dagster.llm.scripted_vllm", "--port", str(port), "--rules", str(rules_path),
+    cmd = [sys.executable, "-m", "automem_dagster.standins.scripted_vllm", "--port", str(port), "--rules", str(rules_path),
            "--base-model", base_model, "--max-lora-rank", str(max_lora_rank), "--max-model-len", str(max_model_len),
            "--version", version, "--base-root", base_root or base_model]
     if not runtime_lora:

@@ -45,8 +45,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from automem_dagster.llm import scripted_tools
 from automem_dagster.llm.strict_schema import strict_violations
+from automem_dagster.standins import scripted_tools
 
 
 @dataclass
