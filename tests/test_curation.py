@@ -241,3 +241,16 @@ def test_eta_is_the_mean_pace_times_what_is_left():
     assert eta(0, 4, 3.0) == "?"
     assert eta(1, 4, 20.0) == "1:00" and eta(3, 3, 9.0) == "0:00"
     assert format_duration(3725) == "1:02:05"
+
+
+def test_a_round_and_its_curate_stage_take_the_same_curation_options():
+    """``automem train`` curates as ``automem curate`` does: ``--accept-score`` (0 takes every decision
+    that loses no points, what a small model needs) reaches the round's curation settings too."""
+    from automem_dagster.cli import build_parser
+    from automem_dagster.commands.shared import proficiency_settings
+
+    for command in (["train", "--game", "crafter"], ["curate", "--game", "crafter", "--batch", "b"]):
+        args = build_parser().parse_args([*command, "--accept-score", "0", "--min-examples", "170"])
+        curation = proficiency_settings(args).curation
+        assert (curation.accept_score, curation.min_examples) == (0.0, 170)
+    assert proficiency_settings(build_parser().parse_args(["train", "--game", "crafter"])).curation.accept_score == 1.0

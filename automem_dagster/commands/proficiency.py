@@ -58,9 +58,6 @@ def register(sub) -> None:
     curate.add_argument("--batch", type=Path, required=True, help="a rollout batch on training seeds")
     curate.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")
     add_curation_args(curate, "minimum dataset size (default: the AutoMem paper's)")
-    curate.add_argument("--accept-score", type=float, default=None,
-                        help="take decisions scoring at least this without review (default 1.0; 0 takes every "
-                             "decision that loses no points, as the demo does for the embedded model)")
     add_output_args(curate)
     curate.set_defaults(run=run_curate)
     finetune = sub.add_parser("finetune", help="choose LoRA settings (meta-LLM) and train an adapter on a curated dataset")
@@ -77,6 +74,9 @@ def register(sub) -> None:
 
 def add_curation_args(p: argparse.ArgumentParser, min_help: str) -> None:
     p.add_argument("--min-examples", type=int, default=None, help=min_help)
+    p.add_argument("--accept-score", type=float, default=None,
+                   help="take decisions scoring at least this without review (default 1.0; 0 takes every "
+                        "decision that loses no points, as the demo does for the embedded model)")
     p.add_argument("--horizon", type=int, default=50, help="K: steps after a memory decision it is credited with")
     p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls for borderline decisions")
 
