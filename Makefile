@@ -37,8 +37,11 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 run: install
 	$(VENV)/bin/automem demo
 
+# Two pytest-xdist workers, a test file to each in turn (a file's module fixtures are built once):
+# most tests wait on a server or a subprocess, so two share two cores. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
 test: install dvc-install
-	$(PY) -m pytest -q -rs --durations=25 tests
+	$(PY) -m pytest -q -rs --durations=25 -n $(PYTEST_WORKERS) --dist loadfile tests
 
 unit: install
 	$(PY) -m pytest -q -m "not integration" tests
