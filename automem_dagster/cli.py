@@ -49,11 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except RolloutError as exc:
         report = rollout_view.failure_report(exc, argv)
-        console.print(f"[red]error:[/red] {escape(report)}")
+        console.print(f"[red]error:[/red] {escape(report)}", soft_wrap=True)
         print(report)  # on stdout too: a script or CI log that keeps only stdout still says what to do
         return 2
     except USER_ERRORS as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")  # a message may hold brackets, e.g. an extra
+        # Escaped: a message may hold brackets (an extra). Soft-wrapped: rich would break a long path
+        # mid-name at the console's width, and a person copies paths out of these messages.
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
 
 
