@@ -87,7 +87,7 @@ def content_hash(scaffold: Scaffold) -> str:
 
 
 def diff_scaffolds(old: Scaffold, new: Scaffold) -> str:
-    """Markdown: a list of the changes (``revision_changes``), then the unified YAML diff."""
+    """Markdown: the structural changes (or "wording only"), the rewritten wording, then the unified YAML diff."""
     lines = [f"### {old.game} v{old.version} -> v{new.version}", ""]
     lines += [f"- {c}" for c in structural_changes(old, new)] or ["- no structural change (wording only)"]
     lines += [f"- {c}" for c in wording_changes(old, new)]
