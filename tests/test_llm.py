@@ -1,6 +1,7 @@
 """Endpoints: config validation, retries and clear errors against real local servers, no key leaks."""
 
 import asyncio
+import os
 
 import pytest
 
@@ -169,3 +170,21 @@ def test_an_episode_lane_pins_its_calls_to_one_llama_cpp_slot(scripted):
     asyncio.run(go())
     bodies = [json.loads(line)["body"] for line in server.request_log.read_text().splitlines()]
     assert [b.get("id_slot") for b in bodies] == [1, None, None]
+
+
+def test_embedded_server_threads_follow_the_environment(tmp_path, monkeypatch):
+    """A worker's share of the cores (conftest under pytest-xdist, or a person sharing the machine) reaches
+    the server's command line; a bad value names the variable instead of starting a server."""
+    from automem_dagster.llm.embedded_server import embedded_server
+
+    def threads() -> str:
+        command = embedded_server(tmp_path / "server.log").command
+        return command[command.index("--threads") + 1]
+
+    monkeypatch.setenv("AUTOMEM_EMBEDDED_THREADS", "1")
+    assert threads() == "1"
+    monkeypatch.delenv("AUTOMEM_EMBEDDED_THREADS")
+    assert threads() == str(min(os.cpu_count() or 2, 8))
+    monkeypatch.setenv("AUTOMEM_EMBEDDED_THREADS", "two")
+    with pytest.raises(ValueError, match="AUTOMEM_EMBEDDED_THREADS='two'"):
+        threads()

@@ -23,7 +23,8 @@ IDLE = [{"match": "Phase: LOG", "reply": "<|DONE|>"}, {"match": "Phase: PLAN", "
 def storage(tmp_path, monkeypatch):
     scaffolds = tmp_path / "scaffolds"
     shutil.copytree(SCAFFOLDS, scaffolds)
-    store = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
+    store = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage",
+                    specialists=tmp_path / "specialists")
     monkeypatch.setattr(shared, "STORAGE", store)
     return store
 
@@ -55,3 +56,26 @@ def test_a_round_that_registered_nothing_still_moves_to_the_next_seed_block(stor
 def test_rounds_refuse_a_patience_beyond_the_rounds(storage, capsys):
     assert cli.main(["rounds", "--game", "crafter", "--max-rounds", "2", "--patience", "3", "--no-tracking"]) == 2
     assert "--patience 3" in capsys.readouterr().err
+
+
+def test_rounds_then_proficiency_trains_on_the_final_champion(storage, scripted, tmp_path, capsys):
+    """``--proficiency`` plays its training rollouts with the champion the rounds ended on, not v0: the
+    rules meta drops unused files, which cuts input tokens on every one of 5 seeds (the scripted model
+    idles, so progression ties at 0), and ``equal_score`` keeps v1. The idle model makes no memory decision
+    worth curating, so the proficiency round stops at curation and says so."""
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", scripted(IDLE), ("game",))
+    assert cli.main(["rounds", "--game", "crafter", "--episodes", "2", "--max-steps", "3", "--eval-episodes", "5",
+                     "--eval-max-steps", "3", "--max-rounds", "2", "--patience", "1", "--meta", "rules",
+                     "--gate", "equal_score", "--gate-metric", "input_tokens_per_step",
+                     "--proficiency", "--min-examples", "1000",
+                     "--endpoints", str(endpoints), "--no-tracking"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    v1 = json.loads((storage.runs / "decisions" / "crafter" / "v1.json").read_text())
+    assert v1["keep"] and v1["champion_after"] == 1
+    assert storage.load_lineage("crafter").champion().version == 1
+    trained_on = [p.name for p in (storage.runs / "training" / "crafter").iterdir()]
+    assert trained_on == ["v1"]
+    training_seeds = read_manifest(next((storage.runs / "training" / "crafter" / "v1").iterdir()))["seeds"]
+    diagnosis_seeds = {s for batch in (storage.runs / "rollouts" / "crafter").glob("v*/*") for s in read_manifest(batch)["seeds"]}
+    assert not set(training_seeds) & diagnosis_seeds
+    assert "proficiency round stopped before training" in said and "1000" in said

@@ -43,6 +43,22 @@ def embedded_model_path() -> Path:
     return path
 
 
+def default_threads() -> int:
+    """The machine's cores, at most 8 (``AUTOMEM_EMBEDDED_THREADS`` overrides). llama.cpp's threads
+    wait for one another at every layer, so a server given every core slows by 5-30x when anything
+    else holds one: measured on the 2-core machine, two servers of 2 threads each fell from about
+    10 tokens a second to 0.3-2. Processes that share the machine (two test workers, a server beside
+    a training) should split the cores between them through this variable."""
+    override = os.environ.get("AUTOMEM_EMBEDDED_THREADS", "").strip()
+    if override:
+        try:
+            return max(1, int(override))
+        except ValueError:
+            raise ValueError(f"AUTOMEM_EMBEDDED_THREADS={override!r} is not a whole number of threads: "
+                             "set it to e.g. 1, or unset it to use the machine's cores") from None
+    return min(os.cpu_count() or 2, 8)
+
+
 def embedded_server(
     log_path: Path,
     parallel: int = 2,
@@ -59,7 +75,7 @@ def embedded_server(
     opens ``/v1/embeddings`` beside the chat routes.
     """
     port = port or free_port()
-    threads = threads or min(os.cpu_count() or 2, 8)
+    threads = threads or default_threads()
     cmd = [
         sys.executable, "-m", "automem_dagster.llm.embedded_server", "--port", str(port),
         "--parallel", str(parallel), "--ctx-per-slot", str(ctx_per_slot), "--threads", str(threads),
@@ -116,7 +132,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--ctx-per-slot", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=min(os.cpu_count() or 2, 8))
+    parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--lora", action="append", default=[])
     parser.add_argument("--embeddings", action="store_true", help="also serve /v1/embeddings (mean pooling)")
     args = parser.parse_args()
