@@ -2,16 +2,16 @@
 
 import dagster as dg
 
+from automem_dagster.defs.common.challenger import candidate_evaluation_metadata
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.gate import candidate_evaluation_metadata
 from automem_dagster.defs.common.metadata import no_candidate_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.defs.common.shards import Arm, fan_out, merge_arms, plan_config, shard_op, shard_outputs
+from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.gate import gate_scores
 from automem_dagster.loop.report import report_dir
 from automem_dagster.loop.storage import load_champion
-from automem_dagster.loop.structure import evaluation_spec
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.scaffold import load_scaffold
 
