@@ -9,7 +9,8 @@ inputs resumes or reuses it. The CLI runs all stages in one process (``run_round
 Dagster assets and the DVC stages run them one at a time, through these same functions.
 
 The champion pointer (``assets/lineage/<family>.json``) is changed in exactly one place,
-``decide``, by one atomic file replace after the decision is known. A failure anywhere
+``decide_stage`` (``LineageLedger``, this loop's ledger of ``loop.challenger``), by one atomic file
+replace after the decision is known. A failure anywhere
 before that leaves the champion as it was and the candidate pending; the next round picks
 the pending candidate up and finishes its evaluation instead of making a new one.
 """
