@@ -20,7 +20,7 @@ from typing import Generic, Protocol, TypeVar
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.gate import decide_paired, decision_evidence
 from automem_dagster.loop.storage import Storage, slug
-from automem_dagster.metrics.paired import GateDecision, GatePolicy
+from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.scaffold import Scaffold
 
@@ -130,7 +130,7 @@ class Ledger(Protocol):
         ``comparison``) when its file may be written again from the ledger; None when it is undecided.
         Raises ``RoundError`` for a challenger that may not be decided."""
 
-    def settle(self, challenger: Challenger, decision: GateDecision) -> None:
+    def settle(self, challenger: Challenger, decision: GateVerdict) -> None:
         """Record ``decision`` and, on a keep, make ``challenger`` the champion."""
 
 

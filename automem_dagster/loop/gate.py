@@ -8,7 +8,7 @@ from pathlib import Path
 
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.metrics.behaviour import behaviour_metrics
-from automem_dagster.metrics.paired import GateDecision, GatePolicy, compare_metric, compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, GateVerdict, compare_metric, compare_paired, decide
 from automem_dagster.metrics.power import detectable_gain
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.identity import differences, summarize_fields
@@ -39,7 +39,7 @@ def gate_scores(challenger: BatchSummary, champion: BatchSummary, role: str, gat
     return scores
 
 
-def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None) -> GateDecision:
+def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None) -> GateVerdict:
     """The gate on ``gate_scores``; a ValueError when they cannot be paired."""
     gate = gate or GatePolicy()
     mine, champ = scores["per_seed"][role], scores["per_seed"]["champion"]
@@ -77,7 +77,7 @@ def pairing_differences(challenger: BatchSummary, champion: BatchSummary, role: 
             if f not in ("seeds", "digest") and not any(f == t or f.startswith(t + ".") for t in tested)]
 
 
-def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> GateDecision:
+def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> GateVerdict:
     """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
     beats the champion on the paired evaluation seeds under ``gate``. Refuses batches that do not cover
     the same seeds (an interrupted evaluation), since an unpaired comparison would judge different games,
@@ -102,7 +102,7 @@ def sampling_of(batch: BatchSummary) -> dict:
     return recorded or {"note": "not recorded: the batch was played before requests carried seeds"}
 
 
-def decision_evidence(decision: GateDecision, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
+def decision_evidence(decision: GateVerdict, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
     """What a decision record keeps beside the comparison: the gate policy it was taken under, whether
     each side's endpoints honour sampling seeds (so whether a rerun would replay it), the smallest gain
     the gate could have detected on these seeds (``metrics.power``) and the equal_score gate's metric."""

@@ -38,7 +38,7 @@ from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
 from automem_dagster.meta.curate import CurationResult, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
-from automem_dagster.metrics.paired import GateDecision, GatePolicy
+from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
@@ -264,7 +264,7 @@ class RegistryLedger:
         return {"champion_before": None if keep else self.registry.champion, "keep": keep, "reason": record.reason,
                 "comparison": record.comparison}
 
-    def settle(self, challenger: str, decision: GateDecision) -> None:
+    def settle(self, challenger: str, decision: GateVerdict) -> None:
         self.registry.decide(challenger, decision.keep, decision.reason, asdict(decision.comparison))
 
 

@@ -33,7 +33,7 @@ from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
 from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
-from automem_dagster.metrics.paired import GateDecision, GatePolicy
+from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
@@ -207,7 +207,7 @@ class LineageLedger:
             raise RoundError(f"{family} v{challenger} descends from v{record.parent}, but the champion is now "
                              f"v{champion}: evaluate a revision of the current champion instead")
 
-    def settle(self, challenger: int, decision: GateDecision) -> None:
+    def settle(self, challenger: int, decision: GateVerdict) -> None:
         self.lineage.record_decision(challenger, decision)
         if decision.keep:
             self.lineage.promote(challenger)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import dagster as dg
 
@@ -29,8 +28,6 @@ from automem_dagster.metrics.paired import GatePolicy, compare_paired
 from automem_dagster.plots import plot_behaviour, png_markdown
 from automem_dagster.rollout import BatchSummary, load_summary
 from automem_dagster.tracking import Tracker
-
-Recorded = TypeVar("Recorded")
 
 Decide = Callable[[str, Challenger, BatchSummary, BatchSummary, Storage, GatePolicy], DecisionRecord]
 """A loop's decide stage (``decide_stage``, ``decide_specialist_stage``): the ledger it records in."""
@@ -88,8 +85,8 @@ def candidate_evaluation_metadata(game: str, candidate: BatchSummary, champion: 
             **paired_metadata(game, "candidate", candidate, champion, names, plot_path)}
 
 
-def decide_once(context: dg.AssetExecutionContext, recorded: Recorded | None, decide: Callable[[], Recorded],
-                mlflow: MlflowResource, label: str) -> tuple[Recorded, Tracker | None]:
+def decide_once(context: dg.AssetExecutionContext, recorded: DecisionRecord | None, decide: Callable[[], DecisionRecord],
+                mlflow: MlflowResource, label: str) -> tuple[DecisionRecord, Tracker | None]:
     """The decision a promotion shows: ``recorded`` when a retried run finds one (its MLflow runs
     were logged when it was taken, so no tracker), else a new one from ``decide`` with a tracker."""
     if recorded is not None:
