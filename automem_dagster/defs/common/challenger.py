@@ -22,7 +22,7 @@ from automem_dagster.defs.common.partitions import game_of, game_partitions, par
 from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
 from automem_dagster.loop.challenger import Challenger, DecisionRecord, load_decision_record
-from automem_dagster.loop.gate import decide_scores, per_seed
+from automem_dagster.loop.gate import decide_scores, gate_scores, per_seed
 from automem_dagster.loop.storage import Storage
 from automem_dagster.metrics.paired import GatePolicy, compare_paired
 from automem_dagster.plots import plot_behaviour, png_markdown
@@ -160,6 +160,13 @@ def round_job(name: str, assets: tuple[str, ...], config: dg.Config, description
 def promotion_job(name: str, champion: str, description: str):
     """The job that takes a loop's decision: its ``champion`` asset alone, started by the gate sensor."""
     return dg.define_asset_job(name, selection=dg.AssetSelection.assets(champion), description=description)
+
+
+def evaluated(challenge: Challenge, plan: dict, mine: BatchSummary, champion: BatchSummary, endpoints: dict) -> dict:
+    """An evaluation asset's value, what its gate check previews and ``promote`` decides on: the ``plan``,
+    both batch folders, the gate's per-seed scores under the plan's gate, and the endpoints that played."""
+    return {**plan, "outcome": "evaluated", f"{challenge.role}_batch": mine.out_dir, "champion_batch": champion.out_dir,
+            **gate_scores(mine, champion, challenge.role, GatePolicy(**plan["gate"])), "endpoints": endpoints}
 
 
 def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: dict, decide: Decide, store: Storage,

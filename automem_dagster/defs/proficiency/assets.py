@@ -13,7 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.challenger import SPECIALIST, log_run_links, promote
+from automem_dagster.defs.common.challenger import SPECIALIST, evaluated, log_run_links, promote
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.proficiency_metadata import (
     adapter_metadata,
@@ -43,7 +43,6 @@ from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
 from automem_dagster.defs.evaluation.assets import TAGS as EVALUATION_TAGS
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
-from automem_dagster.loop.gate import gate_scores
 from automem_dagster.loop.proficiency import (
     curate_stage,
     curated,
@@ -62,7 +61,6 @@ from automem_dagster.loop.serving import check_specialist_served, serving_rank_l
 from automem_dagster.loop.storage import Storage
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
-from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
 
@@ -251,9 +249,7 @@ def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, p
                                               report_dir(store, game) / f"{adapter}_behaviour.png", described)
     context.log.info(f"specialist {adapter} {spec.progression} vs one-model champion {champ.progression}: "
                      f"{metadata['paired_difference']}")
-    value = {**plan, "specialist_batch": spec.out_dir, "champion_batch": champ.out_dir,
-             **gate_scores(spec, champ, "specialist", GatePolicy(**plan["gate"])), "endpoints": described}
-    return dg.Output(value, metadata=metadata)
+    return dg.Output(evaluated(SPECIALIST, plan, spec, champ, described), metadata=metadata)
 
 
 specialist_shard = shard_op("specialist_evaluation_shard", specialist_connection)
