@@ -21,10 +21,11 @@ from automem_dagster.llm.session import connect
 from automem_dagster.llm.vllm_lora import content_hash as adapter_hash
 from automem_dagster.llm.vllm_lora import serve_adapter
 from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.gate import decide_paired
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import decide_stage, evaluation_spec, load_decision
+from automem_dagster.loop.structure import decide_stage, load_decision
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import BatchSummary, EpisodeSummary, run_batch
 from automem_dagster.rollout.runner import BatchConflict

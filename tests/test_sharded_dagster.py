@@ -117,7 +117,7 @@ def test_shards_in_their_own_processes_merge_into_the_one_process_batch(tmp_path
                                                        "concurrency": 2, "shards": 2}}}}
     settings = RoundSettings("crafter", EPISODES, STEPS, STEPS, 2, 2, 3)
     start = start_round(settings, storage.storage())
-    first_shard = shard_dir(rollout_spec(settings, start.champion, start.seeds, storage.storage()).out_dir, 0)
+    first_shard = shard_dir(rollout_spec(settings, start.scaffold, start.seeds, storage.storage()).out_dir, 0)
     (tmp_path / "dagster_home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
         killed: list[int] = []
@@ -157,7 +157,7 @@ def test_shards_in_their_own_processes_merge_into_the_one_process_batch(tmp_path
 
     async def one_process():
         async with connect(config, tmp_path / "logs") as clients:
-            return await rollout_stage(settings, start_round(settings, store).champion, seeds, clients, store)
+            return await rollout_stage(settings, start_round(settings, store).scaffold, seeds, clients, store)
 
     whole = asyncio.run(one_process())
     assert batch_content(batch) == batch_content(whole.out_dir)

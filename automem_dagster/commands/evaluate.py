@@ -27,6 +27,7 @@ from automem_dagster.commands.shared import (
 from automem_dagster.games import game_family
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.session import connect
+from automem_dagster.loop.evaluation import evaluate_stage
 from automem_dagster.loop.proficiency import exported_adapter
 from automem_dagster.loop.records import write_decision, write_rejected
 from automem_dagster.loop.report import (
@@ -38,7 +39,7 @@ from automem_dagster.loop.report import (
 from automem_dagster.loop.serving import specialist_endpoints
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import load_champion, resolve_scaffold
-from automem_dagster.loop.structure import RoundResult, decide_stage, evaluate_stage
+from automem_dagster.loop.structure import RoundResult, decide_stage
 from automem_dagster.paths import RUNS
 from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import BatchSummary

@@ -1,24 +1,18 @@
 """The gate of both loops: a challenger (a scaffold candidate or a specialist adapter) against the
-champion on the paired evaluation seeds, and the decision files both loops write."""
+champion on the paired evaluation seeds, and the evidence a decision keeps beside its verdict."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TypeVar
 
-from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.metrics.behaviour import behaviour_metrics
-from automem_dagster.metrics.paired import GateDecision, GatePolicy, compare_metric, compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, GateVerdict, compare_metric, compare_paired, decide
 from automem_dagster.metrics.power import detectable_gain
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.identity import differences, summarize_fields
 from automem_dagster.rollout.trajectory import finished_episodes, read_manifest, read_trajectory
-
-Record = TypeVar("Record")
 
 
 def per_seed(summary: BatchSummary) -> dict[int, float]:
@@ -45,7 +39,7 @@ def gate_scores(challenger: BatchSummary, champion: BatchSummary, role: str, gat
     return scores
 
 
-def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None) -> GateDecision:
+def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None) -> GateVerdict:
     """The gate on ``gate_scores``; a ValueError when they cannot be paired."""
     gate = gate or GatePolicy()
     mine, champ = scores["per_seed"][role], scores["per_seed"]["champion"]
@@ -83,7 +77,7 @@ def pairing_differences(challenger: BatchSummary, champion: BatchSummary, role: 
             if f not in ("seeds", "digest") and not any(f == t or f.startswith(t + ".") for t in tested)]
 
 
-def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> GateDecision:
+def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> GateVerdict:
     """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
     beats the champion on the paired evaluation seeds under ``gate``. Refuses batches that do not cover
     the same seeds (an interrupted evaluation), since an unpaired comparison would judge different games,
@@ -108,7 +102,7 @@ def sampling_of(batch: BatchSummary) -> dict:
     return recorded or {"note": "not recorded: the batch was played before requests carried seeds"}
 
 
-def decision_evidence(decision: GateDecision, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
+def decision_evidence(decision: GateVerdict, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
     """What a decision record keeps beside the comparison: the gate policy it was taken under, whether
     each side's endpoints honour sampling seeds (so whether a rerun would replay it), the smallest gain
     the gate could have detected on these seeds (``metrics.power``) and the equal_score gate's metric."""
@@ -126,19 +120,3 @@ def identity_quote(batch: BatchSummary) -> dict:
     return {"digest": identity.get("digest"),
             "models": {role: facts.get("model") for role, facts in identity.get("roles", {}).items()},
             "scaffold_hash": identity.get("scaffold_hash")}
-
-
-def decision_path(storage: Storage, game: str, name: str) -> Path:
-    """``runs/decisions/<game>/<name>.json``: ``v<N>`` for a candidate, ``specialist-<id>`` for an adapter."""
-    return storage.runs / "decisions" / slug(game) / f"{name}.json"
-
-
-def write_decision_record(storage: Storage, game: str, name: str, record) -> None:
-    """Write a decision record (a dataclass) where ``load_decision_record`` finds it."""
-    write_json_atomic(decision_path(storage, game, name), asdict(record))
-
-
-def load_decision_record(storage: Storage, game: str, name: str, kind: type[Record]) -> Record | None:
-    """The decision record ``name`` of ``game`` as ``kind``; None when it was not taken yet."""
-    path = decision_path(storage, game, name)
-    return kind(**json.loads(path.read_text())) if path.exists() else None

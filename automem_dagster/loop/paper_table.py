@@ -19,10 +19,10 @@ from pathlib import Path
 from automem_dagster.atomic import write_json_atomic, write_text_atomic
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
+from automem_dagster.loop.evaluation import evaluate_stage
 from automem_dagster.loop.gate import per_seed, per_seed_metric
 from automem_dagster.loop.report import report_dir
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import evaluate_stage
 from automem_dagster.metrics.paired import GATE_METRICS, paired_change
 from automem_dagster.plots import plot_paper_table
 from automem_dagster.rollout import BatchSummary

@@ -9,13 +9,14 @@ Like the structure loop, each stage is a plain function writing under ``runs/`` 
 derived from its inputs, so rerunning resumes: a finished dataset, configuration or adapter
 is read back, and an adapter trained but not yet judged is evaluated by the next round
 instead of training another. The specialist pointer (``assets/specialists/<family>.json``)
-moves only in ``decide_specialist_stage``.
+moves only in ``decide_specialist_stage`` (``RegistryLedger``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,8 +24,9 @@ from automem_dagster.games import game_family
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import Clients, connect
+from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.gate import decide_paired, decision_evidence, load_decision_record, write_decision_record
+from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.serving import (
     check_specialist_served,
     one_model,
@@ -34,10 +36,9 @@ from automem_dagster.loop.serving import (
 )
 from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
-from automem_dagster.loop.structure import evaluation_spec
 from automem_dagster.meta.curate import CurationResult, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
-from automem_dagster.metrics.paired import GatePolicy
+from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
@@ -54,27 +55,14 @@ def registry(storage: Storage, family: str) -> SpecialistRegistry:
     return SpecialistRegistry.load(family, storage.specialists)
 
 
-@dataclass(frozen=True)
-class ProficiencyStart:
-    """What a proficiency round does next, decided once (``start_proficiency_round``) for the CLI
-    and the assets: evaluate the ``pending`` adapter of an earlier round (trained, not yet judged),
-    or play the champion ``scaffold`` on the training ``seeds`` and train a new one."""
-
-    scaffold: Scaffold
-    pending: AdapterRecord | None = None
-    seeds: list[int] = field(default_factory=list)
-
-    @property
-    def resumes(self) -> bool:
-        return self.pending is not None
-
-
-def start_proficiency_round(settings: ProficiencySettings, storage: Storage) -> ProficiencyStart:
-    """The one rule for how a proficiency round begins: resume a pending adapter if there is one."""
+def start_proficiency_round(settings: ProficiencySettings, storage: Storage) -> RoundStart[AdapterRecord]:
+    """The one rule for how a proficiency round begins: evaluate the ``pending`` adapter of an earlier
+    round (trained, not yet judged, on the scaffold it learnt from) if there is one, else play the
+    champion scaffold on the training seeds and train a new one."""
     pending = registry(storage, settings.family).pending()
     if pending is not None:
-        return ProficiencyStart(load_scaffold(settings.family, pending.scaffold_version, storage.scaffolds), pending)
-    return ProficiencyStart(load_champion(settings.family, storage), seeds=proficiency_seeds(settings, storage))
+        return RoundStart(load_scaffold(settings.family, pending.scaffold_version, storage.scaffolds), pending)
+    return RoundStart(load_champion(settings.family, storage), seeds=proficiency_seeds(settings, storage))
 
 
 # --- stage 1: training rollouts -------------------------------------------------------------
@@ -252,53 +240,49 @@ def specialist_evaluation_specs(settings: ProficiencySettings, scaffold: Scaffol
 
 # --- stage 6: the decision ------------------------------------------------------------------
 
-@dataclass
-class SpecialistDecision:
-    game: str
-    adapter: str
-    scaffold_version: int
-    champion_before: str | None
-    champion_after: str | None
-    keep: bool
-    reason: str
-    comparison: dict
-    specialist_batch: str
-    champion_batch: str
-    gate: dict = field(default_factory=dict)
-    sampling: dict = field(default_factory=dict)
-    identity: dict = field(default_factory=dict)
-    detectable: dict = field(default_factory=dict)
-    """The smallest gain the gate could have detected on these seeds (``metrics.power.Detectable``)."""
-    metric: dict = field(default_factory=dict)
-    """The equal_score gate's metric on the same seeds (``MetricComparison``); empty for the other gates."""
+class RegistryLedger:
+    """The proficiency loop's ``Ledger``: the family's specialist registry, whose pointer names the
+    adapter in service (None: the one-model agent)."""
+
+    role = "specialist"
+
+    def __init__(self, registry: SpecialistRegistry) -> None:
+        self.registry = registry
+
+    def champion(self) -> str | None:
+        return self.registry.champion
+
+    def scaffold_version(self, challenger: str) -> int:
+        return self.registry.record(challenger).scaffold_version
+
+    def earlier(self, challenger: str) -> dict | None:
+        """A decision the registry holds (the process died before its file was written) is written again."""
+        record = self.registry.record(challenger)
+        if record.decision is None:
+            return None
+        keep = record.decision == "kept"
+        return {"champion_before": None if keep else self.registry.champion, "keep": keep, "reason": record.reason,
+                "comparison": record.comparison}
+
+    def settle(self, challenger: str, decision: GateVerdict) -> None:
+        self.registry.decide(challenger, decision.keep, decision.reason, asdict(decision.comparison))
+
+
+@contextmanager
+def registry_ledger(storage: Storage, game: str) -> Iterator[RegistryLedger]:
+    with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:
+        yield RegistryLedger(reg)
 
 
 def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary, champion: BatchSummary,
-                            storage: Storage, gate: GatePolicy | None = None) -> SpecialistDecision:
-    """Paired comparison on the evaluation seeds under ``gate``; the specialist pointer moves only on a keep."""
-    with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:  # one step across processes
-        record = reg.record(adapter_id)
-        if record.decision is not None:
-            # Decided, but the process died before the decision file was written: write it from the registry.
-            keep = record.decision == "kept"
-            result = SpecialistDecision(game, adapter_id, record.scaffold_version, None if keep else reg.champion,
-                                        reg.champion, keep, record.reason, record.comparison, specialist.out_dir,
-                                        champion.out_dir)
-        else:
-            before = reg.champion
-            decision = decide_paired(specialist, champion, "specialist", gate)
-            evidence = decision_evidence(decision, specialist, champion, "specialist")  # read before anything is written
-            comparison = asdict(decision.comparison)
-            reg.decide(adapter_id, decision.keep, decision.reason, comparison)
-            result = SpecialistDecision(game, adapter_id, record.scaffold_version, before, reg.champion, decision.keep,
-                                        decision.reason, comparison, specialist.out_dir, champion.out_dir,
-                                        **evidence)
-    write_decision_record(storage, game, f"specialist-{adapter_id}", result)
-    return result
+                            storage: Storage, gate: GatePolicy | None = None) -> DecisionRecord:
+    """Paired comparison on the evaluation seeds under ``gate``; the specialist pointer moves only on a
+    keep (``decide_challenger``)."""
+    return decide_challenger(game, adapter_id, (specialist, champion), registry_ledger(storage, game), storage, gate)
 
 
-def load_specialist_decision(storage: Storage, game: str, adapter_id: str) -> SpecialistDecision | None:
-    return load_decision_record(storage, game, f"specialist-{adapter_id}", SpecialistDecision)
+def load_specialist_decision(storage: Storage, game: str, adapter_id: str) -> DecisionRecord | None:
+    return load_decision_record(storage, game, "specialist", adapter_id)
 
 
 # --- the whole round ------------------------------------------------------------------------
@@ -316,7 +300,7 @@ class ProficiencyResult:
     training: dict | None = None
     specialist_eval: BatchSummary | None = None
     champion_eval: BatchSummary | None = None
-    decision: SpecialistDecision | None = None
+    decision: DecisionRecord | None = None
     endpoints: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 

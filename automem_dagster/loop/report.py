@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from automem_dagster.games import game_family
+from automem_dagster.loop.challenger import DecisionRecord
 from automem_dagster.loop.gate import per_seed
-from automem_dagster.loop.proficiency import ProficiencyResult, SpecialistDecision
+from automem_dagster.loop.proficiency import ProficiencyResult
 from automem_dagster.loop.storage import Storage, slug
-from automem_dagster.loop.structure import DecisionRecord, RoundResult
+from automem_dagster.loop.structure import RoundResult
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.plots import (
     AgentPoint,
@@ -57,8 +58,8 @@ def version_points(storage: Storage, game: str) -> list[VersionPoint]:
     champion = lineage.champion().version
     scores: dict[int, tuple[float, float]] = {}
     for path in sorted((storage.runs / "decisions" / slug(game)).glob("v*.json"), key=lambda p: int(p.stem[1:])):
-        record = DecisionRecord(**json.loads(path.read_text()))
-        for version, batch in ((record.champion_before, record.champion_batch), (record.candidate, record.candidate_batch)):
+        record = DecisionRecord.from_json(json.loads(path.read_text()))
+        for version, batch in ((record.champion_before, record.champion_batch), (record.challenger, record.challenger_batch)):
             progression = json.loads((Path(batch) / "summary.json").read_text())["progression"]
             scores[version] = (progression["mean"], progression["stderr"])
     points = []
@@ -138,10 +139,7 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
         candidate_label=f"candidate v{result.candidate}", champion_label=f"champion v{result.parent}")
     if tracker is None:
         return report
-    d = result.decision
-    comparison = d.comparison
-    decision = {"keep": bool(d.keep), "reason": d.reason, **{k: comparison[k] for k in
-                ("mean_difference", "stderr_difference", "ci_low", "ci_high")}}
+    decision = result.decision.tracked()
     round_id = f"r{result.candidate}"
     diagnosis_md = (result.diagnosis_dir / "diagnosis.md").read_text() if result.diagnosis_dir else None
     diagnosis = Diagnosis.load(result.diagnosis_dir).tracking_summary() if result.diagnosis_dir else None
@@ -184,7 +182,7 @@ def report_training(game: str, adapter: AdapterRecord, training: dict, storage: 
     return plot, run
 
 
-def report_specialist(game: str, adapter: AdapterRecord, decision: SpecialistDecision, specialist: BatchSummary,
+def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecord, specialist: BatchSummary,
                       champion: BatchSummary, endpoints: dict, storage: Storage, tracker: Tracker | None,
                       max_steps: int, extra_plots: list[Path] = ()) -> RoundReport:
     """Plots of the gate (progression and behaviour, specialist vs one-model champion) and, with a
@@ -207,8 +205,7 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: SpecialistDec
     from automem_dagster.tracking.batches import log_champion_once  # these need MLflow, which a tracker implies
     from automem_dagster.tracking.model_registry import record_specialist_decision
 
-    outcome = {"keep": bool(decision.keep), "reason": decision.reason, **{k: decision.comparison[k] for k in
-               ("mean_difference", "stderr_difference", "ci_low", "ci_high")}}
+    outcome = decision.tracked()
     one_model = {k: v for k, v in endpoints.items() if k != "memory"}
     report.runs["specialist"] = tracker.log_evaluation(evaluation_run(
         game, specialist, version, "specialist", endpoints, storage, max_steps, adapter.id, adapter=adapter.id,

@@ -9,29 +9,31 @@ inputs resumes or reuses it. The CLI runs all stages in one process (``run_round
 Dagster assets and the DVC stages run them one at a time, through these same functions.
 
 The champion pointer (``assets/lineage/<family>.json``) is changed in exactly one place,
-``decide``, by one atomic file replace after the decision is known. A failure anywhere
+``decide_stage`` (``LineageLedger``, this loop's ledger of ``loop.challenger``), by one atomic file
+replace after the decision is known. A failure anywhere
 before that leaves the champion as it was and the candidate pending; the next round picks
 the pending candidate up and finishes its evaluation instead of making a new one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from automem_dagster.agent.baselines import DEFAULT_WINDOW
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
+from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.gate import decide_paired, decision_evidence, load_decision_record, write_decision_record
+from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
 from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
-from automem_dagster.metrics.paired import GatePolicy
+from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
@@ -149,23 +151,16 @@ def stored_revision_dir(storage: Storage, diagnosis: Path | str | None) -> Path 
 
 
 @dataclass(frozen=True)
-class RoundStart:
-    """What a structure round does next, decided once (``start_round``) for the CLI and the assets:
-    finish the champion's ``pending`` candidate (a round that stopped before its decision), or play
-    the champion on the training ``seeds`` to diagnose and revise."""
+class PendingCandidate:
+    """The champion's candidate an earlier round registered and did not decide, and the folders of
+    the diagnosis and revision that made it (None where they are not stored here)."""
 
-    champion: Scaffold
-    pending: int | None = None
+    version: int
     diagnosis_dir: Path | None = None
     revision_dir: Path | None = None
-    seeds: list[int] = field(default_factory=list)
-
-    @property
-    def resumes(self) -> bool:
-        return self.pending is not None
 
 
-def start_round(settings: RoundSettings, storage: Storage) -> RoundStart:
+def start_round(settings: RoundSettings, storage: Storage) -> RoundStart[PendingCandidate]:
     """The one rule for how a round begins: resume a pending candidate of the champion if there is one."""
     lineage = storage.load_lineage(settings.family)
     champion = load_scaffold(settings.family, lineage.champion().version, storage.scaffolds)
@@ -173,38 +168,11 @@ def start_round(settings: RoundSettings, storage: Storage) -> RoundStart:
     if pending is None:
         return RoundStart(champion, seeds=diagnosis_seeds(settings, lineage, storage))
     diagnosis = lineage.record(pending).diagnosis
-    return RoundStart(champion, pending, Path(diagnosis) if diagnosis else None, stored_revision_dir(storage, diagnosis))
+    return RoundStart(champion, PendingCandidate(pending, Path(diagnosis) if diagnosis else None,
+                                                 stored_revision_dir(storage, diagnosis)))
 
 
-# --- stage 4: evaluation on fixed seeds -----------------------------------------------------
-
-async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, clients: Clients,
-                         storage: Storage, concurrency: int = 2, progress: Progress | None = None,
-                         out: Path | None = None, agent: str = "memory", window: int = DEFAULT_WINDOW,
-                         settings: dict | None = None) -> BatchSummary:
-    """Play ``scaffold`` (or the baseline ``agent``) on the evaluation ``seeds`` (``evaluation_batch``)."""
-    spec = evaluation_batch(game, scaffold, seeds, max_steps, storage, concurrency, out, agent, window, settings)
-    return await run_batch(spec, clients, progress)
-
-
-def evaluation_batch(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, storage: Storage,
-                     concurrency: int = 2, out: Path | None = None, agent: str = "memory",
-                     window: int = DEFAULT_WINDOW, settings: dict | None = None) -> RolloutSpec:
-    """The evaluation batch of ``scaffold`` (or the baseline ``agent``) on ``seeds``, in a directory named
-    by them; a batch already played there is reused, so the champion is evaluated once per seed set
-    and step budget, not once per round, while it is played by the same models (``rollout.identity``).
-    An ``out`` given by the caller is fixed: a batch of another identity there is refused, not played beside."""
-    fixed = out is not None
-    out = out or batch_dir(storage.runs, "evaluations", game, scaffold.version, seeds, max_steps, agent, window, settings)
-    return RolloutSpec(game, scaffold, seeds, max_steps, out, concurrency, agent=agent, window=window,
-                       settings=settings or {}, fixed_dir=fixed)
-
-
-def evaluation_spec(settings: RoundSettings, scaffold: Scaffold, storage: Storage) -> RolloutSpec:
-    """``scaffold``'s ``evaluation_batch`` on the round's evaluation seeds and step budget."""
-    return evaluation_batch(settings.game, scaffold, settings.eval_seed_list(storage.seeds_file),
-                            settings.eval_max_steps, storage, settings.concurrency)
-
+# --- stage 4: evaluation on fixed seeds (``loop.evaluation``) ----------------------------------
 
 async def evaluate_pair_stage(settings: RoundSettings, candidate: Scaffold, champion: Scaffold, clients: Clients,
                               storage: Storage, progress: Progress | None = None) -> tuple[BatchSummary, BatchSummary]:
@@ -216,62 +184,50 @@ async def evaluate_pair_stage(settings: RoundSettings, candidate: Scaffold, cham
 
 # --- stage 5: the decision ------------------------------------------------------------------
 
-@dataclass
-class DecisionRecord:
-    """What ``decide`` did, as stored in ``runs/decisions/<game>/v<N>.json``."""
+class LineageLedger:
+    """The structure loop's ``Ledger``: the family's lineage, whose champion a kept candidate becomes."""
 
-    game: str
-    candidate: int
-    champion_before: int
-    champion_after: int
-    keep: bool
-    reason: str
-    comparison: dict
-    candidate_batch: str
-    champion_batch: str
-    gate: dict = field(default_factory=dict)
-    """The gate policy the decision was taken under (``GatePolicy``); empty in records from before policies."""
-    sampling: dict = field(default_factory=dict)
-    """Per side, how each endpoint treated the requests' sampling seeds (``agent.sampling.seed_support``)."""
-    identity: dict = field(default_factory=dict)
-    """Per side, the batch's identity digest and models (``gate.identity_quote``); empty in older records."""
-    detectable: dict = field(default_factory=dict)
-    """The smallest gain the gate could have detected on these seeds (``metrics.power.Detectable``)."""
-    metric: dict = field(default_factory=dict)
-    """The equal_score gate's metric on the same seeds (``MetricComparison``); empty for the other gates."""
+    role = "candidate"
+
+    def __init__(self, lineage: Lineage) -> None:
+        self.lineage = lineage
+
+    def champion(self) -> int:
+        return self.lineage.champion().version
+
+    def scaffold_version(self, challenger: int) -> int:
+        return challenger
+
+    def earlier(self, challenger: int) -> None:
+        """Refuses a candidate already decided, or one that is not a child of the current champion."""
+        record, family, champion = self.lineage.record(challenger), self.lineage.game, self.champion()
+        if record.decision is not None:
+            raise RoundError(f"{family} v{challenger} was already decided ({record.decision}); start a new round")
+        if record.parent != champion:
+            raise RoundError(f"{family} v{challenger} descends from v{record.parent}, but the champion is now "
+                             f"v{champion}: evaluate a revision of the current champion instead")
+
+    def settle(self, challenger: int, decision: GateVerdict) -> None:
+        self.lineage.record_decision(challenger, decision)
+        if decision.keep:
+            self.lineage.promote(challenger)
+
+
+@contextmanager
+def lineage_ledger(storage: Storage, game: str) -> Iterator[LineageLedger]:
+    with storage.update_lineage(game_family(game)) as lineage:
+        yield LineageLedger(lineage)
 
 
 def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, champion: BatchSummary,
                  storage: Storage, gate: GatePolicy | None = None) -> DecisionRecord:
-    """Compare on the paired seeds, record the decision, and move the champion pointer on keep.
-
-    Refuses to decide on batches that do not cover the same seeds (an interrupted evaluation),
-    and on a candidate that is not a pending child of the current champion.
-    """
-    family = game_family(game)
-    with storage.update_lineage(family) as lineage:  # read, check, decide and save as one step across processes
-        before = lineage.champion().version
-        record = lineage.record(candidate_version)
-        if record.decision is not None:
-            raise RoundError(f"{family} v{candidate_version} was already decided ({record.decision}); start a new round")
-        if record.parent != before:
-            raise RoundError(f"{family} v{candidate_version} descends from v{record.parent}, but the champion is now "
-                             f"v{before}: evaluate a revision of the current champion instead")
-        decision = decide_paired(candidate, champion, "candidate", gate)
-        evidence = decision_evidence(decision, candidate, champion, "candidate")  # read before anything is written
-        lineage.record_decision(candidate_version, decision)
-        if decision.keep:
-            lineage.promote(candidate_version)
-        after = lineage.champion().version
-    result = DecisionRecord(game, candidate_version, before, after, decision.keep, decision.reason,
-                            asdict(decision.comparison), candidate.out_dir, champion.out_dir,
-                            **evidence)
-    write_decision_record(storage, game, f"v{candidate_version}", result)
-    return result
+    """Compare on the paired seeds, record the decision, and move the champion pointer on keep
+    (``decide_challenger``); refuses a candidate that is not a pending child of the current champion."""
+    return decide_challenger(game, candidate_version, (candidate, champion), lineage_ledger(storage, game), storage, gate)
 
 
 def load_decision(storage: Storage, game: str, version: int) -> DecisionRecord | None:
-    return load_decision_record(storage, game, f"v{version}", DecisionRecord)
+    return load_decision_record(storage, game, "candidate", version)
 
 
 # --- the whole round ------------------------------------------------------------------------
@@ -294,15 +250,19 @@ class RoundResult:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def started(cls, game: str, start: RoundStart) -> RoundResult:
-        notes = [f"resumed pending candidate v{start.pending} of an earlier round"] if start.resumes else []
-        return cls(game=game, parent=start.champion.version, candidate=start.pending, diagnosis_dir=start.diagnosis_dir,
-                   revision_dir=start.revision_dir, notes=notes)
+    def started(cls, game: str, start: RoundStart[PendingCandidate]) -> RoundResult:
+        result = cls(game=game, parent=start.scaffold.version)
+        if start.resumes:
+            pending = start.pending
+            result.candidate, result.diagnosis_dir, result.revision_dir = (pending.version, pending.diagnosis_dir,
+                                                                           pending.revision_dir)
+            result.notes.append(f"resumed pending candidate v{pending.version} of an earlier round")
+        return result
 
     @classmethod
     def judged(cls, decision: DecisionRecord, candidate_eval: BatchSummary, champion_eval: BatchSummary,
                diagnosis_dir: Path | None = None, revision_dir: Path | None = None) -> RoundResult:
-        return cls(game=decision.game, parent=decision.champion_before, candidate=decision.candidate,
+        return cls(game=decision.game, parent=decision.champion_before, candidate=decision.challenger,
                    diagnosis_dir=diagnosis_dir, revision_dir=revision_dir, candidate_eval=candidate_eval,
                    champion_eval=champion_eval, decision=decision)
 
@@ -323,10 +283,10 @@ async def run_round(settings: RoundSettings, clients: Clients, storage: Storage 
     say = on_stage or (lambda line: None)
     storage = storage or Storage()
     start = start_round(settings, storage)
-    champion = start.champion
+    champion = start.scaffold
     result = RoundResult.started(settings.game, start)
     if start.resumes:
-        say(f"resuming pending candidate v{start.pending} (an earlier round stopped before its decision)")
+        say(f"resuming pending candidate v{start.pending.version} (an earlier round stopped before its decision)")
     else:
         say(f"rollouts: champion v{champion.version} on training seeds {start.seeds}")
         result.rollout = await rollout_stage(settings, champion, start.seeds, clients, storage, progress)

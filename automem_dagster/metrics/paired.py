@@ -88,7 +88,7 @@ class GatePolicy:
 
 
 @dataclass(frozen=True)
-class GateDecision:
+class GateVerdict:
     """Whether the candidate replaces the champion, and a reason that quotes the numbers."""
 
     keep: bool
@@ -174,7 +174,7 @@ def compare_paired(
 
 
 def decide(comparison: PairedComparison, policy: GatePolicy | None = None,
-           metric: MetricComparison | None = None) -> GateDecision:
+           metric: MetricComparison | None = None) -> GateVerdict:
     """Keep or roll back under ``policy`` (default: AutoMem's strictly-higher-mean rule); under the first
     two rules a tie or a loss always rolls back, and ``significant`` also rolls back a win that chance
     explains. ``equal_score`` needs ``metric`` (``compare_metric``) and is ``_decide_equal_score``'s."""
@@ -190,19 +190,19 @@ def decide(comparison: PairedComparison, policy: GatePolicy | None = None,
         if policy.rule == "significant" and c.n < policy.min_seeds:
             reason = (f"rolled back: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% on only "
                       f"{c.n} seeds, and the significant gate needs at least {policy.min_seeds} ({evidence})")
-            return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
+            return GateVerdict(keep=False, reason=reason, comparison=c, policy=policy)
         if policy.rule == "significant" and c.p_value > policy.level:
             reason = (f"rolled back: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}%, but "
                       f"chance explains it (p {c.p_value:.3f} > {policy.level:g}) ({evidence})")
-            return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
+            return GateVerdict(keep=False, reason=reason, comparison=c, policy=policy)
         reason = f"kept: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% ({evidence})"
-        return GateDecision(keep=True, reason=reason, comparison=c, policy=policy)
+        return GateVerdict(keep=True, reason=reason, comparison=c, policy=policy)
     if gap >= -TIE_TOLERANCE:
         reason = (f"rolled back: tie, candidate and champion both average {c.champion_mean:.2f}% "
                   f"and the gate keeps only a strictly higher score ({evidence})")
-        return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
+        return GateVerdict(keep=False, reason=reason, comparison=c, policy=policy)
     reason = f"rolled back: candidate {c.candidate_mean:.2f}% is below champion {c.champion_mean:.2f}% ({evidence})"
-    return GateDecision(keep=False, reason=reason, comparison=c, policy=policy)
+    return GateVerdict(keep=False, reason=reason, comparison=c, policy=policy)
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,7 @@ def paired_change(after: dict[int, float], before: dict[int, float], n_resamples
 
 
 def _decide_equal_score(c: PairedComparison, policy: GatePolicy, metric: MetricComparison | None,
-                        evidence: str) -> GateDecision:
+                        evidence: str) -> GateVerdict:
     """Keep a significant gain, or a candidate not worse in progression and lower in ``policy.metric``
     beyond chance; roll back everything else, saying which test failed."""
     if metric is None or metric.metric != policy.metric:
@@ -249,13 +249,13 @@ def _decide_equal_score(c: PairedComparison, policy: GatePolicy, metric: MetricC
             f"progression lower bound {m.progression_lower_bound:+.2f} points, margin {policy.margin:g}")
     evidence = f"{evidence}; {said}"
 
-    def rolled_back(why: str) -> GateDecision:
-        return GateDecision(keep=False, reason=f"rolled back: {why} ({evidence})", comparison=c, policy=policy, metric=m)
+    def rolled_back(why: str) -> GateVerdict:
+        return GateVerdict(keep=False, reason=f"rolled back: {why} ({evidence})", comparison=c, policy=policy, metric=m)
 
     if c.n < policy.min_seeds:
         return rolled_back(f"only {c.n} seeds, and the equal_score gate needs at least {policy.min_seeds}")
     if c.mean_difference > TIE_TOLERANCE and c.p_value <= policy.level:
-        return GateDecision(keep=True, comparison=c, policy=policy, metric=m, reason=(
+        return GateVerdict(keep=True, comparison=c, policy=policy, metric=m, reason=(
             f"kept: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% beyond chance ({evidence})"))
     if m.progression_lower_bound < -policy.margin:
         return rolled_back(f"progression may be worse: candidate {c.candidate_mean:.2f}% vs champion "
@@ -263,7 +263,7 @@ def _decide_equal_score(c: PairedComparison, policy: GatePolicy, metric: MetricC
     if m.reduction <= 0 or m.p_value > policy.level:
         return rolled_back(f"progression not worse, but {m.metric} is not lower beyond chance "
                            f"(p {m.p_value:.3f} > {policy.level:g} or no reduction)")
-    return GateDecision(keep=True, comparison=c, policy=policy, metric=m, reason=(
+    return GateVerdict(keep=True, comparison=c, policy=policy, metric=m, reason=(
         f"kept: progression not worse ({c.candidate_mean:.2f}% vs {c.champion_mean:.2f}%) and {m.metric} lower "
         f"beyond chance ({evidence})"))
 

@@ -69,7 +69,7 @@ Evaluation = create_model("Evaluation", __base__=_PersistedComparison, __module_
 
 
 class GateVerdict(Protocol):
-    """What ``record_decision`` reads of a gate's decision (``metrics.paired.GateDecision``):
+    """What ``record_decision`` reads of a gate's decision (``metrics.paired.GateVerdict``):
     whether it keeps the candidate, why, and on what comparison. Named here so that the lineage does not
     import the metrics package (which imports the agent, which imports this package)."""
 
@@ -196,7 +196,7 @@ class Lineage:
         return record.model_copy(deep=True)
 
     def record_decision(self, version: int, decision: GateVerdict | str) -> VersionRecord:
-        """Record a pending version's fate: a ``GateDecision`` from the paired evaluation (kept or
+        """Record a pending version's fate: a ``GateVerdict`` from the paired evaluation (kept or
         rolled back, with its statistics), or a string, the reason it was rejected unevaluated."""
         record = self._find(version)
         if record.decision is not None:

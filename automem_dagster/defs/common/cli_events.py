@@ -3,7 +3,7 @@
 ``automem revise``, ``automem train`` and ``automem demo`` run whole rounds in one process, outside Dagster. So
 that ``make dagster`` shows them (each asset materialized, the gate's check evaluated), the
 CLI reports each stage's result to the instance ``make dagster`` opens, with the metadata the
-assets themselves emit (built once, in ``defs/common/metadata.py`` and ``defs/common/gate.py``).
+assets themselves emit (built once, in ``defs/common/metadata.py`` and ``defs/common/challenger.py``).
 Every event carries ``run_by: automem CLI``: the gate sensors skip those, since the CLI has
 already taken the decision. The CLI imports this module lazily, so ``loop/`` stays free of Dagster.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 from sqlalchemy.exc import IntegrityError
 
-from automem_dagster.defs.common.gate import candidate_evaluation_metadata
+from automem_dagster.defs.common.challenger import candidate_evaluation_metadata
 from automem_dagster.defs.common.metadata import (
     decision_metadata,
     diagnosis_metadata,
@@ -144,7 +144,7 @@ def proficiency_round_events(result: ProficiencyResult, report: RoundReport, sto
     plot = report_dir(storage, game) / f"{adapter.id}_behaviour.png"
     events.append(_materialization("specialist_evaluation", key, specialist_evaluation_metadata(
         game, adapter.id, result.scaffold_version, result.specialist_eval, result.champion_eval, plot, result.endpoints)))
-    gate = specialist_gate_result({"adapter": adapter.id, "gate": result.decision.gate, **gate_scores(
+    gate = specialist_gate_result({"outcome": "evaluated", "adapter": adapter.id, "gate": result.decision.gate, **gate_scores(
         result.specialist_eval, result.champion_eval, "specialist", GatePolicy(**result.decision.gate))})
     events.append(_check("specialist_evaluation", "specialist_gate", gate, key))
     runs = {role: run for role, run in report.runs.items() if role != "training"}

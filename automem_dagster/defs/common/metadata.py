@@ -12,9 +12,9 @@ import dagster as dg
 from automem_dagster.defs.common.long_values import link, long_text
 from automem_dagster.games import game_family
 from automem_dagster.llm.attempts import describe_failures
+from automem_dagster.loop.challenger import DecisionRecord
 from automem_dagster.loop.gate import identity_quote
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import DecisionRecord
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.meta.revise import Revision
 from automem_dagster.plots import png_markdown
@@ -169,23 +169,30 @@ def could_have_seen(detectable: dict) -> dict:
     return long_text("could_have_seen", detectable["summary"]) if detectable else {}
 
 
-def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plots: dict[str, Path]) -> dict:
-    """What ``champion_scaffold`` shows of a keep-or-rollback decision: the decision and its reason,
-    the champion before and after, the lineage tree, the MLflow runs and the progression plot."""
-    family = game_family(record.game)
+def challenger_decision_metadata(record: DecisionRecord, runs: dict, plots: dict[str, Path], names: dict,
+                                 plot: tuple[str, str]) -> dict:
+    """What a promotion of either loop shows of its decision: the outcome and its reason, ``names`` (the
+    challenger and the champion before and after, as the loop names them), the paired difference, what
+    the gate could have seen, the MLflow runs, and the progression plot as ``plot`` (entry, title)."""
     metadata = {
-        "decision": "kept" if record.keep else "rolled_back",
+        "decision": record.outcome,
         **long_text("reason", record.reason),
-        "candidate": f"v{record.candidate}",
-        "champion_before": record.champion_before,
-        "champion_after": record.champion_after,
+        **names,
         "mean_difference": record.comparison["mean_difference"],
         "stderr_difference": record.comparison["stderr_difference"],
         **could_have_seen(record.detectable),
-        **long_text("lineage", code_block(render_tree(storage.load_lineage(family))), markdown=True),
         **run_link_metadata(runs),
     }
     if "progression" in plots:
-        metadata["progression_by_version"] = dg.MetadataValue.md(
-            png_markdown(plots["progression"], f"{record.game}: progression by scaffold version"))
+        metadata[plot[0]] = dg.MetadataValue.md(png_markdown(plots["progression"], plot[1]))
     return metadata
+
+
+def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plots: dict[str, Path]) -> dict:
+    """What ``champion_scaffold`` shows of a keep-or-rollback decision: the decision and its reason,
+    the champion before and after, the lineage tree, the MLflow runs and the progression plot."""
+    tree = render_tree(storage.load_lineage(game_family(record.game)))
+    names = {"candidate": f"v{record.challenger}", "champion_before": record.champion_before,
+             "champion_after": record.champion_after, **long_text("lineage", code_block(tree), markdown=True)}
+    return challenger_decision_metadata(record, runs, plots, names, (
+        "progression_by_version", f"{record.game}: progression by scaffold version"))

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.gate import paired_metadata
+from automem_dagster.defs.common.challenger import paired_metadata
 from automem_dagster.defs.common.long_values import long_text
-from automem_dagster.defs.common.metadata import code_block, could_have_seen, run_link_metadata
-from automem_dagster.loop.proficiency import SpecialistDecision
+from automem_dagster.defs.common.metadata import challenger_decision_metadata, code_block, run_link_metadata
+from automem_dagster.loop.challenger import DecisionRecord
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import BatchSummary
@@ -103,21 +103,10 @@ def specialist_evaluation_metadata(game: str, adapter: str, scaffold_version: in
             "endpoints": dg.MetadataValue.json(endpoints)}
 
 
-def specialist_decision_metadata(game: str, decision: SpecialistDecision, runs: dict, plots: dict[str, Path]) -> dict:
+def specialist_decision_metadata(game: str, decision: DecisionRecord, runs: dict, plots: dict[str, Path]) -> dict:
     """What ``champion_specialist`` shows of a keep-or-rollback decision on a specialist."""
-    metadata = {
-        "decision": "kept" if decision.keep else "rolled_back",
-        **long_text("reason", decision.reason),
-        "adapter": decision.adapter,
-        "scaffold": f"v{decision.scaffold_version}",
-        "specialist_before": _no_specialist(decision.champion_before),
-        "specialist_after": _no_specialist(decision.champion_after),
-        "mean_difference": decision.comparison["mean_difference"],
-        "stderr_difference": decision.comparison["stderr_difference"],
-        **could_have_seen(decision.detectable),
-        **run_link_metadata(runs),
-    }
-    if "progression" in plots:
-        metadata["progression"] = dg.MetadataValue.md(
-            png_markdown(plots["progression"], f"{game}: one-model champion vs two-model specialist"))
-    return metadata
+    names = {"adapter": decision.challenger, "scaffold": f"v{decision.scaffold_version}",
+             "specialist_before": _no_specialist(decision.champion_before),
+             "specialist_after": _no_specialist(decision.champion_after)}
+    return challenger_decision_metadata(decision, runs, plots, names, (
+        "progression", f"{game}: one-model champion vs two-model specialist"))

@@ -60,6 +60,19 @@ def promotion_requests(context: dg.SensorEvaluationContext, asset: str, challeng
     return sensor_result(records, requests, f"new evaluations had no {challenger}")
 
 
+def gate_sensor(name: str, job, evaluation: str, challenger: str, run_key_prefix: str,
+                tags: Callable[[dg.EventLogRecord], dict[str, str]], description: str) -> dg.SensorDefinition:
+    """The one gate sensor of both loops, made for ``job`` (the loop's promotion): ``promotion_requests``
+    on every new ``evaluation`` materialization, so the keep-or-rollback decision follows the evaluation."""
+
+    @dg.sensor(name=name, job=job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+               description=description)
+    def sensor(context: dg.SensorEvaluationContext):
+        return promotion_requests(context, evaluation, challenger, run_key_prefix, tags)
+
+    return sensor
+
+
 def after_new_champion(context: dg.SensorEvaluationContext, run_key_prefix: str) -> dg.SensorResult | dg.SkipReason:
     """One run for the game of every new ``champion_scaffold`` materialization that kept its
     candidate (a new champion); rounds the CLI ran are left to the CLI, which runs what follows itself."""

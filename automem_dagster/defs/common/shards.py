@@ -58,6 +58,14 @@ class Connection:
     check: Callable[[Clients], None] | None = None
 
 
+def skipped_plan(context: dg.OpExecutionContext, reason: str):
+    """A round's plan outputs when it plays nothing because of ``reason`` (it resumes an earlier
+    round's challenger): the plan says why, and one empty shard lets the merge step run."""
+    context.log.info(reason)
+    yield dg.Output({"skipped": reason}, "plan")
+    yield from shard_outputs([])
+
+
 def shard_outputs(arms: list[Arm], config: RoundConfig | None = None, extra: dict | None = None,
                   output_name: str = "shards"):
     """One ``DynamicOutput`` per shard of each arm's seeds (split as ``config.shard_plan`` says), carrying

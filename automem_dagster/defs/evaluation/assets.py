@@ -2,17 +2,15 @@
 
 import dagster as dg
 
+from automem_dagster.defs.common.challenger import CANDIDATE, candidate_evaluation_metadata, evaluated
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.gate import candidate_evaluation_metadata
 from automem_dagster.defs.common.metadata import no_candidate_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.defs.common.shards import Arm, fan_out, merge_arms, plan_config, shard_op, shard_outputs
-from automem_dagster.loop.gate import gate_scores
+from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.report import report_dir
 from automem_dagster.loop.storage import load_champion
-from automem_dagster.loop.structure import evaluation_spec
-from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.scaffold import load_scaffold
 
 GROUP = "evaluation"
@@ -56,9 +54,7 @@ def evaluation_merge(context: dg.OpExecutionContext, storage: StorageResource, p
                                              plan["candidate"], plan["champion"])
     context.log.info(f"candidate v{plan['candidate']} {cand.progression} vs champion v{plan['champion']} "
                      f"{champ.progression}: {metadata['paired_difference']}")
-    value = {**plan, "outcome": "evaluated", "candidate_batch": cand.out_dir, "champion_batch": champ.out_dir,
-             **gate_scores(cand, champ, "candidate", GatePolicy(**plan["gate"])), "endpoints": described}
-    return dg.Output(value, metadata=metadata)
+    return dg.Output(evaluated(CANDIDATE, plan, cand, champ, described), metadata=metadata)
 
 
 evaluation_shard = shard_op("candidate_evaluation_shard")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.gate import decide_once, log_run_links
+from automem_dagster.defs.common.challenger import SPECIALIST, evaluated, log_run_links, promote
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.proficiency_metadata import (
     adapter_metadata,
@@ -33,6 +33,7 @@ from automem_dagster.defs.common.shards import (
     plan_config,
     shard_op,
     shard_outputs,
+    skipped_plan,
 )
 from automem_dagster.defs.common.versions import versioned_output
 
@@ -42,13 +43,11 @@ from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
 from automem_dagster.defs.evaluation.assets import TAGS as EVALUATION_TAGS
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
-from automem_dagster.loop.gate import gate_scores
 from automem_dagster.loop.proficiency import (
     curate_stage,
     curated,
     dataset_dir,
     decide_specialist_stage,
-    load_specialist_decision,
     lora_config_stage,
     registry,
     specialist_evaluation_specs,
@@ -62,8 +61,6 @@ from automem_dagster.loop.serving import check_specialist_served, serving_rank_l
 from automem_dagster.loop.storage import Storage
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
-from automem_dagster.metrics.paired import GatePolicy
-from automem_dagster.rollout import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
 
@@ -90,10 +87,8 @@ def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, sto
     store = storage.storage()
     start = start_proficiency_round(settings, store)
     if start.resumes:
-        reason = f"adapter {start.pending.id} of an earlier round is pending: this round evaluates it, no new rollouts"
-        context.log.info(reason)
-        yield dg.Output({"skipped": reason}, "plan")
-        yield from shard_outputs([])
+        yield from skipped_plan(context, f"adapter {start.pending.id} of an earlier round is pending: this round "
+                                         "evaluates it, no new rollouts")
         return
     champion, seeds = start.scaffold, start.seeds
     context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.budget.rollout_max_steps} "
@@ -254,9 +249,7 @@ def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, p
                                               report_dir(store, game) / f"{adapter}_behaviour.png", described)
     context.log.info(f"specialist {adapter} {spec.progression} vs one-model champion {champ.progression}: "
                      f"{metadata['paired_difference']}")
-    value = {**plan, "specialist_batch": spec.out_dir, "champion_batch": champ.out_dir,
-             **gate_scores(spec, champ, "specialist", GatePolicy(**plan["gate"])), "endpoints": described}
-    return dg.Output(value, metadata=metadata)
+    return dg.Output(evaluated(SPECIALIST, plan, spec, champ, described), metadata=metadata)
 
 
 specialist_shard = shard_op("specialist_evaluation_shard", specialist_connection)
@@ -285,15 +278,9 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
     promotion) is shown again, not taken twice."""
     game = game_of(context.partition_key)
     store = storage.storage()
-    adapter_id = specialist_evaluation["adapter"]
-    specialist = load_summary(Path(specialist_evaluation["specialist_batch"]))
-    champion = load_summary(Path(specialist_evaluation["champion_batch"]))
-    decision, tracker = decide_once(
-        context, load_specialist_decision(store, game, adapter_id),
-        lambda: decide_specialist_stage(game, adapter_id, specialist, champion, store,
-                                        GatePolicy(**specialist_evaluation.get("gate", {}))), mlflow, adapter_id)
-    context.log.info(decision.reason)
-    record = registry(store, game_family(game)).record(adapter_id)
+    decision, specialist, champion, tracker = promote(context, SPECIALIST, specialist_evaluation,
+                                                      decide_specialist_stage, store, mlflow)
+    record = registry(store, game_family(game)).record(decision.challenger)
     loss_plot = specialist_evaluation.get("loss_plot")
     extra = [Path(loss_plot)] if loss_plot and Path(loss_plot).exists() else []
     report = report_specialist(game, record, decision, specialist, champion, specialist_evaluation["endpoints"], store,

@@ -1,20 +1,15 @@
-"""The gate on a specialist evaluation: would the adapter be kept? (Recorded nowhere: ``champion_specialist`` decides.)"""
+"""The gate on a specialist evaluation: would the adapter be kept? (``gate_check``; ``champion_specialist`` decides.)"""
 
-import dagster as dg
+from functools import partial
 
-from automem_dagster.defs.common.gate import gate_preview
-from automem_dagster.defs.common.partitions import game_partitions, partitioned_checks
+from automem_dagster.defs.common.challenger import SPECIALIST, gate_check, gate_result
 from automem_dagster.defs.proficiency.assets import specialist_evaluation
 
-with partitioned_checks():
-    @dg.asset_check(asset=specialist_evaluation, partitions_def=game_partitions, blocking=False)
-    def specialist_gate(specialist_evaluation: dict) -> dg.AssetCheckResult:
-        """What the round's gate policy would decide about the two-model agent against the one-model
-        champion (``would``: keep or roll back; the same policies as for scaffolds). A tie or a loss is
-        an ordinary outcome and passes; only scores that cannot be paired fail."""
-        return specialist_gate_result(specialist_evaluation)
+specialist_gate = gate_check(
+    SPECIALIST, specialist_evaluation, "specialist_gate",
+    "What the round's gate policy would decide about the two-model agent against the one-model champion (would: "
+    "keep or roll back; the same policies as for scaffolds). A tie or a loss is an ordinary outcome and passes; "
+    "only scores that cannot be paired fail.")
 
-
-def specialist_gate_result(evaluation: dict) -> dg.AssetCheckResult:
-    """The check's result for an evaluation value (also reported by the CLI's rounds)."""
-    return gate_preview(evaluation, "specialist", {"adapter": evaluation["adapter"]})
+specialist_gate_result = partial(gate_result, SPECIALIST)
+"""The check's result for an evaluation value (also reported by the CLI's rounds)."""

@@ -8,18 +8,15 @@ two ticks each get their run, and the run key (the materialization's storage id)
 
 import dagster as dg
 
-from automem_dagster.defs.common.sensors import after_new_champion, metadata_text, promotion_requests
+from automem_dagster.defs.common.sensors import after_new_champion, gate_sensor, metadata_text
 from automem_dagster.defs.proficiency.jobs import proficiency_round_job, promote_specialist_job
 
-
-@dg.sensor(job=promote_specialist_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def specialist_gate_sensor(context: dg.SensorEvaluationContext):
-    """Starts ``promote_specialist_job`` for the game of every new ``specialist_evaluation`` that
-    evaluated an adapter, so the keep-or-rollback decision follows the evaluation."""
-    return promotion_requests(
-        context, "specialist_evaluation", "adapter", "promote-specialist",
-        lambda record: {"automem/specialist_evaluation": str(record.storage_id),
-                        "automem/adapter": metadata_text(record, "adapter") or ""})
+specialist_gate_sensor = gate_sensor(
+    "specialist_gate_sensor", promote_specialist_job, "specialist_evaluation", "adapter", "promote-specialist",
+    lambda record: {"automem/specialist_evaluation": str(record.storage_id),
+                    "automem/adapter": metadata_text(record, "adapter") or ""},
+    "Starts promote_specialist_job for the game of every new specialist_evaluation that evaluated an adapter, "
+    "so the keep-or-rollback decision follows the evaluation.")
 
 
 @dg.sensor(job=proficiency_round_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)

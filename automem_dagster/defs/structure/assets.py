@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from automem_dagster.defs.common.challenger import CANDIDATE, log_run_links, promote
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.gate import decide_once, log_run_links
 from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import (
     decision_metadata,
@@ -29,7 +29,15 @@ from automem_dagster.defs.common.partitions import (
     scaffold_versions,
 )
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.shards import Arm, batch_merge_op, fan_out, plan_config, shard_op, shard_outputs
+from automem_dagster.defs.common.shards import (
+    Arm,
+    batch_merge_op,
+    fan_out,
+    plan_config,
+    shard_op,
+    shard_outputs,
+    skipped_plan,
+)
 from automem_dagster.defs.common.versions import (
     champion_data_version,
     record_scaffold_versions,
@@ -42,14 +50,11 @@ from automem_dagster.loop.structure import (
     RoundResult,
     decide_stage,
     diagnose_stage,
-    load_decision,
     revise_stage,
     rollout_spec,
     start_round,
 )
 from automem_dagster.meta.diagnose import Diagnosis
-from automem_dagster.metrics.paired import GatePolicy
-from automem_dagster.rollout import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
 
@@ -76,13 +81,11 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     start = start_round(settings, store)
-    champion = start.champion
+    champion = start.scaffold
     record_scaffold_versions(context.instance, store, settings.family, [champion.version], only_new=True)
     if start.resumes:
-        reason = f"candidate v{start.pending} of an earlier round is pending: this round resumes it, no new rollouts"
-        context.log.info(reason)
-        yield dg.Output({"skipped": reason}, "plan")
-        yield from shard_outputs([])
+        yield from skipped_plan(context, f"candidate v{start.pending.version} of an earlier round is pending: this "
+                                         "round resumes it, no new rollouts")
         return
     spec = rollout_spec(settings, champion, start.seeds, store)
     context.log.info(f"champion v{champion.version} on training seeds {spec.seeds}, {spec.max_steps} steps each, "
@@ -138,17 +141,18 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
     game, family = settings.game, settings.family
     store = storage.storage()
     start = start_round(settings, store)
-    champion = start.champion
+    champion = start.scaffold
     value = {"game": game, "parent": champion.version, "candidate": None, "diagnosis_dir": None, "revision_dir": None}
     if start.resumes:
-        key = ensure_version_partition(context.instance, family, start.pending)
-        context.log.info(f"resuming pending candidate v{start.pending} (an earlier round stopped before its decision)")
-        diff = start.revision_dir / "diff.md" if start.revision_dir else None
-        return dg.Output({**value, "outcome": "resumed", "candidate": start.pending,
-                          "diagnosis_dir": str(start.diagnosis_dir) if start.diagnosis_dir else None,
-                          "revision_dir": str(start.revision_dir) if start.revision_dir else None}, metadata={
+        pending = start.pending
+        key = ensure_version_partition(context.instance, family, pending.version)
+        context.log.info(f"resuming pending candidate v{pending.version} (an earlier round stopped before its decision)")
+        diff = pending.revision_dir / "diff.md" if pending.revision_dir else None
+        return dg.Output({**value, "outcome": "resumed", "candidate": pending.version,
+                          "diagnosis_dir": str(pending.diagnosis_dir) if pending.diagnosis_dir else None,
+                          "revision_dir": str(pending.revision_dir) if pending.revision_dir else None}, metadata={
             "outcome": "resumed",
-            "candidate": f"v{start.pending}",
+            "candidate": f"v{pending.version}",
             "scaffold_version": key,
             **long_text("diff", diff.read_text() if diff and diff.exists() else "(no diff stored)", markdown=True),
         })
@@ -192,13 +196,7 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
         context.log.info(f"nothing to decide ({reason}): champion stays v{before}")
         return versioned_output({"game": game, "decision": "no candidate", "champion": before},
                                 no_decision_metadata(reason, store, family), champion_data_version(store, family))
-    candidate = load_summary(Path(candidate_evaluation["candidate_batch"]))
-    champion = load_summary(Path(candidate_evaluation["champion_batch"]))
-    record, tracker = decide_once(context, load_decision(store, game, version),
-                                  lambda: decide_stage(game, version, candidate, champion, store,
-                                                       GatePolicy(**candidate_evaluation.get("gate", {}))),
-                                  mlflow, f"v{version}")
-    context.log.info(record.reason)
+    record, candidate, champion, tracker = promote(context, CANDIDATE, candidate_evaluation, decide_stage, store, mlflow)
     result = RoundResult.judged(record, candidate, champion,
                                 _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"),
                                 _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"))

@@ -11,20 +11,18 @@ import dagster as dg
 
 from automem_dagster.defs.common.partitions import scaffold_versions, version_key
 from automem_dagster.defs.common.resources import StorageResource
-from automem_dagster.defs.common.sensors import after_new_champion, promotion_requests
+from automem_dagster.defs.common.sensors import after_new_champion, gate_sensor
 from automem_dagster.defs.common.versions import scaffold_version_event
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
 from automem_dagster.games import families
 from automem_dagster.scaffold.io import list_versions
 
-
-@dg.sensor(job=promote_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def evaluation_gate_sensor(context: dg.SensorEvaluationContext):
-    """Starts ``promote_job`` for the game of every new ``candidate_evaluation`` that evaluated a
-    candidate, so the keep-or-rollback decision follows the evaluation. Rounds without a candidate
-    (revision rejected) are skipped: there is nothing to promote."""
-    return promotion_requests(context, "candidate_evaluation", "candidate", "promote",
-                              lambda record: {"automem/evaluation": str(record.storage_id)})
+evaluation_gate_sensor = gate_sensor(
+    "evaluation_gate_sensor", promote_job, "candidate_evaluation", "candidate", "promote",
+    lambda record: {"automem/evaluation": str(record.storage_id)},
+    "Starts promote_job for the game of every new candidate_evaluation that evaluated a candidate, so the "
+    "keep-or-rollback decision follows the evaluation. Rounds without a candidate (revision rejected) are "
+    "skipped: there is nothing to promote.")
 
 
 @dg.sensor(job=structure_round_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)

@@ -1,29 +1,53 @@
-"""What the two loops' gates share in Dagster: the metadata of a paired evaluation, a promotion
-that decides once, and the MLflow links it shows.
+"""The challenger model (``loop/challenger.py``) in Dagster, once for both loops: the metadata of a
+paired evaluation, the gate check that previews the decision, the job and the one promote path that
+take it once, and the MLflow links it shows.
 
-The structure loop gates a scaffold candidate, the proficiency loop a specialist adapter; both
-are judged against the one-model champion on the same fixed seeds, so their evaluation and
-promotion assets present the same figures in the same way.
+The structure loop's challenger is a scaffold candidate, the proficiency loop's a specialist adapter
+(``CANDIDATE``, ``SPECIALIST``); both are judged against the one-model champion on the same fixed
+seeds, so their evaluation and promotion assets present the same figures in the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import dagster as dg
 
+from automem_dagster.defs.common.config import default_run_config
 from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import behaviour_table, identity_text, progression_table, retries_table
+from automem_dagster.defs.common.partitions import game_of, game_partitions, partitioned_checks
 from automem_dagster.defs.common.resources import MlflowResource
-from automem_dagster.loop.gate import decide_scores, per_seed
+from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
+from automem_dagster.loop.challenger import Challenger, DecisionRecord, load_decision_record
+from automem_dagster.loop.gate import decide_scores, gate_scores, per_seed
+from automem_dagster.loop.storage import Storage
 from automem_dagster.metrics.paired import GatePolicy, compare_paired
 from automem_dagster.plots import plot_behaviour, png_markdown
-from automem_dagster.rollout import BatchSummary
+from automem_dagster.rollout import BatchSummary, load_summary
 from automem_dagster.tracking import Tracker
 
-Recorded = TypeVar("Recorded")
+Decide = Callable[[str, Challenger, BatchSummary, BatchSummary, Storage, GatePolicy], DecisionRecord]
+"""A loop's decide stage (``decide_stage``, ``decide_specialist_stage``): the ledger it records in."""
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """How one loop's challenger shows in Dagster: its ``role`` (as the gate and the decision record
+    name it), the evaluation value's ``key`` naming it, and how the check labels it."""
+
+    role: str
+    key: str
+    label: Callable[[Challenger], str] = str
+
+    def labelled(self, evaluation: dict) -> dict:
+        return {self.key: self.label(evaluation[self.key])}
+
+
+CANDIDATE = Challenge("candidate", "candidate", lambda version: f"v{version}")
+SPECIALIST = Challenge("specialist", "adapter")
 
 
 def paired_metadata(game: str, role: str, challenger: BatchSummary, champion: BatchSummary,
@@ -61,8 +85,8 @@ def candidate_evaluation_metadata(game: str, candidate: BatchSummary, champion: 
             **paired_metadata(game, "candidate", candidate, champion, names, plot_path)}
 
 
-def decide_once(context: dg.AssetExecutionContext, recorded: Recorded | None, decide: Callable[[], Recorded],
-                mlflow: MlflowResource, label: str) -> tuple[Recorded, Tracker | None]:
+def decide_once(context: dg.AssetExecutionContext, recorded: DecisionRecord | None, decide: Callable[[], DecisionRecord],
+                mlflow: MlflowResource, label: str) -> tuple[DecisionRecord, Tracker | None]:
     """The decision a promotion shows: ``recorded`` when a retried run finds one (its MLflow runs
     were logged when it was taken, so no tracker), else a new one from ``decide`` with a tracker."""
     if recorded is not None:
@@ -107,3 +131,54 @@ def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResul
 def no_challenger_check(reason: str) -> dg.AssetCheckResult:
     """The gate on an evaluation that had nothing to evaluate (a rejected revision): passes, nothing to decide."""
     return dg.AssetCheckResult(passed=True, metadata={"would": "nothing to decide", **long_text("reason", reason)})
+
+
+def gate_result(challenge: Challenge, evaluation: dict) -> dg.AssetCheckResult:
+    """The gate check's result on an evaluation value (the assets' checks and the CLI's rounds report it)."""
+    if evaluation["outcome"] != "evaluated":
+        return no_challenger_check(f"no {challenge.role}: {evaluation.get('reason') or 'nothing was evaluated'}")
+    return gate_preview(evaluation, challenge.role, challenge.labelled(evaluation))
+
+
+def gate_check(challenge: Challenge, evaluation: dg.AssetsDefinition, name: str, description: str):
+    """The one gate asset check, made for ``evaluation`` (a game-partitioned asset): what the round's
+    gate policy would decide about the challenger (``gate_result``). Recorded nowhere: the promotion decides."""
+    with partitioned_checks():
+        @dg.asset_check(asset=evaluation, name=name, partitions_def=game_partitions, blocking=False,
+                        description=description)
+        def check(value: dict) -> dg.AssetCheckResult:
+            return gate_result(challenge, value)
+    return check
+
+
+def round_job(name: str, assets: tuple[str, ...], config: dg.Config, description: str):
+    """A loop's round up to its evaluation, one run at a time on the model server (``MODEL_ROUND_TAGS``)."""
+    return dg.define_asset_job(name, tags=MODEL_ROUND_TAGS, selection=dg.AssetSelection.assets(*assets),
+                               config=default_run_config(assets, config), description=description)
+
+
+def promotion_job(name: str, champion: str, description: str):
+    """The job that takes a loop's decision: its ``champion`` asset alone, started by the gate sensor."""
+    return dg.define_asset_job(name, selection=dg.AssetSelection.assets(champion), description=description)
+
+
+def evaluated(challenge: Challenge, plan: dict, mine: BatchSummary, champion: BatchSummary, endpoints: dict) -> dict:
+    """An evaluation asset's value, what its gate check previews and ``promote`` decides on: the ``plan``,
+    both batch folders, the gate's per-seed scores under the plan's gate, and the endpoints that played."""
+    return {**plan, "outcome": "evaluated", f"{challenge.role}_batch": mine.out_dir, "champion_batch": champion.out_dir,
+            **gate_scores(mine, champion, challenge.role, GatePolicy(**plan["gate"])), "endpoints": endpoints}
+
+
+def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: dict, decide: Decide, store: Storage,
+            mlflow: MlflowResource) -> tuple[DecisionRecord, BatchSummary, BatchSummary, Tracker | None]:
+    """The one promote path: the decision on the evaluated challenger, taken once (``decide_once``) under
+    the gate the evaluation recorded, with both batches and, for a new decision, the tracker to log it."""
+    game, challenger = game_of(context.partition_key), evaluation[challenge.key]
+    mine = load_summary(Path(evaluation[f"{challenge.role}_batch"]))
+    champion = load_summary(Path(evaluation["champion_batch"]))
+    gate = GatePolicy(**evaluation.get("gate", {}))
+    record, tracker = decide_once(context, load_decision_record(store, game, challenge.role, challenger),
+                                  lambda: decide(game, challenger, mine, champion, store, gate), mlflow,
+                                  challenge.labelled(evaluation)[challenge.key])
+    context.log.info(record.reason)
+    return record, mine, champion, tracker

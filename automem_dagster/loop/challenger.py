@@ -1,0 +1,160 @@
+"""The challenger model both loops share: a round tests one challenger against the champion.
+
+A structure round's challenger is a scaffold version (role ``candidate``), a proficiency round's a
+memory adapter (role ``specialist``). Either way the round starts the same (``RoundStart``: resume
+the challenger an earlier round left undecided, else play the champion on fresh training seeds),
+the challenger and the champion are played on the same evaluation seeds (``loop.evaluation``), the
+gate judges them pair by pair (``loop.gate``), and ``decide_challenger`` records the outcome in the
+loop's ``Ledger`` (the lineage or the specialist registry, which holds the champion pointer) and in
+one ``DecisionRecord`` file. Only the ledger differs between the loops.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Generic, Protocol, TypeVar
+
+from automem_dagster.atomic import write_json_atomic
+from automem_dagster.loop.gate import decide_paired, decision_evidence
+from automem_dagster.loop.storage import Storage, slug
+from automem_dagster.metrics.paired import GatePolicy, GateVerdict
+from automem_dagster.rollout import BatchSummary
+from automem_dagster.scaffold import Scaffold
+
+Pending = TypeVar("Pending")
+
+Challenger = int | str
+"""A scaffold version (structure) or an adapter id (proficiency)."""
+
+
+@dataclass(frozen=True)
+class RoundStart(Generic[Pending]):
+    """What a round does next, decided once for the CLI and the assets: finish the ``pending``
+    challenger of an earlier round (one that stopped before its decision), or play ``scaffold``
+    (the champion) on the training ``seeds`` to make a new challenger."""
+
+    scaffold: Scaffold
+    pending: Pending | None = None
+    seeds: list[int] = field(default_factory=list)
+
+    @property
+    def resumes(self) -> bool:
+        return self.pending is not None
+
+
+@dataclass
+class DecisionRecord:
+    """One round's decision on its challenger, as stored in ``runs/decisions/<game>/<name>.json``."""
+
+    game: str
+    role: str
+    """``candidate`` (a scaffold version) or ``specialist`` (a memory adapter)."""
+    challenger: Challenger
+    scaffold_version: int
+    """The scaffold the challenger was played with: the candidate itself, or the specialist's scaffold."""
+    champion_before: Challenger | None
+    champion_after: Challenger | None
+    """The champion pointer around the decision: a scaffold version, or an adapter id (None: no specialist)."""
+    keep: bool
+    reason: str
+    comparison: dict
+    challenger_batch: str
+    champion_batch: str
+    gate: dict = field(default_factory=dict)
+    """The gate policy the decision was taken under (``GatePolicy``); empty in records from before policies."""
+    sampling: dict = field(default_factory=dict)
+    """Per side, how each endpoint treated the requests' sampling seeds (``agent.sampling.seed_support``)."""
+    identity: dict = field(default_factory=dict)
+    """Per side, the batch's identity digest and models (``gate.identity_quote``); empty in older records."""
+    detectable: dict = field(default_factory=dict)
+    """The smallest gain the gate could have detected on these seeds (``metrics.power.Detectable``)."""
+    metric: dict = field(default_factory=dict)
+    """The equal_score gate's metric on the same seeds (``MetricComparison``); empty for the other gates."""
+
+    @property
+    def outcome(self) -> str:
+        return "kept" if self.keep else "rolled_back"
+
+    def tracked(self) -> dict:
+        """What MLflow keeps of the decision on the challenger's run (``decision.json``)."""
+        return {"keep": bool(self.keep), "reason": self.reason,
+                **{k: self.comparison[k] for k in ("mean_difference", "stderr_difference", "ci_low", "ci_high")}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> DecisionRecord:
+        """A stored record, also one written before both loops shared this record, which named the
+        challenger and its batch after the role (``candidate``/``candidate_batch``, ``adapter``/``specialist_batch``)."""
+        if "role" in data:
+            return cls(**data)
+        role = "candidate" if "candidate" in data else "specialist"
+        name, batch = LEGACY_KEYS[role]
+        rest = {k: v for k, v in data.items() if k not in (name, batch)}
+        rest.setdefault("scaffold_version", data[name])  # a candidate is the scaffold it was played with
+        return cls(role=role, challenger=data[name], challenger_batch=data[batch], **rest)
+
+
+LEGACY_KEYS = {"candidate": ("candidate", "candidate_batch"), "specialist": ("adapter", "specialist_batch")}
+"""Per role, the keys the challenger and its batch had in the two loops' records before ``DecisionRecord``."""
+
+
+def record_name(role: str, challenger: Challenger) -> str:
+    """The decision file's name: ``v<N>`` for a candidate, ``specialist-<id>`` for an adapter."""
+    return f"v{challenger}" if role == "candidate" else f"specialist-{challenger}"
+
+
+def decision_path(storage: Storage, game: str, role: str, challenger: Challenger) -> Path:
+    return storage.runs / "decisions" / slug(game) / f"{record_name(role, challenger)}.json"
+
+
+def load_decision_record(storage: Storage, game: str, role: str, challenger: Challenger) -> DecisionRecord | None:
+    """The decision on ``challenger`` of ``game``; None when it was not taken yet."""
+    path = decision_path(storage, game, role, challenger)
+    return DecisionRecord.from_json(json.loads(path.read_text())) if path.exists() else None
+
+
+class Ledger(Protocol):
+    """The file a loop records its challengers' fates and its champion pointer in (the lineage, the
+    specialist registry), open under its lock for the one step a decision takes."""
+
+    role: str
+
+    def champion(self) -> Challenger | None: ...
+
+    def scaffold_version(self, challenger: Challenger) -> int: ...
+
+    def earlier(self, challenger: Challenger) -> dict | None:
+        """The decision already recorded for ``challenger`` (``champion_before``, ``keep``, ``reason``,
+        ``comparison``) when its file may be written again from the ledger; None when it is undecided.
+        Raises ``RoundError`` for a challenger that may not be decided."""
+
+    def settle(self, challenger: Challenger, decision: GateVerdict) -> None:
+        """Record ``decision`` and, on a keep, make ``challenger`` the champion."""
+
+
+def decide_challenger(game: str, challenger: Challenger, batches: tuple[BatchSummary, BatchSummary],
+                      ledger: AbstractContextManager[Ledger], storage: Storage,
+                      gate: GatePolicy | None = None) -> DecisionRecord:
+    """The one decide path of both loops: the gate on the (challenger, champion) ``batches``, read,
+    checked, recorded in the ``ledger`` and the champion moved on keep as one step across processes,
+    then written as the challenger's ``DecisionRecord``. The gate refuses batches that are not paired."""
+    mine, champion = batches
+    with ledger as book:
+        known = {"game": game, "role": book.role, "challenger": challenger,
+                 "scaffold_version": book.scaffold_version(challenger),
+                 "challenger_batch": mine.out_dir, "champion_batch": champion.out_dir}
+        earlier = book.earlier(challenger)
+        if earlier is not None:  # decided, but the process died before the file was written
+            record = DecisionRecord(**known, champion_after=book.champion(), **earlier)
+        else:
+            before = book.champion()
+            decision = decide_paired(mine, champion, book.role, gate)
+            evidence = decision_evidence(decision, mine, champion, book.role)  # read before anything is written
+            book.settle(challenger, decision)
+            record = DecisionRecord(**known, champion_before=before, champion_after=book.champion(),
+                                    keep=decision.keep, reason=decision.reason,
+                                    comparison=asdict(decision.comparison), **evidence)
+    write_json_atomic(decision_path(storage, game, record.role, challenger), asdict(record))
+    return record
