@@ -25,6 +25,7 @@ from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.gate import decide_paired, decision_evidence, load_decision_record, write_decision_record
+from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.batch_tools import BatchTools
@@ -34,22 +35,11 @@ from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
-from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
 from automem_dagster.scaffold.lineage import Lineage
 
-# --- stage 1: rollouts for diagnosis --------------------------------------------------------
-
-def diagnosis_seeds(settings: RoundSettings, lineage: Lineage, storage: Storage) -> list[int]:
-    """Fresh training seeds per round (round r takes the r-th block, or ``settings.seed_block``), disjoint
-    from evaluation."""
-    block = lineage.next_version() - 1 if settings.seed_block is None else settings.seed_block
-    offset = block * settings.rollout_episodes
-    seeds = training_seeds(settings.game, settings.rollout_episodes, offset, storage.seeds_file)
-    assert_disjoint(seeds, eval_seeds(settings.game, storage.seeds_file))
-    return seeds
-
+# --- stage 1: rollouts for diagnosis (on the seeds of ``seed_blocks.round_seeds``) -----------
 
 def rollout_spec(settings: RoundSettings, scaffold: Scaffold, seeds: list[int], storage: Storage) -> RolloutSpec:
     """The round's diagnosis batch: played whole by ``rollout_stage`` or in seed shards by Dagster."""
@@ -171,7 +161,8 @@ def start_round(settings: RoundSettings, storage: Storage) -> RoundStart:
     champion = load_scaffold(settings.family, lineage.champion().version, storage.scaffolds)
     pending = pending_candidate(lineage)
     if pending is None:
-        return RoundStart(champion, seeds=diagnosis_seeds(settings, lineage, storage))
+        return RoundStart(champion, seeds=round_seeds("structure", settings.game, settings.rollout_episodes, storage,
+                                                      settings.seed_block))
     diagnosis = lineage.record(pending).diagnosis
     return RoundStart(champion, pending, Path(diagnosis) if diagnosis else None, stored_revision_dir(storage, diagnosis))
 
