@@ -5,6 +5,7 @@ The whole pipeline with the embedded model is tests/test_dvc.py's (integration).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -64,3 +65,51 @@ class StageProject:
         out = self.dvc("repro", "--dry", "--single-item", stage)
         [line] = [line for line in out.splitlines() if line.startswith("> ")]
         return shlex.split(line[2:])
+
+
+WIN = [{"match": "Phase: LOG", "reply": "<|DONE|>"},
+       {"match": "WIN-MARKER", "reply": "<|ACTION|>do<|END|>"},
+       {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}]
+"""Scripted game-model rules: ``do`` (which collects on Crafter) only when the PLAN prompt carries
+``WIN-MARKER``, so a candidate with it beats the champion on the evaluation seeds."""
+
+
+def run_stage(project: StageProject, stage: str) -> None:
+    """``stage``'s exact command (``StageProject.command``) in this process, in the project's folder,
+    with the commands' storage pointed at it; the caller's ``monkeypatch`` undoes both."""
+    from automem_dagster import cli
+
+    previous = Path.cwd()
+    os.chdir(project.root)
+    try:
+        command = project.command(stage)
+        assert command[0] == "automem", command
+        assert cli.main(command[1:]) == 0, f"{stage}: {shlex.join(command)}"
+    finally:
+        os.chdir(previous)
+
+
+def evaluated_revision(project: StageProject, monkeypatch, episodes: int = 2, max_steps: int = 10) -> None:
+    """The structure round up to its decision as the DVC stages leave it: ``outputs/revise`` holding a
+    revision of the champion (v0, so v1 on an empty lineage) that adds ``WIN-MARKER`` to the PLAN
+    prompt, and both evaluations played by the ``evaluate_candidate`` and ``evaluate_champion`` stages'
+    commands. The project's endpoints file must serve ``WIN``."""
+    from automem_dagster import tracking
+    from automem_dagster.commands import shared
+    from automem_dagster.scaffold import load_scaffold, scaffold_yaml
+    from automem_dagster.tracking.mlflow_tracking import Tracker
+
+    monkeypatch.setattr(shared, "STORAGE", project.storage)
+    store = project.root / "mlflow"  # evaluate_champion logs its run: into the project, not this checkout
+    store.mkdir()
+    monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(f"sqlite:///{store}/mlflow.db", artifact_root=store / "artifacts"))
+    project.set_params(evaluate={"episodes": episodes, "max_steps": max_steps})
+    champion = load_scaffold("crafter", 0, project.storage.scaffolds)
+    candidate = champion.model_copy(update={"version": 1, "parent": 0,
+                                            "plan_prompt": champion.plan_prompt + " WIN-MARKER: use do."})
+    revise = project.root / "outputs" / "revise"
+    revise.mkdir(parents=True)
+    (revise / "candidate.yaml").write_text(scaffold_yaml(candidate))
+    (revise / "revision.json").write_text(json.dumps({"version": 1, "parent_version": 0, "rejected_reason": None}))
+    for stage in ("evaluate_candidate", "evaluate_champion"):
+        run_stage(project, stage)
