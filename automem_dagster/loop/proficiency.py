@@ -204,9 +204,15 @@ def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, se
     result, gguf = train_into(data, choice, settings, adapter_dir(storage, settings.game, adapter_id), progress)
     record = AdapterRecord(adapter_id, scaffold.version, data.stats["dataset_hash"], data.out_dir,
                            str(result.adapter_dir), gguf, choice.source)
-    with SpecialistRegistry.updating(settings.family, storage.specialists) as current:
-        current.add(record)  # refuses an id another round registered meanwhile
+    register_adapter(storage, settings.family, record)
     return record
+
+
+def register_adapter(storage: Storage, family: str, record: AdapterRecord) -> None:
+    """Add ``record`` to ``family``'s registry as pending, refusing an id another round registered
+    meanwhile; the training stage and ``automem adopt`` (a DVC round's kept adapter) both come here."""
+    with SpecialistRegistry.updating(family, storage.specialists) as current:
+        current.add(record)
 
 
 # --- stage 5: the two-model evaluation ------------------------------------------------------

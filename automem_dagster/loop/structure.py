@@ -109,14 +109,20 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
                                           lineage.next_version(), max_attempts, tools)
     revision.save(out)
     if register and revision.accepted:
-        candidate = load_scaffold_file(out / "candidate.yaml")
-        with storage.update_lineage(parent.game) as current:
-            if current.next_version() != candidate.version:
-                raise RoundError(f"another round registered {parent.game} v{candidate.version} while this one was "
-                                 f"revising; this revision is kept in {out}: rerun the round to revise from the new state")
-            save_scaffold(candidate, storage.scaffolds)
-            current.record_candidate(candidate.version, parent.version, content_hash(candidate), diagnosis_path)
+        register_candidate(load_scaffold_file(out / "candidate.yaml"), parent.version, diagnosis_path, storage, out)
     return revision, out
+
+
+def register_candidate(candidate: Scaffold, parent: int, diagnosis: Path | None, storage: Storage, kept_in: Path) -> None:
+    """Save ``candidate`` as the next scaffold version and record it in the lineage as a pending child
+    of ``parent`` (champion untouched); refused when another round took its number meanwhile. The
+    revise stage and ``automem adopt`` (a DVC round's kept candidate) both register through here."""
+    with storage.update_lineage(candidate.game) as current:
+        if current.next_version() != candidate.version:
+            raise RoundError(f"another round registered {candidate.game} v{candidate.version} while this one was "
+                             f"revising; this revision is kept in {kept_in}: rerun the round to revise from the new state")
+        save_scaffold(candidate, storage.scaffolds)
+        current.record_candidate(candidate.version, parent, content_hash(candidate), diagnosis)
 
 
 def pending_candidate(lineage: Lineage) -> int | None:

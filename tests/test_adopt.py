@@ -1,0 +1,94 @@
+"""``automem adopt``: a DVC round's kept decision taken into the scaffolds and the lineage by the rounds'
+own code, refused when it is not kept, stale or unreadable, and idempotent. The round is played by the
+pipeline's own stage commands on real Crafter with a scripted game model (tests/dvc_stages.py)."""
+
+import json
+
+import pytest
+from builders import endpoints_file
+from dvc_stages import WIN, StageProject, evaluated_revision, run_stage
+
+from automem_dagster import cli
+from automem_dagster.loop import seed_blocks
+from automem_dagster.loop.structure import load_decision, register_candidate
+from automem_dagster.scaffold import content_hash, load_scaffold
+
+
+@pytest.fixture
+def decided(tmp_path, scripted, monkeypatch):
+    """A project whose structure round was decided by the decide stage's command: v1 beats v0 on 2 seeds."""
+    project = StageProject(tmp_path / "project")
+    endpoints_file(project.root / "endpoints.yaml", scripted(WIN), ("game",))
+    project.set_params(endpoints="endpoints.yaml")
+    evaluated_revision(project, monkeypatch)
+    run_stage(project, "decide")
+    monkeypatch.chdir(project.root)
+    return project
+
+
+def adopt(record: str = "outputs/decide/structure.json") -> int:
+    return cli.main(["adopt", "--decision", record])
+
+
+def test_a_kept_candidate_becomes_the_champion_as_a_cli_round_would_make_it(decided, capsys):
+    store = decided.storage
+    assert json.loads((decided.root / "outputs/decide/structure.json").read_text())["outcome"] == "kept"
+    assert seed_blocks.next_block("structure", "crafter", store) == 0
+    assert adopt() == 0
+    assert "adopted crafter v1" in capsys.readouterr().out
+    lineage = store.load_lineage("crafter")
+    assert lineage.champion().version == 1 and lineage.record(1).decision == "kept" and lineage.record(1).parent == 0
+    saved = load_scaffold("crafter", 1, store.scaffolds)
+    assert content_hash(saved) == lineage.record(1).content_hash and "WIN-MARKER" in saved.plan_prompt
+    decision = load_decision(store, "crafter", 1)  # the CLI round's decision file, from the same batches
+    assert decision.keep and decision.champion_after == 1 and decision.gate["rule"] == "higher_mean"
+    assert decision.candidate_batch == "outputs/evaluate/candidate"  # as the pipeline names it
+    # The next DVC round (its rollout depends on the lineage) plays a fresh block.
+    assert seed_blocks.next_block("structure", "crafter", store) == 1
+
+    # Again: nothing changes.
+    before = (store.lineage / "crafter.json").read_bytes()
+    assert adopt() == 0
+    assert "adopted already" in capsys.readouterr().out
+    assert (store.lineage / "crafter.json").read_bytes() == before
+
+
+def test_a_rolled_back_decision_is_refused_and_nothing_is_written(decided, capsys):
+    decided.set_params(gate={"rule": "significant", "min_seeds": 5})
+    run_stage(decided, "decide")
+    capsys.readouterr()
+    before = (decided.storage.lineage / "crafter.json").read_bytes()
+    assert adopt() == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "outputs/decide/structure.json says rolled_back" in said and "Only a kept candidate is adopted" in said
+    assert (decided.storage.lineage / "crafter.json").read_bytes() == before
+    assert not (decided.storage.scaffolds / "crafter" / "v1.yaml").exists()
+
+
+def test_a_decision_the_lineage_moved_past_is_refused(decided, capsys):
+    """Another version registered meanwhile took the candidate's number: its round is stale."""
+    store = decided.storage
+    other = load_scaffold("crafter", 0, store.scaffolds).model_copy(update={"version": 1, "parent": 0, "log_prompt": "x"})
+    register_candidate(other, 0, None, store, decided.root)
+    before = (store.lineage / "crafter.json").read_bytes()
+    assert adopt() == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "is stale" in said and "crafter v1" in said and "rerun `dvc repro`" in said
+    assert (store.lineage / "crafter.json").read_bytes() == before
+
+
+def test_a_record_that_does_not_describe_the_files_beside_it_is_refused(decided, capsys):
+    record_path = decided.root / "outputs/decide/structure.json"
+    record = json.loads(record_path.read_text())
+    before = (decided.storage.lineage / "crafter.json").read_bytes()
+    record_path.write_text(json.dumps({**record, "challenger_identity": "another batch"}))
+    assert adopt() == 2
+    assert "is stale: it was not decided on the batch now in" in " ".join(capsys.readouterr().err.split())
+    record_path.write_text("{not json")
+    assert adopt() == 2
+    assert "outputs/decide/structure.json: no readable decision record" in " ".join(capsys.readouterr().err.split())
+    record_path.write_text(json.dumps(record))
+    (decided.root / "outputs/revise/candidate.yaml").unlink()
+    assert adopt() == 2
+    assert "outputs/revise/candidate.yaml: no readable candidate" in " ".join(capsys.readouterr().err.split())
+    assert (decided.storage.lineage / "crafter.json").read_bytes() == before
