@@ -12,6 +12,7 @@ from automem_dagster import cli
 from automem_dagster.loop import seed_blocks
 from automem_dagster.loop.structure import load_decision, register_candidate
 from automem_dagster.scaffold import content_hash, load_scaffold
+from automem_dagster.training.registry import SpecialistRegistry
 
 
 @pytest.fixture
@@ -92,3 +93,49 @@ def test_a_record_that_does_not_describe_the_files_beside_it_is_refused(decided,
     assert adopt() == 2
     assert "outputs/revise/candidate.yaml: no readable candidate" in " ".join(capsys.readouterr().err.split())
     assert (decided.storage.lineage / "crafter.json").read_bytes() == before
+
+
+MEMORY_GAME = [{"match": "Memory consulted:", "reply": "<|ACTION|>do<|END|>"},
+               {"match": "Phase: LOG", "reply": "<|DONE|>"},
+               {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}]
+"""The game model acts (``do``) only on what a memory consultation showed it: the one-model champion,
+which never writes, idles; the two-model agent, whose specialist notes and reads, collects."""
+SPECIALIST = [{"match": "Phase: LOG", "reply": "<|APPEND|>map_notes.txt|tree seen nearby\n<|DONE|>"},
+              {"match": "Phase: PLAN", "reply": "<|READ|>map_notes.txt"}]
+
+
+def exported_stand_in_adapter(folder, base: str) -> None:
+    """What ``automem finetune --out`` leaves, with stand-in weights the scripted vLLM loads by name."""
+    from automem_dagster.meta.lora_config import LoraChoice
+    from automem_dagster.training.settings import default_settings
+
+    (folder / "adapter").mkdir(parents=True)
+    (folder / "adapter" / "adapter_config.json").write_text(json.dumps({"r": 8, "base_model_name_or_path": base}))
+    (folder / "adapter" / "adapter_model.safetensors").write_bytes(b"stand-in weights")
+    (folder / "training.json").write_text(json.dumps({"fingerprint": "stand-in-run", "dataset": "outputs/curate"}))
+    settings = default_settings(576)
+    LoraChoice(settings, "given", "a stand-in adapter", settings).save(folder / "lora_config.json")
+
+
+def test_a_kept_specialist_is_registered_and_put_in_service(tmp_path, scripted, vllm_server, monkeypatch, capsys):
+    project = StageProject(tmp_path / "project")
+    memory = vllm_server(SPECIALIST, base_model="scripted", base_root="stand-in-base")
+    endpoints_file(project.root / "endpoints.yaml", scripted(MEMORY_GAME), ("game",), memory=memory)
+    project.set_params(endpoints="endpoints.yaml", evaluate={"episodes": 2, "max_steps": 10})
+    exported_stand_in_adapter(project.root / "outputs" / "finetune", "stand-in-base")
+    evaluated_revision(project, monkeypatch)  # sets the commands' storage and tracking to the project
+    for stage in ("evaluate_specialist", "decide_specialist"):
+        run_stage(project, stage)
+    monkeypatch.chdir(project.root)
+    record = "outputs/decide/proficiency.json"
+    assert json.loads((project.root / record).read_text())["outcome"] == "kept"
+    capsys.readouterr()
+    assert adopt(record) == 0
+    assert "adopted adapter a1 as the crafter specialist" in capsys.readouterr().out
+    registry = SpecialistRegistry.load("crafter", project.storage.specialists)
+    [adapter] = registry.adapters
+    assert registry.champion == "a1" and adapter.decision == "kept" and adapter.scaffold_version == 0
+    assert adapter.adapter_dir == str(project.storage.runs / "adapters" / "crafter" / "a1" / "adapter")
+    assert (project.storage.runs / "decisions" / "crafter" / "specialist-a1.json").exists()
+    assert adopt(record) == 0 and "adopted already" in capsys.readouterr().out
+    assert len(SpecialistRegistry.load("crafter", project.storage.specialists).adapters) == 1
