@@ -3,13 +3,16 @@ own code, refused when it is not kept, stale or unreadable, and idempotent. The 
 pipeline's own stage commands on real Crafter with a scripted game model (tests/dvc_stages.py)."""
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 from builders import endpoints_file
-from dvc_stages import WIN, StageProject, evaluated_revision, run_stage
+from dvc_stages import REPO, WIN, StageProject, evaluated_revision, run_stage
 
 from automem_dagster import cli
 from automem_dagster.loop import seed_blocks
+from automem_dagster.loop.adoption import PipelineRound
 from automem_dagster.loop.structure import load_decision, register_candidate
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.training.registry import SpecialistRegistry
@@ -139,3 +142,21 @@ def test_a_kept_specialist_is_registered_and_put_in_service(tmp_path, scripted, 
     assert (project.storage.runs / "decisions" / "crafter" / "specialist-a1.json").exists()
     assert adopt(record) == 0 and "adopted already" in capsys.readouterr().out
     assert len(SpecialistRegistry.load("crafter", project.storage.specialists).adapters) == 1
+
+
+def test_adopt_reads_the_folders_the_pipeline_writes():
+    """``PipelineRound`` finds a decision's batches, candidate and adapter where dvc.yaml's stages put them."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+
+    def option(stage: str, name: str) -> str:
+        words = stages[stage]["cmd"].split()
+        return words[words.index(name) + 1]
+
+    for stage in ("decide", "decide_specialist"):
+        done = PipelineRound(Path(option(stage, "--record")), {"role": option(stage, "--role")},
+                             Path(option(stage, "--record")).parent.parent)
+        assert (option(stage, "--challenger"), option(stage, "--champion")) == (str(done.challenger_dir),
+                                                                              str(done.champion_dir))
+        assert done.outputs == Path("outputs")
+    assert (option("evaluate_candidate", "--candidate"), option("diagnose", "--out"),
+            option("evaluate_specialist", "--specialist")) == ("outputs/revise", "outputs/diagnose", "outputs/finetune")
