@@ -32,7 +32,7 @@ class RoundSettings:
     seed_block: int | None = None
     """Which block of ``rollout_episodes`` training seeds the round plays; None: the loop's rule
     (``seed_blocks.seed_block``: a fresh block per registered challenger). Rounds back to back
-    (``loop/rounds.py``) and ``automem rollout --seed-block`` set it."""
+    (``loop/rounds.py``) set it, so that a round after a rejected revision plays new episodes too."""
 
     @property
     def family(self) -> str:
