@@ -9,7 +9,17 @@ import sys
 
 from rich.markup import escape
 
-from automem_dagster.commands import demo, endpoints, evaluate, proficiency, rollout, rollout_view, structure, table
+from automem_dagster.commands import (
+    adopt,
+    demo,
+    endpoints,
+    evaluate,
+    proficiency,
+    rollout,
+    rollout_view,
+    structure,
+    table,
+)
 from automem_dagster.commands.render import console
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfigError
@@ -25,7 +35,7 @@ from automem_dagster.training.base_model import BaseModelError
 from automem_dagster.training.registry import RegistryError
 from automem_dagster.training.sft_result import TrainingError
 
-COMMAND_MODULES = (rollout, demo, structure, table, evaluate, proficiency, endpoints)
+COMMAND_MODULES = (rollout, demo, structure, table, evaluate, adopt, proficiency, endpoints)
 """The command groups, in the order ``automem --help`` lists them."""
 
 USER_ERRORS = (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,

@@ -32,7 +32,7 @@ from automem_dagster.defs.structure.assets import (
 )
 from automem_dagster.defs.structure.schedules import weekly_structure_round
 from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor, scaffold_versions_sensor
-from automem_dagster.loop.structure import diagnosis_seeds
+from automem_dagster.loop.structure import start_round
 from automem_dagster.rollout import episode_id
 from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
 
@@ -176,7 +176,7 @@ def test_gate_sensor_requests_one_promotion_per_evaluated_game(tmp_path):
 
 def meta_rules(storage: StorageResource, patches: list[str]) -> list[dict]:
     store = storage.storage()
-    seed = diagnosis_seeds(RUN_CONFIG.ops["rollout_batch"].settings("crafter"), store.load_lineage("crafter"), store)[0]
+    seed = start_round(RUN_CONFIG.ops["rollout_batch"].settings("crafter"), store).seeds[0]
     reply = {"summary": "The agent never acts on what it sees and idles every step.", "findings": [
         {"episode": episode_id("crafter", seed), "step": 1, "kind": "stuck", "what_happened": "noop again",
          "scaffold_cause": "the plan prompt does not push for interaction", "proposed_change": "warn when stuck"}]}

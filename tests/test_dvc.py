@@ -217,13 +217,13 @@ def test_an_edit_reruns_exactly_the_stages_that_depend_on_it(reproduced, tmp_pat
     p.git("checkout", "--", "endpoints.yaml")
     assert "up to date" in p.dvc("status")
 
-    # The lineage numbers the candidate: only revise reads it, and what revise changes follows; the
-    # champion's evaluation is reused, not played again.
+    # The lineage numbers the candidate (revise) and names the round's block of training seeds
+    # (rollout, loop/seed_blocks.py): those two read it; the champion's evaluation does not.
     lineage = p.root / "assets" / "lineage" / "crafter.json"
     lineage.write_text(lineage.read_text().replace('"decision": "baseline"', '"decision": "baseline" '))
-    assert p.stale() == {"revise"}
-    log = p.dvc("repro")
-    assert "revise" in ran(log) and ran(log) <= {"revise", "evaluate_candidate", "decide"}
+    assert p.stale() == {"rollout", "revise"}
+    p.git("checkout", "--", "assets/lineage/crafter.json")
+    assert "up to date" in p.dvc("status")
 
     # A shorter evaluation reruns the three evaluations and both decisions; nothing upstream.
     p.set_params(evaluate={"episodes": 2, "max_steps": 2})

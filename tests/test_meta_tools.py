@@ -23,7 +23,7 @@ from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.report import report_round
-from automem_dagster.loop.structure import Storage, diagnosis_seeds, revise_stage, run_round
+from automem_dagster.loop.structure import Storage, revise_stage, run_round, start_round
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.compress import ranges
 from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
@@ -281,7 +281,7 @@ def test_a_round_with_a_tool_using_meta_keeps_the_patch_gate_and_records_the_mod
     revision, the lineage and the gate, and MLflow's candidate run records the mode and its cost."""
     storage = Storage(runs=tmp_path / "runs", scaffolds=tmp_path / "scaffolds", lineage=tmp_path / "lineage")
     shutil.copytree(SCAFFOLDS, storage.scaffolds)
-    episode = episode_id("crafter", diagnosis_seeds(SETTINGS, storage.load_lineage("crafter"), storage)[0])
+    episode = episode_id("crafter", start_round(SETTINGS, storage).seeds[0])
     game = scripted(GAME_RULES)
     reply = json.dumps({"summary": "The agent idles on every step it was seen.", "findings": [
         {"episode": episode, "step": 1, "kind": "stuck", "what_happened": "noop again",

@@ -14,11 +14,11 @@ from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.strict_schema import strict_violations
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.gate import decide_paired
-from automem_dagster.loop.proficiency import proficiency_seeds
+from automem_dagster.loop.proficiency import start_proficiency_round
+from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.serving import specialist_endpoints
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import diagnosis_seeds
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora, reply_schema, validate_settings
 from automem_dagster.rollout import BatchSummary, EpisodeSummary
 from automem_dagster.rollout.seeds import eval_seeds
@@ -159,10 +159,10 @@ def test_two_model_endpoints():
 def test_training_seeds_avoid_evaluation_and_diagnosis_seeds(tmp_path):
     storage = Storage(runs=tmp_path / "runs", specialists=tmp_path / "specialists")
     budget = RoundSettings("crafter", rollout_episodes=20)
-    seeds = proficiency_seeds(ProficiencySettings(budget), storage)
+    seeds = start_proficiency_round(ProficiencySettings(budget), storage).seeds
     assert len(set(seeds)) == 20 and not set(seeds) & set(eval_seeds("crafter"))
-    assert not set(seeds) & set(diagnosis_seeds(budget, storage.load_lineage("crafter"), storage))
+    assert not set(seeds) & set(round_seeds("structure", "crafter", 20, storage))
     reg = SpecialistRegistry.load("crafter", storage.specialists)
     reg.add(_record("a1"))
     reg.save()
-    assert not set(proficiency_seeds(ProficiencySettings(budget), storage)) & set(seeds)   # the next adapter: fresh seeds
+    assert not set(round_seeds("proficiency", "crafter", 20, storage)) & set(seeds)   # the next adapter: fresh seeds

@@ -10,8 +10,7 @@ from builders import endpoints_file
 
 from automem_dagster import cli
 from automem_dagster.commands import shared
-from automem_dagster.loop.rounds import next_seed_block
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.seed_blocks import next_block
 from automem_dagster.loop.storage import Storage
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout.trajectory import read_manifest
@@ -47,10 +46,9 @@ def test_rounds_stop_after_patience_rollbacks_each_on_fresh_training_seeds(stora
     assert "block 1, training seeds" in said and said.count("rolled_back (smallest detectable gain unknown (2 seeds") == 2
 
 def test_a_round_that_registered_nothing_still_moves_to_the_next_seed_block(storage):
-    settings = RoundSettings("crafter", rollout_episodes=2)
-    assert next_seed_block(settings, storage, None) == 0
+    assert next_block("structure", "crafter", storage) == 0
     # The lineage did not advance (a rejected revision): the next round takes the next block anyway.
-    assert next_seed_block(settings, storage, 0) == 1
+    assert next_block("structure", "crafter", storage, previous=0) == 1
 
 
 def test_rounds_refuse_a_patience_beyond_the_rounds(storage, capsys):

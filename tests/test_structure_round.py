@@ -22,7 +22,7 @@ from automem_dagster.llm.session import connect
 from automem_dagster.loop.report import batch_span_ms, report_round
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import diagnosis_seeds, run_round
+from automem_dagster.loop.structure import run_round, start_round
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import RolloutError, episode_id
@@ -47,7 +47,7 @@ def storage(tmp_path):
 
 
 def diagnosis_reply(storage) -> str:
-    seed = diagnosis_seeds(SETTINGS, storage.load_lineage("crafter"), storage)[0]
+    seed = start_round(SETTINGS, storage).seeds[0]
     return json.dumps({"summary": "The agent never acts on what it sees and idles every step.", "findings": [
         {"episode": episode_id("crafter", seed), "step": 1, "kind": "stuck", "what_happened": "noop again",
          "scaffold_cause": "the plan prompt does not push for interaction", "proposed_change": "warn when stuck"},

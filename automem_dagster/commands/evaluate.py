@@ -29,7 +29,7 @@ from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.evaluation import evaluate_stage
 from automem_dagster.loop.proficiency import exported_adapter
-from automem_dagster.loop.records import write_decision, write_rejected
+from automem_dagster.loop.records import pass_on_too_small, write_decision, write_rejected
 from automem_dagster.loop.report import (
     agent_points,
     evaluation_run,
@@ -179,6 +179,11 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
     else:
         scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
     config, lora = load_endpoints(args.endpoints), []
+    why = pass_on_too_small(args.specialist, args.out) if args.specialist is not None else None
+    if why is not None:
+        write_json_atomic(metrics, {"episodes": 0, "too_small": 1})
+        Console().print(f"no specialist was trained, nothing to evaluate: {why}")
+        return 0
     if args.specialist is not None:
         config, lora = specialist_endpoints(config, exported_adapter(args.specialist, scaffold.version),
                                             game_family(args.game))

@@ -31,15 +31,17 @@ from automem_dagster.loop.proficiency import (
     ProficiencyResult,
     curate_stage,
     curated,
+    dataset_dir,
     lora_config_stage,
     run_proficiency_round,
     train_into,
 )
-from automem_dagster.loop.records import loss_rows
+from automem_dagster.loop.records import TOO_SMALL, loss_rows, pass_on_too_small, write_too_small
 from automem_dagster.loop.report import report_proficiency
 from automem_dagster.loop.serving import serving_rank_limit, with_training_base
 from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import resolve_scaffold
+from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.paths import RUNS
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.training.sft_result import FIGURES, RESULT_FILE
@@ -120,7 +122,16 @@ def run_curate(args: argparse.Namespace) -> int:
         async with session(args.endpoints) as (clients, _):
             return await curate_stage(args.batch, scaffold, settings, clients.meta, shared.STORAGE, console.print, args.out)
 
-    result = asyncio.run(go())
+    try:
+        result = asyncio.run(go())
+    except DatasetTooSmall as exc:
+        # An outcome of the round, as in the CLI's round (which stops before training): recorded, so
+        # the pipeline's training, evaluation and decision say so instead of failing.
+        out = args.out or dataset_dir(shared.STORAGE, args.batch)
+        write_too_small(out, str(exc))
+        Console().print(f"nothing to train (recorded in {out / TOO_SMALL}): {exc}")
+        return 0
+    (Path(result.out_dir) / TOO_SMALL).unlink(missing_ok=True)
     Console().print(f"{result.examples} examples, version {result.stats['dataset_hash']}: {result.out_dir}")
     return 0
 
@@ -128,8 +139,14 @@ def run_curate(args: argparse.Namespace) -> int:
 def run_finetune(args: argparse.Namespace) -> int:
     """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out, no registry."""
     settings = with_training_base(proficiency_settings(args), load_endpoints(args.endpoints))
-    data = curated(args.dataset)
     out = args.out or args.dataset.parent / f"{args.dataset.name}-adapter"
+    why = pass_on_too_small(args.dataset, out)
+    if why is not None:
+        write_json_atomic(args.metrics or out / "metrics.json", {"too_small": 1})
+        write_loss_curves(args.loss_curves, {})
+        Console().print(f"nothing to train: {why}")
+        return 0
+    data = curated(args.dataset)
 
     async def choose():
         async with session(args.endpoints) as (clients, _):
@@ -142,9 +159,16 @@ def run_finetune(args: argparse.Namespace) -> int:
     write_json_atomic(args.metrics or out / "metrics.json", {
         "initial_validation_loss": result.initial_validation_loss, "final_validation_loss": result.final_validation_loss,
         "steps": result.global_step, **{key: getattr(result, key) for key in FIGURES}})
-    if args.loss_curves:
-        for curve, rows in loss_rows(json.loads((out / RESULT_FILE).read_text())).items():
-            write_json_atomic(args.loss_curves / f"{curve}.json", rows)
+    write_loss_curves(args.loss_curves, json.loads((out / RESULT_FILE).read_text()))
     Console().print(f"validation loss {result.initial_validation_loss:.3f} -> {result.final_validation_loss:.3f} "
                     f"after {result.global_step} steps; adapter: {result.adapter_dir}")
     return 0
+
+
+def write_loss_curves(folder: Path | None, training: dict) -> None:
+    """``--loss-curves``: the run's train and validation losses (``loss_rows``; empty tables when nothing
+    was trained) as ``train.json`` and ``validation.json`` in ``folder``, for ``dvc plots``."""
+    if folder is None:
+        return
+    for curve, rows in loss_rows(training).items():
+        write_json_atomic(folder / f"{curve}.json", rows)

@@ -17,17 +17,21 @@ from automem_dagster.commands.shared import (
     parse_seeds,
     session,
 )
+from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold, slug
 from automem_dagster.paths import RUNS
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
-from automem_dagster.rollout.seeds import training_seeds
 
 
 def register(sub) -> None:
     p = sub.add_parser("rollout", help="play episodes with a scaffold version and write trajectories")
     add_rollout_args(p, with_game=True)
-    p.add_argument("--training", action="store_true",
-                   help="draw --episodes seeds from the training range (disjoint from evaluation seeds)")
+    p.add_argument("--training", nargs="?", const="structure", choices=("structure", "proficiency"), default=None,
+                   help="draw --episodes seeds from the training range (disjoint from evaluation seeds): the next block "
+                        "of that loop's round, as its CLI and Dagster rounds draw it (default structure: one block per "
+                        "version in the lineage; proficiency: per adapter in the specialist registry)")
+    p.add_argument("--seed-block", type=lambda text: int(text) if text else None, default=None,
+                   help="with --training, this block instead of the loop's next one (empty: the next one)")
     add_agent_args(p)
     p.set_defaults(run=run)
 
@@ -38,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     if args.training:
         if args.seeds:
             raise argparse.ArgumentTypeError("--training draws its own seeds: give --episodes, not --seeds")
-        args.seeds = training_seeds(args.game, args.episodes)
+        args.seeds = round_seeds(args.training, args.game, args.episodes, shared.STORAGE, args.seed_block)
+    elif args.seed_block is not None:
+        raise argparse.ArgumentTypeError("--seed-block chooses a block of training seeds: give --training too")
     play(args, [args.game])
     return 0
 

@@ -27,6 +27,7 @@ from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
+from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.serving import (
     check_specialist_served,
     one_model,
@@ -41,15 +42,12 @@ from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
 from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
-from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
+from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold import Scaffold, load_scaffold
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 from automem_dagster.training.settings import default_settings
 from automem_dagster.training.sft_result import ADAPTER, RESULT_FILE
 
-PROFICIENCY_SEED_OFFSET = 49_500
-"""Proficiency rollouts take their training seeds from the second half of the game's shuffled
-training stream, so they never replay the structure loop's diagnosis episodes (first half)."""
 
 def registry(storage: Storage, family: str) -> SpecialistRegistry:
     return SpecialistRegistry.load(family, storage.specialists)
@@ -62,19 +60,11 @@ def start_proficiency_round(settings: ProficiencySettings, storage: Storage) -> 
     pending = registry(storage, settings.family).pending()
     if pending is not None:
         return RoundStart(load_scaffold(settings.family, pending.scaffold_version, storage.scaffolds), pending)
-    return RoundStart(load_champion(settings.family, storage), seeds=proficiency_seeds(settings, storage))
+    return RoundStart(load_champion(settings.family, storage), seeds=round_seeds(
+        "proficiency", settings.game, settings.budget.rollout_episodes, storage, settings.budget.seed_block))
 
 
-# --- stage 1: training rollouts -------------------------------------------------------------
-
-def proficiency_seeds(settings: ProficiencySettings, storage: Storage) -> list[int]:
-    """Fresh training seeds per adapter (the r-th block of the second half of the stream)."""
-    rounds = len(registry(storage, settings.family).adapters)
-    n = settings.budget.rollout_episodes
-    seeds = training_seeds(settings.game, n, PROFICIENCY_SEED_OFFSET + rounds * n, storage.seeds_file)
-    assert_disjoint(seeds, eval_seeds(settings.game, storage.seeds_file))
-    return seeds
-
+# --- stage 1: training rollouts (on the seeds of ``seed_blocks.round_seeds``) ---------------
 
 async def training_rollout_stage(settings: ProficiencySettings, scaffold: Scaffold, seeds: list[int], clients: Clients,
                                  storage: Storage, progress: Progress | None = None) -> BatchSummary:
@@ -202,9 +192,15 @@ def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, se
     result, gguf = train_into(data, choice, settings, adapter_dir(storage, settings.game, adapter_id), progress)
     record = AdapterRecord(adapter_id, scaffold.version, data.stats["dataset_hash"], data.out_dir,
                            str(result.adapter_dir), gguf, choice.source)
-    with SpecialistRegistry.updating(settings.family, storage.specialists) as current:
-        current.add(record)  # refuses an id another round registered meanwhile
+    register_adapter(storage, settings.family, record)
     return record
+
+
+def register_adapter(storage: Storage, family: str, record: AdapterRecord) -> None:
+    """Add ``record`` to ``family``'s registry as pending, refusing an id another round registered
+    meanwhile; the training stage and ``automem adopt`` (a DVC round's kept adapter) both come here."""
+    with SpecialistRegistry.updating(family, storage.specialists) as current:
+        current.add(record)
 
 
 # --- stage 5: the two-model evaluation ------------------------------------------------------

@@ -8,7 +8,10 @@ record (``dvc metrics``) and tables for ``dvc plots``; promoting a kept version 
 (or the CLI's) act.
 
 A revision the meta-LLM could not produce is an outcome of the round, not a failure: its
-evaluation stage leaves a ``rejected.json`` marker instead of a batch, and the record says so.
+evaluation stage leaves a ``rejected.json`` marker instead of a batch, and the record says so. So is
+a curated dataset below the minimum, as in the CLI's proficiency round (which stops before training):
+curation leaves a ``too_small.json`` marker, training and the specialist's evaluation pass it on
+instead of running, and the record says ``dataset_too_small``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ from automem_dagster.rollout.trajectory import read_manifest
 
 REJECTED = "rejected.json"
 """Written into a candidate's evaluation folder when there was no candidate to evaluate."""
+TOO_SMALL = "too_small.json"
+"""Written into the curation's, the training's and the specialist evaluation's folders when curation
+kept fewer examples than the minimum: nothing was trained, so nothing was played."""
+OUTCOMES = {REJECTED: ("rejected", "rejected_reason"), TOO_SMALL: ("dataset_too_small", "too_small_reason")}
+"""Each marker's decision outcome and the field of its reason."""
 
 COMPARISON_FIELDS = ("candidate_mean", "champion_mean", "mean_difference", "stderr_difference", "ci_low", "ci_high", "n")
 
@@ -38,6 +46,30 @@ def write_rejected(out: Path, revision_dir: Path) -> dict:
     return marker
 
 
+def write_too_small(out: Path, reason: str) -> dict:
+    """Record in ``out`` that curation kept too few examples (``reason``: its message), so nothing follows."""
+    marker = {"too_small_reason": reason}
+    write_json_atomic(Path(out) / TOO_SMALL, marker)
+    return marker
+
+
+def pass_on_too_small(source: Path, out: Path) -> str | None:
+    """When ``source`` (a dataset or adapter folder) holds a too-small marker, write it into ``out`` and
+    return its reason: the stage reading ``source`` has nothing to do. None otherwise."""
+    marker = Path(source) / TOO_SMALL
+    if not marker.exists():
+        return None
+    return write_too_small(out, json.loads(marker.read_text())["too_small_reason"])["too_small_reason"]
+
+
+def unplayed(folder: Path) -> tuple[str, str] | None:
+    """(outcome, reason) of an evaluation folder holding a marker instead of a batch; None otherwise."""
+    for name, (outcome, field) in OUTCOMES.items():
+        if (Path(folder) / name).exists():
+            return outcome, json.loads((Path(folder) / name).read_text())[field]
+    return None
+
+
 def batch_label(batch_dir: Path) -> str:
     """How a batch is named in records and plots: its scaffold version, ``+ specialist`` for two models."""
     manifest = read_manifest(batch_dir)
@@ -45,15 +77,15 @@ def batch_label(batch_dir: Path) -> str:
 
 
 def read_evaluation(batch_dir: Path) -> BatchSummary | None:
-    """The evaluated batch in ``batch_dir``; None when it holds a rejection marker instead.
+    """The evaluated batch in ``batch_dir``; None when it holds a marker (``unplayed``) instead.
 
     Refuses a folder that is neither, naming it: the stage that should have filled it did not finish."""
     folder = Path(batch_dir)
-    if (folder / REJECTED).exists():
+    if unplayed(folder) is not None:
         return None
     if not (folder / "batch.json").exists():
-        raise ValueError(f"{folder} holds neither an evaluated batch (batch.json) nor a {REJECTED} marker: "
-                         "rerun the evaluation stage that writes it (`dvc repro`)")
+        raise ValueError(f"{folder} holds neither an evaluated batch (batch.json) nor a {' or '.join(OUTCOMES)} "
+                         "marker: rerun the evaluation stage that writes it (`dvc repro`)")
     return load_summary(folder)
 
 
@@ -66,21 +98,21 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path,
             gate: GatePolicy | None = None) -> tuple[dict, dict[str, BatchSummary]]:
     """Keep or roll back the ``role`` (candidate or specialist) against the champion, as a flat record.
 
-    ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, rejected, so ``dvc metrics diff``
-    and ``dvc exp show`` line decisions up across experiments; the comparison fields are AutoMem's
-    paired statistics in percent, ``candidate_mean`` being the challenger's whatever its role (None
-    when a rejected revision left nothing to compare). Also returns the evaluated batches by label,
-    read once, for the plot tables."""
+    ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, rejected, dataset_too_small, so
+    ``dvc metrics diff`` and ``dvc exp show`` line decisions up across experiments; the comparison
+    fields are AutoMem's paired statistics in percent, ``candidate_mean`` being the challenger's
+    whatever its role (None when a marker left nothing to compare); ``gate`` and the ``gate_*`` fields
+    are the policy, so ``automem adopt`` can check the decision again. Also returns the evaluated
+    batches by label, read once, for the plot tables."""
     challenger, champion = read_evaluation(challenger_dir), read_evaluation(champion_dir)
     if champion is None:
-        raise ValueError(f"{champion_dir} holds a rejection marker, not the champion's evaluation: "
+        raise ValueError(f"{champion_dir} holds a marker of nothing played, not the champion's evaluation: "
                          "point --champion at the champion's evaluation folder")
     base = {"role": role, "champion": batch_label(champion_dir)}
     batches = {base["champion"]: champion}
     if challenger is None:
-        marker = json.loads((Path(challenger_dir) / REJECTED).read_text())
-        return {**base, "challenger": None, "outcome": "rejected", "keep": 0,
-                "reason": f"no {role} to evaluate: {marker['rejected_reason']}",
+        outcome, why = unplayed(challenger_dir)
+        return {**base, "challenger": None, "outcome": outcome, "keep": 0, "reason": f"no {role} to evaluate: {why}",
                 **dict.fromkeys(COMPARISON_FIELDS), "detectable_gain": None, "detectable": None}, batches
     decision = decide_paired(challenger, champion, role, gate)
     comparison = decision.comparison
@@ -88,10 +120,20 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path,
     batches[label] = challenger
     detectable = detectable_gain(per_seed(challenger), per_seed(champion), decision.policy)
     return {**base, "challenger": label, "outcome": "kept" if decision.keep else "rolled_back",
-            "keep": int(decision.keep), "reason": decision.reason, "gate": decision.policy.rule,
+            "keep": int(decision.keep), "reason": decision.reason, **gate_fields(decision.policy),
             "challenger_identity": identity_quote(challenger)["digest"], "champion_identity": identity_quote(champion)["digest"],
             **{name: getattr(comparison, name) for name in COMPARISON_FIELDS},
             "detectable_gain": detectable.smallest_gain, "detectable": detectable.describe()}, batches
+
+
+def gate_fields(gate: GatePolicy) -> dict:
+    """The policy as flat record fields: ``gate`` (the rule) and ``gate_<setting>`` for the others."""
+    return {"gate": gate.rule, **{f"gate_{name}": value for name, value in gate.as_dict().items() if name != "rule"}}
+
+
+def recorded_gate(record: dict) -> GatePolicy:
+    """The policy ``gate_fields`` wrote into ``record``."""
+    return GatePolicy(record["gate"], **{name: record[f"gate_{name}"] for name in GatePolicy().as_dict() if name != "rule"})
 
 
 def progression_rows(batches: dict[str, BatchSummary | None]) -> list[dict]:

@@ -4,9 +4,10 @@ The paper runs the structure loop "until the validation set saturates". Here tha
 the champion, one after another, until ``patience`` consecutive rounds keep nothing (a tie, a loss
 or a rejected revision) or ``max_rounds`` rounds ran. ``patience=1`` is exactly the sensor's chain
 (the next round starts only after a keep). Each round is the ordinary round (``run_round``, through
-whatever ``play`` the caller gives), on a fresh block of training seeds: a round that registered no
-candidate does not advance the lineage, so without ``seed_block`` the next round would diagnose the
-same episodes again and, with the deterministic rules meta, reach the same verdict.
+whatever ``play`` the caller gives), on a fresh block of training seeds (``seed_blocks.next_block``,
+given the block played last): a round that registered no candidate does not advance the lineage, so
+without it the next round would diagnose the same episodes again and, with the deterministic rules
+meta, reach the same verdict.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from automem_dagster.loop.seed_blocks import next_block
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import RoundResult
@@ -47,19 +49,12 @@ class RoundsResult:
         return sum(r.outcome == "kept" for r in self.rounds)
 
 
-def next_seed_block(settings: RoundSettings, storage: Storage, previous: int | None) -> int:
-    """The lineage's block (one per registered candidate, as ``diagnosis_seeds`` counts), or the one
-    after ``previous`` when the last round registered nothing."""
-    block = storage.load_lineage(settings.family).next_version() - 1
-    return block if previous is None or block > previous else previous + 1
-
-
 def run_rounds(settings: RoundSettings, plan: RoundsPlan, play: Callable[[RoundSettings], RoundResult],
                storage: Storage, say: Callable[[str], None] = lambda line: None) -> RoundsResult:
     """Play rounds with ``play`` (the CLI's round) until ``plan`` says stop; see the module docstring."""
     result, idle = RoundsResult(), 0
     for number in range(1, plan.max_rounds + 1):
-        block = next_seed_block(settings, storage, result.blocks[-1] if result.blocks else None)
+        block = next_block("structure", settings.game, storage, result.blocks[-1] if result.blocks else None)
         say(f"round {number} of at most {plan.max_rounds} (training-seed block {block})")
         played = play(replace(settings, seed_block=block))
         result.rounds.append(played)

@@ -30,9 +30,9 @@ class RoundSettings:
     max_attempts: int = 3
     gate: GatePolicy = field(default_factory=GatePolicy)
     seed_block: int | None = None
-    """Which block of ``rollout_episodes`` training seeds the diagnosis plays; None: the lineage's next
-    version - 1 (a fresh block per registered candidate). Rounds back to back (``loop/rounds.py``) set
-    it, so that a round after a rejected revision diagnoses new episodes too."""
+    """Which block of ``rollout_episodes`` training seeds the round plays; None: the loop's rule
+    (``seed_blocks.seed_block``: a fresh block per registered challenger). Rounds back to back
+    (``loop/rounds.py``) set it, so that a round after a rejected revision plays new episodes too."""
 
     @property
     def family(self) -> str:

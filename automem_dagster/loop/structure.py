@@ -27,6 +27,7 @@ from automem_dagster.llm.session import Clients
 from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
+from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.batch_tools import BatchTools
@@ -36,22 +37,11 @@ from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
 from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
-from automem_dagster.rollout.seeds import assert_disjoint, eval_seeds, training_seeds
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
 from automem_dagster.scaffold.lineage import Lineage
 
-# --- stage 1: rollouts for diagnosis --------------------------------------------------------
-
-def diagnosis_seeds(settings: RoundSettings, lineage: Lineage, storage: Storage) -> list[int]:
-    """Fresh training seeds per round (round r takes the r-th block, or ``settings.seed_block``), disjoint
-    from evaluation."""
-    block = lineage.next_version() - 1 if settings.seed_block is None else settings.seed_block
-    offset = block * settings.rollout_episodes
-    seeds = training_seeds(settings.game, settings.rollout_episodes, offset, storage.seeds_file)
-    assert_disjoint(seeds, eval_seeds(settings.game, storage.seeds_file))
-    return seeds
-
+# --- stage 1: rollouts for diagnosis (on the seeds of ``seed_blocks.round_seeds``) -----------
 
 def rollout_spec(settings: RoundSettings, scaffold: Scaffold, seeds: list[int], storage: Storage) -> RolloutSpec:
     """The round's diagnosis batch: played whole by ``rollout_stage`` or in seed shards by Dagster."""
@@ -121,14 +111,20 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
                                           lineage.next_version(), max_attempts, tools)
     revision.save(out)
     if register and revision.accepted:
-        candidate = load_scaffold_file(out / "candidate.yaml")
-        with storage.update_lineage(parent.game) as current:
-            if current.next_version() != candidate.version:
-                raise RoundError(f"another round registered {parent.game} v{candidate.version} while this one was "
-                                 f"revising; this revision is kept in {out}: rerun the round to revise from the new state")
-            save_scaffold(candidate, storage.scaffolds)
-            current.record_candidate(candidate.version, parent.version, content_hash(candidate), diagnosis_path)
+        register_candidate(load_scaffold_file(out / "candidate.yaml"), parent.version, diagnosis_path, storage, out)
     return revision, out
+
+
+def register_candidate(candidate: Scaffold, parent: int, diagnosis: Path | None, storage: Storage, kept_in: Path) -> None:
+    """Save ``candidate`` as the next scaffold version and record it in the lineage as a pending child
+    of ``parent`` (champion untouched); refused when another round took its number meanwhile. The
+    revise stage and ``automem adopt`` (a DVC round's kept candidate) both register through here."""
+    with storage.update_lineage(candidate.game) as current:
+        if current.next_version() != candidate.version:
+            raise RoundError(f"another round registered {candidate.game} v{candidate.version} while this one was "
+                             f"revising; this revision is kept in {kept_in}: rerun the round to revise from the new state")
+        save_scaffold(candidate, storage.scaffolds)
+        current.record_candidate(candidate.version, parent, content_hash(candidate), diagnosis)
 
 
 def pending_candidate(lineage: Lineage) -> int | None:
@@ -166,7 +162,8 @@ def start_round(settings: RoundSettings, storage: Storage) -> RoundStart[Pending
     champion = load_scaffold(settings.family, lineage.champion().version, storage.scaffolds)
     pending = pending_candidate(lineage)
     if pending is None:
-        return RoundStart(champion, seeds=diagnosis_seeds(settings, lineage, storage))
+        return RoundStart(champion, seeds=round_seeds("structure", settings.game, settings.rollout_episodes, storage,
+                                                      settings.seed_block))
     diagnosis = lineage.record(pending).diagnosis
     return RoundStart(champion, PendingCandidate(pending, Path(diagnosis) if diagnosis else None,
                                                  stored_revision_dir(storage, diagnosis)))

@@ -1,0 +1,115 @@
+"""A copy of this checkout's DVC pipeline (dvc.yaml, params.yaml, the project data) in a folder, for
+tests that run single stages with the real ``dvc`` (``.venv-dvc``) on stand-in data, or that take a
+stage's command exactly as DVC substitutes its parameters (``dvc repro --dry``) to run it in process.
+The whole pipeline with the embedded model is tests/test_dvc.py's (integration)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from automem_dagster.loop.storage import Storage
+
+REPO = Path(__file__).resolve().parents[1]
+DVC = REPO / ".venv-dvc" / "bin" / "dvc"
+BIN = Path(sys.executable).parent  # the environment running the tests, which holds `automem`
+PROJECT_FILES = ("dvc.yaml", "params.yaml", ".dvcignore", "assets", "dvc_templates")
+
+
+class StageProject:
+    """A DVC project (no git) holding the pipeline; ``automem`` in its stages is this environment's."""
+
+    def __init__(self, root: Path):
+        if not DVC.exists():
+            pytest.fail(f"DVC is not installed at {DVC}: run `make dvc-install` (DVC lives in its own environment)")
+        self.root = root
+        self.env = {**os.environ, "AUTOMEM_HOME": str(root), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+                    "DVC_NO_ANALYTICS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get(
+                        "PYTHONPATH")]))}
+        root.mkdir()
+        for name in PROJECT_FILES:
+            (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, root / name)
+        self.dvc("init", "--no-scm", "-q")
+
+    @property
+    def storage(self) -> Storage:
+        """Where the project's commands read and write (``AUTOMEM_HOME`` is its root)."""
+        assets = self.root / "assets"
+        return Storage(runs=self.root / "runs", scaffolds=assets / "scaffolds", lineage=assets / "lineage",
+                       seeds_file=assets / "seeds" / "eval.yaml", specialists=assets / "specialists")
+
+    def set_params(self, **values) -> None:
+        """Replace top-level sections of params.yaml (a section given as a dict is merged into its own)."""
+        path = self.root / "params.yaml"
+        params = yaml.safe_load(path.read_text())
+        for key, value in values.items():
+            params[key] = {**params[key], **value} if isinstance(value, dict) else value
+        path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+    def dvc(self, *args: str) -> str:
+        done = subprocess.run([str(DVC), *args], cwd=self.root, env=self.env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, f"dvc {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def command(self, stage: str) -> list[str]:
+        """``stage``'s command line as DVC would run it now, parameters substituted (``dvc repro --dry``)."""
+        out = self.dvc("repro", "--dry", "--single-item", stage)
+        [line] = [line for line in out.splitlines() if line.startswith("> ")]
+        return shlex.split(line[2:])
+
+
+WIN = [{"match": "Phase: LOG", "reply": "<|DONE|>"},
+       {"match": "WIN-MARKER", "reply": "<|ACTION|>do<|END|>"},
+       {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}]
+"""Scripted game-model rules: ``do`` (which collects on Crafter) only when the PLAN prompt carries
+``WIN-MARKER``, so a candidate with it beats the champion on the evaluation seeds."""
+
+
+def run_stage(project: StageProject, stage: str) -> None:
+    """``stage``'s exact command (``StageProject.command``) in this process, in the project's folder,
+    with the commands' storage pointed at it; the caller's ``monkeypatch`` undoes both."""
+    from automem_dagster import cli
+
+    previous = Path.cwd()
+    os.chdir(project.root)
+    try:
+        command = project.command(stage)
+        assert command[0] == "automem", command
+        assert cli.main(command[1:]) == 0, f"{stage}: {shlex.join(command)}"
+    finally:
+        os.chdir(previous)
+
+
+def evaluated_revision(project: StageProject, monkeypatch, episodes: int = 2, max_steps: int = 10) -> None:
+    """The structure round up to its decision as the DVC stages leave it: ``outputs/revise`` holding a
+    revision of the champion (v0, so v1 on an empty lineage) that adds ``WIN-MARKER`` to the PLAN
+    prompt, and both evaluations played by the ``evaluate_candidate`` and ``evaluate_champion`` stages'
+    commands. The project's endpoints file must serve ``WIN``."""
+    from automem_dagster import tracking
+    from automem_dagster.commands import shared
+    from automem_dagster.scaffold import load_scaffold, scaffold_yaml
+    from automem_dagster.tracking.mlflow_tracking import Tracker
+
+    monkeypatch.setattr(shared, "STORAGE", project.storage)
+    store = project.root / "mlflow"  # evaluate_champion logs its run: into the project, not this checkout
+    store.mkdir()
+    monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(f"sqlite:///{store}/mlflow.db", artifact_root=store / "artifacts"))
+    project.set_params(evaluate={"episodes": episodes, "max_steps": max_steps})
+    champion = load_scaffold("crafter", 0, project.storage.scaffolds)
+    candidate = champion.model_copy(update={"version": 1, "parent": 0,
+                                            "plan_prompt": champion.plan_prompt + " WIN-MARKER: use do."})
+    revise = project.root / "outputs" / "revise"
+    revise.mkdir(parents=True)
+    (revise / "candidate.yaml").write_text(scaffold_yaml(candidate))
+    (revise / "revision.json").write_text(json.dumps({"version": 1, "parent_version": 0, "rejected_reason": None}))
+    for stage in ("evaluate_candidate", "evaluate_champion"):
+        run_stage(project, stage)
