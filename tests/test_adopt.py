@@ -46,7 +46,7 @@ def test_a_kept_candidate_becomes_the_champion_as_a_cli_round_would_make_it(deci
     assert content_hash(saved) == lineage.record(1).content_hash and "WIN-MARKER" in saved.plan_prompt
     decision = load_decision(store, "crafter", 1)  # the CLI round's decision file, from the same batches
     assert decision.keep and decision.champion_after == 1 and decision.gate["rule"] == "higher_mean"
-    assert decision.candidate_batch == "outputs/evaluate/candidate"  # as the pipeline names it
+    assert decision.challenger_batch == "outputs/evaluate/candidate"  # as the pipeline names it
     # The next DVC round (its rollout depends on the lineage) plays a fresh block.
     assert seed_blocks.next_block("structure", "crafter", store) == 1
 
