@@ -14,7 +14,7 @@ from builders import scripted_client, turn
 from automem_dagster.agent import prompts
 from automem_dagster.eta import eta, format_duration
 from automem_dagster.meta.curate import CurationError, CurationSettings, DatasetTooSmall, curate
-from automem_dagster.meta.decisions import DecisionError, ScoreWeights, extract_decisions
+from automem_dagster.meta.decisions import MemoryDecisionError, ScoreWeights, extract_decisions
 from automem_dagster.rollout.trajectory import TrajectoryWriter, episode_id, trajectory_path
 from automem_dagster.scaffold import content_hash, load_scaffold
 
@@ -118,17 +118,17 @@ def test_examples_rebuild_the_specialists_prompts(tmp_path):
 def test_extraction_refuses_unusable_trajectories(tmp_path):
     limits = SCAFFOLD.limits.model_copy(update={"plan_max_ops": 3})
     other = SCAFFOLD.model_copy(update={"version": 1, "parent": 0, "limits": limits})
-    with pytest.raises(DecisionError, match="not with crafter v1"):
+    with pytest.raises(MemoryDecisionError, match="not with crafter v1"):
         extract_decisions(write_episode(tmp_path / "a", 1, scaffold=SCAFFOLD), other)
-    with pytest.raises(DecisionError, match="baseline"):
+    with pytest.raises(MemoryDecisionError, match="baseline"):
         extract_decisions(write_episode(tmp_path / "b", 1, agent="window"), SCAFFOLD)
     old = constructed_steps()
     del old[2]["memory_index"]
-    with pytest.raises(DecisionError, match="no memory_index"):
+    with pytest.raises(MemoryDecisionError, match="no memory_index"):
         extract_decisions(write_episode(tmp_path / "c", 1, old), SCAFFOLD)
     path = write_episode(tmp_path / "d", 1)
     path.write_text(path.read_text()[:-20])
-    with pytest.raises(DecisionError, match="corrupted|incomplete"):
+    with pytest.raises(MemoryDecisionError, match="corrupted|incomplete"):
         extract_decisions(path, SCAFFOLD)
 
 
