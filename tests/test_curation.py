@@ -111,8 +111,8 @@ def test_examples_rebuild_the_specialists_prompts(tmp_path):
     ]
     log = got[(1, "log")].examples[0]["prompt"][1]["content"]
     assert "Your previous action was move_left" in log and log.endswith(prompts.LOG_PHASE)
-    assert log == prompts.phase_messages(system, SCAFFOLD, 1, "obs before do", INDEX, [("move_left", 0.0)], [],
-                                         prompts.LOG_PHASE)[1]["content"]
+    context = prompts.StepContext(1, "obs before do", INDEX, [("move_left", 0.0)], [], prompts.LOG_PHASE)
+    assert log == prompts.phase_messages(system, SCAFFOLD, context)[1]["content"]
 
 
 def test_extraction_refuses_unusable_trajectories(tmp_path):

@@ -174,8 +174,8 @@ class MemoryAgent:
     # -- phases -----------------------------------------------------------------------------
 
     def _messages(self, system: str, step: int, observation: str, warnings: list[str], phase: str) -> list[dict]:
-        return prompts.phase_messages(system, self.scaffold, step, observation, self.store.index(), self.history,
-                                      warnings, phase)
+        context = prompts.StepContext(step, observation, self.store.index(), self.history, warnings, phase)
+        return prompts.phase_messages(system, self.scaffold, context)
 
     async def _log_phase(self, step: int, observation: str, warnings: list[str]) -> list[TurnRecord]:
         """One turn: the writes that record the previous step, then DONE."""

@@ -124,8 +124,8 @@ def extract_decisions(path: Path, scaffold: Scaffold, weights: ScoreWeights | No
             turns = [turn for turn in step["turns"] if turn["phase"] == phase]
             if not turns:
                 continue
-            messages = prompts.phase_messages(system, scaffold, t, step["observation"], index[phase], history,
-                                              step["warnings"], phase_text)
+            context = prompts.StepContext(t, step["observation"], index[phase], history, step["warnings"], phase_text)
+            messages = prompts.phase_messages(system, scaffold, context)
             decision = _decision(header, t, phase, turns, messages)
             decision.score = _score(decision, steps, t, reads, weights)
             out.append(decision)
