@@ -115,6 +115,24 @@ def test_examples_rebuild_the_specialists_prompts(tmp_path):
     assert log == prompts.phase_messages(system, SCAFFOLD, context)[1]["content"]
 
 
+def test_a_phase_prompt_is_these_bytes():
+    """The user message the agent sends and curation trains on, to the byte: the previous action is
+    the last of the whole history, only the scaffold's ``history_length`` recent ones are listed, and
+    the index is annotated with each file's purpose. A change here changes every prompt (and the
+    server's prompt cache), so it must be deliberate."""
+    scaffold = SCAFFOLD.model_copy(update={"limits": SCAFFOLD.limits.model_copy(update={"history_length": 2})})
+    history = [("noop", 0.0), ("move_left", 1.0), ("do", 0.0)]
+    context = prompts.StepContext(3, "obs", INDEX, history, ["stuck: x"], prompts.LOG_PHASE)
+    assert prompts.phase_messages("SYS", scaffold, context) == [
+        {"role": "system", "content": "SYS"},
+        {"role": "user", "content": (
+            "Step 3. Your previous action was do (reward +0). Now:\n\nobs\n\nRecent actions: move_left (+1), do\n\n"
+            "Warnings:\n- stuck: x\n\nMemory files:\nactions_log.txt (0 lines) - recent actions and their outcomes\n"
+            "map_notes.txt (0 lines) - " + next(f.purpose for f in SCAFFOLD.files if f.name == "map_notes.txt")
+            + "\n\n" + prompts.LOG_PHASE)},
+    ]
+
+
 def test_extraction_refuses_unusable_trajectories(tmp_path):
     limits = SCAFFOLD.limits.model_copy(update={"plan_max_ops": 3})
     other = SCAFFOLD.model_copy(update={"version": 1, "parent": 0, "limits": limits})
