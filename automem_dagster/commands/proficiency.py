@@ -19,6 +19,7 @@ from automem_dagster.commands.render import (
     print_where_to_look,
 )
 from automem_dagster.commands.shared import (
+    add_batch_args,
     add_game_arg,
     add_gate_args,
     add_output_args,
@@ -56,9 +57,7 @@ def register(sub) -> None:
     add_training_args(train)
     train.set_defaults(run=run_train)
     curate = sub.add_parser("curate", help="score the memory decisions of a training batch into an SFT dataset")
-    add_game_arg(curate)
-    curate.add_argument("--batch", type=Path, required=True, help="a rollout batch on training seeds")
-    curate.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")
+    add_batch_args(curate, "a rollout batch on training seeds")
     add_curation_args(curate, "minimum dataset size (default: the AutoMem paper's)")
     add_output_args(curate)
     curate.set_defaults(run=run_curate)
