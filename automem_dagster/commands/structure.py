@@ -35,7 +35,8 @@ from automem_dagster.scaffold.lineage import render_tree
 
 
 def register(sub) -> None:
-    revise = sub.add_parser("revise", help="one structure-loop round: rollouts, diagnosis, revision, evaluation, decision")
+    revise = sub.add_parser("revise", help="one whole structure-loop round: rollouts, diagnosis, revision, evaluation, "
+                                           "decision (propose is the revision stage alone)")
     add_round_args(revise)
     add_gate_args(revise)
     revise.set_defaults(run=run_revise)
@@ -58,7 +59,8 @@ def register(sub) -> None:
     add_batch_args(diagnose, "a rollout batch directory")
     add_output_args(diagnose)
     diagnose.set_defaults(run=run_diagnose)
-    propose = sub.add_parser("propose", help="ask the meta-LLM for a revision of a scaffold from a diagnosis")
+    propose = sub.add_parser("propose", help="the revision stage alone: ask the meta-LLM for a revision of a scaffold "
+                                             "from a diagnosis (revise runs the whole round)")
     add_game_arg(propose)
     propose.add_argument("--diagnosis", type=Path, required=True, help="a diagnosis directory")
     propose.add_argument("--scaffold", default="champion", help="the parent scaffold (default: champion)")
