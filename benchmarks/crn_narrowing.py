@@ -44,10 +44,10 @@ async def play(client: LLMClient, game_name: str, seed: int, sampling_seed: int,
     result, actions, reward = game.reset(seed), [], 0.0
     try:
         for step in range(max_steps):
-            decision = await agent.step(step, result.observation)
-            result = game.step(decision.action)
-            agent.record_outcome(decision.action, result.reward)
-            actions.append(decision.action)
+            outcome = await agent.step(step, result.observation)
+            result = game.step(outcome.action)
+            agent.record_outcome(outcome.action, result.reward)
+            actions.append(outcome.action)
             reward += result.reward
             if result.done:
                 break

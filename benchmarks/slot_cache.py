@@ -21,7 +21,7 @@ from automem_dagster.games import make_game
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.llm.embedded_server import embedded_server
-from automem_dagster.scaffold import load_scaffold
+from automem_dagster.scaffold import Scaffold, load_scaffold
 from benchmarks.common import emit, parser, ratio, start_result, table
 
 NAME = "slot_cache"
@@ -29,17 +29,15 @@ FULL = {"steps": 4}
 QUICK = {"steps": 2}
 
 
-def episode_calls(step: int, episode: str, system: str) -> list[list[dict]]:
+def episode_calls(step: int, episode: str, system: str, scaffold: Scaffold) -> list[list[dict]]:
     """The LOG and PLAN calls of one step of one episode: a shared step message, then the phase."""
     observation = f"Episode {episode}, step {step}: " + " ".join(f"cell{(i * 7 + step) % 50}-{episode}" for i in range(60))
-    calls = []
-    for phase in (prompts.LOG_PHASE, prompts.plan_phase("agent")):
-        text = prompts.step_message(step, observation, "notes.txt (1 lines)", [("noop", 0.0)], [], phase, ("noop", 0.0))
-        calls.append([{"role": "system", "content": system}, {"role": "user", "content": text}])
-    return calls
+    return [prompts.phase_messages(system, scaffold, prompts.StepContext(
+                step, observation, "notes.txt (1 lines)", [("noop", 0.0)], [], phase))
+            for phase in (prompts.LOG_PHASE, prompts.plan_phase("agent"))]
 
 
-async def play(base_url: str, steps: int, pinned: bool, system: str) -> list[dict[str, Any]]:
+async def play(base_url: str, steps: int, pinned: bool, system: str, scaffold: Scaffold) -> list[dict[str, Any]]:
     """Every call of both episodes, interleaved; per call its episode, input and cached tokens."""
     # A long timeout: a retried call would find its own first attempt's prompt in the cache.
     cfg = EndpointConfig(name="game", base_url="embedded", max_tokens=1, temperature=0.0, timeout_s=1800, max_retries=0)
@@ -47,7 +45,7 @@ async def play(base_url: str, steps: int, pinned: bool, system: str) -> list[dic
     rows = []
     try:
         for step in range(steps):
-            per_episode = {lane: episode_calls(step, name, system) for lane, name in enumerate("AB")}
+            per_episode = {lane: episode_calls(step, name, system, scaffold) for lane, name in enumerate("AB")}
             for phase in range(2):
                 for lane, calls in per_episode.items():
                     comp = await client.complete(calls[phase], lane=lane)
@@ -73,13 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     steps = args.steps or (QUICK if args.quick else FULL)["steps"]
     result = start_result(NAME, args.quick, {"steps": steps, "episodes": 2, "slots": 2, "game": "crafter"})
     game = make_game("crafter", 5)
-    system = prompts.system_prompt(load_scaffold("crafter", 0), game.actions(), "agent")
+    scaffold = load_scaffold("crafter", 0)
+    system = prompts.system_prompt(scaffold, game.actions(), "agent")
     game.close()
     by_mode = {}
     with tempfile.TemporaryDirectory(prefix="bench-slot-cache-") as tmp:
         for pinned in (True, False):  # a fresh server per mode: neither inherits the other's cache
             with embedded_server(Path(tmp) / f"server-{pinned}.log", parallel=2) as server:
-                rows = asyncio.run(play(server.base_url, steps, pinned, system))
+                rows = asyncio.run(play(server.base_url, steps, pinned, system, scaffold))
             by_mode["pinned" if pinned else "unpinned"] = {**figures(rows), "calls_detail": rows}
     result["results"] = by_mode
     result["targets"] = []

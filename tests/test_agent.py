@@ -22,7 +22,7 @@ def _client(server, name="game", constrained="none"):
 
 
 def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None, constrained="none"):
-    """Play ``steps`` steps and return (agent, decisions)."""
+    """Play ``steps`` steps and return (agent, outcomes)."""
 
     async def go():
         game = make_game(game_name, max_steps=steps + 5)
@@ -30,15 +30,15 @@ def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None, 
         memory = _client(memory_server, "memory") if memory_server else None
         agent = MemoryAgent(scaffold, store, game.actions(), game.parse_action, _client(game_server, "game", constrained),
                             memory)
-        result, decisions = game.reset(7), []
+        result, outcomes = game.reset(7), []
         for t in range(steps):
             agent.observe_state(result.state)
-            decision = await agent.step(t, result.observation)
-            result = game.step(decision.action)
-            agent.record_outcome(decision.action, result.reward)
-            decisions.append(decision)
+            outcome = await agent.step(t, result.observation)
+            result = game.step(outcome.action)
+            agent.record_outcome(outcome.action, result.reward)
+            outcomes.append(outcome)
         game.close()
-        return agent, decisions
+        return agent, outcomes
 
     return asyncio.run(go())
 
@@ -48,14 +48,14 @@ def test_one_model_step_writes_memory_and_acts(tmp_path, scripted):
         {"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|went west\n<|DONE|>"},
         {"match": "Phase: PLAN", "reply": "<|ACTION|>move_west<|END|>"},
     ])
-    agent, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=3)
-    assert [d.action for d in decisions] == ["move_west"] * 3 and all(d.valid for d in decisions)
-    assert [t.phase for t in decisions[0].turns] == ["plan"]          # nothing to log before the first action
-    assert [t.phase for t in decisions[1].turns] == ["log", "plan"]
+    agent, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=3)
+    assert [d.action for d in outcomes] == ["move_west"] * 3 and all(d.valid for d in outcomes)
+    assert [t.phase for t in outcomes[0].turns] == ["plan"]          # nothing to log before the first action
+    assert [t.phase for t in outcomes[1].turns] == ["log", "plan"]
     assert agent.store.read_text("actions_log.txt").splitlines() == ["went west", "went west"]
-    second = decisions[2].turns[0].ops[0]
+    second = outcomes[2].turns[0].ops[0]
     assert second.ok and second.redundant                              # the same line again is flagged
-    assert all(t.input_tokens > 0 and t.latency_s > 0 and not t.errors for d in decisions for t in d.turns)
+    assert all(t.input_tokens > 0 and t.latency_s > 0 and not t.errors for d in outcomes for t in d.turns)
     assert (tmp_path / "ep" / "journal.jsonl").read_text().count("went west") == 2
 
 
@@ -64,10 +64,10 @@ def test_plan_reads_are_fed_back_before_the_action(tmp_path, scripted):
         {"match": "Results:", "reply": "<|ACTION|>do<|END|>"},
         {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt"},
     ])
-    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
-    first, second = decisions[0].turns
+    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
+    first, second = outcomes[0].turns
     assert first.ops[0].op == "<|READ|>strategy.txt" and "Collect wood" in first.ops[0].result
-    assert second.text == "<|ACTION|>do<|END|>" and decisions[0].action == "do"
+    assert second.text == "<|ACTION|>do<|END|>" and outcomes[0].action == "do"
 
 
 def test_malformed_output_is_recorded_and_falls_back(tmp_path, scripted):
@@ -75,11 +75,11 @@ def test_malformed_output_is_recorded_and_falls_back(tmp_path, scripted):
         {"match": "Phase: LOG", "reply": "I moved. <|FLY|>sky <|APPEND|>"},
         {"match": "Phase: PLAN", "replies": ["Action: Move North.", "zzz nothing"]},
     ])
-    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=2)
-    assert decisions[0].action == "move_north" and decisions[0].valid     # tolerant parse of free text
-    assert decisions[1].action == "noop" and not decisions[1].valid       # BALROG default + feedback note
-    assert "noop" in decisions[1].note
-    log = decisions[1].turns[0]
+    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=2)
+    assert outcomes[0].action == "move_north" and outcomes[0].valid     # tolerant parse of free text
+    assert outcomes[1].action == "noop" and not outcomes[1].valid       # BALROG default + feedback note
+    assert "noop" in outcomes[1].note
+    log = outcomes[1].turns[0]
     assert log.phase == "log" and log.errors and not log.ops
 
 
@@ -89,8 +89,8 @@ def test_disabled_operations_and_hostile_names_are_refused(tmp_path, scripted):
                                          "<|WRITE|>/tmp/abs.txt|x\n<|DONE|>"},
         {"match": "Phase: PLAN", "reply": "<|APPEND|>strategy.txt|plan phase write\n<|ACTION|>move_west<|END|>"},
     ])
-    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=2)
-    upsert, escape, absolute = decisions[1].turns[0].ops
+    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=2)
+    upsert, escape, absolute = outcomes[1].turns[0].ops
     assert not upsert.ok and "not enabled" in upsert.result
     assert not escape.ok and not absolute.ok
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path.parent / "escape.txt").exists()
@@ -102,8 +102,8 @@ def test_plan_phase_cannot_write(tmp_path, scripted):
         {"match": "Results:", "reply": "<|ACTION|>noop<|END|>"},
         {"match": "Phase: PLAN", "reply": "<|APPEND|>strategy.txt|sneaky"},
     ])
-    agent, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
-    assert not decisions[0].turns[0].ops[0].ok
+    agent, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
+    assert not outcomes[0].turns[0].ops[0].ok
     assert "sneaky" not in agent.store.read_text("strategy.txt")
 
 
@@ -115,11 +115,11 @@ def test_two_model_mode_splits_memory_and_action(tmp_path, scripted):
     ])
     game = scripted([{"match": "Memory consulted", "reply": "<|ACTION|>east<|END|>"},
                      {"match": "", "reply": "<|ACTION|>west<|END|>"}])
-    agent, decisions = play(tmp_path, "minihack:Corridor-R3", load_scaffold("minihack", 0), game, 2, memory)
-    turns = decisions[1].turns
+    agent, outcomes = play(tmp_path, "minihack:Corridor-R3", load_scaffold("minihack", 0), game, 2, memory)
+    turns = outcomes[1].turns
     # One consultation turn, then the game model acts: no turn of the memory model only to say DONE.
     assert [(t.phase, t.endpoint) for t in turns] == [("log", "memory"), ("plan", "memory"), ("action", "game")]
-    assert decisions[1].action == "east"                                 # the game model saw the consultation
+    assert outcomes[1].action == "east"                                 # the game model saw the consultation
     assert "corridor east" in agent.store.read_text("dungeon_map.txt")
 
 
@@ -131,12 +131,12 @@ def test_signals_warn_when_stuck_and_oscillating(tmp_path, scripted):
     })})
     server = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"},
                        {"match": "Phase: PLAN", "replies": ["<|ACTION|>east<|END|>", "<|ACTION|>west<|END|>"]}])
-    _, decisions = play(tmp_path, "minihack:Corridor-R3", scaffold, server, steps=6)
-    assert any(w.startswith("oscillating") for d in decisions for w in d.warnings)
+    _, outcomes = play(tmp_path, "minihack:Corridor-R3", scaffold, server, steps=6)
+    assert any(w.startswith("oscillating") for d in outcomes for w in d.warnings)
     blocked = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"},
                         {"match": "Phase: PLAN", "reply": "<|ACTION|>search<|END|>"}])
-    _, decisions = play(tmp_path / "b", "minihack:Corridor-R3", scaffold, blocked, steps=4)
-    assert not decisions[1].warnings and decisions[3].warnings[0].startswith("stuck")
+    _, outcomes = play(tmp_path / "b", "minihack:Corridor-R3", scaffold, blocked, steps=4)
+    assert not outcomes[1].warnings and outcomes[3].warnings[0].startswith("stuck")
 
 
 def test_synced_files_follow_game_state(tmp_path, scripted):
@@ -146,8 +146,8 @@ def test_synced_files_follow_game_state(tmp_path, scripted):
     scaffold = scaffold.model_copy(update={"files": files})
     server = scripted([{"match": "Phase: LOG", "reply": "<|WRITE|>status.txt|fake\n<|DONE|>"},
                        {"match": "Phase: PLAN", "reply": "<|ACTION|>move_east<|END|>"}])
-    agent, decisions = play(tmp_path, "crafter", scaffold, server, steps=2)
-    assert not decisions[1].turns[0].ops[0].ok                           # the model cannot overwrite it
+    agent, outcomes = play(tmp_path, "crafter", scaffold, server, steps=2)
+    assert not outcomes[1].turns[0].ops[0].ok                           # the model cannot overwrite it
     assert "health" in agent.store.read_text("status.txt") and "x=" in agent.store.read_text("status.txt")
 
 
@@ -163,18 +163,18 @@ def test_every_v0_grammar_is_accepted_by_the_embedded_server(game_name, embedded
         store = MemoryStore(tmp / "files")
         agent = MemoryAgent(load_scaffold(game_family(game_name), 0), store, game.actions(), game.parse_action,
                             LLMClient(config, embedded.base_url))
-        result, decisions = game.reset(3), []
+        result, outcomes = game.reset(3), []
         for t in range(3):
             agent.observe_state(result.state)
-            decisions.append(await agent.step(t, result.observation))
-            result = game.step(decisions[-1].action)
-            agent.record_outcome(decisions[-1].action, result.reward)
+            outcomes.append(await agent.step(t, result.observation))
+            result = game.step(outcomes[-1].action)
+            agent.record_outcome(outcomes[-1].action, result.reward)
         game.close()
-        return decisions
+        return outcomes
 
-    decisions = asyncio.run(go(tmp_path))
-    assert all(d.valid for d in decisions)
-    assert all(not t.errors for d in decisions for t in d.turns)
+    outcomes = asyncio.run(go(tmp_path))
+    assert all(d.valid for d in outcomes)
+    assert all(not t.errors for d in outcomes for t in d.turns)
 
 
 def test_a_phase_that_outgrows_the_context_drops_its_oldest_read_results(tmp_path, scripted):
@@ -183,10 +183,10 @@ def test_a_phase_that_outgrows_the_context_drops_its_oldest_read_results(tmp_pat
         {"match": "Collect wood", "status": 400, "error": "request (4152 tokens) exceeds the available context size"},
         {"match": "Phase: PLAN", "replies": ["<|READ|>strategy.txt", "<|ACTION|>do<|END|>"]},
     ])
-    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
-    first, second = decisions[0].turns
+    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
+    first, second = outcomes[0].turns
     assert "Collect wood" in first.ops[0].result
-    assert decisions[0].action == "do" and decisions[0].valid
+    assert outcomes[0].action == "do" and outcomes[0].valid
     assert second.errors == ["the oldest read results of this phase were dropped to fit the endpoint's context"]
 
 
@@ -229,10 +229,10 @@ def test_memory_agent_rerun_at_temperature_is_identical(game_name, embedded, tmp
         result, trace = game.reset(5), []
         for t in range(2):
             agent.observe_state(result.state)
-            decision = await agent.step(t, result.observation)
-            trace.append((decision.action, [turn.text for turn in decision.turns]))
-            result = game.step(decision.action)
-            agent.record_outcome(decision.action, result.reward)
+            outcome = await agent.step(t, result.observation)
+            trace.append((outcome.action, [turn.text for turn in outcome.turns]))
+            result = game.step(outcome.action)
+            agent.record_outcome(outcome.action, result.reward)
         game.close()
         return trace
 
@@ -247,10 +247,10 @@ def test_an_action_outside_the_vocabulary_in_a_well_formed_token_is_a_malformed_
         {"match": "Phase: LOG", "reply": "<|DONE|>"},
         {"match": "Phase: PLAN", "reply": "<|ACTION|>fly to the moon<|END|>"},
     ])
-    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
-    [decision] = decisions
-    assert decision.action == "noop" and not decision.valid
-    assert any("fly to the moon" in e and "names no action of this game" in e for e in decision.turns[-1].errors)
+    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
+    [outcome] = outcomes
+    assert outcome.action == "noop" and not outcome.valid
+    assert any("fly to the moon" in e and "names no action of this game" in e for e in outcome.turns[-1].errors)
 
 
 @pytest.mark.parametrize(("fields", "says"), [
@@ -276,8 +276,8 @@ def test_phases_with_nothing_to_do_are_skipped(tmp_path, scripted):
     empty = v0.model_copy(update={"files": [f.model_copy(update={"initial": ""}) for f in v0.files]})
     server = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"},
                        {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}])
-    _, decisions = play(tmp_path, "crafter", empty, server, steps=3, constrained="gbnf")
-    assert [[t.phase for t in d.turns] for d in decisions] == [["plan"], ["plan"], ["plan"]]
+    _, outcomes = play(tmp_path, "crafter", empty, server, steps=3, constrained="gbnf")
+    assert [[t.phase for t in d.turns] for d in outcomes] == [["plan"], ["plan"], ["plan"]]
     grammars = [json.loads(line)["body"].get("grammar", "") for line in server.request_log.read_text().splitlines()]
     assert len(grammars) == 3 and all("root ::=" in g and "reads ::=" not in g for g in grammars)
 
@@ -285,8 +285,8 @@ def test_phases_with_nothing_to_do_are_skipped(tmp_path, scripted):
 def test_a_consultation_reads_several_files_in_one_turn_and_never_twice(tmp_path, scripted):
     server = scripted([{"match": "Results:", "reply": "<|ACTION|>do<|END|>"},
                        {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt\n<|READ|>strategy.txt\n<|TAIL|>x.txt|2"}])
-    _, decisions = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
-    consult, act = decisions[0].turns
+    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=1)
+    consult, act = outcomes[0].turns
     assert [op.op for op in consult.ops] == ["<|READ|>strategy.txt", "<|TAIL|>x.txt|2"]
     assert consult.ops[0].ok and not consult.ops[1].ok
-    assert act.text == "<|ACTION|>do<|END|>" and decisions[0].action == "do"
+    assert act.text == "<|ACTION|>do<|END|>" and outcomes[0].action == "do"

@@ -80,12 +80,12 @@ class Recording:
 
 def drive(agent, observations: list[str]) -> list:
     async def go():
-        decisions = []
+        outcomes = []
         for step, obs in enumerate(observations):
-            decision = await agent.step(step, obs)
-            agent.record_outcome(decision.action, 1.0 if step == 1 else 0.0)
-            decisions.append(decision)
-        return decisions
+            outcome = await agent.step(step, obs)
+            agent.record_outcome(outcome.action, 1.0 if step == 1 else 0.0)
+            outcomes.append(outcome)
+        return outcomes
 
     return asyncio.run(go())
 
@@ -117,8 +117,8 @@ def test_random_is_seeded_and_never_calls_a_model(tmp_path, scripted):
 def test_window_keeps_the_last_n_steps_in_context():
     client = Recording("<|ACTION|>move_north<|END|>")
     agent = WindowAgent("crafter", CRAFTER, lambda text: _parsed(text), client, window=3)
-    decisions = drive(agent, [f"observation number {i}" for i in range(6)])
-    assert [d.action for d in decisions] == ["move_north"] * 6
+    outcomes = drive(agent, [f"observation number {i}" for i in range(6)])
+    assert [d.action for d in outcomes] == ["move_north"] * 6
     for step, (messages, grammar, _) in enumerate(client.requests):
         assert grammar == action_grammar(list(CRAFTER))
         users = [m["content"] for m in messages if m["role"] == "user"]
@@ -127,7 +127,7 @@ def test_window_keeps_the_last_n_steps_in_context():
         shown = [k for k in range(6) if f"observation number {k}" in "\n".join(users)]
         assert shown == list(range(max(0, step - 3), step + 1))
     assert "(your previous action earned +1)" in client.requests[2][0][-1]["content"]
-    turn = decisions[0].turns[0]
+    turn = outcomes[0].turns[0]
     assert (turn.phase, turn.endpoint, turn.input_tokens, turn.errors) == ("action", "game", 100, [])
     # Each request is seeded from (episode seed, step, phase, turn): distinct per step, the same on a rerun.
     assert client.seeds == [request_seed(0, step, "action", 0) for step in range(6)] and len(set(client.seeds)) == 6
@@ -186,12 +186,12 @@ def test_cot_parses_reasoning_then_action_and_falls_back_on_garbage(tmp_path, sc
 def test_cot_asks_for_bounded_reasoning():
     client = Recording("short thought\n<|ACTION|>do<|END|>")
     agent = ChainOfThoughtAgent("crafter", CRAFTER, lambda text: _parsed(text), client, window=2, reasoning_chars=120)
-    (decision,) = drive(agent, ["obs"])
+    (outcome,) = drive(agent, ["obs"])
     messages, grammar, max_tokens = client.requests[0]
     assert grammar == reasoning_grammar(list(CRAFTER), 120)
     assert "thought ::= [ -;=-~]{1,120}" in grammar and 'root ::= thought "\\n" action' in grammar
     assert "at most 120 characters" in messages[0]["content"]
-    assert decision.action == "do" and decision.valid
+    assert outcome.action == "do" and outcome.valid
     assert max_tokens == 160                     # 120 + newline + the longest action line fits the endpoint's 160
 
 

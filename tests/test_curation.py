@@ -14,7 +14,7 @@ from builders import scripted_client, turn
 from automem_dagster.agent import prompts
 from automem_dagster.eta import eta, format_duration
 from automem_dagster.meta.curate import CurationError, CurationSettings, DatasetTooSmall, curate
-from automem_dagster.meta.decisions import DecisionError, ScoreWeights, extract_decisions
+from automem_dagster.meta.decisions import MemoryDecisionError, ScoreWeights, extract_decisions
 from automem_dagster.rollout.trajectory import TrajectoryWriter, episode_id, trajectory_path
 from automem_dagster.scaffold import content_hash, load_scaffold
 
@@ -111,24 +111,42 @@ def test_examples_rebuild_the_specialists_prompts(tmp_path):
     ]
     log = got[(1, "log")].examples[0]["prompt"][1]["content"]
     assert "Your previous action was move_left" in log and log.endswith(prompts.LOG_PHASE)
-    assert log == prompts.phase_messages(system, SCAFFOLD, 1, "obs before do", INDEX, [("move_left", 0.0)], [],
-                                         prompts.LOG_PHASE)[1]["content"]
+    context = prompts.StepContext(1, "obs before do", INDEX, [("move_left", 0.0)], [], prompts.LOG_PHASE)
+    assert log == prompts.phase_messages(system, SCAFFOLD, context)[1]["content"]
+
+
+def test_a_phase_prompt_is_these_bytes():
+    """The user message the agent sends and curation trains on, to the byte: the previous action is
+    the last of the whole history, only the scaffold's ``history_length`` recent ones are listed, and
+    the index is annotated with each file's purpose. A change here changes every prompt (and the
+    server's prompt cache), so it must be deliberate."""
+    scaffold = SCAFFOLD.model_copy(update={"limits": SCAFFOLD.limits.model_copy(update={"history_length": 2})})
+    history = [("noop", 0.0), ("move_left", 1.0), ("do", 0.0)]
+    context = prompts.StepContext(3, "obs", INDEX, history, ["stuck: x"], prompts.LOG_PHASE)
+    assert prompts.phase_messages("SYS", scaffold, context) == [
+        {"role": "system", "content": "SYS"},
+        {"role": "user", "content": (
+            "Step 3. Your previous action was do (reward +0). Now:\n\nobs\n\nRecent actions: move_left (+1), do\n\n"
+            "Warnings:\n- stuck: x\n\nMemory files:\nactions_log.txt (0 lines) - recent actions and their outcomes\n"
+            "map_notes.txt (0 lines) - " + next(f.purpose for f in SCAFFOLD.files if f.name == "map_notes.txt")
+            + "\n\n" + prompts.LOG_PHASE)},
+    ]
 
 
 def test_extraction_refuses_unusable_trajectories(tmp_path):
     limits = SCAFFOLD.limits.model_copy(update={"plan_max_ops": 3})
     other = SCAFFOLD.model_copy(update={"version": 1, "parent": 0, "limits": limits})
-    with pytest.raises(DecisionError, match="not with crafter v1"):
+    with pytest.raises(MemoryDecisionError, match="not with crafter v1"):
         extract_decisions(write_episode(tmp_path / "a", 1, scaffold=SCAFFOLD), other)
-    with pytest.raises(DecisionError, match="baseline"):
+    with pytest.raises(MemoryDecisionError, match="baseline"):
         extract_decisions(write_episode(tmp_path / "b", 1, agent="window"), SCAFFOLD)
     old = constructed_steps()
     del old[2]["memory_index"]
-    with pytest.raises(DecisionError, match="no memory_index"):
+    with pytest.raises(MemoryDecisionError, match="no memory_index"):
         extract_decisions(write_episode(tmp_path / "c", 1, old), SCAFFOLD)
     path = write_episode(tmp_path / "d", 1)
     path.write_text(path.read_text()[:-20])
-    with pytest.raises(DecisionError, match="corrupted|incomplete"):
+    with pytest.raises(MemoryDecisionError, match="corrupted|incomplete"):
         extract_decisions(path, SCAFFOLD)
 
 

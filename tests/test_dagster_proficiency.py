@@ -31,7 +31,7 @@ from automem_dagster.defs.proficiency.checks import specialist_gate
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
 from automem_dagster.loop.proficiency import registry
-from automem_dagster.tracking.mlflow_tracking import specialist_model_name
+from automem_dagster.tracking.runs import specialist_model_name
 
 ROUND = [training_rollouts, sft_dataset, lora_config, lora_adapter, specialist_evaluation, champion_specialist,
          specialist_gate]

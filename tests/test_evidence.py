@@ -6,8 +6,8 @@ import re
 import builders
 import pytest
 
-from automem_dagster.meta import collect_evidence, estimate_tokens, render_for_diagnosis, render_step
-from automem_dagster.meta.compress import NOTE_PREFIX
+from automem_dagster.meta.compress import NOTE_PREFIX, estimate_tokens, render_for_diagnosis, render_step
+from automem_dagster.meta.evidence import collect_evidence
 from automem_dagster.rollout import read_trajectory
 
 

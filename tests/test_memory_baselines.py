@@ -42,13 +42,13 @@ def bodies(server, path: str) -> list[dict]:
 
 def drive(agent, observations: list[str], rewards: dict[int, float] | None = None) -> list:
     async def go():
-        decisions = []
+        outcomes = []
         for step, obs in enumerate(observations):
-            decision = await agent.step(step, obs)
-            agent.record_outcome(decision.action, (rewards or {}).get(step, 0.0))
-            decisions.append(decision)
+            outcome = await agent.step(step, obs)
+            agent.record_outcome(outcome.action, (rewards or {}).get(step, 0.0))
+            outcomes.append(outcome)
         await agent.client.close()
-        return decisions
+        return outcomes
 
     return asyncio.run(go())
 
@@ -90,20 +90,20 @@ def test_rag_puts_the_nearest_earlier_steps_beside_its_window(tmp_path, scripted
     settings = RagSettings(retriever, k=2, record=("observation", "outcome"))
     agent = RagAgent("crafter", CRAFTER, ActionVocabulary(CRAFTER, "noop").parse, client_for(server), window=2,
                      settings=settings, embed_client=client_for(server, "embed") if retriever == "embedding" else None)
-    decisions = drive(agent, observations, rewards={0: 1.0})
-    context = decisions[-1].memory_context
+    outcomes = drive(agent, observations, rewards={0: 1.0})
+    context = outcomes[-1].memory_context
     assert context["retrieved"][0]["step"] == 0 and context["candidates"] == 4    # steps 4-5 are in the window
     assert context["retrieved"][0]["text"] == "step 0:\na tree and wood to the north\noutcome: earned +1"
     assert "action:" not in context["retrieved"][0]["text"]                      # record fields are a setting
     prompt = bodies(server, "/v1/chat/completions")[-1]["messages"][-1]["content"]
     assert prompt.index("earned +1") < prompt.index("Step 6:")
-    assert [d.memory_context["retrieved"] for d in decisions[:3]] == [[], [], []]   # nothing older than the window
-    phases = [[t.phase for t in d.turns] for d in decisions]
+    assert [d.memory_context["retrieved"] for d in outcomes[:3]] == [[], [], []]   # nothing older than the window
+    phases = [[t.phase for t in d.turns] for d in outcomes]
     if retriever == "embedding":
         assert phases == [["embed", "action"]] * 7 and "key_vector" in context
         embeds = bodies(server, "/v1/embeddings")
         assert [b["input"] for b in embeds] == [[o] for o in observations] and embeds[0]["encoding_format"] == "float"
-        assert decisions[0].turns[0].input_tokens == len(observations[0]) // 4 > 0   # the embedding call's cost
+        assert outcomes[0].turns[0].input_tokens == len(observations[0]) // 4 > 0   # the embedding call's cost
     else:
         assert phases == [["action"]] * 7 and "key_vector" not in context and not bodies(server, "/v1/embeddings")
 
@@ -126,8 +126,8 @@ def test_summary_keeps_to_its_cap_and_is_rewritten_every_n_steps(tmp_path, scrip
     agent = SummaryAgent("crafter", CRAFTER, ActionVocabulary(CRAFTER, "noop").parse,
                          client_for(server, constrained="gbnf"), window=1,
                          settings=SummarySettings(every=3, summary_tokens=20))
-    decisions = drive(agent, [f"observation {i}" for i in range(10)])
-    assert [[t.phase for t in d.turns] for d in decisions] == \
+    outcomes = drive(agent, [f"observation {i}" for i in range(10)])
+    assert [[t.phase for t in d.turns] for d in outcomes] == \
         [["summary", "action"] if s in (3, 6, 9) else ["action"] for s in range(10)]
     rewrites = [b for b in bodies(server, "/v1/chat/completions") if "Write the new summary." in str(b["messages"])]
     assert [b["max_tokens"] for b in rewrites] == [20, 20, 20]                 # the token cap, for the server
@@ -135,10 +135,10 @@ def test_summary_keeps_to_its_cap_and_is_rewritten_every_n_steps(tmp_path, scrip
     first, second = (b["messages"][-1]["content"] for b in rewrites[:2])
     assert re.findall(r"Step (\d):", first) == ["0", "1", "2"] and "(none yet" in first
     assert re.findall(r"Step (\d):", second) == ["3", "4", "5"] and long[:60].strip() in second
-    kept = [d.memory_context for d in decisions]
+    kept = [d.memory_context for d in outcomes]
     assert len(kept[3]["summary"]) == 60 and kept[3]["summary"] == " ".join(long.split())[:60]
     assert kept[3]["refreshed"] and kept[3]["summarised_steps"] == [0, 2] and not kept[4]["refreshed"]
-    assert "cut to its cap of 60" in decisions[3].turns[0].errors[0]
+    assert "cut to its cap of 60" in outcomes[3].turns[0].errors[0]
     assert kept[6]["summary"] == "short notes" and kept[7]["summary"] == "short notes"
     action_prompt = bodies(server, "/v1/chat/completions")[-1]["messages"][-1]["content"]
     assert "Your summary of the episode so far:" in action_prompt and kept[9]["summary"] in action_prompt

@@ -170,23 +170,23 @@ def test_a_hosted_game_model_plays_through_json_turns(tmp_path, scripted):
         store = MemoryStore(tmp_path / "files", journal=Journal(tmp_path / "journal.jsonl"))
         client = LLMClient(EndpointConfig(name="game", model="hosted", constrained="json_schema"), server.base_url)
         agent = MemoryAgent(load_scaffold("crafter", 0), store, game.actions(), game.parse_action, client)
-        result, decisions = game.reset(7), []
+        result, outcomes = game.reset(7), []
         for t in range(3):
             agent.observe_state(result.state)
-            decision = await agent.step(t, result.observation)
-            result = game.step(decision.action)
-            agent.record_outcome(decision.action, result.reward)
-            decisions.append(decision)
+            outcome = await agent.step(t, result.observation)
+            result = game.step(outcome.action)
+            agent.record_outcome(outcome.action, result.reward)
+            outcomes.append(outcome)
         await client.close()
         game.close()
-        return store, decisions
+        return store, outcomes
 
-    store, decisions = asyncio.run(go())
-    assert [d.action for d in decisions] == ["move_west"] * 3 and all(d.valid for d in decisions)
-    turns = [t for d in decisions for t in d.turns]
+    store, outcomes = asyncio.run(go())
+    assert [d.action for d in outcomes] == ["move_west"] * 3 and all(d.valid for d in outcomes)
+    turns = [t for d in outcomes for t in d.turns]
     assert not any(t.errors for t in turns)
-    assert decisions[1].turns[0].text == "<|APPEND|>actions_log.txt|went west\n<|DONE|>"
-    assert decisions[0].turns[0].text == "<|READ|>actions_log.txt" and decisions[0].turns[0].ops[0].ok
+    assert outcomes[1].turns[0].text == "<|APPEND|>actions_log.txt|went west\n<|DONE|>"
+    assert outcomes[0].turns[0].text == "<|READ|>actions_log.txt" and outcomes[0].turns[0].ops[0].ok
     assert store.read_text("actions_log.txt").splitlines() == ["went west", "went west"]
     names = {r["body"]["response_format"]["json_schema"]["name"] for r in _requests(server)}
     assert names == {"log_turn", "plan_turn"}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from automem_dagster.agent import prompts
-from automem_dagster.agent.memory_agent import Decision, TurnRecord, resolve_action
+from automem_dagster.agent.memory_agent import StepOutcome, TurnRecord, resolve_action
 from automem_dagster.agent.sampling import request_seed
 from automem_dagster.agent.turn_format import TurnConstraint, action_turn, ask, reasoning_turn
 from automem_dagster.games.base import GameState
@@ -55,7 +55,7 @@ class Agent(Protocol):
 
     def observe_state(self, state: GameState) -> None: ...
 
-    async def step(self, step: int, observation: str) -> Decision: ...
+    async def step(self, step: int, observation: str) -> StepOutcome: ...
 
     def recall(self, step: int, observation: str, record: dict) -> None: ...
 
@@ -72,8 +72,8 @@ class RandomAgent:
     def observe_state(self, state: GameState) -> None:
         pass
 
-    async def step(self, step: int, observation: str) -> Decision:
-        return Decision(self.rng.choice(self.actions), True, "", [], [])
+    async def step(self, step: int, observation: str) -> StepOutcome:
+        return StepOutcome(self.rng.choice(self.actions), True, "", [], [])
 
     def recall(self, step: int, observation: str, record: dict) -> None:
         self.rng.choice(self.actions)  # the draw ``step`` made, so the following ones stay the same
@@ -167,15 +167,15 @@ class WindowAgent:
     def recall(self, step: int, observation: str, record: dict) -> None:
         self._pending = prompts.baseline_step_message(step, observation, self._last_reward)
 
-    async def step(self, step: int, observation: str) -> Decision:
+    async def step(self, step: int, observation: str) -> StepOutcome:
         before = await self.prepare(step, observation)
         comp = await ask(self.client, self.messages(step, observation), self.constraint(), max_tokens=self.max_tokens(),
                          seed=request_seed(self.episode_seed, step, self.phase, 0))
         turn = TurnRecord.from_completion(self.phase, "game", comp)
         turn.errors += parse_ops(comp.text).errors
         parsed = resolve_action(turn, self.parse_action)
-        return Decision(parsed.action, parsed.valid, parsed.note, [*before, turn], [],
-                        memory_context=self.memory_context())
+        return StepOutcome(parsed.action, parsed.valid, parsed.note, [*before, turn], [],
+                           memory_context=self.memory_context())
 
     def record_outcome(self, action: str, reward: float) -> None:
         if self.window:

@@ -67,7 +67,7 @@ class TurnRecord:
 
 
 @dataclass
-class Decision:
+class StepOutcome:
     """The outcome of one agent step: the action to take and the full record of how."""
 
     action: str
@@ -135,7 +135,7 @@ class MemoryAgent:
             if f.policy.mode == "synced":
                 self.store.sync(f.name, state.render(f.policy.sync_source))
 
-    async def step(self, step: int, observation: str) -> Decision:
+    async def step(self, step: int, observation: str) -> StepOutcome:
         """Decide one action; call ``observe_state`` with the current state first."""
         warnings = self.warnings()
         turns: list[TurnRecord] = []
@@ -146,7 +146,7 @@ class MemoryAgent:
         memory_index["plan"] = self.store.index()
         plan_turns, parsed = await self._plan_phase(step, observation, warnings)
         turns += plan_turns
-        return Decision(parsed.action, parsed.valid, parsed.note, turns, warnings, memory_index)
+        return StepOutcome(parsed.action, parsed.valid, parsed.note, turns, warnings, memory_index)
 
     def _previous_step_changed(self) -> bool:
         """Whether the previous action moved, changed inventory or level, or earned a reward: else LOG has nothing to record."""
@@ -174,8 +174,8 @@ class MemoryAgent:
     # -- phases -----------------------------------------------------------------------------
 
     def _messages(self, system: str, step: int, observation: str, warnings: list[str], phase: str) -> list[dict]:
-        return prompts.phase_messages(system, self.scaffold, step, observation, self.store.index(), self.history,
-                                      warnings, phase)
+        context = prompts.StepContext(step, observation, self.store.index(), self.history, warnings, phase)
+        return prompts.phase_messages(system, self.scaffold, context)
 
     async def _log_phase(self, step: int, observation: str, warnings: list[str]) -> list[TurnRecord]:
         """One turn: the writes that record the previous step, then DONE."""

@@ -13,6 +13,7 @@ an episode grows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from automem_dagster.agent.grammar import READ_OPS
@@ -62,49 +63,47 @@ def file_index(scaffold: Scaffold, index: str) -> str:
     return "\n".join(line + notes.get(line.split(" (")[0], "") for line in index.splitlines())
 
 
-def step_message(
-    step: int,
-    observation: str,
-    index: str,
-    history: list[tuple[str, float]],
-    warnings: list[str],
-    phase: str,
-    previous: tuple[str, float] | None = None,
-) -> str:
+@dataclass(frozen=True)
+class StepContext:
+    """What one phase of one step shows the model beside the system prompt. The agent fills it
+    from its store and history as the phase begins; curation fills it from the trajectory's step
+    line; both then build the phase's prompt from it alone, so the two cannot drift apart."""
+
+    step: int
+    observation: str
+    index: str
+    """The store's raw index when the phase began (``file_index`` annotates it for the model)."""
+    history: list[tuple[str, float]]
+    """Every (action, reward) so far; the scaffold's ``history_length`` decides how many are shown."""
+    warnings: list[str]
+    phase: str
+    """The phase's closing line (``LOG_PHASE``, ``plan_phase(role)``)."""
+
+
+def step_message(context: StepContext, scaffold: Scaffold) -> str:
     """The per-step user message: the step, the observation, recent actions, warnings, then the
     memory index and the phase (last, since LOG's writes change the index)."""
-    if previous is not None:
-        parts = [f"Step {step}. Your previous action was {previous[0]} (reward {previous[1]:+g}). Now:"]
+    n = scaffold.limits.history_length
+    recent = context.history[-n:] if n else []
+    if context.history:
+        previous = context.history[-1]
+        parts = [f"Step {context.step}. Your previous action was {previous[0]} (reward {previous[1]:+g}). Now:"]
     else:
-        parts = [f"Step {step}. Now:"]
-    parts.append(observation)
-    if history:
-        parts.append("Recent actions: " + ", ".join(f"{a} ({r:+g})" if r else a for a, r in history))
-    if warnings:
-        parts.append("Warnings:\n" + "\n".join(f"- {w}" for w in warnings))
-    parts += [f"Memory files:\n{index}", phase]
+        parts = [f"Step {context.step}. Now:"]
+    parts.append(context.observation)
+    if recent:
+        parts.append("Recent actions: " + ", ".join(f"{a} ({r:+g})" if r else a for a, r in recent))
+    if context.warnings:
+        parts.append("Warnings:\n" + "\n".join(f"- {w}" for w in context.warnings))
+    parts += [f"Memory files:\n{file_index(scaffold, context.index)}", context.phase]
     return "\n\n".join(parts)
 
 
-def phase_messages(
-    system: str,
-    scaffold: Scaffold,
-    step: int,
-    observation: str,
-    index: str,
-    history: list[tuple[str, float]],
-    warnings: list[str],
-    phase: str,
-) -> list[dict]:
+def phase_messages(system: str, scaffold: Scaffold, context: StepContext) -> list[dict]:
     """The opening messages of a LOG or PLAN phase. The agent builds its calls with this, and
     the curation of memory decisions rebuilds the same prompts from a trajectory with it, so
-    the specialist is trained on exactly what it is shown at inference. ``history`` is every
-    (action, reward) so far and ``index`` the store's raw index when the phase began."""
-    n = scaffold.limits.history_length
-    recent = history[-n:] if n else []
-    previous = history[-1] if history else None
-    text = step_message(step, observation, file_index(scaffold, index), recent, warnings, phase, previous)
-    return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+    the specialist is trained on exactly what it is shown at inference."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": step_message(context, scaffold)}]
 
 
 def plan_phase(role: Role) -> str:

@@ -19,6 +19,7 @@ from automem_dagster.commands.render import (
     print_where_to_look,
 )
 from automem_dagster.commands.shared import (
+    add_batch_args,
     add_game_arg,
     add_gate_args,
     add_output_args,
@@ -48,21 +49,21 @@ from automem_dagster.training.sft_result import FIGURES, RESULT_FILE
 
 
 def register(sub) -> None:
-    train = sub.add_parser("train", help="one proficiency-loop round: training rollouts, curation, LoRA configuration, "
-                                         "training, two-model evaluation, keep or roll back")
+    train = sub.add_parser("train", help="one whole proficiency-loop round: training rollouts, curation, LoRA "
+                                         "configuration, training, two-model evaluation, keep or roll back "
+                                         "(finetune is the training stage alone)")
     add_round_args(train, purpose="curate memory decisions from", episodes=8, max_steps=100)
     add_gate_args(train)
     add_curation_args(train, "stop below this many curated examples (default: the AutoMem paper's minimum for the game)")
     add_training_args(train)
     train.set_defaults(run=run_train)
     curate = sub.add_parser("curate", help="score the memory decisions of a training batch into an SFT dataset")
-    add_game_arg(curate)
-    curate.add_argument("--batch", type=Path, required=True, help="a rollout batch on training seeds")
-    curate.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")
+    add_batch_args(curate, "a rollout batch on training seeds")
     add_curation_args(curate, "minimum dataset size (default: the AutoMem paper's)")
     add_output_args(curate)
     curate.set_defaults(run=run_curate)
-    finetune = sub.add_parser("finetune", help="choose LoRA settings (meta-LLM) and train an adapter on a curated dataset")
+    finetune = sub.add_parser("finetune", help="the training stage alone: choose LoRA settings (meta-LLM) and train an "
+                                               "adapter on a curated dataset (train runs the whole round)")
     add_game_arg(finetune)
     finetune.add_argument("--dataset", type=Path, required=True, help="a curated dataset directory")
     add_training_args(finetune)

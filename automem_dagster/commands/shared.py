@@ -205,3 +205,11 @@ GAME_HELP = ("crafter, nethack, minihack:<Task>, babyai:<Task>, textworld:coin_c
 
 def add_game_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--game", required=required, help=GAME_HELP)
+
+
+def add_batch_args(p: argparse.ArgumentParser, batch_help: str) -> None:
+    """The options of a stage that reads one finished rollout batch (``diagnose``, ``curate``): the game, the
+    batch, and its scaffold, by default the one its ``batch.json`` names, so the stage reads what was played."""
+    add_game_arg(p)
+    p.add_argument("--batch", type=Path, required=True, help=batch_help)
+    p.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")

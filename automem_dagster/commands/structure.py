@@ -14,6 +14,7 @@ from automem_dagster.commands import shared
 from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.render import console, print_round, print_where_to_look
 from automem_dagster.commands.shared import (
+    add_batch_args,
     add_game_arg,
     add_gate_args,
     add_output_args,
@@ -34,7 +35,8 @@ from automem_dagster.scaffold.lineage import render_tree
 
 
 def register(sub) -> None:
-    revise = sub.add_parser("revise", help="one structure-loop round: rollouts, diagnosis, revision, evaluation, decision")
+    revise = sub.add_parser("revise", help="one whole structure-loop round: rollouts, diagnosis, revision, evaluation, "
+                                           "decision (propose is the revision stage alone)")
     add_round_args(revise)
     add_gate_args(revise)
     revise.set_defaults(run=run_revise)
@@ -54,12 +56,11 @@ def register(sub) -> None:
                         help="with --proficiency: stop below this many curated examples (default: the paper's)")
     rounds.set_defaults(run=run_rounds_command)
     diagnose = sub.add_parser("diagnose", help="ask the meta-LLM to diagnose a finished rollout batch")
-    add_game_arg(diagnose)
-    diagnose.add_argument("--batch", type=Path, required=True, help="a rollout batch directory")
-    diagnose.add_argument("--scaffold", default=None, help="the batch's scaffold (default: the one in batch.json)")
+    add_batch_args(diagnose, "a rollout batch directory")
     add_output_args(diagnose)
     diagnose.set_defaults(run=run_diagnose)
-    propose = sub.add_parser("propose", help="ask the meta-LLM for a revision of a scaffold from a diagnosis")
+    propose = sub.add_parser("propose", help="the revision stage alone: ask the meta-LLM for a revision of a scaffold "
+                                             "from a diagnosis (revise runs the whole round)")
     add_game_arg(propose)
     propose.add_argument("--diagnosis", type=Path, required=True, help="a diagnosis directory")
     propose.add_argument("--scaffold", default="champion", help="the parent scaffold (default: champion)")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import chain, groupby, zip_longest
 from pathlib import Path
 from typing import TypeVar
@@ -194,19 +194,23 @@ class _Episode:
         return mask
 
 
+@dataclass
 class _Compressor:
     """Finds the most detailed compressed layout that fits: window, then excerpts, then episodes."""
 
-    def __init__(self, episodes: list[_Episode], full_tokens: int, budget: int, window: int,
-                 measure: Callable[[str], int], method: str):
-        self.episodes = episodes
-        self.full_tokens = full_tokens
-        self.budget = budget
-        self.window = window
-        self.measure = measure
-        self.method = method
+    episodes: list[_Episode]
+    full_tokens: int
+    budget: int
+    window: int
+    measure: Callable[[str], int]
+    method: str
+    priority: list[FailurePoint] = field(init=False)
+    """The failure points in the order excerpts keep them: one of each kind in turn, each kind's taken from the
+    episodes in turn, so no kind or episode crowds out the others."""
+
+    def __post_init__(self) -> None:
         self.priority = _interleave([
-            _interleave([[p for p in e.points if p.kind == kind] for e in episodes]) for kind in FAILURE_KINDS
+            _interleave([[p for p in e.points if p.kind == kind] for e in self.episodes]) for kind in FAILURE_KINDS
         ])
 
     def fit(self) -> RenderedBatch:

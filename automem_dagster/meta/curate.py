@@ -34,7 +34,7 @@ from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.eta import eta
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.strict_schema import to_strict
-from automem_dagster.meta.decisions import DecisionError, MemoryDecision, ScoreWeights, extract_decisions
+from automem_dagster.meta.decisions import MemoryDecision, MemoryDecisionError, ScoreWeights, extract_decisions
 from automem_dagster.meta.replies import Attempt, describe_reply
 from automem_dagster.rollout.seeds import assert_disjoint
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
@@ -158,7 +158,7 @@ def _collect(batches: list[Path], scaffold: Scaffold, eval_seeds: set[int],
                 excluded.append({"trajectory": str(path), "reason": f"seed {header['seed']} is an evaluation seed"})
                 continue
             decisions += extract_decisions(path, scaffold, weights)
-        except DecisionError as exc:
+        except MemoryDecisionError as exc:
             excluded.append({"trajectory": str(path), "reason": str(exc)})
     if not decisions:
         reasons = "; ".join(e["reason"] for e in excluded[:3])

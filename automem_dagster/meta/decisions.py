@@ -48,7 +48,7 @@ class ScoreWeights(BaseModel):
 
 
 @dataclass
-class DecisionScore:
+class MemoryDecisionScore:
     progression_delta: float
     """Percentage points of progression gained from before the decision to the window's end."""
     reward: float
@@ -78,7 +78,7 @@ class MemoryDecision:
     """``{"turn": k, "prompt": [messages], "completion": [assistant message]}`` per turn."""
     ops: list[str]
     errors: list[str]
-    score: DecisionScore
+    score: MemoryDecisionScore
     verdict: str = ""
     """Set by curation: accepted, reviewed_kept, reviewed_dropped, rejected, duplicate, ..."""
     reason: str = ""
@@ -97,7 +97,7 @@ class MemoryDecision:
         return out
 
 
-class DecisionError(ValueError):
+class MemoryDecisionError(ValueError):
     """A trajectory that cannot yield memory decisions; the message names it and what to do."""
 
 
@@ -107,7 +107,7 @@ def extract_decisions(path: Path, scaffold: Scaffold, weights: ScoreWeights | No
     try:
         header, steps, _ = read_trajectory(path)
     except TrajectoryError as exc:
-        raise DecisionError(str(exc)) from exc
+        raise MemoryDecisionError(str(exc)) from exc
     _check_header(path, header, scaffold)
     system = prompts.system_prompt(scaffold, {}, "memory")
     reads = _reads_after(steps)
@@ -116,7 +116,7 @@ def extract_decisions(path: Path, scaffold: Scaffold, weights: ScoreWeights | No
     for t, step in enumerate(steps):
         index = step.get("memory_index")
         if index is None:
-            raise DecisionError(
+            raise MemoryDecisionError(
                 f"trajectory {path} step {t} has no memory_index (written by an older version of the rollout): "
                 "rerun the rollout into a new batch folder to curate it"
             )
@@ -124,8 +124,8 @@ def extract_decisions(path: Path, scaffold: Scaffold, weights: ScoreWeights | No
             turns = [turn for turn in step["turns"] if turn["phase"] == phase]
             if not turns:
                 continue
-            messages = prompts.phase_messages(system, scaffold, t, step["observation"], index[phase], history,
-                                              step["warnings"], phase_text)
+            context = prompts.StepContext(t, step["observation"], index[phase], history, step["warnings"], phase_text)
+            messages = prompts.phase_messages(system, scaffold, context)
             decision = _decision(header, t, phase, turns, messages)
             decision.score = _score(decision, steps, t, reads, weights)
             out.append(decision)
@@ -135,10 +135,11 @@ def extract_decisions(path: Path, scaffold: Scaffold, weights: ScoreWeights | No
 
 def _check_header(path: Path, header: dict, scaffold: Scaffold) -> None:
     if header.get("agent", "memory") != "memory":
-        raise DecisionError(f"trajectory {path} was played by the {header['agent']!r} baseline, which makes no memory decisions")
+        raise MemoryDecisionError(
+            f"trajectory {path} was played by the {header['agent']!r} baseline, which makes no memory decisions")
     played = header.get("scaffold", {})
     if played.get("hash") != content_hash(scaffold):
-        raise DecisionError(
+        raise MemoryDecisionError(
             f"trajectory {path} was played with scaffold {played.get('game')} v{played.get('version')} "
             f"(hash {played.get('hash')}), not with {scaffold.game} v{scaffold.version}: curate rollouts of the "
             "scaffold the specialist will serve"
@@ -156,7 +157,7 @@ def _decision(header: dict, t: int, phase: str, turns: list[dict], messages: lis
         results = [f"{r['op']} -> {r['result']}" for r in turn["ops"]]
         messages += [{"role": "assistant", "content": text}, {"role": "user", "content": prompts.results_message(results)}]
     return MemoryDecision(header["episode"], int(header["seed"]), t, phase, examples, ops, errors,
-                          DecisionScore(0.0, 0.0, 0))
+                          MemoryDecisionScore(0.0, 0.0, 0))
 
 
 def _without_action(text: str) -> str:
@@ -188,10 +189,10 @@ def _parsed(text: str):
 
 
 def _score(decision: MemoryDecision, steps: list[dict], t: int, reads: list[list[tuple[str, str]]],
-           weights: ScoreWeights) -> DecisionScore:
+           weights: ScoreWeights) -> MemoryDecisionScore:
     end = min(t + weights.horizon, len(steps)) - 1
     before = steps[t - 1]["progression"] if t > 0 else 0.0
-    s = DecisionScore(
+    s = MemoryDecisionScore(
         progression_delta=round(100.0 * (steps[end]["progression"] - before), 4),
         reward=round(sum(step["reward"] for step in steps[t:end + 1]), 4),
         window=end - t + 1,

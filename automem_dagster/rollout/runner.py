@@ -255,22 +255,22 @@ async def _play_step(play: Play, writer: TrajectoryWriter, game_step: GameStep) 
     started = time.perf_counter()
     shown = play.shown()
     play.begin_step()
-    decision = await play.agent.step(play.step, shown)
+    outcome = await play.agent.step(play.step, shown)
     game_started = time.perf_counter()
-    result = await game_step(decision.action)
+    result = await game_step(outcome.action)
     game_s = time.perf_counter() - game_started
     writer.step({
-        "step": play.step, "observation": shown, "action": decision.action,
-        "action_valid": decision.valid, "action_note": decision.note,
+        "step": play.step, "observation": shown, "action": outcome.action,
+        "action_valid": outcome.valid, "action_note": outcome.note,
         "reward": result.reward, "progression": result.progression, "done": result.done,
-        "warnings": decision.warnings, "turns": [asdict(t) for t in decision.turns],
-        **({"memory_index": decision.memory_index} if decision.memory_index else {}),
-        **({"memory_context": decision.memory_context} if decision.memory_context else {}),
+        "warnings": outcome.warnings, "turns": [asdict(t) for t in outcome.turns],
+        **({"memory_index": outcome.memory_index} if outcome.memory_index else {}),
+        **({"memory_context": outcome.memory_context} if outcome.memory_context else {}),
         **({"memory_sha": memory_digest(play.store)} if play.store is not None else {}),
         "state": state_record(result.state), "info": result.info,
         "game_s": game_s, "wall_s": time.perf_counter() - started,
     })
-    play.end_step(decision.action, decision.valid, decision.note, result)
+    play.end_step(outcome.action, outcome.valid, outcome.note, result)
 
 
 async def _open_episode(spec: RolloutSpec, seed: int, clients: Clients, game: Game, pool: ThreadPoolExecutor,

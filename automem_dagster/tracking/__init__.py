@@ -9,11 +9,9 @@ from automem_dagster.tracking.runs import (
     TrackingError,
     TrainingRun,
     default_tracking_uri,
-    specialist_model_name,
 )
 
-__all__ = ["EvaluationRun", "TrackedRun", "Tracker", "TrackingError", "TrainingRun", "default_tracking_uri",
-           "specialist_model_name"]
+__all__ = ["EvaluationRun", "TrackedRun", "Tracker", "TrackingError", "TrainingRun", "default_tracking_uri"]
 
 
 def __getattr__(name: str):

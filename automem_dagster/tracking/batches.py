@@ -8,7 +8,8 @@ that run and links it from its challenger's run (tag ``automem.champion_run``) i
 
 from __future__ import annotations
 
-from automem_dagster.tracking.mlflow_tracking import EvaluationRun, TrackedRun, Tracker
+from automem_dagster.tracking.mlflow_tracking import Tracker
+from automem_dagster.tracking.runs import EvaluationRun, TrackedRun
 
 
 def logged_batch_run(tracker: Tracker, family: str, batch: str) -> TrackedRun | None:

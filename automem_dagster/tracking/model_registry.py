@@ -8,7 +8,8 @@ names the specialist in service, as ``assets/specialists/<family>.json`` does.
 
 from __future__ import annotations
 
-from automem_dagster.tracking.mlflow_tracking import Tracker, specialist_model_name
+from automem_dagster.tracking.mlflow_tracking import Tracker
+from automem_dagster.tracking.runs import specialist_model_name
 
 CHAMPION_ALIAS = "champion"
 REASON_LIMIT = 5000
