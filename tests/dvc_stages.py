@@ -24,6 +24,15 @@ BIN = Path(sys.executable).parent  # the environment running the tests, which ho
 PROJECT_FILES = ("dvc.yaml", "params.yaml", ".dvcignore", "assets", "dvc_templates")
 
 
+def set_params(path: Path, **values) -> None:
+    """Set parameters in the params.yaml at ``path`` as `dvc exp run -S group.key=value` would: a group
+    given as a dict is merged into its own, so the group's other keys (e.g. ``rollout.seed_block``) stay."""
+    params = yaml.safe_load(path.read_text())
+    for key, value in values.items():
+        params[key] = {**params[key], **value} if isinstance(value, dict) else value
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
 class StageProject:
     """A DVC project (no git) holding the pipeline; ``automem`` in its stages is this environment's."""
 
@@ -47,12 +56,7 @@ class StageProject:
                        seeds_file=assets / "seeds" / "eval.yaml", specialists=assets / "specialists")
 
     def set_params(self, **values) -> None:
-        """Replace top-level sections of params.yaml (a section given as a dict is merged into its own)."""
-        path = self.root / "params.yaml"
-        params = yaml.safe_load(path.read_text())
-        for key, value in values.items():
-            params[key] = {**params[key], **value} if isinstance(value, dict) else value
-        path.write_text(yaml.safe_dump(params, sort_keys=False))
+        set_params(self.root / "params.yaml", **values)
 
     def dvc(self, *args: str) -> str:
         done = subprocess.run([str(DVC), *args], cwd=self.root, env=self.env, capture_output=True, text=True,

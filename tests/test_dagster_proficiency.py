@@ -208,7 +208,7 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     promotion = dg.materialize(ROUND, partition_key="crafter", resources=res, instance=instance,
                                selection=[champion_specialist])
     champion = metadata(promotion, "champion_specialist")
-    assert champion["decision"] == "kept" and champion["challenger"] == "a1"
+    assert champion["decision"] == "kept" and champion["adapter"] == "a1"
     assert (champion["specialist_before"], champion["specialist_after"]) == ("none (one-model agent)", "a1")
     assert "data:image/png;base64," in champion["progression"]
     reg = registry(storage.storage(), "crafter")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dvc_stages import set_params
 
 from automem_dagster.llm.embedded_server import embedded_model_path
 from automem_dagster.rollout import episode_id
@@ -105,9 +106,7 @@ class Project:
         return other
 
     def set_params(self, **values) -> None:
-        path = self.root / "params.yaml"
-        params = yaml.safe_load(path.read_text())
-        path.write_text(yaml.safe_dump({**params, **values}, sort_keys=False))
+        set_params(self.root / "params.yaml", **values)
 
     def _run(self, cmd: list[str]) -> str:
         done = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=900)
