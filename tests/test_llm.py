@@ -188,3 +188,12 @@ def test_embedded_server_threads_follow_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOMEM_EMBEDDED_THREADS", "two")
     with pytest.raises(ValueError, match="AUTOMEM_EMBEDDED_THREADS='two'"):
         threads()
+
+
+def test_training_threads_are_refused_the_same_way(monkeypatch):
+    """LoRA training reads its share through the same rule: a bad value names its variable."""
+    from automem_dagster.training.base_model import configure_torch_threads
+
+    monkeypatch.setenv("AUTOMEM_TORCH_THREADS", "two")
+    with pytest.raises(ValueError, match="AUTOMEM_TORCH_THREADS='two'"):
+        configure_torch_threads()

@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from automem_dagster.cpu_threads import threads_from_env
 from automem_dagster.llm.process import ModelFileMissing, ServerProcess, free_port
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -49,14 +50,7 @@ def default_threads() -> int:
     else holds one: measured on the 2-core machine, two servers of 2 threads each fell from about
     10 tokens a second to 0.3-2. Processes that share the machine (two test workers, a server beside
     a training) should split the cores between them through this variable."""
-    override = os.environ.get("AUTOMEM_EMBEDDED_THREADS", "").strip()
-    if override:
-        try:
-            return max(1, int(override))
-        except ValueError:
-            raise ValueError(f"AUTOMEM_EMBEDDED_THREADS={override!r} is not a whole number of threads: "
-                             "set it to e.g. 1, or unset it to use the machine's cores") from None
-    return min(os.cpu_count() or 2, 8)
+    return threads_from_env("AUTOMEM_EMBEDDED_THREADS", min(os.cpu_count() or 2, 8))
 
 
 def embedded_server(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from automem_dagster.cpu_threads import threads_from_env
+
 EMBEDDED_BASE = "embedded"
 
 
@@ -36,8 +38,7 @@ def configure_torch_threads() -> None:
     slower than 1 (threads spin waiting for a core), at identical losses."""
     import torch
 
-    default = max(1, (os.cpu_count() or 2) - 1)
-    torch.set_num_threads(max(1, int(os.environ.get("AUTOMEM_TORCH_THREADS", default))))
+    torch.set_num_threads(threads_from_env("AUTOMEM_TORCH_THREADS", max(1, (os.cpu_count() or 2) - 1)))
 
 
 def load_base(base: str = EMBEDDED_BASE):
