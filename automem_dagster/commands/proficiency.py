@@ -118,21 +118,21 @@ def run_curate(args: argparse.Namespace) -> int:
     manifest = read_manifest(args.batch)
     scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", shared.STORAGE)
     settings = proficiency_settings(args)
+    out = args.out or dataset_dir(shared.STORAGE, args.batch)
 
     async def go():
         async with session(args.endpoints) as (clients, _):
-            return await curate_stage(args.batch, scaffold, settings, clients.meta, shared.STORAGE, console.print, args.out)
+            return await curate_stage(args.batch, scaffold, settings, clients.meta, shared.STORAGE, console.print, out)
 
     try:
         result = asyncio.run(go())
     except DatasetTooSmall as exc:
         # An outcome of the round, as in the CLI's round (which stops before training): recorded, so
         # the pipeline's training, evaluation and decision say so instead of failing.
-        out = args.out or dataset_dir(shared.STORAGE, args.batch)
         write_too_small(out, str(exc))
         Console().print(f"nothing to train (recorded in {out / TOO_SMALL}): {exc}")
         return 0
-    (Path(result.out_dir) / TOO_SMALL).unlink(missing_ok=True)
+    (out / TOO_SMALL).unlink(missing_ok=True)
     Console().print(f"{result.examples} examples, version {result.stats['dataset_hash']}: {result.out_dir}")
     return 0
 
