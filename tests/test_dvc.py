@@ -17,12 +17,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from dvc_stages import set_params
+from dvc_stages import BIN, DVC, REPO, set_params
+from dvc_stages import PROJECT_FILES as STAGE_PROJECT_FILES
 
 from automem_dagster.llm.embedded_server import embedded_model_path
 from automem_dagster.rollout import episode_id
@@ -32,10 +32,7 @@ from automem_dagster.standins.scripted_vllm import scripted_vllm
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 
-REPO = Path(__file__).resolve().parents[1]
-DVC = REPO / ".venv-dvc" / "bin" / "dvc"
-BIN = Path(sys.executable).parent  # the environment running the tests, which holds `automem`
-PROJECT_FILES = ("dvc.yaml", "params.yaml", ".gitignore", ".dvcignore", "assets", "dvc_templates")
+PROJECT_FILES = (*STAGE_PROJECT_FILES, ".gitignore")  # this project is a git repository too
 STRUCTURE = ("rollout", "diagnose", "revise", "evaluate_champion", "evaluate_candidate", "decide")
 PROFICIENCY = ("curate", "finetune", "evaluate_specialist", "decide_specialist")
 EVALUATIONS = ("evaluate_champion", "evaluate_candidate", "evaluate_specialist", "decide", "decide_specialist")
