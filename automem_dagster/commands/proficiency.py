@@ -14,7 +14,6 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import (
     console,
-    episode_progress,
     print_proficiency,
     print_where_to_look,
 )
@@ -34,16 +33,13 @@ from automem_dagster.loop.proficiency import (
     curated,
     dataset_dir,
     lora_config_stage,
-    run_proficiency_round,
     train_into,
 )
 from automem_dagster.loop.records import TOO_SMALL, loss_rows, pass_on_too_small, write_too_small
-from automem_dagster.loop.report import report_proficiency
 from automem_dagster.loop.serving import serving_rank_limit, with_training_base
 from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.meta.curate import DatasetTooSmall
-from automem_dagster.paths import RUNS
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.training.sft_result import FIGURES, RESULT_FILE
 
@@ -103,14 +99,12 @@ def run_train(args: argparse.Namespace) -> int:
 
 def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: tracking.Tracker | None,
                       meta: str = "endpoints") -> ProficiencyResult:
+    """One whole round, as a Dagster run (``defs/cli_rounds.py``); prints its table and where the run shows."""
     console.rule(f"proficiency-loop round: {settings.game}")
-    config = shared.endpoints_with_meta(endpoints, meta)
-    with episode_progress() as progress:
-        result = asyncio.run(run_proficiency_round(settings, config, shared.STORAGE, RUNS / "logs", progress,
-                                                   on_stage=lambda line: console.print(line)))
-    report = report_proficiency(result, shared.STORAGE, tracker, settings.budget.eval_max_steps)
+    result, report, shown = shared.dagster_rounds().run_proficiency_round(settings, endpoints, shared.STORAGE,
+                                                                           tracker, meta)
     print_proficiency(result, report)
-    console.print(shared.show_in_dagster("report_proficiency_round", result, report, shared.STORAGE))
+    console.print(shown)
     return result
 
 

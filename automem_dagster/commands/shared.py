@@ -9,8 +9,9 @@ from pathlib import Path
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW
 from automem_dagster.agent.memory_settings import RECORD_FIELDS, RETRIEVERS, RagSettings, SummarySettings, settings_for
 from automem_dagster.commands.render import episode_progress
-from automem_dagster.llm.config import RULES, EndpointConfig, EndpointsConfig, load_endpoints
+from automem_dagster.llm.config import endpoints_with_meta
 from automem_dagster.llm.session import Clients, connect
+from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.settings import proficiency_settings as build_proficiency_settings
 from automem_dagster.loop.storage import Storage
@@ -22,22 +23,20 @@ STORAGE = Storage()
 """Where the commands read and write (tests point it at a temporary folder)."""
 
 
-DAGSTER_MISSING = ("Dagster: not installed (the `dagster` extra, docs/install.md), so its UI does not show this; "
-                   "the results are on disk all the same")
-
-
-def show_in_dagster(report: str, *args) -> str:
-    """Report a round the CLI ran to the project's Dagster instance with ``defs/common/cli_events``'s
-    ``report`` function, and return the line that says where it shows. Dagster is an extra: the core
-    install runs rounds without it (docs/install.md), and the line then says the round is not shown.
-    The module is imported here only, when a round is done: Dagster also takes seconds to load."""
+def dagster_rounds():
+    """``defs/cli_rounds``, which runs a whole round as a Dagster run in this process (so the UI shows it as
+    the run it was). Dagster is an extra: without it a whole round is refused with what to do instead,
+    and the stage commands still run. Imported here only, for a round: Dagster takes seconds to load."""
     try:
-        from automem_dagster.defs.common import cli_events
+        from automem_dagster.defs import cli_rounds
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("dagster"):
             raise
-        return DAGSTER_MISSING
-    return getattr(cli_events, report)(*args)
+        raise RoundError("a whole round runs as a Dagster run (its steps are the assets `make dagster` shows), so it "
+                         "needs the dagster extra: pip install '.[dagster]' (docs/install.md). Without it, run the "
+                         "round's stages: automem rollout --training, diagnose, propose --register, evaluate, decide "
+                         "(or curate, finetune), or the DVC pipeline") from exc
+    return cli_rounds
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -61,14 +60,6 @@ META_CHOICES = {
                  "and patches are mostly noise, and each call takes about a minute on 2 cores)",
 }
 """Who diagnoses and revises in a round the demo runs."""
-
-
-def endpoints_with_meta(path: Path, meta: str = "endpoints") -> EndpointsConfig:
-    """The endpoints file, with its meta role replaced by the rules meta when ``meta`` is ``rules``."""
-    config = load_endpoints(path)
-    if meta == "endpoints":
-        return config
-    return config.model_copy(update={"meta": EndpointConfig(name="meta", base_url=RULES)})
 
 
 @asynccontextmanager

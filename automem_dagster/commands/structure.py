@@ -23,11 +23,10 @@ from automem_dagster.commands.shared import (
     session,
 )
 from automem_dagster.games import families, game_family
-from automem_dagster.loop.report import report_round
 from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import resolve_scaffold
-from automem_dagster.loop.structure import RoundResult, diagnose_stage, revise_stage, run_round
+from automem_dagster.loop.structure import RoundResult, diagnose_stage, revise_stage
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.rollout.trajectory import read_manifest
@@ -111,17 +110,12 @@ def print_rounds(done: RoundsResult) -> None:
 
 def structure_round(settings: RoundSettings, endpoints: Path, tracker: tracking.Tracker | None,
                     meta: str = "endpoints") -> RoundResult:
+    """One whole round, as a Dagster run (``defs/cli_rounds.py``); prints its table and where the run shows."""
     console.rule(f"structure-loop round: {settings.game}")
-
-    async def go() -> tuple[RoundResult, dict]:
-        async with session(endpoints, meta=meta) as (clients, progress):
-            return await run_round(settings, clients, shared.STORAGE, progress, on_stage=lambda line: console.print(line)), \
-                clients.describe()
-
-    result, described = asyncio.run(go())
-    report = report_round(result, shared.STORAGE, tracker, described, settings.eval_max_steps)
+    result, report, shown = shared.dagster_rounds().run_structure_round(settings, endpoints, shared.STORAGE, tracker,
+                                                                         meta)
     print_round(result, report)
-    console.print(shared.show_in_dagster("report_structure_round", result, report, shared.STORAGE, settings))
+    console.print(shown)
     return result
 
 

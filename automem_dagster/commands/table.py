@@ -50,7 +50,7 @@ def run_table(args: argparse.Namespace) -> int:
     if not args.no_tracking:
         run = log_table(tracking.Tracker(), table)
         console.print(f"MLflow: {run.url}")
-    console.print(shared.show_in_dagster("report_paper_table", table))
+    console.print(show_table_in_dagster(table))
     return 0
 
 
@@ -65,3 +65,15 @@ def log_table(tracker: tracking.Tracker, table: PaperTable) -> tracking.TrackedR
               "seeds": ",".join(map(str, table.seeds)), "max_steps": table.max_steps}
     return tracker.log_table(game_family(table.game), f"table v{table.first_version}-v{table.final_version}", params,
                              metrics, [Path(p) for p in table.files.values()])
+
+
+def show_table_in_dagster(table: PaperTable) -> str:
+    """The table on the champion's Dagster page (``defs/paper_table.py``); without the dagster extra, a line
+    saying it is not shown there (the table's files and MLflow run are all the same)."""
+    try:
+        from automem_dagster.defs.paper_table import report_paper_table
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("dagster"):
+            raise
+        return "Dagster: not installed (the `dagster` extra, docs/install.md), so its UI does not show the table"
+    return report_paper_table(table)

@@ -256,3 +256,14 @@ def load_endpoints(path: Path) -> EndpointsConfig:
     """Read an endpoints YAML file; errors name the file and the offending field."""
     return load_yaml_model(path, EndpointsConfig, "endpoints file", EndpointConfigError,
                            "pass --endpoints with a valid file")
+
+
+def endpoints_with_meta(path: Path, meta: str = "endpoints") -> EndpointsConfig:
+    """The endpoints file, with its meta role replaced by the rules meta when ``meta`` is ``rules``
+    (the CLI's ``--meta`` and the Dagster endpoints resource's ``meta``)."""
+    config = load_endpoints(path)
+    if meta == "endpoints":
+        return config
+    if meta != RULES:
+        raise EndpointConfigError(f"meta {meta!r}: give endpoints (the file's meta role) or rules (the rules meta)")
+    return config.model_copy(update={"meta": EndpointConfig(name="meta", base_url=RULES)})

@@ -22,8 +22,7 @@ from pathlib import Path
 
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import LLMClient
-from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.llm.session import Clients, connect
+from automem_dagster.llm.session import Clients
 from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
@@ -31,9 +30,6 @@ from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.serving import (
     check_specialist_served,
     one_model,
-    serving_rank_limit,
-    specialist_endpoints,
-    with_training_base,
 )
 from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
@@ -304,43 +300,3 @@ class ProficiencyResult:
 def training_record(record: AdapterRecord) -> dict:
     """The trainer's ``training.json`` of an adapter (losses, speed, memory)."""
     return json.loads((Path(record.adapter_dir).parent / "training.json").read_text())
-
-
-async def run_proficiency_round(settings: ProficiencySettings, config: EndpointsConfig, storage: Storage, log_dir: Path,
-                                progress: Progress | None = None, on_stage: Callable[[str], None] | None = None,
-                                train_progress=None) -> ProficiencyResult:
-    """Rollouts, curation, LoRA configuration, training, two-model evaluation and decision.
-
-    The model server runs for the rollouts and meta-LLM calls, is stopped while training (the
-    CPU is the trainer's), and is started again with the adapter for the evaluation."""
-    say = on_stage or (lambda line: None)
-    start = start_proficiency_round(settings, storage)
-    scaffold, pending, seeds = start.scaffold, start.pending, start.seeds
-    settings = with_training_base(settings, config)
-    if pending is not None:
-        result = ProficiencyResult(settings.game, scaffold.version, pending,
-                                   notes=[f"resumed pending adapter {pending.id} of an earlier round"])
-        say(f"resuming pending adapter {pending.id} (an earlier round stopped before its decision)")
-    else:
-        async with connect(config, log_dir) as clients:
-            say(f"training rollouts: champion v{scaffold.version} on training seeds {seeds}")
-            rollout = await training_rollout_stage(settings, scaffold, seeds, clients, storage, progress)
-            say("curation: scoring memory decisions, the meta-LLM reviews borderline ones")
-            data = await curate_stage(Path(rollout.out_dir), scaffold, settings, clients.meta, storage, say)
-            choice = await lora_config_stage(data, settings, clients.meta, max_rank=serving_rank_limit(config))
-        say(choice.describe())
-        say(f"training: a LoRA adapter on {data.examples} curated examples")
-        record = train_stage(data, choice, scaffold, settings, storage, train_progress)
-        result = ProficiencyResult(settings.game, scaffold.version, record, rollout, data, choice)
-    result.training = training_record(result.adapter)
-    two_model, lora = specialist_endpoints(config, result.adapter, settings.family)
-    async with connect(two_model, log_dir, lora=lora, two_model=True) as clients:
-        result.endpoints = clients.describe()
-        say(f"evaluation: specialist {result.adapter.id} + frozen game model vs the one-model champion "
-            f"v{scaffold.version} on seeds {settings.budget.eval_seed_list(storage.seeds_file)}")
-        result.specialist_eval, result.champion_eval = await specialist_evaluation_stage(
-            settings, scaffold, result.adapter, clients, storage, progress)
-    result.decision = decide_specialist_stage(settings.game, result.adapter.id, result.specialist_eval,
-                                              result.champion_eval, storage, settings.budget.gate)
-    say(result.decision.reason)
-    return result

@@ -8,7 +8,7 @@ figures.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from automem_dagster.games import game_family
 from automem_dagster.loop.challenger import DecisionRecord
 from automem_dagster.loop.gate import per_seed
-from automem_dagster.loop.proficiency import ProficiencyResult
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.loop.structure import RoundResult
 from automem_dagster.meta.diagnose import Diagnosis
@@ -43,8 +42,23 @@ if TYPE_CHECKING:
 
 @dataclass
 class RoundReport:
+    """The plots a round drew and the MLflow runs it logged, by name."""
+
     runs: dict[str, TrackedRun] = field(default_factory=dict)
     plots: dict[str, Path] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """As a decision asset's value carries it to whoever ran the round (``defs/cli_rounds.py``)."""
+        return {"runs": {name: asdict(run) for name, run in self.runs.items()},
+                "plots": {name: str(path) for name, path in self.plots.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> RoundReport:
+        return cls({name: TrackedRun(**run) for name, run in data.get("runs", {}).items()},
+                   {name: Path(path) for name, path in data.get("plots", {}).items()})
+
+    def __or__(self, other: RoundReport) -> RoundReport:
+        return RoundReport(self.runs | other.runs, self.plots | other.plots)
 
 
 def report_dir(storage: Storage, game: str) -> Path:
@@ -213,20 +227,6 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecor
     report.runs["champion"] = log_champion_once(tracker, evaluation_run(
         game, champion, version, "champion", one_model, storage, max_steps, adapter.id), report.runs["specialist"])
     record_specialist_decision(tracker, game_family(game), adapter.id, decision.keep, decision.reason)
-    return report
-
-
-def report_proficiency(result: ProficiencyResult, storage: Storage, tracker: Tracker | None, max_steps: int) -> RoundReport:
-    """Everything a proficiency round shows: the training (plot, MLflow run, registered model
-    version) and the gate (plots, MLflow runs of specialist and champion)."""
-    losses, training_run = report_training(result.game, result.adapter, result.training, storage, tracker)
-    if result.decision is None:
-        return RoundReport(plots={"losses": losses})
-    report = report_specialist(result.game, result.adapter, result.decision, result.specialist_eval,
-                               result.champion_eval, result.endpoints, storage, tracker, max_steps, [losses])
-    report.plots["losses"] = losses
-    if training_run is not None:
-        report.runs["training"] = training_run
     return report
 
 

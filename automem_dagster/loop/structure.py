@@ -5,8 +5,9 @@ rollout (training seeds, champion scaffold) -> diagnosis -> revision (a candidat
 
 Each stage is a plain function of its inputs that writes its outputs under ``runs/`` at a
 path derived from those inputs, and returns what it wrote; rerunning a stage with the same
-inputs resumes or reuses it. The CLI runs all stages in one process (``run_round``); the
-Dagster assets and the DVC stages run them one at a time, through these same functions.
+inputs resumes or reuses it. The round's order is ``round_plan.STRUCTURE_ROUND``: the Dagster
+assets run these stages one each (the CLI runs those assets as one Dagster run), the DVC stages
+through the step commands.
 
 The champion pointer (``assets/lineage/<family>.json``) is changed in exactly one place,
 ``decide_stage`` (``LineageLedger``, this loop's ledger of ``loop.challenger``), by one atomic file
@@ -17,7 +18,7 @@ the pending candidate up and finishes its evaluation instead of making a new one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,8 +232,8 @@ def load_decision(storage: Storage, game: str, version: int) -> DecisionRecord |
 
 @dataclass(kw_only=True)
 class RoundResult:
-    """What a round produced, built by ``started`` (a round run here) or ``judged`` (a decision
-    taken elsewhere, for its report); ``revision`` is None when a pending candidate was resumed."""
+    """What a round produced, for its report and the CLI's table (``judged``: from a decision and its
+    batches); ``revision`` is None when a pending candidate was resumed."""
 
     game: str
     parent: int
@@ -247,16 +248,6 @@ class RoundResult:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def started(cls, game: str, start: RoundStart[PendingCandidate]) -> RoundResult:
-        result = cls(game=game, parent=start.scaffold.version)
-        if start.resumes:
-            pending = start.pending
-            result.candidate, result.diagnosis_dir, result.revision_dir = (pending.version, pending.diagnosis_dir,
-                                                                           pending.revision_dir)
-            result.notes.append(f"resumed pending candidate v{pending.version} of an earlier round")
-        return result
-
-    @classmethod
     def judged(cls, decision: DecisionRecord, candidate_eval: BatchSummary, champion_eval: BatchSummary,
                diagnosis_dir: Path | None = None, revision_dir: Path | None = None) -> RoundResult:
         return cls(game=decision.game, parent=decision.champion_before, candidate=decision.challenger,
@@ -268,43 +259,3 @@ class RoundResult:
         if self.decision is not None:
             return "kept" if self.decision.keep else "rolled_back"
         return "rejected"
-
-
-Stage = Callable[[str], None]
-"""Called with a line when a stage starts, for progress output."""
-
-
-async def run_round(settings: RoundSettings, clients: Clients, storage: Storage | None = None,
-                    progress: Progress | None = None, on_stage: Stage | None = None) -> RoundResult:
-    """Rollouts, diagnosis, revision, evaluation and decision for ``settings.game``."""
-    say = on_stage or (lambda line: None)
-    storage = storage or Storage()
-    start = start_round(settings, storage)
-    champion = start.scaffold
-    result = RoundResult.started(settings.game, start)
-    if start.resumes:
-        say(f"resuming pending candidate v{start.pending.version} (an earlier round stopped before its decision)")
-    else:
-        say(f"rollouts: champion v{champion.version} on training seeds {start.seeds}")
-        result.rollout = await rollout_stage(settings, champion, start.seeds, clients, storage, progress)
-        say("diagnosis: " + ("the rules meta (no model) reads the computed evidence" if clients.rules_meta
-                             else "the meta-LLM reads the trajectories"))
-        diag, result.diagnosis_dir = await diagnose_stage(Path(result.rollout.out_dir), champion, clients, storage,
-                                                          settings.max_attempts)
-        say("revision: " + ("the rules meta derives a patch from that evidence" if clients.rules_meta
-                            else "the meta-LLM proposes a patch"))
-        result.revision, result.revision_dir = await revise_stage(diag, result.diagnosis_dir, champion, clients, storage,
-                                                                  settings.max_attempts)
-        if not result.revision.accepted:
-            say(f"revision rejected: {result.revision.rejected_reason}")
-            return result
-        result.candidate = result.revision.version
-    candidate = load_scaffold(settings.family, result.candidate, storage.scaffolds)
-    say(f"evaluation: candidate v{candidate.version} and champion v{champion.version} on seeds "
-        f"{settings.eval_seed_list(storage.seeds_file)}")
-    result.candidate_eval, result.champion_eval = await evaluate_pair_stage(settings, candidate, champion, clients,
-                                                                            storage, progress)
-    result.decision = decide_stage(settings.game, candidate.version, result.candidate_eval, result.champion_eval, storage,
-                                   settings.gate)
-    say(result.decision.reason)
-    return result

@@ -19,6 +19,7 @@ reply is checked as an unconstrained endpoint's is, by ``parse_revision_reply`` 
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -96,6 +97,12 @@ class Revision:
         if self.candidate_yaml is not None:
             write_text_atomic(out / "candidate.yaml", self.candidate_yaml)
         return out
+
+    @classmethod
+    def load(cls, out_dir: Path) -> Revision:
+        """A revision ``save`` wrote (what a round's report reads back after a Dagster run made it)."""
+        data = json.loads((Path(out_dir) / "revision.json").read_text())
+        return cls(**{**data, "attempts": [Attempt(**a) for a in data.get("attempts", [])]})
 
 
 def revision_schema(parent: Scaffold) -> dict:

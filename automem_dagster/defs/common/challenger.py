@@ -23,6 +23,7 @@ from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
 from automem_dagster.loop.challenger import Challenger, DecisionRecord, load_decision_record
 from automem_dagster.loop.gate import decide_scores, gate_scores, per_seed
+from automem_dagster.loop.round_plan import RoundPlan
 from automem_dagster.loop.storage import Storage
 from automem_dagster.metrics.paired import GatePolicy, compare_paired
 from automem_dagster.plots import plot_behaviour, png_markdown
@@ -151,15 +152,17 @@ def gate_check(challenge: Challenge, evaluation: dg.AssetsDefinition, name: str,
     return check
 
 
-def round_job(name: str, assets: tuple[str, ...], config: dg.Config, description: str):
-    """A loop's round up to its evaluation, one run at a time on the model server (``MODEL_ROUND_TAGS``)."""
+def round_job(name: str, plan: RoundPlan, config: dg.Config, description: str, decides: bool = False):
+    """A loop's round up to its evaluation (``plan.round_steps``), or with ``decides`` the whole plan with its
+    decision in the same run (the CLI's round); one run at a time on the model server (``MODEL_ROUND_TAGS``)."""
+    assets = plan.names if decides else plan.round_steps
     return dg.define_asset_job(name, tags=MODEL_ROUND_TAGS, selection=dg.AssetSelection.assets(*assets),
-                               config=default_run_config(assets, config), description=description)
+                               config=default_run_config(plan.round_steps, config), description=description)
 
 
-def promotion_job(name: str, champion: str, description: str):
-    """The job that takes a loop's decision: its ``champion`` asset alone, started by the gate sensor."""
-    return dg.define_asset_job(name, selection=dg.AssetSelection.assets(champion), description=description)
+def promotion_job(name: str, plan: RoundPlan, description: str):
+    """The job that takes a loop's decision: the plan's ``decision`` asset alone, started by the gate sensor."""
+    return dg.define_asset_job(name, selection=dg.AssetSelection.assets(plan.decision), description=description)
 
 
 def evaluated(challenge: Challenge, plan: dict, mine: BatchSummary, champion: BatchSummary, endpoints: dict) -> dict:

@@ -30,6 +30,18 @@ class RoundConfig(dg.Config):
     gate_metric: str | None = Field(None, description="equal_score: input_tokens_per_step, unproductive_action_rate, "
                                                       "redundant_write_rate or empty_search_rate (lower is better)")
     gate_margin: float = Field(5.0, ge=0, description="equal_score: progression points the lower bound may be below 0")
+    seed_block: int | None = Field(None, ge=0, description="which block of rollout_episodes training seeds to play; "
+                                                           "null: the loop's rule (a fresh block per challenger)")
+
+    @classmethod
+    def of(cls, settings: RoundSettings, **fields) -> RoundConfig:
+        """The run config of a round with ``settings`` (a CLI round), plus ``fields`` of a subclass."""
+        gate = settings.gate
+        return cls(rollout_episodes=settings.rollout_episodes, rollout_max_steps=settings.rollout_max_steps,
+                   eval_max_steps=settings.eval_max_steps, eval_episodes=settings.eval_episodes,
+                   concurrency=settings.concurrency, max_attempts=settings.max_attempts, gate=gate.rule,
+                   gate_level=gate.level, gate_min_seeds=gate.min_seeds, gate_metric=gate.metric,
+                   gate_margin=gate.margin, seed_block=settings.seed_block, **fields)
 
     def gate_policy(self) -> GatePolicy:
         return GatePolicy(self.gate, self.gate_level, self.gate_min_seeds, self.gate_metric, self.gate_margin)
@@ -43,7 +55,8 @@ class RoundConfig(dg.Config):
 
     def settings(self, game: str) -> RoundSettings:
         return RoundSettings(game, self.rollout_episodes, self.rollout_max_steps, self.eval_max_steps,
-                             self.eval_episodes, self.concurrency, self.max_attempts, self.gate_policy())
+                             self.eval_episodes, self.concurrency, self.max_attempts, self.gate_policy(),
+                             self.seed_block)
 
 
 def default_run_config(assets: tuple[str, ...], config: dg.Config) -> dg.RunConfig:

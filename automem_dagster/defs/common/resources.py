@@ -13,7 +13,7 @@ from typing import TypeVar
 import dagster as dg
 
 from automem_dagster.llm.client import refused_request
-from automem_dagster.llm.config import EndpointsConfig, load_endpoints
+from automem_dagster.llm.config import EndpointsConfig, endpoints_with_meta
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.storage import Storage
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS, SCAFFOLDS
@@ -26,12 +26,14 @@ T = TypeVar("T")
 
 
 class LLMEndpointsResource(dg.ConfigurableResource):
-    """The game, memory and meta endpoints from an endpoints YAML file (default: the embedded model)."""
+    """The game, memory and meta endpoints from an endpoints YAML file (default: the embedded model);
+    ``meta: rules`` puts the rules meta (no model) in the file's meta role, as the CLI's ``--meta rules``."""
 
     endpoints_file: str = str(DEFAULT_ENDPOINTS)
+    meta: str = "endpoints"
 
     def config(self) -> EndpointsConfig:
-        return load_endpoints(Path(self.endpoints_file))
+        return endpoints_with_meta(Path(self.endpoints_file), self.meta)
 
     @asynccontextmanager
     async def clients(self, log_dir: Path, config: EndpointsConfig | None = None, lora: list[Path] | None = None,
@@ -62,13 +64,17 @@ class LLMEndpointsResource(dg.ConfigurableResource):
 
 
 class MlflowResource(dg.ConfigurableResource):
-    """The MLflow store evaluations are logged to (default: ``$MLFLOW_TRACKING_URI`` or the project's sqlite)."""
+    """The MLflow store evaluations are logged to (default: ``$MLFLOW_TRACKING_URI`` or the project's sqlite);
+    ``enabled: false`` logs nothing (the CLI's ``--no-tracking``: the round's files and Dagster's record stay)."""
 
     tracking_uri: str | None = None
     ui_url: str | None = None
     artifact_root: str | None = None
+    enabled: bool = True
 
-    def tracker(self) -> Tracker:
+    def tracker(self) -> Tracker | None:
+        if not self.enabled:
+            return None
         return Tracker(self.tracking_uri, self.ui_url, Path(self.artifact_root) if self.artifact_root else None)
 
 
@@ -84,6 +90,12 @@ class StorageResource(dg.ConfigurableResource):
     def storage(self) -> Storage:
         return Storage(Path(self.runs), Path(self.scaffolds), Path(self.lineage), Path(self.seeds_file),
                        Path(self.specialists))
+
+    @classmethod
+    def of(cls, storage: Storage) -> StorageResource:
+        """The resource for ``storage`` (where a CLI round reads and writes)."""
+        return cls(runs=str(storage.runs), scaffolds=str(storage.scaffolds), lineage=str(storage.lineage),
+                   seeds_file=str(storage.seeds_file), specialists=str(storage.specialists))
 
 
 IO_BASE_ENV = "AUTOMEM_IO_BASE"

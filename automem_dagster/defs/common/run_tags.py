@@ -8,3 +8,7 @@ here, beside no other logic, so the jobs and the queue limits cannot drift apart
 
 MODEL_ROUND_TAG = "automem/model_round"
 MODEL_ROUND_TAGS = {MODEL_ROUND_TAG: "true"}
+
+DRIVER_TAG = "automem/driver"
+CLI_DRIVER = "cli"
+"""On the runs of a round the CLI ran (``defs/cli_rounds.py``): the chaining sensors leave those to the CLI."""

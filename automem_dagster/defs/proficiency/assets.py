@@ -56,7 +56,7 @@ from automem_dagster.loop.proficiency import (
     training_record,
     training_rollout_spec,
 )
-from automem_dagster.loop.report import report_dir, report_specialist, report_training
+from automem_dagster.loop.report import RoundReport, report_dir, report_specialist, report_training
 from automem_dagster.loop.serving import check_specialist_served, serving_rank_limit, specialist_endpoints, with_training_base
 from automem_dagster.loop.storage import Storage
 from automem_dagster.meta.curate import DatasetTooSmall
@@ -203,8 +203,9 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
     metadata = adapter_metadata(game, record, training, plot, outcome, run)
     if run is not None:
         context.log.info(f"MLflow training run: {run.url}")
-    return dg.Output({"game": game, "adapter": record.id, "outcome": outcome, "loss_plot": str(plot)},
-                     metadata=metadata)
+    report = RoundReport({"training": run} if run else {}, {"losses": plot})
+    return dg.Output({"game": game, "adapter": record.id, "outcome": outcome, "loss_plot": str(plot),
+                      "report": report.to_json()}, metadata=metadata)
 
 
 @dg.op(name="specialist_evaluation_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
@@ -287,4 +288,5 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
                                tracker, specialist_evaluation["eval_max_steps"], extra)
     metadata = specialist_decision_metadata(game, decision, report.runs, report.plots)
     log_run_links(context, report.runs)
-    return dg.Output({**asdict(decision), "decision": metadata["decision"]}, metadata=metadata)
+    return dg.Output({**asdict(decision), "decision": metadata["decision"], "report": report.to_json()},
+                     metadata=metadata)

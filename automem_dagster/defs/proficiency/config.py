@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import Field
 
 from automem_dagster.defs.common.config import RoundConfig
@@ -21,11 +23,26 @@ class ProficiencyConfig(RoundConfig):
     max_train_steps: int | None = Field(20, ge=1, description="cap on optimizer steps; null to train the full epochs")
     base: str | None = Field(None, description="base model: embedded (the packaged SmolLM2) or a Hugging Face model "
                              "directory; null: the base the vLLM memory endpoint serves, else embedded")
+    accept_score: float | None = Field(None, description="curation takes decisions scoring at least this without "
+                                                         "review; null: the curation's default (1.0)")
+    eval_every: int | None = Field(None, ge=1, description="validation passes every this many optimizer steps; "
+                                                           "null: about four a run")
     lora_settings: str | None = Field(None, description=(
         'LoRA settings as a JSON object within bounds (rank, alpha, dropout, learning_rate, epochs, batch_size, '
         'target_modules, max_length); the meta-LLM is then not asked. null: the meta-LLM recommends'))
 
     def settings(self, game: str) -> ProficiencySettings:
-        return proficiency_settings(super().settings(game), horizon=self.horizon, review_batches=self.max_review_batches,
-                                    min_examples=self.min_examples, lora_json=self.lora_settings, base=self.base,
-                                    max_train_steps=self.max_train_steps)
+        settings = proficiency_settings(super().settings(game), horizon=self.horizon,
+                                        review_batches=self.max_review_batches, min_examples=self.min_examples,
+                                        accept_score=self.accept_score, lora_json=self.lora_settings, base=self.base,
+                                        max_train_steps=self.max_train_steps)
+        return replace(settings, eval_every=self.eval_every)
+
+    @classmethod
+    def of_proficiency(cls, settings: ProficiencySettings) -> ProficiencyConfig:
+        """The run config of a proficiency round with ``settings`` (a CLI round)."""
+        curation = settings.curation
+        return cls.of(settings.budget, min_examples=curation.min_examples, horizon=curation.weights.horizon,
+                      max_review_batches=curation.max_review_batches, accept_score=curation.accept_score,
+                      max_train_steps=settings.max_train_steps, base=settings.base, eval_every=settings.eval_every,
+                      lora_settings=settings.lora.model_dump_json() if settings.lora else None)

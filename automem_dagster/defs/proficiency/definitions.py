@@ -13,7 +13,11 @@ from automem_dagster.defs.proficiency.assets import (
     training_rollouts,
 )
 from automem_dagster.defs.proficiency.checks import specialist_gate
-from automem_dagster.defs.proficiency.jobs import proficiency_round_job, promote_specialist_job
+from automem_dagster.defs.proficiency.jobs import (
+    proficiency_full_round_job,
+    proficiency_round_job,
+    promote_specialist_job,
+)
 from automem_dagster.defs.proficiency.sensors import new_champion_sensor, specialist_gate_sensor
 
 
@@ -21,6 +25,6 @@ def proficiency_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=[training_rollouts, sft_dataset, lora_config, lora_adapter, specialist_evaluation, champion_specialist],
         asset_checks=[specialist_gate],
-        jobs=[proficiency_round_job, promote_specialist_job],
+        jobs=[proficiency_round_job, promote_specialist_job, proficiency_full_round_job],
         sensors=[specialist_gate_sensor, new_champion_sensor],
     )

@@ -10,9 +10,10 @@ import dagster as dg
 
 from automem_dagster.defs.common.sensors import after_new_champion, gate_sensor, metadata_text
 from automem_dagster.defs.proficiency.jobs import proficiency_round_job, promote_specialist_job
+from automem_dagster.loop.round_plan import PROFICIENCY_ROUND
 
 specialist_gate_sensor = gate_sensor(
-    "specialist_gate_sensor", promote_specialist_job, "specialist_evaluation", "adapter", "promote-specialist",
+    "specialist_gate_sensor", promote_specialist_job, PROFICIENCY_ROUND, "adapter", "promote-specialist",
     lambda record: {"automem/specialist_evaluation": str(record.storage_id),
                     "automem/adapter": metadata_text(record, "adapter") or ""},
     "Starts promote_specialist_job for the game of every new specialist_evaluation that evaluated an adapter, "

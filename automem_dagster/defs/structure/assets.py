@@ -204,5 +204,5 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
     metadata = decision_metadata(record, store, report.runs, report.plots)
     log_run_links(context, report.runs)
     record_scaffold_versions(context.instance, store, family, [record.champion_before, version])
-    return versioned_output({**asdict(record), "decision": metadata["decision"]}, metadata,
+    return versioned_output({**asdict(record), "decision": metadata["decision"], "report": report.to_json()}, metadata,
                             champion_data_version(store, family))

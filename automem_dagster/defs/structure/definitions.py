@@ -11,7 +11,7 @@ from automem_dagster.defs.structure.assets import (
     scaffold_candidate,
     scaffold_version,
 )
-from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
+from automem_dagster.defs.structure.jobs import promote_job, structure_full_round_job, structure_round_job
 from automem_dagster.defs.structure.schedules import weekly_structure_round
 from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor, scaffold_versions_sensor
 
@@ -19,7 +19,7 @@ from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_
 def structure_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=[scaffold_version, rollout_batch, diagnosis, scaffold_candidate, champion_scaffold],
-        jobs=[structure_round_job, promote_job],
+        jobs=[structure_round_job, promote_job, structure_full_round_job],
         sensors=[evaluation_gate_sensor, next_round_sensor, scaffold_versions_sensor],
         schedules=[weekly_structure_round],
     )

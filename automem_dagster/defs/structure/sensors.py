@@ -15,10 +15,11 @@ from automem_dagster.defs.common.sensors import after_new_champion, gate_sensor
 from automem_dagster.defs.common.versions import scaffold_version_event
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
 from automem_dagster.games import families
+from automem_dagster.loop.round_plan import STRUCTURE_ROUND
 from automem_dagster.scaffold.io import list_versions
 
 evaluation_gate_sensor = gate_sensor(
-    "evaluation_gate_sensor", promote_job, "candidate_evaluation", "candidate", "promote",
+    "evaluation_gate_sensor", promote_job, STRUCTURE_ROUND, "candidate", "promote",
     lambda record: {"automem/evaluation": str(record.storage_id)},
     "Starts promote_job for the game of every new candidate_evaluation that evaluated a candidate, so the "
     "keep-or-rollback decision follows the evaluation. Rounds without a candidate (revision rejected) are "

@@ -1,11 +1,11 @@
-"""A structure round run by the CLI shows in the project's Dagster instance, as a Dagster run would.
+"""A round the CLI runs is a Dagster run in the project's instance: every step materialized, the gate checked.
 
 The round is ``automem revise``'s own function (``commands.structure.structure_round``) against
 one scripted server (the rules of test_dagster_defs: a patch adding ``WIN-MARKER`` wins, one
 without a structural change is rejected). Afterwards the instance under ``$DAGSTER_HOME`` is
-queried through Dagster's Python API: each asset's materialization, its metadata (built by the
-same functions the assets use), the ``evaluation_gate`` result, the ``scaffold_versions``
-partitions, and the gate sensor, which leaves a round the CLI already decided alone.
+queried through Dagster's Python API: the run (its job, its tag), each asset's materialization in
+it, the ``evaluation_gate`` result, the ``scaffold_versions`` partitions, and the sensors, which
+leave a round that decided itself, and that the CLI chains, alone.
 """
 
 import json
@@ -23,7 +23,7 @@ from automem_dagster.commands.structure import structure_round
 from automem_dagster.defs import defs
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
-from automem_dagster.defs.structure.sensors import evaluation_gate_sensor
+from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor
 
 SETTINGS = RUN_CONFIG.ops["rollout_batch"].settings("crafter")
 STRUCTURE_ASSETS = ["rollout_batch", "diagnosis", "scaffold_candidate", "candidate_evaluation", "champion_scaffold"]
@@ -41,10 +41,22 @@ def cli_round(tmp_path, monkeypatch, storage, server) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(tmp_path / "dagster_home"))
 
 
-def latest(instance: dg.DagsterInstance, asset: str, partition: str = "crafter") -> dict:
+def latest_record(instance: dg.DagsterInstance, asset: str, partition: str = "crafter") -> dg.EventLogRecord:
     [record] = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
-    return {k: v.value for k, v in record.asset_materialization.metadata.items()}
+    return record
+
+
+def latest(instance: dg.DagsterInstance, asset: str, partition: str = "crafter") -> dict:
+    return {k: v.value for k, v in latest_record(instance, asset, partition).asset_materialization.metadata.items()}
+
+
+def one_cli_run(instance: dg.DagsterInstance, assets: list[str], job: str) -> None:
+    """Every one of ``assets`` was materialized by one successful run of ``job``, tagged as the CLI's."""
+    [run_id] = {latest_record(instance, asset).run_id for asset in assets}
+    run = instance.get_run_by_id(run_id)
+    assert run.job_name == job and run.status == dg.DagsterRunStatus.SUCCESS
+    assert run.tags["automem/driver"] == "cli" and run.tags["dagster/partition"] == "crafter"
 
 
 def gate_evaluation(instance: dg.DagsterInstance):
@@ -53,11 +65,11 @@ def gate_evaluation(instance: dg.DagsterInstance):
     return record.event.dagster_event.event_specific_data
 
 
-def test_a_cli_round_reports_every_asset_and_the_gate_to_the_instance(tmp_path, monkeypatch, storage, scripted):
+def test_a_cli_round_is_one_dagster_run_with_every_asset_and_the_gate(tmp_path, monkeypatch, storage, scripted):
     server = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
     with cli_round(tmp_path, monkeypatch, storage, server) as instance:
+        one_cli_run(instance, STRUCTURE_ASSETS, "structure_full_round_job")
         shown = {asset: latest(instance, asset) for asset in STRUCTURE_ASSETS}
-        assert all(m["run_by"] == "automem CLI" for m in shown.values())
         assert shown["rollout_batch"]["episodes"] == 2 and shown["diagnosis"]["findings"] == 1
         assert shown["scaffold_candidate"]["outcome"] == "accepted"
         assert "stuck.enabled False -> True" in shown["scaffold_candidate"]["diff_full"]  # long: one click away
@@ -79,8 +91,11 @@ def test_a_cli_round_reports_every_asset_and_the_gate_to_the_instance(tmp_path, 
         assert v1["decision"] == "kept" and v1["champion"] is True and "WIN-MARKER" in v1["scaffold_full"]
         assert latest(instance, "scaffold_version", "crafter-v0")["champion"] is False
 
-        # The CLI decided already: the gate sensor starts no promotion for it.
+        # The run decided already: the gate sensor starts no promotion for it; and the CLI chains its own
+        # rounds, so the (opt-in) next-round sensor starts none after its keep either.
         tick = evaluation_gate_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+        assert tick.run_requests == []
+        tick = next_round_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
         assert tick.run_requests == []
 
 
@@ -88,6 +103,7 @@ def test_a_rejected_cli_round_shows_why_and_a_passing_gate(tmp_path, monkeypatch
     bad = ["not json at all", json.dumps({"rationale": "Only wording changes here, nothing structural at all."})]
     server = scripted(meta_rules(storage, bad) + GAME_RULES)
     with cli_round(tmp_path, monkeypatch, storage, server) as instance:
+        one_cli_run(instance, STRUCTURE_ASSETS, "structure_full_round_job")
         candidate = latest(instance, "scaffold_candidate")
         assert candidate["outcome"] == "rejected" and candidate["reason"].startswith("no valid revision in 3 attempts")
         assert latest(instance, "candidate_evaluation")["outcome"] == "no candidate"
@@ -98,11 +114,11 @@ def test_a_rejected_cli_round_shows_why_and_a_passing_gate(tmp_path, monkeypatch
 
 
 @pytest.mark.integration
-def test_a_cli_proficiency_round_reports_every_asset_and_the_gate(tmp_path, monkeypatch, storage, scripted,
+def test_a_cli_proficiency_round_is_one_dagster_run_with_every_asset_and_the_gate(tmp_path, monkeypatch, storage, scripted,
                                                                    specialist_vllm):
     """``automem train``'s round (test_dagster_proficiency's scripted rules and budget: a real
-    one-step training, the specialist served by a vLLM stand-in), then each proficiency asset and
-    ``specialist_gate`` read from the instance."""
+    one-step training, the specialist served by a vLLM stand-in), then its run, each proficiency asset
+    and ``specialist_gate`` read from the instance."""
     rules = proficiency.META_RULES + proficiency.GAME_RULES
     server, memory = scripted(rules), specialist_vllm(rules)
     monkeypatch.setattr(shared, "STORAGE", storage.storage())
@@ -110,8 +126,8 @@ def test_a_cli_proficiency_round_reports_every_asset_and_the_gate(tmp_path, monk
                                  max_train_steps=1, base="embedded").settings("crafter")
     proficiency_round(settings, endpoints_file(tmp_path, server, memory=memory), tracker=None)
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        one_cli_run(instance, list(proficiency.PROFICIENCY_ASSETS), "proficiency_full_round_job")
         shown = {a: latest(instance, a) for a in proficiency.PROFICIENCY_ASSETS}
-        assert all(m["run_by"] == "automem CLI" for m in shown.values())
         assert shown["training_rollouts"]["episodes"] == 4 and shown["sft_dataset"]["outcome"] == "curated"
         assert shown["lora_config"]["source"] == "meta-LLM" and shown["lora_adapter"]["outcome"] == "trained"
         assert "data:image/png;base64," in shown["lora_adapter"]["loss_plot"]

@@ -1,0 +1,160 @@
+"""Whole rounds for the CLI (``automem revise``, ``rounds``, ``train``, ``demo``), run as Dagster runs in this process.
+
+A CLI round is the Dagster round: every step of the loop's plan (``loop/round_plan.py``) in one run of
+``structure_full_round_job`` or ``proficiency_full_round_job``, executed in process against the
+project's instance (the one ``make dagster`` opens). So the UI shows a CLI round as the run it was,
+each asset materialized and the gate check evaluated, and nothing sequences a round a second time.
+The run is tagged ``automem/driver: cli``: the CLI chains its own rounds, so the chaining sensors
+leave its champions to it; the gate sensors skip its evaluations because the run decided them itself.
+
+The CLI imports this module only for a whole round: the core install, without the ``dagster`` extra,
+runs the stage commands (``rollout``, ``diagnose``, ``propose``, ``evaluate``, ``decide``, ``curate``,
+``finetune``) without it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+
+from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.run_tags import CLI_DRIVER, DRIVER_TAG
+from automem_dagster.defs.definitions import defs
+from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.games import game_family
+from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.proficiency import (
+    ProficiencyResult,
+    curated,
+    load_specialist_decision,
+    registry,
+    training_record,
+)
+from automem_dagster.loop.report import RoundReport
+from automem_dagster.loop.round_plan import PROFICIENCY_ROUND, STRUCTURE_ROUND, RoundPlan
+from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.storage import Storage, slug
+from automem_dagster.loop.structure import RoundResult, load_decision
+from automem_dagster.meta.lora_config import LoraChoice
+from automem_dagster.meta.revise import Revision
+from automem_dagster.paths import PROJECT_ROOT
+from automem_dagster.rollout import load_summary
+from automem_dagster.tracking import Tracker
+
+
+def project_instance() -> dg.DagsterInstance:
+    """The instance ``make dagster`` opens: ``$DAGSTER_HOME``, else the project's ``.dagster_home``
+    (created with ``deploy/dagster.yaml``, as ``make dagster`` does)."""
+    home = Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster_home")
+    home.mkdir(parents=True, exist_ok=True)
+    config = PROJECT_ROOT / "deploy" / "dagster.yaml"
+    if not (home / "dagster.yaml").exists() and config.exists():
+        shutil.copy(config, home / "dagster.yaml")
+    return dg.DagsterInstance.from_config(str(home))
+
+
+def run_structure_round(settings: RoundSettings, endpoints: Path, storage: Storage, tracker: Tracker | None,
+                        meta: str = "endpoints") -> tuple[RoundResult, RoundReport, str]:
+    """One structure round of ``settings.game``, whole, as a run of ``structure_full_round_job``: what it
+    produced, its plots and MLflow runs, and a line saying where the run shows."""
+    values = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game, RoundConfig.of(settings),
+                  _resources(endpoints, storage, tracker, meta))
+    return *_structure_result(settings.game, values, storage), values["run"]
+
+
+def run_proficiency_round(settings: ProficiencySettings, endpoints: Path, storage: Storage, tracker: Tracker | None,
+                          meta: str = "endpoints") -> tuple[ProficiencyResult, RoundReport, str]:
+    """One proficiency round of ``settings.game``, whole, as a run of ``proficiency_full_round_job``. A
+    dataset below the minimum ends the run before training: ``meta.curate.DatasetTooSmall`` is raised
+    here as the CLI's rounds have always raised it, and the run shows ``sft_dataset``'s outcome."""
+    values = _run(PROFICIENCY_ROUND, "proficiency_full_round_job", settings.game,
+                  ProficiencyConfig.of_proficiency(settings), _resources(endpoints, storage, tracker, meta))
+    return *_proficiency_result(settings.game, values, storage), values["run"]
+
+
+def _resources(endpoints: Path, storage: Storage, tracker: Tracker | None, meta: str) -> dict:
+    mlflow = (MlflowResource(tracking_uri=tracker.tracking_uri, ui_url=tracker.ui_url,
+                             artifact_root=str(tracker.artifact_root) if tracker.artifact_root else None)
+              if tracker is not None else MlflowResource(enabled=False))
+    return {"endpoints": LLMEndpointsResource(endpoints_file=str(endpoints), meta=meta),
+            "storage": StorageResource.of(storage), "mlflow": mlflow}
+
+
+def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dict) -> dict:
+    """Execute ``job`` for ``game``'s partition on the project's instance with ``config`` for every step;
+    returns each step's value (None for a step the run did not reach) and, under ``run``, where the run
+    shows. A failed step raises the error the step raised (``RoundError``, an endpoint's, ``DatasetTooSmall``)."""
+    run_config = {"ops": {step: {"config": config.model_dump()} for step in plan.round_steps},
+                  "loggers": {"console": {"config": {"log_level": "INFO"}}}}
+    with project_instance() as instance:
+        try:
+            result = defs.resolve_job_def(job).execute_in_process(
+                run_config=run_config, instance=instance, partition_key=slug(game), resources=resources,
+                tags={DRIVER_TAG: CLI_DRIVER})
+        except dg.DagsterExecutionStepExecutionError as exc:
+            raise _raised(exc.user_exception) from exc
+        home = instance.root_directory
+    return {**{step: _value(result, step) for step in plan.names},
+            "run": f"Dagster: run {result.run_id} of {job} in {home} (make dagster)"}
+
+
+def _raised(error: BaseException) -> BaseException:
+    """The error a step raised: under a ``dg.Failure``, the one it was raised from (a too-small dataset)."""
+    return error.__cause__ if isinstance(error, dg.Failure) and error.__cause__ is not None else error
+
+
+def _value(result: dg.ExecuteInProcessResult, step: str):
+    try:
+        return result.asset_value(step)
+    except dg.DagsterInvariantViolationError:
+        return None
+
+
+def _structure_result(game: str, values: dict, storage: Storage) -> tuple[RoundResult, RoundReport]:
+    revised = values["scaffold_candidate"]
+    diagnosis, revision_dir = revised.get("diagnosis_dir"), revised.get("revision_dir")
+    result = RoundResult(game=game, parent=revised["parent"], candidate=revised.get("candidate"),
+                         diagnosis_dir=Path(diagnosis) if diagnosis else None,
+                         revision_dir=Path(revision_dir) if revision_dir else None)
+    if values["rollout_batch"] is not None:
+        result.rollout = load_summary(Path(values["rollout_batch"]))
+    if revised["outcome"] == "resumed":
+        result.notes.append(f"resumed pending candidate v{result.candidate} of an earlier round")
+    elif revision_dir:
+        result.revision = Revision.load(Path(revision_dir))
+    evaluation = values["candidate_evaluation"]
+    if evaluation and evaluation["outcome"] == "evaluated":
+        result.candidate_eval = load_summary(Path(evaluation["candidate_batch"]))
+        result.champion_eval = load_summary(Path(evaluation["champion_batch"]))
+        result.decision = load_decision(storage, game, result.candidate)
+    return result, RoundReport.from_json((values["champion_scaffold"] or {}).get("report", {}))
+
+
+def _proficiency_result(game: str, values: dict, storage: Storage) -> tuple[ProficiencyResult, RoundReport]:
+    adapter = values["lora_adapter"]
+    if adapter is None:
+        raise RoundError(f"{game}: the proficiency round stopped before its adapter; its run in Dagster says why")
+    record = registry(storage, game_family(game)).record(adapter["adapter"])
+    result = ProficiencyResult(game, record.scaffold_version, record)
+    if values["training_rollouts"] is not None:
+        result.rollout = load_summary(Path(values["training_rollouts"]))
+    if adapter["outcome"] == "resumed":
+        result.notes.append(f"resumed pending adapter {record.id} of an earlier round")
+    else:
+        config = values["lora_config"]
+        result.dataset = curated(Path(config["dataset_dir"]))
+        result.choice = LoraChoice.load(Path(config["lora_config"]))
+    result.training = training_record(record)
+    evaluation = values["specialist_evaluation"]
+    report = RoundReport.from_json(adapter.get("report", {}))
+    if evaluation and evaluation["outcome"] == "evaluated":
+        result.specialist_eval = load_summary(Path(evaluation["specialist_batch"]))
+        result.champion_eval = load_summary(Path(evaluation["champion_batch"]))
+        result.endpoints = evaluation["endpoints"]
+        result.decision = load_specialist_decision(storage, game, record.id)
+        report = report | RoundReport.from_json((values["champion_specialist"] or {}).get("report", {}))
+    return result, report
