@@ -7,8 +7,15 @@ from __future__ import annotations
 import dagster as dg
 import yaml
 
+from automem_dagster.defs.cli_rounds import run_structure_round
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource
 from automem_dagster.llm import EndpointConfig, LLMClient
+from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.loop.report import RoundReport
+from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.storage import Storage
+from automem_dagster.loop.structure import RoundResult
+from automem_dagster.tracking import Tracker
 
 
 def turn(phase: str, text: str = "", ops=(), errors=(), *, input_tokens: int = 100, output_tokens: int = 5,
@@ -75,3 +82,14 @@ def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
     """The metadata values of ``asset``'s one materialization in ``result``."""
     [event] = result.asset_materializations_for_node(asset)
     return {k: v.value for k, v in event.metadata.items()}
+
+
+def structure_round(storage: Storage, config: EndpointsConfig, settings: RoundSettings,
+                    tracker: Tracker | None = None) -> tuple[RoundResult, RoundReport]:
+    """One whole structure round as the CLI runs it (a Dagster run, ``defs/cli_rounds.py``) on the endpoints
+    ``config`` (written beside the round's runs folder), in ``storage``; its result and report."""
+    path = storage.runs.parent / f"endpoints-{settings.game.replace(':', '-')}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
+    result, report, _ = run_structure_round(settings, path, storage, tracker)
+    return result, report

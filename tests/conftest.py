@@ -101,7 +101,7 @@ def specialist_vllm(vllm_server):
 
 @pytest.fixture(autouse=True)
 def scratch_dagster_home(tmp_path, monkeypatch):
-    """A CLI round reports to ``$DAGSTER_HOME`` (``defs/common/cli_events.py``): a scratch one per
+    """A CLI round is a run in ``$DAGSTER_HOME``'s instance (``defs/cli_rounds.py``): a scratch one per
     test, so no test writes into the checkout's ``.dagster_home``."""
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
 

@@ -1,11 +1,11 @@
-"""The core install, without the ``dagster`` extra, still plays, diagnoses, revises and trains.
+"""The core install, without the ``dagster`` extra, still plays, diagnoses and revises, stage by stage.
 
-docs/install.md promises that ``pip install .`` runs ``automem rollout``, ``evaluate`` and the
-structure loop's stages (``revise --no-tracking``) with neither Dagster nor MLflow installed. A
-subprocess makes those packages not installed (a ``sys.meta_path`` finder that answers
-``dagster``, ``dagster_*`` and ``mlflow`` as a missing package does), imports what the CLI's core
-paths import, prints ``automem --help`` and runs one whole ``automem revise --no-tracking`` round
-against a scripted server: it must finish and say it is not shown in Dagster, not die at its end.
+docs/install.md promises that ``pip install .`` runs the stage commands with neither Dagster nor
+MLflow installed, and that a whole round (a Dagster run, ``defs/cli_rounds.py``) is refused with what
+to do instead. A subprocess makes those packages not installed (a ``sys.meta_path`` finder that
+answers ``dagster``, ``dagster_*`` and ``mlflow`` as a missing package does), imports what the CLI's
+core paths import, prints ``automem --help``, runs a round's first stages against a scripted server
+(``rollout --training``, ``diagnose``, ``propose --register``) and then asks for a whole round.
 """
 
 import json
@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from builders import endpoints_file
-from test_dagster_defs import GAME_RULES, meta_rules
+from test_dagster_defs import GAME_RULES, meta_rules, winning_patch
 
 CORE_WITHOUT_DAGSTER = r"""
 import contextlib, importlib, importlib.abc, io, json, pkgutil, sys
@@ -46,25 +46,32 @@ with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
 assert "revise" in help_text.getvalue() and "rollout" in help_text.getvalue(), help_text.getvalue()
 paths = json.loads(sys.argv[1])
 shared.STORAGE = Storage(**{k: Path(v) for k, v in paths.items()})
-code = cli.main(["revise", "--game", "crafter", "--episodes", "2", "--max-steps", "3", "--eval-episodes", "2",
-                 "--eval-max-steps", "10", "--no-tracking", "--endpoints", sys.argv[2]])
+runs, endpoints = Path(paths["runs"]), sys.argv[2]
+stages = [["rollout", "--game", "crafter", "--training", "--episodes", "2", "--max-steps", "3",
+           "--out", str(runs / "batch")],
+          ["diagnose", "--game", "crafter", "--batch", str(runs / "batch"), "--out", str(runs / "diagnosis")],
+          ["propose", "--game", "crafter", "--diagnosis", str(runs / "diagnosis"), "--register"]]
+codes = [cli.main(stage + ["--endpoints", endpoints]) for stage in stages]
+whole = cli.main(["revise", "--game", "crafter", "--episodes", "2", "--max-steps", "3", "--no-tracking",
+                  "--endpoints", endpoints])
 print("loaded:", sorted(m for m in sys.modules if m.partition(".")[0].startswith(("dagster", "mlflow"))))
-print("imported:", len(core), "exit:", code)
+print("imported:", len(core), "stages:", codes, "whole round:", whole)
 """
 
 
-def test_a_core_install_without_dagster_imports_the_cli_and_runs_a_revise_round(tmp_path, storage, scripted):
-    bad = ["not json at all", json.dumps({"rationale": "Only wording changes here, nothing structural at all."})]
-    server = scripted(meta_rules(storage, bad) + GAME_RULES)
+def test_a_core_install_without_dagster_runs_the_stages_and_refuses_a_whole_round_with_what_to_do(
+        tmp_path, storage, scripted):
+    server = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
     paths = {"runs": storage.runs, "scaffolds": storage.scaffolds, "lineage": storage.lineage,
              "specialists": storage.specialists}
     env = {**os.environ, "COLUMNS": "300"}  # the worktree's PYTHONPATH travels; wide lines keep messages whole
     done = subprocess.run([sys.executable, "-c", CORE_WITHOUT_DAGSTER, json.dumps(paths),
                            str(endpoints_file(tmp_path / "endpoints.yaml", server))],
                           capture_output=True, text=True, timeout=300, env=env)
-    said = done.stdout + done.stderr  # the round's table on stdout, the stages' lines on stderr (commands/render.py)
+    said = done.stdout + done.stderr  # results on stdout, the stages' lines and errors on stderr (commands/render.py)
     assert done.returncode == 0, said[-6000:]
-    assert "loaded: []" in said and "exit: 0" in said
-    assert "revision rejected: no valid revision in 3 attempts" in said  # the round ran through its revision step
-    assert "Dagster: not installed (the `dagster` extra" in said
-    assert storage.storage().load_lineage("crafter").champion().version == 0
+    assert "loaded: []" in said and "stages: [0, 0, 0] whole round: 2" in said, said[-3000:]
+    assert "1 findings" in said and "candidate v1:" in said  # diagnosed and revised without Dagster
+    assert "a whole round runs as a Dagster run" in said and "pip install '.[dagster]'" in said
+    lineage = storage.storage().load_lineage("crafter")
+    assert lineage.champion().version == 0 and lineage.record(1).decision is None  # registered, pending

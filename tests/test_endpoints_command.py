@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+from builders import structure_round
 
 from automem_dagster.cli import main
 from automem_dagster.llm.config import EndpointsConfig
@@ -14,7 +15,6 @@ from automem_dagster.llm.session import connect
 from automem_dagster.llm.strict_schema import strict_violations
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import run_round
 from automem_dagster.paths import DEFAULT_ENDPOINTS, SCAFFOLDS
 
 GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
@@ -109,11 +109,7 @@ def test_a_structure_round_with_json_schema_meta_calls_completes(tmp_path):
     config = shipped.model_copy(update={"meta": shipped.meta.model_copy(update={"constrained": "json_schema"})})
     settings = RoundSettings("crafter", rollout_episodes=1, rollout_max_steps=4, eval_max_steps=4, eval_episodes=1)
 
-    async def go():
-        async with connect(config, tmp_path / "logs") as clients:
-            return await run_round(settings, clients, storage)
-
-    result = asyncio.run(go())
+    result, _ = structure_round(storage, config, settings)
     assert result.revision is not None and (result.candidate is None or result.decision is not None)
     diagnosis = json.loads(next((tmp_path / "runs" / "diagnoses").rglob("diagnosis.json")).read_text())
     assert diagnosis["findings"]

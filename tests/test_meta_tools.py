@@ -13,7 +13,7 @@ import re
 import shutil
 
 import pytest
-from builders import scripted_client
+from builders import scripted_client, structure_round
 from mlflow.tracking import MlflowClient
 from test_structure_round import GAME_RULES, SETTINGS, patch_reply
 
@@ -22,8 +22,7 @@ from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.report import report_round
-from automem_dagster.loop.structure import Storage, revise_stage, run_round, start_round
+from automem_dagster.loop.structure import Storage, revise_stage, start_round
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.compress import ranges
 from automem_dagster.meta.diagnose import Diagnosis, DiagnosisError, diagnose
@@ -294,13 +293,8 @@ def test_a_round_with_a_tool_using_meta_keeps_the_patch_gate_and_records_the_mod
     config = EndpointsConfig(game=EndpointConfig(name="game", base_url=game.base_url, constrained="none"),
                              meta=EndpointConfig(name="meta", base_url=meta.base_url, constrained="none", meta_mode="tools"))
 
-    async def go():
-        async with connect(config, storage.runs / "logs") as clients:
-            return await run_round(SETTINGS, clients, storage), clients.describe()
-
-    result, described = asyncio.run(go())
     tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
-    report = report_round(result, storage, tracker, described, SETTINGS.eval_max_steps)
+    result, report = structure_round(storage, config, SETTINGS, tracker)
     assert result.outcome == "kept" and storage.load_lineage("crafter").champion().version == 1
     assert (result.diagnosis_dir / "diagnosis.md").read_text().count(f"`{episode}` steps 0-2") == 1
     run = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(report.runs["candidate"].run_id)

@@ -1,17 +1,15 @@
 """The rules meta: one test per rule on constructed evidence, then a whole round through the
 lineage, the gate and MLflow with the rules as the meta and a scripted game model."""
 
-import asyncio
 import json
 import shutil
 
 import pytest
+from builders import structure_round
 
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.llm.session import connect
-from automem_dagster.loop.report import report_round
-from automem_dagster.loop.structure import RoundSettings, Storage, run_round
+from automem_dagster.loop.structure import RoundSettings, Storage
 from automem_dagster.meta.diagnosis_record import Diagnosis, Finding
 from automem_dagster.meta.evidence import ContextGrowth, EpisodeEvidence, Evidence, FailurePoint, FileUsage
 from automem_dagster.meta.rules_reviser import (
@@ -180,13 +178,8 @@ def test_a_round_with_the_rules_meta_goes_through_lineage_gate_and_mlflow(storag
     config = EndpointsConfig(game=game, meta=EndpointConfig(name="meta", base_url="rules"))
     settings = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=5, eval_max_steps=5, eval_episodes=2)
 
-    async def go():
-        async with connect(config, storage.runs / "logs") as clients:
-            return await run_round(settings, clients, storage), clients.describe()
-
-    result, described = asyncio.run(go())
     tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
-    report_round(result, storage, tracker, described, settings.eval_max_steps)
+    result, _ = structure_round(storage, config, settings, tracker)
     # The scripted model idles: the rules see stuck stretches and files nobody used.
     diagnosis = json.loads((result.diagnosis_dir / "diagnosis.json").read_text())
     assert {f["kind"] for f in diagnosis["findings"]} >= {"stuck", "other"} and not diagnosis["attempts"]
@@ -194,7 +187,7 @@ def test_a_round_with_the_rules_meta_goes_through_lineage_gate_and_mlflow(storag
     assert result.revision.meta == "rules" and "signals: stuck.enabled False -> True" in result.revision.changes
     # Both versions idle alike, so the gate rolls the candidate back, as for any meta's tie.
     assert result.outcome == "rolled_back" and storage.load_lineage("crafter").champion().version == 0
-    assert described["meta"]["base_url"] == "rules" and server.request_log.read_text().count('"messages"') > 0
+    assert server.request_log.read_text().count('"messages"') > 0
     runs = {r["role"]: r for r in tracker.runs_for("crafter")}
     assert runs["candidate"]["meta"] == "rules" and runs["champion"]["meta"] is None
     params = tracker.client.get_run(runs["candidate"]["run_id"]).data.params

@@ -7,22 +7,21 @@ the marker makes a candidate that really wins on the evaluation seeds, and one w
 really ties.
 """
 
-import asyncio
 import dataclasses
 import json
 import shutil
 from datetime import datetime
 
 import pytest
+from builders import structure_round
 
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.llm.session import connect
-from automem_dagster.loop.report import batch_span_ms, report_round
+from automem_dagster.loop.report import batch_span_ms
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import run_round, start_round
+from automem_dagster.loop.structure import start_round
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import RolloutError, episode_id
@@ -66,16 +65,10 @@ def patch_reply(marker: str = "") -> str:
 
 
 def run(storage, server, tracker=None, settings=SETTINGS):
+    """One whole round (``builders.structure_round``: a Dagster run, as the CLI runs it), every model ``server``."""
     endpoint = {"base_url": server.base_url, "model": "scripted", "constrained": "none"}
     config = EndpointsConfig(game=EndpointConfig(name="game", **endpoint), meta=EndpointConfig(name="meta", **endpoint))
-
-    async def go():
-        async with connect(config, storage.runs / "logs") as clients:
-            result = await run_round(settings, clients, storage)
-            return result, clients.describe()
-
-    result, described = asyncio.run(go())
-    return result, report_round(result, storage, tracker, described, SETTINGS.eval_max_steps)
+    return structure_round(storage, config, settings, tracker)
 
 
 def meta_rules(storage, patch: str | list[str]) -> list[dict]:

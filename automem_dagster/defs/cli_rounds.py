@@ -97,6 +97,8 @@ def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dic
                 tags={DRIVER_TAG: CLI_DRIVER})
         except dg.DagsterExecutionStepExecutionError as exc:
             raise _raised(exc.user_exception) from exc
+        except dg.Failure as exc:  # re-raised as it is by an in-process run
+            raise _raised(exc) from exc
         home = instance.root_directory
     return {**{step: _value(result, step) for step in plan.names},
             "run": f"Dagster: run {result.run_id} of {job} in {home} (make dagster)"}

@@ -85,7 +85,12 @@ def _tools_parent(scaffold: Scaffold, clients: Clients, storage: Storage) -> Sca
 # --- stage 3: revision ----------------------------------------------------------------------
 
 def revision_dir(storage: Storage, diagnosis: Path) -> Path:
-    return storage.runs / "revisions" / Path(diagnosis).relative_to(storage.runs / "diagnoses")
+    """Where the revision answering ``diagnosis`` is kept: mirrored under ``runs/revisions`` for a diagnosis
+    a round made, else beside it (``<diagnosis>-revision``, as ``finetune`` puts an adapter beside its dataset)."""
+    diagnosis = Path(diagnosis)
+    if diagnosis.is_relative_to(storage.runs / "diagnoses"):
+        return storage.runs / "revisions" / diagnosis.relative_to(storage.runs / "diagnoses")
+    return diagnosis.with_name(f"{diagnosis.name}-revision")
 
 
 async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaffold, clients: Clients, storage: Storage,
@@ -137,14 +142,10 @@ def pending_candidate(lineage: Lineage) -> int | None:
 
 
 def stored_revision_dir(storage: Storage, diagnosis: Path | str | None) -> Path | None:
-    """The revision directory the stages derive from ``diagnosis``; None without one, or for a
-    diagnosis kept outside ``storage.runs`` (nothing was derived from it there)."""
-    if not diagnosis:
-        return None
-    try:
-        return revision_dir(storage, Path(diagnosis))
-    except ValueError:
-        return None
+    """The revision directory the stages derive from ``diagnosis``, where one is stored there; None without a
+    diagnosis or a stored revision (one made with ``propose --out`` lives there, as a DVC round's does)."""
+    path = revision_dir(storage, Path(diagnosis)) if diagnosis else None
+    return path if path is not None and (path / "revision.json").exists() else None
 
 
 @dataclass(frozen=True)
