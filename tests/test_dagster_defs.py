@@ -249,10 +249,11 @@ def test_a_winning_round_promotes_the_candidate(tmp_path, storage, scripted, res
     shown = metadata(version, "scaffold_version")
     assert shown["decision"] == "kept" and shown["champion"] is True and "WIN-MARKER" in shown["scaffold_full"]
 
-    # The sensors react to this instance's materializations: promote the evaluated game, then
-    # (opt-in) start its next round because the candidate was kept.
+    # The sensors react to this instance's materializations: this run decided its evaluation itself
+    # (champion_scaffold ran in it), so the gate sensor promotes nothing; (opt-in) the next round
+    # starts because the candidate was kept.
     gate_tick = evaluation_gate_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
-    assert [(r.partition_key, r.run_key.startswith("promote-")) for r in gate_tick.run_requests] == [("crafter", True)]
+    assert gate_tick.run_requests == [] and "decided in their own run" in gate_tick.skip_message
     next_tick = next_round_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
     assert [r.partition_key for r in next_tick.run_requests] == ["crafter"]
     # (opt-in) and a proficiency round on the new champion, whose specialist learnt from the old one

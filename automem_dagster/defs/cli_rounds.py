@@ -122,7 +122,7 @@ def _structure_result(game: str, values: dict, storage: Storage) -> tuple[RoundR
     result = RoundResult(game=game, parent=revised["parent"], candidate=revised.get("candidate"),
                          diagnosis_dir=Path(diagnosis) if diagnosis else None,
                          revision_dir=Path(revision_dir) if revision_dir else None)
-    if values["rollout_batch"] is not None:
+    if isinstance(values["rollout_batch"], str):  # else the round resumed (``shards.resumed``)
         result.rollout = load_summary(Path(values["rollout_batch"]))
     if revised["outcome"] == "resumed":
         result.notes.append(f"resumed pending candidate v{result.candidate} of an earlier round")
@@ -142,7 +142,7 @@ def _proficiency_result(game: str, values: dict, storage: Storage) -> tuple[Prof
         raise RoundError(f"{game}: the proficiency round stopped before its adapter; its run in Dagster says why")
     record = registry(storage, game_family(game)).record(adapter["adapter"])
     result = ProficiencyResult(game, record.scaffold_version, record)
-    if values["training_rollouts"] is not None:
+    if isinstance(values["training_rollouts"], str):
         result.rollout = load_summary(Path(values["training_rollouts"]))
     if adapter["outcome"] == "resumed":
         result.notes.append(f"resumed pending adapter {record.id} of an earlier round")

@@ -73,7 +73,7 @@ def promotion_requests(context: dg.SensorEvaluationContext, plan: RoundPlan, ass
             continue
         requests.append(dg.RunRequest(run_key=f"{run_key_prefix}-{record.storage_id}",
                                       partition_key=record.partition_key, tags=tags(record)))
-    return sensor_result(records, requests, f"new evaluations had no {challenger}")
+    return sensor_result(records, requests, f"new evaluations had no {challenger}, or were decided in their own run")
 
 
 def gate_sensor(name: str, job, plan: RoundPlan, challenger: str, run_key_prefix: str,

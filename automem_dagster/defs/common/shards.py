@@ -58,12 +58,20 @@ class Connection:
     check: Callable[[Clients], None] | None = None
 
 
-def skipped_plan(context: dg.OpExecutionContext, reason: str):
-    """A round's plan outputs when it plays nothing because of ``reason`` (it resumes an earlier
-    round's challenger): the plan says why, and one empty shard lets the merge step run."""
+def skipped_plan(context: dg.OpExecutionContext, reason: str, resumes: dict):
+    """A round's plan outputs when it plays nothing because of ``reason``: it ``resumes`` an earlier
+    round's challenger (as the round's start decided, once). The plan says why, and one empty shard
+    lets the merge step run, which passes ``resumes`` on (``resumed``)."""
     context.log.info(reason)
-    yield dg.Output({"skipped": reason}, "plan")
+    yield dg.Output({"skipped": reason, "resumes": resumes}, "plan")
     yield from shard_outputs([])
+
+
+def resumed(value) -> dict | None:
+    """What a round resumes, where a step's ``value`` passes on the start's ``{"resumes": ...}`` instead of
+    its own result (``skipped_plan``): the steps after a skipped first one read the challenger from it
+    rather than deciding the round's start again."""
+    return value["resumes"] if isinstance(value, dict) and "resumes" in value else None
 
 
 def shard_outputs(arms: list[Arm], config: RoundConfig | None = None, extra: dict | None = None,
@@ -122,13 +130,14 @@ def merge_arms(store: Storage, played: list[dict]) -> tuple[dict[str, BatchSumma
 
 
 def batch_merge_op(name: str) -> dg.OpDefinition:
-    """The fan-in of a one-batch asset (rollouts): the batch directory, or None when its plan skipped
-    (``{"skipped": reason}``); a played plan says the scaffold ``version`` and ``seeds``."""
+    """The fan-in of a one-batch asset (rollouts): the batch directory, or, when its plan skipped
+    (``skipped_plan``), ``{"resumes": ...}``, what the round resumes; a played plan says the scaffold
+    ``version`` and ``seeds``."""
 
     @dg.op(name=name)
     def merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict, played: list[dict]) -> dg.Output:
         if "skipped" in plan:
-            return dg.Output(None, metadata={"outcome": "skipped", "reason": plan["skipped"]})
+            return dg.Output({"resumes": plan["resumes"]}, metadata={"outcome": "skipped", "reason": plan["skipped"]})
         [summary] = merge_arms(storage.storage(), played)[0].values()
         context.log.info(f"progression {summary.progression}: {summary.out_dir}")
         return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, plan["version"], plan["seeds"]),

@@ -10,6 +10,7 @@ skips rollouts, curation and configuration and evaluates it instead of training 
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -31,6 +32,7 @@ from automem_dagster.defs.common.shards import (
     fan_out,
     merge_arms,
     plan_config,
+    resumed,
     shard_op,
     shard_outputs,
     skipped_plan,
@@ -88,7 +90,7 @@ def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, sto
     start = start_proficiency_round(settings, store)
     if start.resumes:
         yield from skipped_plan(context, f"adapter {start.pending.id} of an earlier round is pending: this round "
-                                         "evaluates it, no new rollouts")
+                                         "evaluates it, no new rollouts", {"adapter": start.pending.id})
         return
     champion, seeds = start.scaffold, start.seeds
     context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.budget.rollout_max_steps} "
@@ -112,22 +114,23 @@ def training_rollouts(champion_scaffold):
     step each. It depends on ``champion_scaffold``: a new champion (a new data version, its content
     hash) makes this round's specialist stale.
 
-    Skipped (value None) while an earlier round's adapter still waits for its decision: this round
+    Skipped while an earlier round's adapter still waits for its decision (the value is then
+    ``{"resumes": {"adapter": id}}``, which the later steps pass on): this round
     then evaluates that adapter instead of training a new one."""
     return fan_out(training_plan, training_shard, training_merge, champion_scaffold)
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "parquet"}, tags=TAGS)
 def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
-                storage: StorageResource, training_rollouts: str | None) -> dg.Output:
+                storage: StorageResource, training_rollouts: Any) -> dg.Output:
     """The specialist's SFT dataset, curated from the training rollouts: each memory decision scored
     by what followed it, borderline ones reviewed by the meta-LLM, duplicates and over-represented
     episodes removed, evaluation seeds never included. Its content hash is the dataset's version.
     Below ``min_examples`` the run stops here (nothing is trained); the audit files stay for reading.
     A batch already curated is read back. The value is the dataset directory and its scaffold version."""
-    if training_rollouts is None:
+    if resumed(training_rollouts) is not None:
         context.log.info("no rollouts this round (a pending adapter is resumed): nothing to curate")
-        return dg.Output(None, metadata={"outcome": "skipped"})
+        return dg.Output(training_rollouts, metadata={"outcome": "skipped"})
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     batch = Path(training_rollouts)
@@ -151,14 +154,14 @@ def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "json"}, tags=TAGS)
 def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
-                storage: StorageResource, sft_dataset: dict | None) -> dg.Output:
+                storage: StorageResource, sft_dataset: dict) -> dg.Output:
     """The LoRA configuration of the training: the settings given in the run config, else the
     meta-LLM's recommendation from the dataset's statistics, validated against the bounds (no
     usable reply: the AutoMem paper's defaults scaled to the base, and the record says so). Saved as
     ``lora_config.json`` beside the dataset; one already chosen is read back."""
-    if sft_dataset is None:
+    if resumed(sft_dataset) is not None:
         context.log.info("no dataset this round (a pending adapter is resumed): nothing to configure")
-        return dg.Output(None, metadata={"outcome": "skipped"})
+        return dg.Output(sft_dataset, metadata={"outcome": "skipped"})
     settings = with_training_base(config.settings(game_of(context.partition_key)), endpoints.config())
     store = storage.storage()
     data = curated(sft_dataset["dataset_dir"])
@@ -172,23 +175,22 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "pytorch", "mlflow"}, tags=TAGS)
 def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, storage: StorageResource,
-                 mlflow: MlflowResource, endpoints: LLMEndpointsResource, lora_config: dict | None) -> dg.Output:
+                 mlflow: MlflowResource, endpoints: LLMEndpointsResource, lora_config: dict) -> dg.Output:
     """The memory specialist: a LoRA adapter trained on the dataset (completion-only loss, held-out
     validation by episode, checkpoints a rerun resumes from), exported as GGUF for the embedded
     server and registered as pending in ``assets/specialists/<family>.json``. Logged to MLflow with
     its loss curves, and registered there as a new version of ``automem-<family>-specialist``.
-    An adapter left pending by an earlier round is returned instead of training another. Without a
+    An adapter left pending by an earlier round (the round's start said so, ``training_rollouts``) is
+    returned instead of training another. Without a
     ``base`` in the run config it trains on the base the vLLM memory endpoint serves (``with_training_base``)."""
     settings = with_training_base(config.settings(game_of(context.partition_key)), endpoints.config())
     game, family = settings.game, settings.family
     store = storage.storage()
-    record = start_proficiency_round(settings, store).pending
-    if record is not None:
+    pending = resumed(lora_config)
+    if pending is not None:
         outcome = "resumed"
+        record = registry(store, family).record(pending["adapter"])
         context.log.info(f"resuming pending adapter {record.id} (an earlier round stopped before its decision)")
-    elif lora_config is None:
-        raise dg.Failure(description=f"{game}: no dataset and no pending adapter (the pending one was decided "
-                                     "meanwhile); materialize the whole proficiency_round_job again")
     else:
         outcome = "trained"
         data = curated(lora_config["dataset_dir"])

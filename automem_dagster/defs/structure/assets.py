@@ -8,6 +8,7 @@ stands beside the chain: one partition per version, for looking at a version's Y
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -34,6 +35,7 @@ from automem_dagster.defs.common.shards import (
     batch_merge_op,
     fan_out,
     plan_config,
+    resumed,
     shard_op,
     shard_outputs,
     skipped_plan,
@@ -84,8 +86,12 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
     champion = start.scaffold
     record_scaffold_versions(context.instance, store, settings.family, [champion.version], only_new=True)
     if start.resumes:
-        yield from skipped_plan(context, f"candidate v{start.pending.version} of an earlier round is pending: this "
-                                         "round resumes it, no new rollouts")
+        pending = start.pending
+        yield from skipped_plan(context, f"candidate v{pending.version} of an earlier round is pending: this "
+                                         "round resumes it, no new rollouts", {
+            "candidate": pending.version, "parent": champion.version,
+            "diagnosis_dir": str(pending.diagnosis_dir) if pending.diagnosis_dir else None,
+            "revision_dir": str(pending.revision_dir) if pending.revision_dir else None})
         return
     spec = rollout_spec(settings, champion, start.seeds, store)
     context.log.info(f"champion v{champion.version} on training seeds {spec.seeds}, {spec.max_steps} steps each, "
@@ -105,20 +111,22 @@ def rollout_batch():
     trajectories the meta-LLM diagnoses. The value is the batch directory. Played in ``shards`` seed
     shards, one step each, merged into one batch.
 
-    Skipped (value None) while an earlier round's candidate still waits for its decision: this round
+    Skipped while an earlier round's candidate still waits for its decision (the value is then
+    ``{"resumes": {"candidate": N, ...}}``, which the later steps pass on): this round
     then finishes that candidate instead of making a new one."""
     return fan_out(rollout_plan, rollout_shard, rollout_merge)
 
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
 def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
-              storage: StorageResource, rollout_batch: str | None) -> dg.Output:
+              storage: StorageResource, rollout_batch: Any) -> dg.Output:
     """The meta-LLM's reading of the rollout trajectories: where the scaffold made memory go wrong,
     each finding citing an episode and step (findings citing steps that do not exist are dropped).
-    The value is the diagnosis directory; a batch already diagnosed is read back, not asked again."""
-    if rollout_batch is None:
+    The value is the diagnosis directory; a batch already diagnosed is read back, not asked again.
+    In a round that resumes a pending candidate, the value is what it resumes, passed on."""
+    if resumed(rollout_batch) is not None:
         context.log.info("no rollouts this round (a pending candidate is resumed): nothing to diagnose")
-        return dg.Output(None, metadata={"outcome": "skipped"})
+        return dg.Output(rollout_batch, metadata={"outcome": "skipped"})
     store = storage.storage()
     batch = Path(rollout_batch)
     version = read_manifest(batch)["scaffold_version"]
@@ -132,38 +140,34 @@ def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints:
 
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "yaml"}, tags=TAGS)
 def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
-                       storage: StorageResource, diagnosis: str | None) -> dg.Output:
-    """The meta-LLM's revision of the champion, answering the diagnosis. An accepted patch is saved as
-    the next scaffold version, recorded in the lineage as pending, and added as a ``scaffold_version``
-    partition; a rejected one (no valid structural patch) materializes with its reason and leaves no
-    candidate. A candidate left pending by an earlier round is resumed instead of revising again."""
-    settings = config.settings(game_of(context.partition_key))
-    game, family = settings.game, settings.family
+                       storage: StorageResource, diagnosis: Any) -> dg.Output:
+    """The meta-LLM's revision of the scaffold the diagnosed batch played (the champion), answering the
+    diagnosis. An accepted patch is saved as the next scaffold version, recorded in the lineage as
+    pending, and added as a ``scaffold_version`` partition; a rejected one (no valid structural patch)
+    materializes with its reason and leaves no candidate. A candidate left pending by an earlier round
+    (the round's start said so, ``rollout_batch``) is resumed instead of revising again."""
+    game = game_of(context.partition_key)
+    family = game_family(game)
     store = storage.storage()
-    start = start_round(settings, store)
-    champion = start.scaffold
-    value = {"game": game, "parent": champion.version, "candidate": None, "diagnosis_dir": None, "revision_dir": None}
-    if start.resumes:
-        pending = start.pending
-        key = ensure_version_partition(context.instance, family, pending.version)
-        context.log.info(f"resuming pending candidate v{pending.version} (an earlier round stopped before its decision)")
-        diff = pending.revision_dir / "diff.md" if pending.revision_dir else None
-        return dg.Output({**value, "outcome": "resumed", "candidate": pending.version,
-                          "diagnosis_dir": str(pending.diagnosis_dir) if pending.diagnosis_dir else None,
-                          "revision_dir": str(pending.revision_dir) if pending.revision_dir else None}, metadata={
+    pending = resumed(diagnosis)
+    if pending is not None:
+        key = ensure_version_partition(context.instance, family, pending["candidate"])
+        context.log.info(f"resuming pending candidate v{pending['candidate']} (an earlier round stopped before its "
+                         "decision)")
+        diff = Path(pending["revision_dir"]) / "diff.md" if pending["revision_dir"] else None
+        return dg.Output({"game": game, "outcome": "resumed", **pending}, metadata={
             "outcome": "resumed",
-            "candidate": f"v{pending.version}",
+            "candidate": f"v{pending['candidate']}",
             "scaffold_version": key,
             **long_text("diff", diff.read_text() if diff and diff.exists() else "(no diff stored)", markdown=True),
         })
-    if diagnosis is None:
-        raise dg.Failure(description=f"{game}: no diagnosis and no pending candidate (the pending one was decided "
-                                     "meanwhile); materialize the whole structure_round_job again")
     diag = Diagnosis.load(Path(diagnosis))
-    context.log.info(f"asking the meta-LLM for a revision of v{champion.version}")
-    revision, out = endpoints.run(lambda clients: revise_stage(diag, Path(diagnosis), champion, clients, store,
+    parent = load_scaffold(family, diag.scaffold_version, store.scaffolds)
+    context.log.info(f"asking the meta-LLM for a revision of v{parent.version}")
+    revision, out = endpoints.run(lambda clients: revise_stage(diag, Path(diagnosis), parent, clients, store,
                                                                config.max_attempts, register=True), store.runs / "logs")
-    value.update(diagnosis_dir=diagnosis, revision_dir=str(out))
+    value = {"game": game, "parent": parent.version, "candidate": None, "diagnosis_dir": diagnosis,
+             "revision_dir": str(out)}
     if not revision.accepted:
         context.log.warning(f"revision rejected: {revision.rejected_reason}")
         return dg.Output({**value, "outcome": "rejected", "reason": revision.rejected_reason},
