@@ -3,7 +3,7 @@
 The paper runs the structure loop "until the validation set saturates". Here that is: rounds from
 the champion, one after another, until ``patience`` consecutive rounds keep nothing (a tie, a loss
 or a rejected revision) or ``max_rounds`` rounds ran. ``patience=1`` is exactly the sensor's chain
-(the next round starts only after a keep). Each round is the ordinary round (``run_round``, through
+(the next round starts only after a keep). Each round is the ordinary round (the CLI's, a Dagster run, through
 whatever ``play`` the caller gives), on a fresh block of training seeds (``seed_blocks.next_block``,
 given the block played last): a round that registered no candidate does not advance the lineage, so
 without it the next round would diagnose the same episodes again and, with the deterministic rules

@@ -1,7 +1,6 @@
 """Shaping materialization metadata: tables, code blocks and what each stage's result shows, nothing computed.
 
-The assets and the CLI's reports to the Dagster instance (``defs/common/cli_events.py``) both
-build their metadata here, so a round shows the same entries however it was run."""
+Every asset builds its metadata here, so both loops' rounds show the same entries the same way."""
 
 from __future__ import annotations
 

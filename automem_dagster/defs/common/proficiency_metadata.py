@@ -1,6 +1,5 @@
-"""What the proficiency loop's assets show, built here once for the assets and the CLI's reports
-(``defs/common/cli_events.py``): curation counts, the LoRA choice, the training's figures, the
-specialist's paired evaluation and the decision."""
+"""What the proficiency loop's assets show, built here once: curation counts, the LoRA choice, the
+training's figures, the specialist's paired evaluation and the decision."""
 
 from __future__ import annotations
 
