@@ -46,7 +46,8 @@ def test_every_run_tag_limit_matches_jobs_that_carry_the_tag():
         carriers = [name for name, tags in job_tags.items() if tags.get(limit["key"]) == limit["value"]]
         assert carriers, f"no job carries {limit['key']}={limit['value']!r}: the limit in {DEPLOY.name} limits nothing"
     round_jobs = {name for name, tags in job_tags.items() if tags.get(MODEL_ROUND_TAG) == "true"}
-    assert round_jobs == {"structure_round_job", "proficiency_round_job"}
+    assert round_jobs == {"structure_round_job", "proficiency_round_job", "structure_full_round_job",
+                          "proficiency_full_round_job"}
 
 
 K8S = DEPLOY.parent / "k8s" / "dagster.yaml"

@@ -1,7 +1,7 @@
 """What a person sees in a browser after the demo's rounds, run by the CLI: the pages ``make run``
 points to, in headless Chromium driven by Playwright.
 
-A structure round (test_cli_dagster_events's scripted rules: the candidate wins) and then a
+A structure round (test_cli_rounds's scripted rules: the candidate wins) and then a
 proficiency round on the new champion (test_dagster_proficiency's scripted rules and a real
 one-step LoRA training, the specialist served by a vLLM stand-in, see ``demo_rounds``: the
 specialist wins) report to a scratch Dagster instance and MLflow store, as ``make run`` does;
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import test_dagster_proficiency as proficiency
-from test_cli_dagster_events import SETTINGS, endpoints_file
+from test_cli_rounds import SETTINGS, endpoints_file
 from test_dagster_defs import GAME_RULES, meta_rules, winning_patch
 from test_dagster_dev import _get, _stop
 
