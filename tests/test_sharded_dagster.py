@@ -27,8 +27,8 @@ from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.settings import RoundSettings
-from automem_dagster.loop.structure import rollout_spec, rollout_stage, start_round
-from automem_dagster.rollout import episode_id
+from automem_dagster.loop.structure import rollout_spec, start_round
+from automem_dagster.rollout import episode_id, run_batch
 from automem_dagster.rollout.shards import plan_shards, shard_dir
 from automem_dagster.rollout.trajectory import trajectory_path
 
@@ -157,7 +157,7 @@ def test_shards_in_their_own_processes_merge_into_the_one_process_batch(tmp_path
 
     async def one_process():
         async with connect(config, tmp_path / "logs") as clients:
-            return await rollout_stage(settings, start_round(settings, store).scaffold, seeds, clients, store)
+            return await run_batch(rollout_spec(settings, start_round(settings, store).scaffold, seeds, store), clients)
 
     whole = asyncio.run(one_process())
     assert batch_content(batch) == batch_content(whole.out_dir)

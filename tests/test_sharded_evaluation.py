@@ -23,8 +23,10 @@ from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.defs.structure.assets import diagnosis, rollout_batch, scaffold_candidate
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.session import connect
-from automem_dagster.loop.proficiency import start_proficiency_round, training_rollout_stage
-from automem_dagster.loop.structure import evaluate_pair_stage
+from automem_dagster.loop.evaluation import evaluation_spec
+from automem_dagster.loop.proficiency import start_proficiency_round, training_rollout_spec
+from automem_dagster.loop.serving import one_model
+from automem_dagster.rollout import run_batch
 from automem_dagster.scaffold import load_scaffold
 
 
@@ -37,7 +39,7 @@ def _clean_copy(tmp_path, storage: StorageResource) -> StorageResource:
 
 
 def _one_process(resources: dict, tmp_path, stage):
-    """``stage(clients)`` on the round's endpoints, in this process, as the CLI plays a batch."""
+    """``stage(clients)`` on the round's endpoints, in this process: a batch played whole, unsharded."""
 
     async def go():
         async with connect(load_endpoints(resources["endpoints"].endpoints_file), tmp_path / "logs") as clients:
@@ -71,8 +73,8 @@ def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, s
     clean = _clean_copy(tmp_path, storage)
     store = clean.storage()
     candidate, champion = (load_scaffold("crafter", v, store.scaffolds) for v in (value["candidate"], value["champion"]))
-    whole = _one_process(resources, tmp_path, lambda clients: evaluate_pair_stage(
-        evaluation.settings("crafter"), candidate, champion, clients, store))
+    specs = [evaluation_spec(evaluation.settings("crafter"), scaffold, store) for scaffold in (candidate, champion)]
+    whole = [_one_process(resources, tmp_path, lambda clients, spec=spec: run_batch(spec, clients)) for spec in specs]
     assert [batch_content(value[f"{arm}_batch"]) for arm in ("candidate", "champion")] == \
         [batch_content(batch.out_dir) for batch in whole]
     assert value["per_seed"]["candidate"] != value["per_seed"]["champion"]  # two different batches, each merged
@@ -93,7 +95,7 @@ def test_sharded_training_rollouts_merge_into_the_one_process_batch(tmp_path, st
     settings = config.settings("crafter")
     store = _clean_copy(tmp_path, storage).storage()
     start = start_proficiency_round(settings, store)
-    whole = _one_process(resources, tmp_path, lambda clients: training_rollout_stage(
-        settings, start.scaffold, start.seeds, clients, store))
+    spec = training_rollout_spec(settings, start.scaffold, start.seeds, store)
+    whole = _one_process(resources, tmp_path, lambda clients: run_batch(spec, one_model(clients)))
     content = batch_content(batch)
     assert content == batch_content(whole.out_dir) and len(content[0]) == 3

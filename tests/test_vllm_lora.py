@@ -30,10 +30,11 @@ from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.vllm_lora import adapter_name, list_models, serve_adapter, unload_adapter
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.proficiency import lora_config_stage, specialist_evaluation_stage
-from automem_dagster.loop.serving import serving_rank_limit, specialist_endpoints
+from automem_dagster.loop.proficiency import lora_config_stage, specialist_evaluation_specs
+from automem_dagster.loop.serving import check_specialist_served, one_model, serving_rank_limit, specialist_endpoints
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.storage import Storage
+from automem_dagster.rollout import run_batch
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.training.registry import AdapterRecord
 
@@ -74,7 +75,8 @@ def chat_models(server) -> list[str]:
 
 
 def evaluate(config: EndpointsConfig, rec: AdapterRecord, tmp_path):
-    """The proficiency loop's own evaluation stage: 1 Crafter episode of 2 steps, both agents."""
+    """The proficiency loop's evaluation, as its shard steps play it: the served adapter checked
+    (``check_specialist_served``), then 1 Crafter episode of 2 steps for each agent."""
     settings = ProficiencySettings(RoundSettings("crafter", eval_episodes=1, eval_max_steps=2, concurrency=1))
     storage = Storage(runs=tmp_path / "runs", specialists=tmp_path / "specialists")
 
@@ -82,8 +84,10 @@ def evaluate(config: EndpointsConfig, rec: AdapterRecord, tmp_path):
         game = LLMClient(config.game, config.game.base_url)
         memory = LLMClient(config.memory, config.memory.base_url)
         try:
-            return await specialist_evaluation_stage(settings, load_scaffold("crafter", 0), rec,
-                                                     Clients(game, memory, None), storage)
+            check_specialist_served(memory, settings.family, rec)
+            specialist, champion = specialist_evaluation_specs(settings, load_scaffold("crafter", 0), rec, storage)
+            clients = Clients(game, memory, None)
+            return await run_batch(specialist, clients), await run_batch(champion, one_model(clients))
         finally:
             await game.close()
             await memory.close()

@@ -22,22 +22,16 @@ from pathlib import Path
 
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import LLMClient
-from automem_dagster.llm.session import Clients
 from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.seed_blocks import round_seeds
-from automem_dagster.loop.serving import (
-    check_specialist_served,
-    one_model,
-)
 from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
 from automem_dagster.meta.curate import CurationResult, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
 from automem_dagster.metrics.paired import GatePolicy, GateVerdict
-from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
-from automem_dagster.rollout.runner import Progress
+from automem_dagster.rollout import BatchSummary, RolloutSpec
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold import Scaffold, load_scaffold
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
@@ -61,12 +55,6 @@ def start_proficiency_round(settings: ProficiencySettings, storage: Storage) -> 
 
 
 # --- stage 1: training rollouts (on the seeds of ``seed_blocks.round_seeds``) ---------------
-
-async def training_rollout_stage(settings: ProficiencySettings, scaffold: Scaffold, seeds: list[int], clients: Clients,
-                                 storage: Storage, progress: Progress | None = None) -> BatchSummary:
-    """The champion one-model agent on training seeds: the decisions the specialist learns from."""
-    return await run_batch(training_rollout_spec(settings, scaffold, seeds, storage), one_model(clients), progress)
-
 
 def training_rollout_spec(settings: ProficiencySettings, scaffold: Scaffold, seeds: list[int],
                           storage: Storage) -> RolloutSpec:
@@ -205,18 +193,6 @@ def specialist_batch_dir(storage: Storage, game: str, version: int, seeds: list[
                          adapter_id: str) -> Path:
     base = batch_dir(storage.runs, "evaluations", game, version, seeds, max_steps)
     return base.with_name(f"{base.name}-specialist-{adapter_id}")
-
-
-async def specialist_evaluation_stage(settings: ProficiencySettings, scaffold: Scaffold, record: AdapterRecord,
-                                      clients: Clients, storage: Storage,
-                                      progress: Progress | None = None) -> tuple[BatchSummary, BatchSummary]:
-    """(two-model agent, one-model champion) on the same evaluation seeds; ``clients`` has the
-    specialist as its memory endpoint. The champion's batch is shared with the structure loop."""
-    if clients.memory is None:
-        raise RoundError("the specialist evaluation needs a memory endpoint serving the adapter (specialist_endpoints)")
-    check_specialist_served(clients.memory, settings.family, record)
-    specialist, champion = specialist_evaluation_specs(settings, scaffold, record, storage)
-    return await run_batch(specialist, clients, progress), await run_batch(champion, one_model(clients), progress)
 
 
 def specialist_evaluation_specs(settings: ProficiencySettings, scaffold: Scaffold, record: AdapterRecord,

@@ -27,7 +27,6 @@ from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage, batch_dir
@@ -36,8 +35,7 @@ from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
 from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
 from automem_dagster.metrics.paired import GatePolicy, GateVerdict
-from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
-from automem_dagster.rollout.runner import Progress
+from automem_dagster.rollout import BatchSummary, RolloutSpec
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
 from automem_dagster.scaffold.lineage import Lineage
@@ -45,14 +43,9 @@ from automem_dagster.scaffold.lineage import Lineage
 # --- stage 1: rollouts for diagnosis (on the seeds of ``seed_blocks.round_seeds``) -----------
 
 def rollout_spec(settings: RoundSettings, scaffold: Scaffold, seeds: list[int], storage: Storage) -> RolloutSpec:
-    """The round's diagnosis batch: played whole by ``rollout_stage`` or in seed shards by Dagster."""
+    """The round's diagnosis batch, which Dagster's ``rollout_batch`` plays in seed shards."""
     out = batch_dir(storage.runs, "rollouts", settings.game, scaffold.version, seeds, settings.rollout_max_steps)
     return RolloutSpec(settings.game, scaffold, seeds, settings.rollout_max_steps, out, settings.concurrency)
-
-
-async def rollout_stage(settings: RoundSettings, scaffold: Scaffold, seeds: list[int], clients: Clients,
-                        storage: Storage, progress: Progress | None = None) -> BatchSummary:
-    return await run_batch(rollout_spec(settings, scaffold, seeds, storage), clients, progress)
 
 
 # --- stage 2: diagnosis ---------------------------------------------------------------------
@@ -171,15 +164,7 @@ def start_round(settings: RoundSettings, storage: Storage) -> RoundStart[Pending
                                                  stored_revision_dir(storage, diagnosis)))
 
 
-# --- stage 4: evaluation on fixed seeds (``loop.evaluation``) ----------------------------------
-
-async def evaluate_pair_stage(settings: RoundSettings, candidate: Scaffold, champion: Scaffold, clients: Clients,
-                              storage: Storage, progress: Progress | None = None) -> tuple[BatchSummary, BatchSummary]:
-    """Candidate, then champion, on the round's evaluation seeds (paired); Dagster plays the same two
-    ``evaluation_spec`` batches in seed shards."""
-    return tuple([await run_batch(evaluation_spec(settings, scaffold, storage), clients, progress)
-                  for scaffold in (candidate, champion)])
-
+# --- stage 4: evaluation on fixed seeds: ``loop.evaluation.evaluation_spec``, played in shards -----
 
 # --- stage 5: the decision ------------------------------------------------------------------
 
