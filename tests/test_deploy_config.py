@@ -130,6 +130,8 @@ def test_step_outputs_go_where_automem_io_base_says(tmp_path, monkeypatch, base)
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
         result = dg.materialize([handed_on], resources={"io_manager": io_manager()}, instance=instance)
         assert result.success
+        [materialization] = result.asset_materializations_for_node("handed_on")
+        assert materialization.metadata["path"].value == "handed_on"  # short: the page's value column holds it
     stored = UPath(target) / "handed_on"
     assert stored.exists() and not (tmp_path / "dagster_home" / "storage" / "handed_on").exists()
     assert pickle.loads(stored.read_bytes()) == {"batch": "runs/rollouts/x", "seeds": [1, 2]}
