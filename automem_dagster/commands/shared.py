@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -23,20 +24,28 @@ STORAGE = Storage()
 """Where the commands read and write (tests point it at a temporary folder)."""
 
 
-def dagster_rounds():
-    """``defs/cli_rounds``, which runs a whole round as a Dagster run in this process (so the UI shows it as
-    the run it was). Dagster is an extra: without it a whole round is refused with what to do instead,
-    and the stage commands still run. Imported here only, for a round: Dagster takes seconds to load."""
+def defs_module(name: str):
+    """``automem_dagster.defs.<name>``, or None where the ``dagster`` extra is not installed (docs/install.md).
+    Imported only when a command needs it: Dagster takes seconds to load."""
     try:
-        from automem_dagster.defs import cli_rounds
+        return importlib.import_module(f"automem_dagster.defs.{name}")
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("dagster"):
             raise
+        return None
+
+
+def dagster_rounds():
+    """``defs/cli_rounds``, which runs a whole round as a Dagster run in this process (so the UI shows it as
+    the run it was). Without the dagster extra a whole round is refused with what to do instead, and the
+    stage commands still run."""
+    rounds = defs_module("cli_rounds")
+    if rounds is None:
         raise RoundError("a whole round runs as a Dagster run (its steps are the assets `make dagster` shows), so it "
                          "needs the dagster extra: pip install '.[dagster]' (docs/install.md). Without it, run the "
                          "round's stages: automem rollout --training, diagnose, propose --register, evaluate, decide "
-                         "(or curate, finetune), or the DVC pipeline") from exc
-    return cli_rounds
+                         "(or curate, finetune), or the DVC pipeline")
+    return rounds
 
 
 def parse_seeds(text: str) -> list[int]:

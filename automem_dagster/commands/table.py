@@ -70,10 +70,7 @@ def log_table(tracker: tracking.Tracker, table: PaperTable) -> tracking.TrackedR
 def show_table_in_dagster(table: PaperTable) -> str:
     """The table on the champion's Dagster page (``defs/paper_table.py``); without the dagster extra, a line
     saying it is not shown there (the table's files and MLflow run are all the same)."""
-    try:
-        from automem_dagster.defs.paper_table import report_paper_table
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("dagster"):
-            raise
+    shown = shared.defs_module("paper_table")
+    if shown is None:
         return "Dagster: not installed (the `dagster` extra, docs/install.md), so its UI does not show the table"
-    return report_paper_table(table)
+    return shown.report_paper_table(table)

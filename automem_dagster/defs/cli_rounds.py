@@ -23,6 +23,7 @@ import dagster as dg
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.common.run_tags import CLI_DRIVER, DRIVER_TAG
+from automem_dagster.defs.common.shards import resumed
 from automem_dagster.defs.definitions import defs
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
@@ -122,7 +123,7 @@ def _structure_result(game: str, values: dict, storage: Storage) -> tuple[RoundR
     result = RoundResult(game=game, parent=revised["parent"], candidate=revised.get("candidate"),
                          diagnosis_dir=Path(diagnosis) if diagnosis else None,
                          revision_dir=Path(revision_dir) if revision_dir else None)
-    if isinstance(values["rollout_batch"], str):  # else the round resumed (``shards.resumed``)
+    if resumed(values["rollout_batch"]) is None:
         result.rollout = load_summary(Path(values["rollout_batch"]))
     if revised["outcome"] == "resumed":
         result.notes.append(f"resumed pending candidate v{result.candidate} of an earlier round")
@@ -142,7 +143,7 @@ def _proficiency_result(game: str, values: dict, storage: Storage) -> tuple[Prof
         raise RoundError(f"{game}: the proficiency round stopped before its adapter; its run in Dagster says why")
     record = registry(storage, game_family(game)).record(adapter["adapter"])
     result = ProficiencyResult(game, record.scaffold_version, record)
-    if isinstance(values["training_rollouts"], str):
+    if resumed(values["training_rollouts"]) is None:
         result.rollout = load_summary(Path(values["training_rollouts"]))
     if adapter["outcome"] == "resumed":
         result.notes.append(f"resumed pending adapter {record.id} of an earlier round")
