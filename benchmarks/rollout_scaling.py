@@ -52,7 +52,7 @@ def _endpoints(base_url: str) -> EndpointsConfig:
                                                max_retries=1, timeout_s=120))
 
 
-def _server_cpu_s(pid: int) -> float:
+def server_cpu_s(pid: int) -> float:
     """User plus system CPU seconds of a process so far, from /proc (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -104,9 +104,9 @@ def play_level(game: str, scaffold_ref: str, level: int, max_steps: int, server,
     """``level`` episodes at once in this process."""
     batch = work / (name or f"level-{level}")
     spec = _spec(game, scaffold_ref, level, max_steps, batch, level)
-    cpu, server_cpu = time.process_time(), _server_cpu_s(server.pid)
+    cpu, server_cpu = time.process_time(), server_cpu_s(server.pid)
     elapsed = sum(run_batches([spec], _endpoints(server.base_url), work / "logs")["elapsed_s"])
-    return _step_figures(batch, elapsed, time.process_time() - cpu, _server_cpu_s(server.pid) - server_cpu, game_cpu)
+    return _step_figures(batch, elapsed, time.process_time() - cpu, server_cpu_s(server.pid) - server_cpu, game_cpu)
 
 
 def _shard_worker(job: dict) -> tuple[float, float, float]:
@@ -135,14 +135,14 @@ def play_sharded(game: str, scaffold_ref: str, level: int, max_steps: int, serve
     jobs = [{"game": game, "scaffold": scaffold_ref, "episodes": level, "max_steps": max_steps, "batch": str(batch),
              "concurrency": max(1, level // SHARD_PROCESSES), "base_url": server.base_url, "index": i, "seeds": seeds}
             for i, seeds in enumerate(shards)]
-    server_cpu = _server_cpu_s(server.pid)
+    server_cpu = server_cpu_s(server.pid)
     started = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
         workers = pool.map(_shard_worker, jobs)
     merge_shards(spec, shards)
     total = time.perf_counter() - started
     window = max(end for _, _, end in workers) - min(start for _, start, _ in workers)
-    figures = _step_figures(batch, window, sum(cpu for cpu, _, _ in workers), _server_cpu_s(server.pid) - server_cpu,
+    figures = _step_figures(batch, window, sum(cpu for cpu, _, _ in workers), server_cpu_s(server.pid) - server_cpu,
                             game_cpu)
     return {**figures, "processes": len(jobs), "total_s_with_process_start_and_merge": total}
 

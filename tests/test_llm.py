@@ -139,16 +139,14 @@ def test_the_memory_role_gets_a_client_only_for_a_specialist_evaluation(tmp_path
 def test_cached_prompt_tokens_are_read_from_what_the_server_says():
     """OpenAI and vLLM report ``usage.prompt_tokens_details.cached_tokens``; llama.cpp's server adds
     ``timings`` with ``cache_n`` (tools/server/README.md); a server that says neither gives None."""
-    from openai.types.chat import ChatCompletion
-
     from automem_dagster.llm.client import cached_tokens
 
     base = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}]}
     usage = {"prompt_tokens": 900, "completion_tokens": 5, "total_tokens": 905}
-    openai_style = ChatCompletion.model_validate({**base, "usage": {**usage, "prompt_tokens_details": {"cached_tokens": 768}}})
-    llama = ChatCompletion.model_validate({**base, "usage": usage, "timings": {"cache_n": 795, "prompt_n": 105}})
-    silent = ChatCompletion.model_validate({**base, "usage": usage})
+    openai_style = {**base, "usage": {**usage, "prompt_tokens_details": {"cached_tokens": 768}}}
+    llama = {**base, "usage": usage, "timings": {"cache_n": 795, "prompt_n": 105}}
+    silent = {**base, "usage": usage}
     assert [cached_tokens(r) for r in (openai_style, llama, silent)] == [768, 795, None]
 
 

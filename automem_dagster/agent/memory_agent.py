@@ -20,6 +20,7 @@ from automem_dagster.agent import prompts
 from automem_dagster.agent.sampling import request_seed
 from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
 from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask
+from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.games.base import GameState, ParsedAction, state_record
 from automem_dagster.llm.client import Completion, ContextOverflow, LLMClient
 from automem_dagster.memory import MemoryStore, MemoryStoreError, Op, OpName, format_op, parse_ops
@@ -173,6 +174,7 @@ class MemoryAgent:
 
     # -- phases -----------------------------------------------------------------------------
 
+    @LEDGER.charged("request")
     def _messages(self, system: str, step: int, observation: str, warnings: list[str], phase: str) -> list[dict]:
         context = prompts.StepContext(step, observation, self.store.index(), self.history, warnings, phase)
         return prompts.phase_messages(system, self.scaffold, context)

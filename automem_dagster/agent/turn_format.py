@@ -35,6 +35,7 @@ from automem_dagster.agent.grammar import (
     reasoning_grammar,
     summary_grammar,
 )
+from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.llm.client import Completion, LLMClient
 from automem_dagster.llm.strict_schema import bounded_text
 from automem_dagster.memory.ops import OpName
@@ -100,6 +101,7 @@ class TurnFormats:
                              **{arg: self._arg_schemas[arg] for arg in _ARGS[op]}}))
         return out
 
+    @LEDGER.charged("request")
     def log_turn(self, files: list[str], writable: list[str], remaining: int) -> TurnConstraint:
         """Up to ``remaining`` writes, then DONE (an empty list is DONE alone)."""
         writes = self._op_schemas(WRITE_OPS, files, writable)
@@ -107,6 +109,7 @@ class TurnFormats:
         props = {"writes": {"type": "array", "items": items, "maxItems": remaining if writes else 0}}
         return TurnConstraint("log_turn", self.grammar.log_turn(files, writable, remaining), _obj(props))
 
+    @LEDGER.charged("request")
     def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False,
                   reads: int = 1) -> TurnConstraint:
         """A consultation of up to ``reads`` reads on ``files``, or the end of the phase (the action,

@@ -13,11 +13,13 @@ cost apart from the model's latency, and a call that gave up says what failed ho
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 
 import openai
 
+from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.llm.attempts import CURRENT_CALL, CallLog, CountingHttpClient, describe_failures
 from automem_dagster.llm.config import EndpointConfig
 
@@ -99,6 +101,7 @@ class Embeddings:
     retry_s: float = 0.0
 
 
+@LEDGER.charged("request")
 def request_body(config: EndpointConfig, messages: list[dict], grammar: str | None = None,
                  json_schema: dict | None = None, schema_name: str = "reply", max_tokens: int | None = None,
                  seed: int | None = None, tools: list[dict] | None = None, tool_choice: str | None = None,
@@ -150,8 +153,22 @@ class LLMClient:
         self.first_reply: dict | None = None
         """The ``model`` and ``system_fingerprint`` of the first answer: what a hosted API says of the model
         that served it (``llm/server_info.py``), recorded in the batch's identity as observed."""
-        self._client = openai.AsyncOpenAI(base_url=base_url, api_key=config.api_key(), timeout=config.timeout_s,
-                                          max_retries=config.max_retries, http_client=CountingHttpClient())
+        self._openai: openai.AsyncOpenAI | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def _client(self) -> openai.AsyncOpenAI:
+        """The openai client of the running event loop. Servers keep connections alive (vLLM's uvicorn,
+        llama.cpp's server), and a pooled connection belongs to the loop that opened it: a client used
+        again under another loop (a second ``asyncio.run``) gets a pool of its own instead of a connection
+        whose loop is closed."""
+        loop = asyncio.get_running_loop()
+        if self._openai is None or self._loop is not loop:
+            self._openai = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.config.api_key(),
+                                              timeout=self.config.timeout_s, max_retries=self.config.max_retries,
+                                              http_client=CountingHttpClient())
+            self._loop = loop
+        return self._openai
 
     def _where(self) -> str:
         return f"endpoint {self.config.name!r} ({self.config.model} at {self.base_url})"
@@ -169,25 +186,42 @@ class LLMClient:
         id_slot = lane % self.slots if lane is not None and self.slots else None
         body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, tools,
                             tool_choice, id_slot)
-        resp, log = await self._send(self._client.chat.completions.create, body)
+        resp, log = await self._send(self._chat_completion, body)
         latency = log.latency_s()
+        with LEDGER.phase("parse"):
+            return self._completion(resp, log, latency)
+
+    def _completion(self, resp: object, log: CallLog, latency: float) -> Completion:
+        """The ``Completion`` of a chat completion's JSON."""
+        if not isinstance(resp, dict):
+            raise EndpointError(f"{self._where()} answered a chat completion with something other than a JSON object "
+                                f"({_short(str(resp), 200)!r}); check base_url (it usually ends in /v1)", None,
+                                self.config.name, self.base_url)
         if self.first_reply is None:
-            self.first_reply = {"model": resp.model, "system_fingerprint": getattr(resp, "system_fingerprint", None)}
-        choice = resp.choices[0] if resp.choices else None
-        text = (choice.message.content if choice and choice.message else None) or ""
-        usage = resp.usage
+            self.first_reply = {"model": resp.get("model"), "system_fingerprint": resp.get("system_fingerprint")}
+        choice = (resp.get("choices") or [None])[0] or {}
+        message = choice.get("message") or {}
+        usage = resp.get("usage") or {}
         return Completion(
-            text=text,
-            input_tokens=usage.prompt_tokens if usage else 0,
-            output_tokens=usage.completion_tokens if usage else 0,
+            text=message.get("content") or "",
+            input_tokens=usage.get("prompt_tokens") or 0,
+            output_tokens=usage.get("completion_tokens") or 0,
             latency_s=latency,
             attempts=max(len(log.attempts), 1),
-            finish_reason=choice.finish_reason if choice else None,
+            finish_reason=choice.get("finish_reason"),
             cached_tokens=cached_tokens(resp),
-            tool_calls=_tool_calls(choice.message if choice else None),
+            tool_calls=_tool_calls(message),
             retries=log.failures(),
             retry_s=log.retry_s(),
         )
+
+    async def _chat_completion(self, extra_body: dict | None = None, **body) -> object:
+        """``POST /chat/completions`` through the openai client's own request path (its retries, backoff,
+        timeouts and error statuses, as ``chat.completions.create``), with the reply left as the JSON the
+        server sent: ``create`` builds typed request and response models, about 1.5 ms of CPU a call that
+        at 64 episodes at once was a fifth of the event loop's time (``benchmarks/rollout_scaling.py``).
+        ``extra_body`` goes into the JSON body, as ``create`` sends it."""
+        return await self._client.post("/chat/completions", body={**body, **(extra_body or {})}, cast_to=object)
 
     async def embed(self, texts: list[str]) -> Embeddings:
         """Embeddings of ``texts`` from the OpenAI-compatible ``/v1/embeddings`` route, one vector per
@@ -231,27 +265,29 @@ class LLMClient:
         return kind(message, status, self.config.name, self.base_url, log.failures())
 
     async def close(self) -> None:
-        await self._client.close()
+        if self._openai is not None and self._loop is asyncio.get_running_loop():
+            await self._openai.close()
+        self._openai = self._loop = None
 
 
-def cached_tokens(resp) -> int | None:
-    """The prompt tokens a server reused from its cache: OpenAI's and vLLM's
-    ``usage.prompt_tokens_details.cached_tokens`` (vLLM fills it only when started with
+def cached_tokens(resp: dict) -> int | None:
+    """The prompt tokens a server reused from its cache, from its chat completion as it sent it: OpenAI's
+    and vLLM's ``usage.prompt_tokens_details.cached_tokens`` (vLLM fills it only when started with
     ``--enable-prompt-tokens-details``, else None: docs/vllm.md), else llama.cpp's ``timings.cache_n``
     (its server README: ``cache_n`` prompt tokens reused from the cache, ``prompt_n`` processed anew)."""
-    details = getattr(resp.usage, "prompt_tokens_details", None) if resp.usage else None
-    if details is not None and getattr(details, "cached_tokens", None) is not None:
-        return int(details.cached_tokens)
-    timings = (resp.model_extra or {}).get("timings")
+    details = (resp.get("usage") or {}).get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        return details["cached_tokens"]
+    timings = resp.get("timings")
     if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
         return timings["cache_n"]
     return None
 
 
-def _tool_calls(message) -> tuple[dict, ...]:
-    calls = getattr(message, "tool_calls", None) or []
-    return tuple({"id": c.id, "name": c.function.name, "arguments": c.function.arguments or ""}
-                 for c in calls if getattr(c, "function", None) is not None)
+def _tool_calls(message: dict) -> tuple[dict, ...]:
+    calls = message.get("tool_calls") or []
+    return tuple({"id": c.get("id"), "name": c["function"].get("name"), "arguments": c["function"].get("arguments") or ""}
+                 for c in calls if isinstance(c, dict) and isinstance(c.get("function"), dict))
 
 
 def _advice(status: int) -> str:

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from automem_dagster.cpu_ledger import LEDGER
+
 
 class OpName(StrEnum):
     """Every memory operation a scaffold can enable; the value is the token name."""
@@ -165,6 +167,7 @@ def format_op(op: Op) -> str:
     return f"<|{op.name.value}|>" + "|".join((op.file, *op.args))
 
 
+@LEDGER.charged("parse")
 def parse_ops(text: str) -> ParseResult:
     """Find every operation token in ``text``; never raises.
 

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from automem_dagster.cpu_ledger import LEDGER
+
 from .files import (
     DEFAULT_LIMITS,
     NAME_HINT,
@@ -62,12 +64,19 @@ class MemoryStore:
         if self.journal.path is not None and Path(os.path.realpath(self.journal.path)).is_relative_to(self.root):
             raise ValueError(f"journal path {self.journal.path} is inside the memory root {self.root}; put it outside")
         self._policies: dict[str, FilePolicy] = {}
+        # The harness reads every file several times a step (the index in each prompt, which files have
+        # content, the step's digest): what the root held when last listed, its files, and the lines read
+        # since, kept while a new listing finds every entry as it was (``_listing``).
+        self._listed: tuple | None = None
+        self._names: list[str] = []
+        self._lines: dict[str, list[str]] = {}
         # one method per file operation, named after it (``_create`` for CREATE); DONE touches no file
         self._handlers: dict[OpName, Callable[[str, tuple[str, ...]], OpResult]] = {
             op: getattr(self, f"_{op.value.lower()}") for op in OpName if op is not OpName.DONE}
 
     # ----- public API -------------------------------------------------------------------
 
+    @LEDGER.charged("memory")
     def execute(self, op: Op, phase: Phase = "log") -> OpResult:
         """Run one model operation; refusals come back as ``ok=False`` results, never exceptions."""
         if phase not in ("log", "plan"):
@@ -82,6 +91,7 @@ class MemoryStore:
         self.journal.record(phase, format_op(op), result, self._lines_after(op.file))
         return result
 
+    @LEDGER.charged("memory")
     def init_file(self, name: str, content: str, policy: FilePolicy | None = None) -> OpResult:
         """Create or overwrite a scaffold file with its initial content and policy (harness only).
 
@@ -103,6 +113,7 @@ class MemoryStore:
 
         return self._harness(f"init_file {name}", name, run)
 
+    @LEDGER.charged("memory")
     def sync(self, name: str, text: str) -> OpResult:
         """Rewrite a synced file from game state (harness only); raises ``MemoryStoreError`` if refused."""
 
@@ -118,12 +129,41 @@ class MemoryStore:
 
         return self._harness(f"sync {name}", name, run)
 
+    @LEDGER.charged("memory")
     def read_text(self, name: str) -> str:
         """The content of one file, for the harness (not journaled); raises ``MemoryStoreError``."""
-        return join_lines(self._read_lines(name))
+        return join_lines(self._harness_lines(name))
 
+    @LEDGER.charged("memory")
     def files(self) -> list[str]:
         """The memory files, sorted: valid names of regular, single-link files in the root."""
+        return list(self._listing())
+
+    @LEDGER.charged("memory")
+    def index(self) -> str:
+        """The file index for every prompt: ``name (N lines)`` per file."""
+        rows = []
+        for name in self._listing():
+            try:
+                rows.append(f"{name} ({len(self._harness_lines(name))} lines)")
+            except (MemoryStoreError, OSError):
+                rows.append(f"{name} (unreadable)")
+        return "\n".join(rows) if rows else "(no memory files)"
+
+    def _listing(self) -> list[str]:
+        """``files()``. The harness reads every file several times a step (the index in each prompt,
+        which files have content, the step's digest), so the listing and the lines read since are kept
+        while the journal holds as many entries and the root's own inode, type and modification and
+        change times are as they were: every write of the store is journaled, and a file created,
+        removed, renamed or linked into the root from outside moves the root's times. A file rewritten
+        in place from outside (no store writes in place) is seen at the store's next operation."""
+        try:
+            info = os.lstat(self.root)
+        except FileNotFoundError:
+            info = None
+        key = (len(self.journal.entries), info and (info.st_ino, info.st_mode, info.st_mtime_ns, info.st_ctime_ns))
+        if key == self._listed:
+            return self._names
         if os.path.realpath(self.root) != str(self.root):
             raise MemoryStoreError(f"the memory folder {self.root} was moved or replaced by a link; not listing it")
         names = []
@@ -134,17 +174,18 @@ class MemoryStore:
                 info = entry.stat(follow_symlinks=False)
                 if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
                     names.append(entry.name)
-        return sorted(names)
+        self._listed, self._names, self._lines = key, sorted(names), {}
+        return self._names
 
-    def index(self) -> str:
-        """The file index for every prompt: ``name (N lines)`` per file."""
-        rows = []
-        for name in self.files():
-            try:
-                rows.append(f"{name} ({len(self._read_lines(name))} lines)")
-            except (MemoryStoreError, OSError):
-                rows.append(f"{name} (unreadable)")
-        return "\n".join(rows) if rows else "(no memory files)"
+    def _harness_lines(self, name: str) -> list[str]:
+        """``_read_lines`` for the harness's reads, kept until the next listing finds the root changed."""
+        names = self._listing()
+        if name in self._lines:
+            return self._lines[name]
+        lines = self._read_lines(name)
+        if name in names:
+            self._lines[name] = lines
+        return lines
 
     # ----- dispatch ---------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from automem_dagster.agent.baselines import Agent
+from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.games.base import StepResult, state_record
 from automem_dagster.memory import MemoryStore, format_op, parse_ops
 from automem_dagster.memory.journal import read_journal
@@ -75,6 +76,7 @@ class Interrupted:
     journal: dict[int | None, list[dict]]
 
 
+@LEDGER.charged("digest")
 def memory_digest(store: MemoryStore) -> str:
     """A hash of every memory file's name and content, recorded per step to check a replay."""
     digest = hashlib.sha256()

@@ -1,9 +1,12 @@
 """Run a batch of episodes, several at once, resumably.
 
 Episodes are independent tasks on one event loop: while one waits for the model another
-can step its game, so a server with parallel slots stays busy. Game calls run on a single
-worker thread (the game libraries keep global state and their steps are cheap next to a
-model call). A batch directory holds ``batch.json`` (what the batch is), ``trajectories/``
+can step its game, so a server with parallel slots stays busy. Each lane (a place among the
+episodes played at once) has its own game thread, and an episode makes, resets, steps and
+closes its game on its lane's thread only: an NLE instance is not thread-safe, but independent
+instances are (each loads its own copy of libnethack), and one thread for every game of a batch
+made 64 episodes' steps queue behind each other (``benchmarks/rollout_scaling.py``).
+A batch directory holds ``batch.json`` (what the batch is), ``trajectories/``
 (finished episodes), ``memory/`` (each episode's sandboxed store and journal) and
 ``summary.json``. Rerunning the same batch skips finished episodes and resumes unfinished
 ones at their last recorded step (``rollout.resume``: the recorded steps are replayed without
@@ -23,13 +26,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from automem_dagster.agent import MemoryAgent
+from automem_dagster.agent import MemoryAgent, StepOutcome
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
 from automem_dagster.agent.memory_settings import settings_for, settings_record
 from automem_dagster.agent.rag_agent import RagAgent
 from automem_dagster.agent.sampling import sampling_record
 from automem_dagster.agent.summary_agent import SummaryAgent
 from automem_dagster.atomic import write_json_atomic
+from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.games import env_ref, game_family, make_game
 from automem_dagster.games.base import Game, StepResult, state_record
 from automem_dagster.llm.replicas import episode_affinity
@@ -191,17 +195,21 @@ async def run_batch(spec: RolloutSpec, clients: Clients,
     lanes: asyncio.Queue[int] = asyncio.Queue()
     for lane in range(max(1, spec.concurrency)):
         lanes.put_nowait(lane)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="game") as pool:
+    pools = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"game-{lane}") for lane in range(lanes.qsize())]
+    try:
 
         async def guarded(seed: int) -> None:
             lane = await lanes.get()
             try:
                 with episode_affinity(episode_id(spec.game, seed), (clients.game, clients.memory)):
-                    await run_episode(spec, seed, clients, pool, progress, lane)
+                    await run_episode(spec, seed, clients, pools[lane], progress, lane)
             finally:
                 lanes.put_nowait(lane)
 
         results = await asyncio.gather(*(guarded(s) for s in todo), return_exceptions=True)
+    finally:
+        for pool in pools:
+            pool.shutdown()
     failures = [(seed, r) for seed, r in zip(todo, results, strict=True) if isinstance(r, BaseException)]
     observed = observed_replies(clients) if todo else {}
     if observed:  # a hosted API's word on what served the batch, known once it answered; the first one stays
@@ -223,10 +231,11 @@ async def run_episode(
     recorded step) and publish its trajectory."""
     loop = asyncio.get_running_loop()
     eid = episode_id(spec.game, seed)
-    game = await loop.run_in_executor(pool, make_game, spec.game, spec.max_steps)
+    game = await loop.run_in_executor(pool, LEDGER.charged("setup")(make_game), spec.game, spec.max_steps)
+    step = LEDGER.charged("game")(game.step)
 
     async def game_step(action: str) -> StepResult:
-        return await loop.run_in_executor(pool, game.step, action)
+        return await loop.run_in_executor(pool, step, action)
 
     try:
         play, writer = await _open_episode(spec, seed, clients, game, pool, game_step, lane)
@@ -247,7 +256,7 @@ async def run_episode(
             progress(eid, play.step, True)
         return path
     finally:
-        await loop.run_in_executor(pool, game.close)
+        await loop.run_in_executor(pool, LEDGER.charged("setup")(game.close))
 
 
 async def _play_step(play: Play, writer: TrajectoryWriter, game_step: GameStep) -> None:
@@ -259,6 +268,13 @@ async def _play_step(play: Play, writer: TrajectoryWriter, game_step: GameStep) 
     game_started = time.perf_counter()
     result = await game_step(outcome.action)
     game_s = time.perf_counter() - game_started
+    with LEDGER.phase("trajectory"):
+        _write_step(play, writer, shown, outcome, result, game_s, started)
+    play.end_step(outcome.action, outcome.valid, outcome.note, result)
+
+
+def _write_step(play: Play, writer: TrajectoryWriter, shown: str, outcome: StepOutcome, result: StepResult, game_s: float,
+                started: float) -> None:
     writer.step({
         "step": play.step, "observation": shown, "action": outcome.action,
         "action_valid": outcome.valid, "action_note": outcome.note,
@@ -270,7 +286,6 @@ async def _play_step(play: Play, writer: TrajectoryWriter, game_step: GameStep) 
         "state": state_record(result.state), "info": result.info,
         "game_s": game_s, "wall_s": time.perf_counter() - started,
     })
-    play.end_step(outcome.action, outcome.valid, outcome.note, result)
 
 
 async def _open_episode(spec: RolloutSpec, seed: int, clients: Clients, game: Game, pool: ThreadPoolExecutor,
@@ -313,9 +328,10 @@ async def _open_episode(spec: RolloutSpec, seed: int, clients: Clients, game: Ga
 async def _fresh_play(spec: RolloutSpec, seed: int, clients: Clients, game: Game, pool: ThreadPoolExecutor,
                       mem_root: Path, lane: int | None = None) -> Play:
     """A new agent (with an empty store under ``mem_root``) and the game reset to ``seed``."""
-    shutil.rmtree(mem_root, ignore_errors=True)
-    agent = make_agent(spec, seed, game, clients, mem_root, lane)
-    result = await asyncio.get_running_loop().run_in_executor(pool, game.reset, seed)
+    with LEDGER.phase("setup"):
+        shutil.rmtree(mem_root, ignore_errors=True)
+        agent = make_agent(spec, seed, game, clients, mem_root, lane)
+    result = await asyncio.get_running_loop().run_in_executor(pool, LEDGER.charged("setup")(game.reset), seed)
     return Play(agent, agent.store if isinstance(agent, MemoryAgent) else None, result)
 
 

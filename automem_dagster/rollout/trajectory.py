@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from automem_dagster.atomic import write_text_atomic
+from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.datafiles import appended_records, read_json_file, read_text_file
 
 PARTIAL_SUFFIX = ".partial"
@@ -53,6 +54,7 @@ class TrajectoryWriter:
         write_text_atomic(self.partial, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines))
         self._fh: IO[str] | None = open(self.partial, "a")
 
+    @LEDGER.charged("trajectory")
     def _write(self, record: dict) -> None:
         assert self._fh is not None, "trajectory already finished"
         self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")

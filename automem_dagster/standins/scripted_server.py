@@ -169,6 +169,10 @@ def _embeddings(body: dict) -> tuple[int, dict]:
                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
+KEEP_ALIVE_S = 5.0
+"""Seconds an idle kept-alive connection stays open: uvicorn's default ``--timeout-keep-alive``."""
+
+
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
                  constrains: Callable[[dict], bool] = llama_cpp_constrains):
     """The request handler; ``constrains`` is the imitated server's rule for which requests are
@@ -177,6 +181,18 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
     log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
+        # Keep-alive, as the servers imitated answer: vLLM's uvicorn keeps an HTTP/1.1 connection open after
+        # a response unless told ``Connection: close`` (uvicorn docs, server-behavior.md "HTTP Headers"),
+        # closing it after ``--timeout-keep-alive`` idle seconds (default 5), and llama.cpp's cpp-httplib server
+        # keeps connections alive too. Every answer carries Content-Length (``_send``), which HTTP/1.1 needs.
+        # Before, the handler's default HTTP/1.0 closed each connection, so every call paid a new TCP connection.
+        protocol_version = "HTTP/1.1"
+        timeout = KEEP_ALIVE_S
+        # Headers and body go out as two writes; with Nagle's algorithm the second waits for the client's
+        # delayed ACK of the first (about 40 ms on Linux) on a kept-alive connection. uvicorn (asyncio) and
+        # cpp-httplib set TCP_NODELAY on their sockets; so does this.
+        disable_nagle_algorithm = True
+
         def log_message(self, *args) -> None:  # keep test output quiet
             pass
 
@@ -207,10 +223,11 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))  # read first: the connection is reused
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/embeddings"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            body = json.loads(raw or b"{}")
             self._log(body)
             if self.path.rstrip("/") == "/v1/embeddings":
                 self._send(*_embeddings(body))
@@ -241,8 +258,8 @@ def scripted_server(rules_path: Path, log_path: Path, port: int | None = None,
     return ServerProcess(cmd, port, Path(log_path), "scripted server")
 
 
-class _Server(ThreadingHTTPServer):
-    """A thread per request, as before, with uvicorn's listen backlog (2048, which vLLM's and most
+class ThreadingServer(ThreadingHTTPServer):
+    """A thread per connection (kept alive: ``make_handler``), with uvicorn's listen backlog (2048, which vLLM's and most
     OpenAI-compatible servers run behind) instead of socketserver's 5: with 16 or more episodes
     calling at once, a backlog of 5 drops connections that the client then retries after a
     second, so the stand-in would be the bottleneck of a scaling run, not the harness."""
@@ -260,7 +277,7 @@ def main() -> None:
     if isinstance(spec, list):
         spec = {"rules": spec}
     provider = Provider(**spec["provider"]) if "provider" in spec else None
-    server = _Server(("127.0.0.1", args.port), make_handler(_Rules(spec.get("rules", [])), provider, args.log))
+    server = ThreadingServer(("127.0.0.1", args.port), make_handler(_Rules(spec.get("rules", [])), provider, args.log))
     print(f"scripted server listening on 127.0.0.1:{args.port}", flush=True)
     server.serve_forever()
 

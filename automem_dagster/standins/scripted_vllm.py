@@ -34,11 +34,10 @@ import json
 import re
 import sys
 import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from automem_dagster.llm.process import ServerProcess, free_port
-from automem_dagster.standins.scripted_server import _Rules, make_handler
+from automem_dagster.standins.scripted_server import ThreadingServer, _Rules, make_handler
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 MESSAGE_OVERHEAD = 4
@@ -184,8 +183,11 @@ def make_vllm_handler(rules: _Rules, state: _State):
             if refusal is not None:
                 self._send(*refusal)
                 return
-            self.rfile = io.BytesIO(raw)  # the scripted server's handler reads the body again
-            super().do_POST()
+            connection, self.rfile = self.rfile, io.BytesIO(raw)  # the scripted server's handler reads the body again
+            try:
+                super().do_POST()
+            finally:
+                self.rfile = connection  # the kept-alive connection's next request is read from the socket
 
     return Handler
 
@@ -221,7 +223,7 @@ def main() -> None:
     args = parser.parse_args()
     state = _State(args.base_model, args.max_lora_rank, not args.no_runtime_lora, args.max_model_len, args.visible_root,
                    args.version, args.base_root)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_vllm_handler(_Rules(json.loads(args.rules.read_text())),
+    server = ThreadingServer(("127.0.0.1", args.port), make_vllm_handler(_Rules(json.loads(args.rules.read_text())),
                                                                                 state))
     print(f"scripted vLLM server listening on 127.0.0.1:{args.port}", flush=True)
     server.serve_forever()
