@@ -97,6 +97,6 @@ def per_step_ms(before: dict[str, float], after: dict[str, float], process_cpu_s
     return out
 
 
-def add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    """Two snapshots summed (the ledgers of several processes)."""
-    return {name: a.get(name, 0.0) + b.get(name, 0.0) for name in PHASES}
+def add(*snapshots: dict[str, float]) -> dict[str, float]:
+    """Snapshots summed (the ledgers of several processes)."""
+    return {name: sum(s.get(name, 0.0) for s in snapshots) for name in PHASES}

@@ -99,7 +99,7 @@ def standin(rules: Path, log: Path, tree: Path | None) -> ServerProcess:
     if tree is None:
         return scripted_server(rules, log)
     port = free_port()
-    cmd = ["env", f"PYTHONPATH={tree}", sys.executable, "-m", "automem_dagster.standins.scripted_server",
+    cmd = ["env", "-C", str(tree), f"PYTHONPATH={tree}", sys.executable, "-m", "automem_dagster.standins.scripted_server",
            "--port", str(port), "--rules", str(rules)]
     return ServerProcess(cmd, port, log, f"scripted server of {tree}")
 

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from automem_dagster.cpu_ledger import LEDGER, PHASES, REST, add, per_step_ms
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.rollout import RolloutSpec
 from automem_dagster.rollout.shards import merge_shards, plan_shards, run_shard
@@ -82,7 +83,7 @@ def _spec(game: str, scaffold_ref: str, episodes: int, max_steps: int, batch: Pa
 
 
 def _step_figures(batch: Path, elapsed: float, process_cpu: float, server_cpu: float,
-                  game_cpu: float) -> dict[str, Any]:
+                  game_cpu: float, ledger: tuple[dict, dict]) -> dict[str, Any]:
     episodes = batch_episodes(batch)
     steps = [s for episode in episodes for s in episode]
     n = len(steps)
@@ -96,6 +97,8 @@ def _step_figures(batch: Path, elapsed: float, process_cpu: float, server_cpu: f
         "game_cpu_s_per_step": game_cpu,
         "harness_cpu_s_per_step": ratio(process_cpu, n) - game_cpu,
         "server_cpu_s_per_step": ratio(server_cpu, n),
+        "cpu_ms_per_step": per_step_ms(*ledger, process_cpu, n),
+        "episode_steps": {"min": min(map(len, episodes)), "max": max(map(len, episodes))},
     }
 
 
@@ -104,13 +107,14 @@ def play_level(game: str, scaffold_ref: str, level: int, max_steps: int, server,
     """``level`` episodes at once in this process."""
     batch = work / (name or f"level-{level}")
     spec = _spec(game, scaffold_ref, level, max_steps, batch, level)
-    cpu, server_cpu = time.process_time(), server_cpu_s(server.pid)
+    cpu, server_cpu, ledger = time.process_time(), server_cpu_s(server.pid), LEDGER.snapshot()
     elapsed = sum(run_batches([spec], _endpoints(server.base_url), work / "logs")["elapsed_s"])
-    return _step_figures(batch, elapsed, time.process_time() - cpu, server_cpu_s(server.pid) - server_cpu, game_cpu)
+    return _step_figures(batch, elapsed, time.process_time() - cpu, server_cpu_s(server.pid) - server_cpu, game_cpu,
+                         (ledger, LEDGER.snapshot()))
 
 
-def _shard_worker(job: dict) -> tuple[float, float, float]:
-    """One shard process: play its seeds; its CPU seconds and its window of play (epoch seconds)."""
+def _shard_worker(job: dict) -> tuple[float, float, float, dict]:
+    """One shard process: play its seeds; its CPU seconds, its window of play (epoch seconds) and its ledger."""
     from automem_dagster.games import make_game
     from automem_dagster.llm.session import connect
 
@@ -121,9 +125,10 @@ def _shard_worker(job: dict) -> tuple[float, float, float]:
         async with connect(_endpoints(job["base_url"]), Path(job["batch"]).parent / "logs") as clients:
             await run_shard(spec, job["index"], job["seeds"], clients)
 
-    cpu, started = time.process_time(), time.time()
+    cpu, started, ledger = time.process_time(), time.time(), LEDGER.snapshot()
     asyncio.run(go())
-    return time.process_time() - cpu, started, time.time()
+    spent = LEDGER.snapshot()
+    return time.process_time() - cpu, started, time.time(), {k: spent[k] - ledger[k] for k in spent}
 
 
 def play_sharded(game: str, scaffold_ref: str, level: int, max_steps: int, server, work: Path,
@@ -141,9 +146,10 @@ def play_sharded(game: str, scaffold_ref: str, level: int, max_steps: int, serve
         workers = pool.map(_shard_worker, jobs)
     merge_shards(spec, shards)
     total = time.perf_counter() - started
-    window = max(end for _, _, end in workers) - min(start for _, start, _ in workers)
-    figures = _step_figures(batch, window, sum(cpu for cpu, _, _ in workers), server_cpu_s(server.pid) - server_cpu,
-                            game_cpu)
+    window = max(w[2] for w in workers) - min(w[1] for w in workers)
+    spent = add(*(w[3] for w in workers))
+    figures = _step_figures(batch, window, sum(w[0] for w in workers), server_cpu_s(server.pid) - server_cpu,
+                            game_cpu, (dict.fromkeys(spent, 0.0), spent))
     return {**figures, "processes": len(jobs), "total_s_with_process_start_and_merge": total}
 
 
@@ -208,7 +214,12 @@ def _tables(result: dict[str, Any]) -> list:
                  s["steps_per_s"], None, s["game_cpu_s_per_step"] * 1e3, s["harness_cpu_s_per_step"] * 1e3,
                  s["server_cpu_s_per_step"] * 1e3])
     settings = result["settings"]
-    return [table(f"{settings['game']}, {settings['max_steps']} steps per episode, endpoint latency "
+    phases = [*PHASES, REST]
+    breakdown = [[level, *(f["cpu_ms_per_step"].get(p) for p in phases), f["cpu_ms_per_step"].get("harness")]
+                 for level, f in [*result["results"]["levels"].items(), ("sharded", s)]]
+    return [table(f"CPU ms per step by phase (cpu_ledger; {REST}: the process's CPU no phase holds)",
+                  ["episodes at once", *phases, "harness (all but game)"], breakdown),
+            table(f"{settings['game']}, {settings['max_steps']} steps per episode, endpoint latency "
                   f"{settings['latency_s']} s per call",
                   ["episodes at once", "steps", "elapsed s", "steps/s", "efficiency", "game CPU ms/step",
                    "harness CPU ms/step", "server CPU ms/step"], rows)]

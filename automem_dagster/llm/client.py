@@ -153,22 +153,27 @@ class LLMClient:
         self.first_reply: dict | None = None
         """The ``model`` and ``system_fingerprint`` of the first answer: what a hosted API says of the model
         that served it (``llm/server_info.py``), recorded in the batch's identity as observed."""
-        self._openai: openai.AsyncOpenAI | None = None
+        self._pools: dict[int | None, openai.AsyncOpenAI] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    @property
-    def _client(self) -> openai.AsyncOpenAI:
-        """The openai client of the running event loop. Servers keep connections alive (vLLM's uvicorn,
-        llama.cpp's server), and a pooled connection belongs to the loop that opened it: a client used
-        again under another loop (a second ``asyncio.run``) gets a pool of its own instead of a connection
-        whose loop is closed."""
+    def _client(self, lane: int | None = None) -> openai.AsyncOpenAI:
+        """The openai client (and so the connection pool) of ``lane`` under the running event loop.
+
+        A lane (an episode's place among those played at once) has one call in flight at a time, so
+        its pool holds one kept-alive connection: httpcore looks at every connection of a pool for
+        each request (``has_expired``, a readability poll per idle connection), which with one pool
+        for 64 episodes was a sixth of the event loop's time (``benchmarks/rollout_scaling.py``).
+        Servers keep connections alive (vLLM's uvicorn, llama.cpp's server), and a pooled connection
+        belongs to the loop that opened it: a client used again under another loop (a second
+        ``asyncio.run``) gets pools of its own instead of connections whose loop is closed."""
         loop = asyncio.get_running_loop()
-        if self._openai is None or self._loop is not loop:
-            self._openai = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.config.api_key(),
-                                              timeout=self.config.timeout_s, max_retries=self.config.max_retries,
-                                              http_client=CountingHttpClient())
-            self._loop = loop
-        return self._openai
+        if self._loop is not loop:
+            self._pools, self._loop = {}, loop
+        if lane not in self._pools:
+            self._pools[lane] = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.config.api_key(),
+                                                   timeout=self.config.timeout_s, max_retries=self.config.max_retries,
+                                                   http_client=CountingHttpClient())
+        return self._pools[lane]
 
     def _where(self) -> str:
         return f"endpoint {self.config.name!r} ({self.config.model} at {self.base_url})"
@@ -186,7 +191,7 @@ class LLMClient:
         id_slot = lane % self.slots if lane is not None and self.slots else None
         body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, tools,
                             tool_choice, id_slot)
-        resp, log = await self._send(self._chat_completion, body)
+        resp, log = await self._send(self._chat_completion, {**body, "lane": lane})
         latency = log.latency_s()
         with LEDGER.phase("parse"):
             return self._completion(resp, log, latency)
@@ -215,20 +220,20 @@ class LLMClient:
             retry_s=log.retry_s(),
         )
 
-    async def _chat_completion(self, extra_body: dict | None = None, **body) -> object:
+    async def _chat_completion(self, lane: int | None, extra_body: dict | None = None, **body) -> object:
         """``POST /chat/completions`` through the openai client's own request path (its retries, backoff,
         timeouts and error statuses, as ``chat.completions.create``), with the reply left as the JSON the
         server sent: ``create`` builds typed request and response models, about 1.5 ms of CPU a call that
         at 64 episodes at once was a fifth of the event loop's time (``benchmarks/rollout_scaling.py``).
-        ``extra_body`` goes into the JSON body, as ``create`` sends it."""
-        return await self._client.post("/chat/completions", body={**body, **(extra_body or {})}, cast_to=object)
+        ``extra_body`` goes into the JSON body, as ``create`` sends it; ``lane`` picks the pool (``_client``)."""
+        return await self._client(lane).post("/chat/completions", body={**body, **(extra_body or {})}, cast_to=object)
 
     async def embed(self, texts: list[str]) -> Embeddings:
         """Embeddings of ``texts`` from the OpenAI-compatible ``/v1/embeddings`` route, one vector per
         text in order. ``encoding_format`` is sent as ``float``: the openai client asks for base64
         otherwise, which not every compatible server offers."""
         body = {"model": self.config.model, "input": list(texts), "encoding_format": "float"}
-        resp, log = await self._send(self._client.embeddings.create, body)
+        resp, log = await self._send(self._client().embeddings.create, body)
         vectors = [list(map(float, d.embedding)) for d in sorted(resp.data, key=lambda d: d.index)]
         if len(vectors) != len(texts):
             raise EndpointError(f"{self._where()} returned {len(vectors)} embeddings for {len(texts)} inputs; "
@@ -265,9 +270,10 @@ class LLMClient:
         return kind(message, status, self.config.name, self.base_url, log.failures())
 
     async def close(self) -> None:
-        if self._openai is not None and self._loop is asyncio.get_running_loop():
-            await self._openai.close()
-        self._openai = self._loop = None
+        if self._loop is asyncio.get_running_loop():
+            for client in self._pools.values():
+                await client.close()
+        self._pools, self._loop = {}, None
 
 
 def cached_tokens(resp: dict) -> int | None:
