@@ -565,3 +565,18 @@ def one_or_error(store: MemoryStore, text: str) -> OpResult:
     """The parsed op's result, or the parser's refusal as a failed result."""
     parsed = parse_ops(text)
     return store.execute(parsed.ops[0]) if parsed.ops else OpResult(False, parsed.errors[0])
+
+
+def test_the_harness_reads_follow_every_write_and_a_file_linked_in_from_outside(store, tmp_path):
+    """The index, file list and reads are kept between operations (``MemoryStore._listing``): a write
+    of the store and an entry added from outside must both show at once."""
+    store.init_file("notes.txt", "a\n")
+    assert store.index() == "notes.txt (1 lines)" and store.read_text("notes.txt") == "a\n"
+    assert store.execute(Op(OpName.APPEND, "notes.txt", ("b",))).ok
+    assert store.index() == "notes.txt (2 lines)" and store.read_text("notes.txt") == "a\nb\n"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret\n")
+    (store.root / "link.txt").symlink_to(outside)
+    assert store.files() == ["notes.txt"]
+    (store.root / "notes.txt").unlink()
+    assert store.files() == [] and store.index() == "(no memory files)"
