@@ -568,7 +568,7 @@ def one_or_error(store: MemoryStore, text: str) -> OpResult:
 
 
 def test_the_harness_reads_follow_every_write_and_a_file_linked_in_from_outside(store, tmp_path):
-    """The index, file list and reads are kept between operations (``MemoryStore._listing``): a write
+    """The index, file list and reads are kept between operations (``memory.kept_reads``): a write
     of the store and an entry added from outside must both show at once."""
     store.init_file("notes.txt", "a\n")
     assert store.index() == "notes.txt (1 lines)" and store.read_text("notes.txt") == "a\n"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -41,6 +40,7 @@ from .files import (
     split_lines,
 )
 from .journal import Journal
+from .kept_reads import KeptReads
 from .ops import OP_SYNTAX, READ_ONLY_OPS, Op, OpName, OpResult, file_name, format_op, quote, validate_op
 from .policy import FilePolicy
 
@@ -64,12 +64,7 @@ class MemoryStore:
         if self.journal.path is not None and Path(os.path.realpath(self.journal.path)).is_relative_to(self.root):
             raise ValueError(f"journal path {self.journal.path} is inside the memory root {self.root}; put it outside")
         self._policies: dict[str, FilePolicy] = {}
-        # The harness reads every file several times a step (the index in each prompt, which files have
-        # content, the step's digest): what the root held when last listed, its files, and the lines read
-        # since, kept while a new listing finds every entry as it was (``_listing``).
-        self._listed: tuple | None = None
-        self._names: list[str] = []
-        self._lines: dict[str, list[str]] = {}
+        self._kept = KeptReads(self.root, limits.max_name_len, self.journal)  # the harness's reads (kept_reads.py)
         # one method per file operation, named after it (``_create`` for CREATE); DONE touches no file
         self._handlers: dict[OpName, Callable[[str, tuple[str, ...]], OpResult]] = {
             op: getattr(self, f"_{op.value.lower()}") for op in OpName if op is not OpName.DONE}
@@ -132,60 +127,23 @@ class MemoryStore:
     @LEDGER.charged("memory")
     def read_text(self, name: str) -> str:
         """The content of one file, for the harness (not journaled); raises ``MemoryStoreError``."""
-        return join_lines(self._harness_lines(name))
+        return join_lines(self._kept.lines(name, self._read_lines))
 
     @LEDGER.charged("memory")
     def files(self) -> list[str]:
         """The memory files, sorted: valid names of regular, single-link files in the root."""
-        return list(self._listing())
+        return list(self._kept.listing())
 
     @LEDGER.charged("memory")
     def index(self) -> str:
         """The file index for every prompt: ``name (N lines)`` per file."""
         rows = []
-        for name in self._listing():
+        for name in self._kept.listing():
             try:
-                rows.append(f"{name} ({len(self._harness_lines(name))} lines)")
+                rows.append(f"{name} ({len(self._kept.lines(name, self._read_lines))} lines)")
             except (MemoryStoreError, OSError):
                 rows.append(f"{name} (unreadable)")
         return "\n".join(rows) if rows else "(no memory files)"
-
-    def _listing(self) -> list[str]:
-        """``files()``. The harness reads every file several times a step (the index in each prompt,
-        which files have content, the step's digest), so the listing and the lines read since are kept
-        while the journal holds as many entries and the root's own inode, type and modification and
-        change times are as they were: every write of the store is journaled, and a file created,
-        removed, renamed or linked into the root from outside moves the root's times. A file rewritten
-        in place from outside (no store writes in place) is seen at the store's next operation."""
-        try:
-            info = os.lstat(self.root)
-        except FileNotFoundError:
-            info = None
-        key = (len(self.journal.entries), info and (info.st_ino, info.st_mode, info.st_mtime_ns, info.st_ctime_ns))
-        if key == self._listed:
-            return self._names
-        if os.path.realpath(self.root) != str(self.root):
-            raise MemoryStoreError(f"the memory folder {self.root} was moved or replaced by a link; not listing it")
-        names = []
-        with os.scandir(self.root) as entries:
-            for entry in entries:
-                if name_problem(entry.name, self.limits.max_name_len) is not None:
-                    continue
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
-                    names.append(entry.name)
-        self._listed, self._names, self._lines = key, sorted(names), {}
-        return self._names
-
-    def _harness_lines(self, name: str) -> list[str]:
-        """``_read_lines`` for the harness's reads, kept until the next listing finds the root changed."""
-        names = self._listing()
-        if name in self._lines:
-            return self._lines[name]
-        lines = self._read_lines(name)
-        if name in names:
-            self._lines[name] = lines
-        return lines
 
     # ----- dispatch ---------------------------------------------------------------------
 

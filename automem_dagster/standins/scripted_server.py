@@ -173,6 +173,23 @@ KEEP_ALIVE_S = 5.0
 """Seconds an idle kept-alive connection stays open: uvicorn's default ``--timeout-keep-alive``."""
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> None:
+    """One JSON answer with its Content-Length, which a kept-alive HTTP/1.1 connection needs."""
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, str(value))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+# Keep-alive, as the servers imitated answer: vLLM's uvicorn keeps an HTTP/1.1 connection open after
+# a response unless told ``Connection: close`` (uvicorn docs, server-behavior.md "HTTP Headers"),
+# closing it after ``--timeout-keep-alive`` idle seconds (default 5), and llama.cpp's cpp-httplib server
+# keeps connections alive too. Every answer carries Content-Length (``_send``), which HTTP/1.1 needs.
+# Before, the handler's default HTTP/1.0 closed each connection, so every call paid a new TCP connection.
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
                  constrains: Callable[[dict], bool] = llama_cpp_constrains):
     """The request handler; ``constrains`` is the imitated server's rule for which requests are
@@ -181,30 +198,16 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
     log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
-        # Keep-alive, as the servers imitated answer: vLLM's uvicorn keeps an HTTP/1.1 connection open after
-        # a response unless told ``Connection: close`` (uvicorn docs, server-behavior.md "HTTP Headers"),
-        # closing it after ``--timeout-keep-alive`` idle seconds (default 5), and llama.cpp's cpp-httplib server
-        # keeps connections alive too. Every answer carries Content-Length (``_send``), which HTTP/1.1 needs.
-        # Before, the handler's default HTTP/1.0 closed each connection, so every call paid a new TCP connection.
         protocol_version = "HTTP/1.1"
         timeout = KEEP_ALIVE_S
-        # Headers and body go out as two writes; with Nagle's algorithm the second waits for the client's
-        # delayed ACK of the first (about 40 ms on Linux) on a kept-alive connection. uvicorn (asyncio) and
-        # cpp-httplib set TCP_NODELAY on their sockets; so does this.
+        # TCP_NODELAY, as uvicorn and cpp-httplib set: else the body waits for the client's delayed ACK (~40 ms).
         disable_nagle_algorithm = True
 
         def log_message(self, *args) -> None:  # keep test output quiet
             pass
 
         def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, str(value))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, payload, headers)
 
         def _log(self, body: dict) -> None:
             if log_path is None:
