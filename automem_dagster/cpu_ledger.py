@@ -8,8 +8,8 @@ the event loop's work never count twice). Phases nest: time inside a nested phas
 index read while a prompt is built) is charged to the inner one only. What no phase holds, the
 process's CPU less the phases, is the openai client's request path, httpx and asyncio
 (``REST``): it cannot be charged around an ``await`` without charging the other episodes'
-work done meanwhile. ``benchmarks/harness_overhead.py`` and ``benchmarks/rollout_scaling.py``
-both report ``per_step_ms`` of it.
+work done meanwhile. ``benchmarks/rollout_scaling.py`` reports ``per_step_ms`` of it;
+``benchmarks/harness_overhead.py`` does not yet (issue 29).
 """
 
 from __future__ import annotations

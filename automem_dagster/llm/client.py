@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
+from functools import partial
 
 import openai
 
@@ -191,7 +192,7 @@ class LLMClient:
         id_slot = lane % self.slots if lane is not None and self.slots else None
         body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, tools,
                             tool_choice, id_slot)
-        resp, log = await self._send(self._chat_completion, {**body, "lane": lane})
+        resp, log = await self._send(partial(self._chat_completion, lane), body)
         latency = log.latency_s()
         with LEDGER.phase("parse"):
             return self._completion(resp, log, latency)
