@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from automem_dagster.agent import MemoryAgent, StepOutcome
+from automem_dagster.agent import MemoryAgent
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
 from automem_dagster.agent.memory_settings import settings_for, settings_record
 from automem_dagster.agent.rag_agent import RagAgent
@@ -268,24 +268,19 @@ async def _play_step(play: Play, writer: TrajectoryWriter, game_step: GameStep) 
     game_started = time.perf_counter()
     result = await game_step(outcome.action)
     game_s = time.perf_counter() - game_started
-    with LEDGER.phase("trajectory"):
-        _write_step(play, writer, shown, outcome, result, game_s, started)
+    with LEDGER.phase("trajectory"):  # the step record built (state, digest) and written
+        writer.step({
+            "step": play.step, "observation": shown, "action": outcome.action,
+            "action_valid": outcome.valid, "action_note": outcome.note,
+            "reward": result.reward, "progression": result.progression, "done": result.done,
+            "warnings": outcome.warnings, "turns": [asdict(t) for t in outcome.turns],
+            **({"memory_index": outcome.memory_index} if outcome.memory_index else {}),
+            **({"memory_context": outcome.memory_context} if outcome.memory_context else {}),
+            **({"memory_sha": memory_digest(play.store)} if play.store is not None else {}),
+            "state": state_record(result.state), "info": result.info,
+            "game_s": game_s, "wall_s": time.perf_counter() - started,
+        })
     play.end_step(outcome.action, outcome.valid, outcome.note, result)
-
-
-def _write_step(play: Play, writer: TrajectoryWriter, shown: str, outcome: StepOutcome, result: StepResult, game_s: float,
-                started: float) -> None:
-    writer.step({
-        "step": play.step, "observation": shown, "action": outcome.action,
-        "action_valid": outcome.valid, "action_note": outcome.note,
-        "reward": result.reward, "progression": result.progression, "done": result.done,
-        "warnings": outcome.warnings, "turns": [asdict(t) for t in outcome.turns],
-        **({"memory_index": outcome.memory_index} if outcome.memory_index else {}),
-        **({"memory_context": outcome.memory_context} if outcome.memory_context else {}),
-        **({"memory_sha": memory_digest(play.store)} if play.store is not None else {}),
-        "state": state_record(result.state), "info": result.info,
-        "game_s": game_s, "wall_s": time.perf_counter() - started,
-    })
 
 
 async def _open_episode(spec: RolloutSpec, seed: int, clients: Clients, game: Game, pool: ThreadPoolExecutor,
