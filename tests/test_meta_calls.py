@@ -13,7 +13,7 @@ from automem_dagster.meta.compress import render_for_diagnosis
 from automem_dagster.meta.diagnose import batch_reply_schema, diagnose
 from automem_dagster.meta.diagnosis_record import DiagnosisError, DiagnosisReply
 from automem_dagster.meta.evidence import collect_evidence
-from automem_dagster.meta.revise import STRUCTURAL_FIELDS, propose_revision, revision_schema
+from automem_dagster.meta.revise import STRUCTURAL_FIELDS, propose_revision, revision_messages, revision_schema
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.scaffold.patch import ScaffoldPatch
 
@@ -155,6 +155,21 @@ def test_a_rejected_patch_is_asked_again_with_its_reason(tmp_path, scripted):
     assert revision.changes == ["operations enabled: ['UPSERT']"]
     out = revision.save(tmp_path / "rev")
     assert "- UPSERT" in (out / "candidate.yaml").read_text()
+
+
+def test_a_third_attempt_fits_a_context_that_holds_the_request_and_one_rejected_reply(tmp_path, scripted):
+    # The embedded meta (4096 tokens) refused a third revision attempt that carried both earlier rejected
+    # replies (4281 tokens). Here the context holds the request and one long rejected reply, never two.
+    scaffold = load_scaffold("crafter", 0)
+    request = "\n".join(m["content"] for m in revision_messages(scaffold, "## Findings"))
+    wordy = json.dumps({"rationale": "Reworded the prompts only. " + "The map lines are rewritten. " * 60})
+    good = json.dumps({"enable_operations": ["UPSERT"], "rationale": "Finding 1: map lines are rewritten again and again."})
+    context = len(request) + len(wordy) + 600
+    server = scripted([{"over_chars": context, "status": 400,
+                        "error": f"request ({context} tokens) exceeds the available context size ({context} tokens)"},
+                       {"match": "Propose one patch", "replies": [wordy, wordy, good]}])
+    revision = asyncio.run(propose_revision(scaffold, "## Findings", tmp_path, _client(server), 1))
+    assert revision.accepted and [a.error is None for a in revision.attempts] == [False, False, True]
 
 
 def test_a_prompt_over_the_context_is_compressed_further_and_sent_again(tmp_path, scripted):

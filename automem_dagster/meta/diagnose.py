@@ -32,7 +32,7 @@ from automem_dagster.meta.diagnosis_record import (
     check_citations,
 )
 from automem_dagster.meta.evidence import Evidence, collect_evidence, evidence_digest
-from automem_dagster.meta.replies import Attempt, describe_reply
+from automem_dagster.meta.replies import Attempt, ask_again, describe_reply
 from automem_dagster.meta.tool_diagnosis import diagnose_with_tools
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold.io import scaffold_yaml
@@ -187,8 +187,7 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
                                attempts=attempts, cost=one_call_cost(attempts, evidence, rendered))
             result.save(out_dir)
             return result
-        messages += [{"role": "assistant", "content": completion.text},
-                     {"role": "user", "content": f"That reply was rejected: {error}. Reply again with valid JSON."}]
+        ask_again(messages, 2, completion.text, f"That reply was rejected: {error}. Reply again with valid JSON.")
     failed = Path(out_dir) / "diagnosis_failed.json"
     write_json_atomic(failed, [asdict(a) for a in attempts])
     raise DiagnosisError(f"the meta-LLM gave no usable diagnosis in {max_attempts} attempts (last: {attempts[-1].error}); "

@@ -18,7 +18,7 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.datafiles import parse_json_reply, validation_problems
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.strict_schema import to_strict
-from automem_dagster.meta.replies import Attempt, describe_reply
+from automem_dagster.meta.replies import Attempt, ask_again, describe_reply
 from automem_dagster.training.settings import TARGET_MODULES, LoraSettings
 
 MAX_ATTEMPTS = 3
@@ -115,8 +115,7 @@ async def recommend_lora(stats: dict, base: dict, defaults: LoraSettings, client
         attempts.append(Attempt.of(completion, error))
         if reply is not None:
             return LoraChoice(reply.settings, "meta-LLM", reply.reasoning, defaults, attempts)
-        messages += [{"role": "assistant", "content": completion.text},
-                     {"role": "user", "content": f"That reply was rejected: {error}. Reply again within the bounds."}]
+        ask_again(messages, 2, completion.text, f"That reply was rejected: {error}. Reply again within the bounds.")
     return LoraChoice(defaults, "default", f"no usable recommendation in {max_attempts} attempts (last: "
                       f"{attempts[-1].error}); the AutoMem paper's defaults scaled to the base", defaults, attempts)
 

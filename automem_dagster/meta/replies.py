@@ -25,6 +25,16 @@ class Attempt:
         return cls(completion.text, error, completion.input_tokens, completion.output_tokens, round(completion.latency_s, 3))
 
 
+def ask_again(messages: list[dict], request_len: int, rejected: str, correction: str) -> None:
+    """Turn ``messages`` into the next attempt's conversation: its first ``request_len`` messages (the
+    request), the latest rejected reply and ``correction`` (why it was rejected). Earlier rejected
+    replies are dropped: each may be ``max_tokens`` long, and a conversation that kept them all
+    outgrew the embedded meta's 4096-token context on the third attempt (HTTP 400, 4281 tokens),
+    ending the round where a retry was due."""
+    del messages[request_len:]
+    messages += [{"role": "assistant", "content": rejected}, {"role": "user", "content": correction}]
+
+
 ENUM_SHOWN = 12
 """Allowed values listed in a field's description at most; a longer enum is described by its count."""
 

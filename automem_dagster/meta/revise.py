@@ -31,7 +31,7 @@ from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.memory.ops import OP_SYNTAX, OpName
 from automem_dagster.meta.batch_tools import BatchTools
-from automem_dagster.meta.replies import Attempt
+from automem_dagster.meta.replies import Attempt, ask_again
 from automem_dagster.meta.tool_session import BudgetSpent, ToolSession
 from automem_dagster.scaffold.io import diff_scaffolds, revision_changes, scaffold_yaml
 from automem_dagster.scaffold.model import MODEL_OPS, Limits, Scaffold, Signals
@@ -179,6 +179,7 @@ async def propose_revision(parent: Scaffold, diagnosis_md: str, diagnosis_dir: P
     that spends its token budget ends the revision as rejected, with that reason."""
     meta = f"llm {client.config.name} ({client.config.model})"
     messages = revision_messages(parent, diagnosis_md, tools is not None)
+    request_len = len(messages)
     schema = revision_schema(parent)
     session = ToolSession(client, tools, messages, task="patch") if tools is not None else None
     attempts: list[Attempt] = []
@@ -203,8 +204,9 @@ async def propose_revision(parent: Scaffold, diagnosis_md: str, diagnosis_dir: P
                                       patch.model_dump(mode="json", exclude_defaults=True),
                                       revision_changes(parent, candidate), diff_scaffolds(parent, candidate), None,
                                       attempts, meta), session)
-        messages += [{"role": "assistant", "content": completion.text},
-                     {"role": "user", "content": f"That patch was rejected: {error}. Reply with a corrected JSON patch."}]
+        # A tool conversation keeps everything: the steps it read are in it, and meta_token_budget bounds it.
+        ask_again(messages, len(messages) if session is not None else request_len, completion.text,
+                  f"That patch was rejected: {error}. Reply with a corrected JSON patch.")
     reason = reason or f"no valid revision in {max_attempts} attempts; last rejection: {attempts[-1].error}"
     return _recorded(Revision(parent.game, parent.version, version, str(diagnosis_dir), None, None, [],
                               f"No candidate: {reason}\n", reason, attempts, meta), session)

@@ -9,6 +9,8 @@ use it as an instant endpoint to measure the harness's own overhead. It speaks t
 Rules file (JSON): ``[{"match": "substring", "reply": "text"} | {"match": "...", "status": 500}]``
 (a failing rule may carry ``"error": "message"``, e.g. a server's context-overflow wording).
 The first rule whose ``match`` occurs in the request's messages (all of them, joined) wins;
+a rule with ``"over_chars": N`` applies only to messages longer than N characters (with a
+``"status": 400`` and the server's overflow wording, a stand-in for a context of that size);
 a rule may carry ``"replies": [...]`` to cycle through several texts, ``"delay_s"`` to
 answer after a pause (a stand-in for model latency in tests and benchmarks), ``"times": N``
 to apply to its first N matches only, ``"every": N`` to apply to every Nth match only (the
@@ -90,7 +92,7 @@ class _Rules:
         with self.lock:
             self.requests += 1
             for i, rule in enumerate(self.rules):
-                if rule.get("match", "") not in text:
+                if rule.get("match", "") not in text or len(text) <= rule.get("over_chars", -1):
                     continue
                 self.matched[i] += 1
                 if self.matched[i] % rule.get("every", 1) or self.counters[i] >= rule.get("times", float("inf")):
