@@ -28,6 +28,7 @@ from pathlib import Path
 
 from automem_dagster.file_hashing import hash_file_into
 from automem_dagster.llm.config import EndpointConfig
+from automem_dagster.llm.embedded_server import GGUF_NAME
 from automem_dagster.llm.server_api import call, vllm_version
 from automem_dagster.llm.vllm_lora import VllmLoraError
 from automem_dagster.llm.vllm_lora import content_hash as adapter_dir_hash
@@ -122,19 +123,47 @@ def server_report(config: EndpointConfig, base_url: str) -> dict:
     return {"kind": config.server, "version": None}
 
 
-def endpoint_identity(config: EndpointConfig, base_url: str) -> dict:
-    """Everything about one playing endpoint that can change an episode (never its key or URL:
-    the same model moved to another host plays the same episodes)."""
-    card = model_card(config, base_url)
+def configured_identity(config: EndpointConfig) -> dict:
+    """The part of an endpoint's identity that its file alone sets (model name, constraint, sampling,
+    output cap, prompt cache): the same whether or not its server is running."""
     extra = json.dumps(config.extra_body, sort_keys=True)
     return {
-        "server": server_report(config, base_url),
         "model": config.model,
-        "model_card": card,
-        "adapter": served_adapter(config, base_url, card),
         "constrained": config.constrained,
         "sampling": {**config.sampling(), "seed": config.seed,
                      "extra_body": hashlib.sha256(extra.encode()).hexdigest()[:16] if config.extra_body else None},
         "output_cap": {"field": config.max_tokens_field, "value": config.max_tokens},
         "cache_prompt": config.cache_prompt if config.server == "llama.cpp" else None,
     }
+
+
+def endpoint_identity(config: EndpointConfig, base_url: str) -> dict:
+    """Everything about one playing endpoint that can change an episode (never its key or URL:
+    the same model moved to another host plays the same episodes)."""
+    card = model_card(config, base_url)
+    return {"server": server_report(config, base_url), "model_card": card,
+            "adapter": served_adapter(config, base_url, card), **configured_identity(config)}
+
+
+def embedded_identity(config: EndpointConfig, lora: list[Path], recorded: dict | None) -> dict | None:
+    """``endpoint_identity`` of an embedded endpoint without starting its server, or None when this
+    machine cannot tell it without asking the server (not embedded; nothing ``recorded``; another
+    xllamacpp package, model file (``GGUF_NAME``) or model name than the ``recorded`` role's).
+
+    The embedded server's answers are fixed by what the project installs: ``/props`` and
+    ``/v1/models`` by the xllamacpp package and the packaged GGUF it loads (and ``/v1/models`` by
+    the model name asked about), ``/lora-adapters`` by the ``lora`` files it is started with, in
+    order, which this machine hashes. So with those unchanged the recorded ``server`` and
+    ``model_card`` are what a probe would answer, and the adapter is computed from ``lora``."""
+    if not config.embedded or not recorded:
+        return None
+    server = recorded.get("server") or {}
+    if (server.get("kind"), server.get("package"), server.get("model_file"), recorded.get("model")) != (
+            "llama.cpp", package_version("xllamacpp"), GGUF_NAME, config.model):
+        return None
+    adapter = None
+    if config.lora_id is not None:
+        path = lora[config.lora_id] if 0 <= config.lora_id < len(lora) else None
+        adapter = {"lora_id": config.lora_id, **adapter_facts(str(path) if path else None)}
+    return {"server": server, "model_card": recorded.get("model_card"), "adapter": adapter,
+            **configured_identity(config)}

@@ -36,11 +36,21 @@ class Clients:
             client = getattr(self, role)
             cfg = client.config if client is not None else self.rules_meta if role == "meta" else None
             if cfg is not None:
-                out[role] = {"name": cfg.name, "base_url": cfg.base_url, "model": cfg.model, "server": cfg.server,
-                             "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id,
-                             **({"reply_schema": reply_schema_kind(cfg)} if role == "meta" else {}),
-                             **({"replicas": list(cfg.replicas)} if cfg.replicas else {})}
+                out[role] = endpoint_facts(role, cfg, cfg.base_url)
         return out
+
+
+def endpoint_facts(role: str, cfg: EndpointConfig, base_url: str) -> dict:
+    """What ``Clients.describe`` says of one role's endpoint, served at ``base_url``."""
+    return {"name": cfg.name, "base_url": base_url, "model": cfg.model, "server": cfg.server,
+            "temperature": cfg.temperature, "constrained": cfg.constrained, "lora_id": cfg.lora_id,
+            **({"reply_schema": reply_schema_kind(cfg)} if role == "meta" else {}),
+            **({"replicas": list(cfg.replicas)} if cfg.replicas else {})}
+
+
+def session_roles(config: EndpointsConfig, two_model: bool = False) -> dict[str, EndpointConfig]:
+    """The roles ``connect(config, two_model=two_model)`` gives a client (or, a rules meta, its config)."""
+    return {role: cfg for role, cfg in config.roles().items() if role != "memory" or (two_model and config.two_model)}
 
 
 @asynccontextmanager
@@ -74,8 +84,9 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
         return LLMClient(slot, server.base_url, slots=config.embedded_parallel)
 
     rules = config.meta if config.meta is not None and config.meta.rules else None
-    clients = Clients(client(config.game), client(config.memory) if two_model and config.two_model else None,
-                      None if rules else client(config.meta), rules, client(embed_cfg))
+    roles = session_roles(config, two_model)
+    clients = Clients(client(roles["game"]), client(roles.get("memory")), None if rules else client(roles.get("meta")),
+                      rules, client(embed_cfg))
     try:
         yield clients
     finally:

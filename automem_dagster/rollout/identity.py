@@ -21,7 +21,7 @@ from typing import Any
 from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.agent.turn_format import TurnFormats, action_turn, reasoning_turn
 from automem_dagster.games import make_game
-from automem_dagster.llm.server_info import endpoint_identity, package_version
+from automem_dagster.llm.server_info import embedded_identity, endpoint_identity, package_version
 from automem_dagster.memory.ops import OpName
 
 IDENTITY_VERSION = 1
@@ -92,6 +92,22 @@ def role_identity(client: Any, actions: list[str]) -> dict:
     return {**record, "constraint_family": constraint_digest(client.config.constrained, actions)}
 
 
+def identity_of(spec: Any, world: dict, roles: dict[str, dict]) -> dict:
+    """The identity of ``spec`` (a ``RolloutSpec``) from its ``world_facts`` and its playing ``roles``' parts."""
+    identity = {
+        "identity_version": IDENTITY_VERSION,
+        "game": spec.game,
+        "seeds": list(spec.seeds),
+        "max_steps": spec.max_steps,
+        "agent": spec.agent_settings(),
+        "scaffold_hash": spec.scaffold_hash() if spec.agent == "memory" else None,
+        "roles": roles,
+        "packages": world["packages"],
+        "worlds": world["worlds"],
+    }
+    return {**identity, "digest": digest_of(identity)}
+
+
 async def batch_identity(spec: Any, clients: Any) -> dict:
     """The identity of ``spec`` (a ``RolloutSpec``) played with ``clients``: probes the servers and
     builds each seed's world once (off the event loop), so it costs a few GETs and resets."""
@@ -101,18 +117,24 @@ async def batch_identity(spec: Any, clients: Any) -> dict:
         client = getattr(clients, role, None)
         if client is not None and plays(role, spec):
             playing[role] = await asyncio.to_thread(role_identity, client, world["actions"])
-    identity = {
-        "identity_version": IDENTITY_VERSION,
-        "game": spec.game,
-        "seeds": list(spec.seeds),
-        "max_steps": spec.max_steps,
-        "agent": spec.agent_settings(),
-        "scaffold_hash": spec.scaffold_hash() if spec.agent == "memory" else None,
-        "roles": playing,
-        "packages": world["packages"],
-        "worlds": world["worlds"],
-    }
-    return {**identity, "digest": digest_of(identity)}
+    return identity_of(spec, world, playing)
+
+
+def embedded_batch_identity(spec: Any, configs: dict[str, Any], lora: list, recorded: dict) -> dict | None:
+    """The identity ``batch_identity`` would give ``spec`` played by the endpoints ``configs`` (per role,
+    as a session would connect them: None for a role without a client), found without a server, or None
+    when that needs one: a playing role not on the embedded server, or whose ``recorded`` part (of the
+    batch's recorded identity) names another server package or model (``embedded_identity``)."""
+    world = world_facts(spec.game, list(spec.seeds), spec.max_steps)
+    playing = {}
+    for role in PLAYING_ROLES:
+        config = configs.get(role)
+        if config is not None and plays(role, spec):
+            part = embedded_identity(config, lora, recorded.get("roles", {}).get(role))
+            if part is None:
+                return None
+            playing[role] = {**part, "constraint_family": constraint_digest(config.constrained, world["actions"])}
+    return identity_of(spec, world, playing)
 
 
 def observed_replies(clients: Any) -> dict:

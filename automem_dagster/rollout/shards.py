@@ -18,7 +18,13 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.llm.session import Clients
-from automem_dagster.rollout.identity import batch_identity, merged_identity, summarize_fields, unlike_fields
+from automem_dagster.rollout.identity import (
+    batch_identity,
+    embedded_batch_identity,
+    merged_identity,
+    summarize_fields,
+    unlike_fields,
+)
 from automem_dagster.rollout.runner import BatchConflict, Progress, RolloutError, RolloutSpec, run_batch
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
 from automem_dagster.rollout.trajectory import episode_id, read_manifest, trajectory_path
@@ -90,6 +96,24 @@ async def run_shard(spec: RolloutSpec, index: int, seeds: list[int], clients: Cl
         return None
     shard = replace(spec, seeds=todo, out_dir=shard_dir(spec.out_dir, index), fixed_dir=True)
     return await run_batch(shard, clients, progress)
+
+
+def played_without_server(spec: RolloutSpec, seeds: list[int], configs: dict, lora: list[Path]) -> bool:
+    """Whether shard ``seeds`` of ``spec`` are all merged into a batch that the embedded endpoints
+    ``configs`` (per playing role, as the session would connect them) played with the settings they
+    have now, ``lora`` the adapters the server would load. Such a shard has nothing to play and its
+    identity check needs no server (``embedded_batch_identity``), so its step need not start one: a
+    rerun of a finished round costs no model start. False leaves the shard to the usual path, which
+    connects, checks the identity against the servers (refusing a batch other settings played) and
+    plays what is left."""
+    batch = Path(spec.out_dir)
+    if not (batch / "batch.json").exists() or _unmerged(spec, seeds):
+        return False
+    recorded = read_manifest(batch).get("identity")
+    if not recorded:
+        return False
+    mine = embedded_batch_identity(replace(spec, seeds=seeds), configs, lora, recorded)
+    return mine is not None and not unlike_fields(recorded, mine)
 
 
 async def _check_batch_identity(spec: RolloutSpec, seeds: list[int], clients: Clients) -> None:

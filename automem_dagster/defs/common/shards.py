@@ -22,11 +22,18 @@ from automem_dagster.defs.common.metadata import rollout_metadata
 from automem_dagster.defs.common.progress import episode_log
 from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
 from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.llm.session import Clients
+from automem_dagster.llm.session import Clients, endpoint_facts, session_roles
 from automem_dagster.loop.serving import one_model
 from automem_dagster.loop.storage import Storage
 from automem_dagster.rollout import BatchSummary, RolloutSpec
-from automem_dagster.rollout.shards import merge_shards, plan_shards, run_shard, spec_from_record, spec_record
+from automem_dagster.rollout.shards import (
+    merge_shards,
+    plan_shards,
+    played_without_server,
+    run_shard,
+    spec_from_record,
+    spec_record,
+)
 
 SHARD_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 """A shard resumes (its finished episodes are kept), so a retry after a server hiccup or a lost worker
@@ -102,6 +109,13 @@ def shard_op(name: str, connection: Callable[[dict, LLMEndpointsResource, Storag
         store = storage.storage()
         spec = spec_from_record(shard["spec"], store.scaffolds)
         how = connection(shard, endpoints, store) if connection else Connection()
+        config = how.config or endpoints.config()
+        roles = session_roles(config, how.two_model)
+        playing = {r: cfg for r, cfg in roles.items() if r != "memory" or not shard["one_model"]}
+        if played_without_server(spec, shard["seeds"], playing, how.lora):
+            context.log.info(f"{shard['arm']} shard {shard['index']}: seeds {shard['seeds']} are in {spec.out_dir}, "
+                             "played by these embedded endpoints and settings; nothing to play, no server started")
+            return {**shard, "endpoints": {r: endpoint_facts(r, cfg, cfg.base_url) for r, cfg in roles.items()}}
         context.log.info(f"{shard['arm']} shard {shard['index']}: seeds {shard['seeds']} of {spec.out_dir}")
 
         async def play(clients: Clients) -> dict:
