@@ -11,6 +11,8 @@ last attempt alone come out of that record.
 
 from __future__ import annotations
 
+import functools
+import ssl
 import time
 from collections import Counter
 from contextvars import ContextVar
@@ -59,11 +61,26 @@ def cause_of(error: BaseException) -> str:
     return TIMEOUT if isinstance(error, httpx2.TimeoutException) else CONNECTION
 
 
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """The TLS context every pool of this process verifies servers with: httpx's default (certifi's
+    CA bundle, or ``SSL_CERT_FILE``/``SSL_CERT_DIR`` as set when it is first needed). httpx builds one
+    per client otherwise, and loading the CA bundle costs about 30 ms of CPU: with a pool per lane
+    that was 64 contexts for 64 episodes at once, 1-1.5 ms per step of a 20-30 step episode
+    (``benchmarks/rollout_scaling.py``). A context may verify any number of connections at once."""
+    return httpx2.create_ssl_context()
+
+
 class CountingHttpClient(openai.DefaultAsyncHttpxClient):
     """The openai client's default HTTP client, noting each attempt in the current ``CallLog``.
 
     The SDK sends every attempt through ``send`` and, for a completion that is not streamed,
-    ``send`` also reads the body, so a timeout or a connection dropped mid-body is caught too."""
+    ``send`` also reads the body, so a timeout or a connection dropped mid-body is caught too.
+    Its TLS context is the process's one (``shared_ssl_context``) unless ``verify`` is given."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("verify", shared_ssl_context())
+        super().__init__(**kwargs)
 
     async def send(self, request: httpx2.Request, **kwargs) -> httpx2.Response:
         log = CURRENT_CALL.get()
