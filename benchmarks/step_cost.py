@@ -129,18 +129,20 @@ def beside_specs(games: list[str], seeds: list[int], max_steps: int, work: Path,
 
 
 def memory_work(episodes: list[list[dict[str, Any]]]) -> dict[str, Any]:
-    """The memory operations the model made per batch: writes in LOG calls (``ok`` ones, and those that
-    changed a file), reads in consultation calls (PLAN turns that called the model), and the
-    consultations the harness reused without a call (``reused`` turns: their reads are not counted)."""
-    turns = [t for ep in episodes for s in ep for t in s["turns"]]
+    """The memory operations the model made in a batch: writes in LOG calls (``ok`` ones, and those that
+    changed a file), reads in consultation calls (``plan`` turns), and the steps that showed an
+    earlier consultation again without a call (``memory_context.reused_consultation``)."""
+    steps = [s for ep in episodes for s in ep]
+    turns = [t for s in steps for t in s["turns"]]
     log_ops = [o for t in turns if t["phase"] == "log" for o in t["ops"]]
-    called_plans = [t for t in turns if t["phase"] == "plan" and not t.get("reused")]
-    return {"log_calls": sum(t["phase"] == "log" for t in turns),
-            "writes": sum(bool(o["ok"]) for o in log_ops),
-            "writes_changed": sum(bool(o.get("changed")) for o in log_ops),
-            "reads": sum(bool(o["ok"]) for t in called_plans for o in t["ops"]),
-            "consultations": sum(bool(t["ops"]) for t in called_plans),
-            "reused_consultations": sum(bool(t.get("reused")) for t in turns)}
+    return {
+        "log_calls": sum(t["phase"] == "log" for t in turns),
+        "writes": sum(bool(o["ok"]) for o in log_ops),
+        "writes_changed": sum(bool(o.get("changed")) for o in log_ops),
+        "reads": sum(bool(o["ok"]) for t in turns if t["phase"] == "plan" for o in t["ops"]),
+        "consultations": sum(bool(t["ops"]) for t in turns if t["phase"] == "plan"),
+        "reused_consultations": sum("reused_consultation" in (s.get("memory_context") or {}) for s in steps),
+    }
 
 
 def reference_config(config):
