@@ -84,7 +84,7 @@ def test_a_consultation_is_reused_while_memory_is_unchanged_and_redone_after_a_w
     LOG write of step ``LOG_EVERY`` changes a file, so that step consults again."""
     server = scripted([
         {"match": "Phase: LOG", "reply": "<|APPEND|>strategy.txt|wood lies west\n<|DONE|>"},
-        {"match": "(unchanged since)", "reply": "<|ACTION|>move_west<|END|>"},
+        {"match": "unchanged since)", "reply": "<|ACTION|>move_west<|END|>"},
         {"match": "Results:", "reply": "<|ACTION|>move_west<|END|>"},
         {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt"},
     ])
@@ -99,7 +99,8 @@ def test_a_consultation_is_reused_while_memory_is_unchanged_and_redone_after_a_w
     requests = [json.loads(line)["body"] for line in server.request_log.read_text().splitlines()]
     assert len(requests) == sum(len(d.turns) for d in outcomes)         # no call for a reused consultation
     shown = requests[2]["messages"][1]["content"]
-    assert shown.startswith("Memory consulted at step 0 (unchanged since):\n<|READ|>strategy.txt -> ")
+    assert shown.startswith("Memory consulted:\n<|READ|>strategy.txt -> ")
+    assert "\n(read at step 0; the memory files are unchanged since)\n\nStep 1." in shown
     assert "reads ::=" not in requests[2]["grammar"]                    # the reused turn can only act
 
 

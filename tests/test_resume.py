@@ -234,7 +234,7 @@ def test_a_resumed_episode_reuses_the_consultation_it_replayed(tmp_path, scripte
     uninterrupted one asked."""
     server = scripted([{"match": f"Step {STOP}. ", "status": 500, "times": 1},
                        {"match": "Phase: LOG", "reply": "<|WRITE|>strategy.txt|keep going\n<|DONE|>"},
-                       {"match": "(unchanged since)", "reply": "<|ACTION|>do<|END|>"},
+                       {"match": "unchanged since)", "reply": "<|ACTION|>do<|END|>"},
                        {"match": "Results:", "reply": "<|ACTION|>move_west<|END|>"},
                        {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt"}])
     scaffold = tmp_path / "v0.yaml"

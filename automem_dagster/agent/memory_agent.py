@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.sampling import request_seed
-from automem_dagster.agent.savings import REUSED_HEADING, Consultation, last_consultation, log_due, memory_files, show_consulted
+from automem_dagster.agent.savings import REUSED_NOTE, Consultation, last_consultation, log_due, memory_files, show_consulted
 from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
 from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask
 from automem_dagster.cpu_ledger import LEDGER
@@ -267,17 +267,18 @@ class MemoryAgent:
         self, step: int, observation: str, warnings: list[str], reuse: Consultation
     ) -> tuple[list[TurnRecord], ParsedAction]:
         """PLAN with the memory unchanged since the consultation of ``reuse.step``: its lines are shown
-        again and one call picks the action (the game model's in two-model mode, as after a
-        consultation), a turn of phase ``action``: no memory decision was asked for."""
-        heading = REUSED_HEADING.format(step=reuse.step)
+        again (``Memory consulted:``, then a note of the step) and one call picks the action (the
+        game model's in two-model mode, as after a consultation): a turn of phase ``action``, seeded
+        as one, since no memory decision was asked for."""
+        note = REUSED_NOTE.format(step=reuse.step)
         if self.memory_client is not None:
-            turn = await self._game_action(step, observation, warnings, reuse.lines, heading)
+            turn = await self._game_action(step, observation, warnings, reuse.lines, note)
             return [turn], resolve_action(turn, self.parse_action)
         messages = self._messages(self._system, step, observation, warnings, prompts.plan_phase(self._role))
-        show_consulted(messages, heading, reuse.lines)
+        show_consulted(messages, reuse.lines, note)
         constraint = self.formats.plan_turn([], list(self.actions), False)
         comp, dropped = await _complete_within_context(self.game_client, messages, constraint,
-                                                       request_seed(self.episode_seed, step, "plan", 0), self.lane)
+                                                       request_seed(self.episode_seed, step, "action", 0), self.lane)
         turn = TurnRecord.from_completion("action", "game", comp)
         turn.errors += dropped
         parsed = parse_ops(comp.text)
@@ -290,9 +291,9 @@ class MemoryAgent:
         return [turn], self.parse_action(comp.text)
 
     async def _game_action(self, step: int, observation: str, warnings: list[str], consulted: list[str],
-                           heading: str = "Memory consulted") -> TurnRecord:
+                           note: str = "") -> TurnRecord:
         messages = self._messages(self._game_system, step, observation, warnings, prompts.plan_phase("game"))
-        show_consulted(messages, heading, consulted)
+        show_consulted(messages, consulted, note)
         comp = await ask(self.game_client, messages, action_turn(list(self.actions)),
                          seed=request_seed(self.episode_seed, step, "action", 0), lane=self.lane)
         turn = TurnRecord.from_completion("action", "game", comp)

@@ -29,7 +29,8 @@ LOG_EVERY = 5
 trigger no LOG) still has its memory written every ``LOG_EVERY`` steps. Five LOGs a quarter of
 the steps of issue 29's reference run (20 steps) when nothing else happens."""
 
-REUSED_HEADING = "Memory consulted at step {step} (unchanged since)"
+REUSED_NOTE = "(read at step {step}; the memory files are unchanged since)"
+"""The line after a reused consultation's results: the prompt otherwise reads as after a fresh one."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,9 @@ def last_consultation(step: int, turns: list[dict], store: MemoryStore) -> Consu
     return Consultation(step, lines, memory_files(store)) if lines else None
 
 
-def show_consulted(messages: list[dict], heading: str, lines: list[str]) -> None:
-    """Put what a consultation read before the step message (nothing when it read nothing)."""
+def show_consulted(messages: list[dict], lines: list[str], note: str = "") -> None:
+    """Put what a consultation read before the step message (nothing when it read nothing), with
+    ``note`` after the results (a reused consultation says from which step)."""
     if lines:
-        messages[1]["content"] = f"{heading}:\n" + "\n".join(lines) + "\n\n" + messages[1]["content"]
+        shown = "\n".join([*lines, note] if note else lines)
+        messages[1]["content"] = "Memory consulted:\n" + shown + "\n\n" + messages[1]["content"]
