@@ -222,8 +222,8 @@ def test_the_installed_example_is_found_plays_a_rollout_and_a_rules_meta_round_a
     home, out = _project(tmp_path), tmp_path / "batch"
     rollout = ["rollout", "--game", "hotcold:line12", "--seeds", "42,43", "--max-steps", str(LOG_EVERY + 1),
                "--endpoints", str(endpoints), "--out", str(out)]
-    revise = ["revise", "--game", "hotcold:line12", "--episodes", "2", "--max-steps", "4", "--eval-episodes", "2",
-              "--eval-max-steps", "4", "--endpoints", str(endpoints), "--no-tracking"]
+    revise = ["revise", "--game", "hotcold:line12", "--episodes", "2", "--max-steps", str(LOG_EVERY + 1),
+              "--eval-episodes", "2", "--eval-max-steps", "4", "--endpoints", str(endpoints), "--no-tracking"]
     shown = json.loads(_run(installed, ["-c", PROBE, json.dumps([rollout, revise])], home).stdout.splitlines()[-1])
 
     assert shown["families"] == ["crafter", "minihack", "nethack", "babyai", "textworld", "hotcold"]
