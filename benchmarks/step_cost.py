@@ -17,6 +17,12 @@ step's own and not shared with another episode; the load average at the start is
 since wall times on a shared machine depend on it and token counts do not. Besides the targets, the benchmark fits how
 per-step input tokens grow with the step index (the rule of ``benchmarks.common.GROWTH_RULE``)
 and draws the tokens of every step over the episode as a PNG.
+
+``--reference`` plays the settings on which this harness was measured against AutoMem's own v0
+harness (issue 29): Crafter seeds 42 and 43, 20 steps, temperature 0, the game role's
+``max_tokens`` 160, nothing beside. Its targets are that harness's figures on those settings
+(``REFERENCE_*``: 1.95 calls and 2,210 input tokens per step), every action valid, and memory
+work still done: writes made by LOG calls and reads made by consultation calls (``memory_work``).
 """
 
 from __future__ import annotations
@@ -66,6 +72,11 @@ OUTPUT_TOKENS_LIMIT = 40
 VALID_ACTION_LIMIT = 1.0
 MALFORMED_BEFORE = 0.0
 """Malformed turns per step of the harness before this one on the same benchmark (no rise allowed)."""
+REFERENCE = {"episodes": 2, "max_steps": 20, "temperature": 0.0, "max_tokens": 160}
+"""The reference settings (issue 29): one fresh server, seeds 42-43 x 20 steps, greedy, a 160-token cap."""
+REFERENCE_CALLS = 1.95
+REFERENCE_INPUT_TOKENS = 2_210
+"""AutoMem's own v0 harness on the reference settings: model calls and input tokens per step."""
 PLOT_NAME = f"{GAME}_tokens_per_step.png"
 DOCS_IMAGES = PROJECT_ROOT / "docs" / "images"
 
@@ -117,9 +128,35 @@ def beside_specs(games: list[str], seeds: list[int], max_steps: int, work: Path,
             for g in games]
 
 
-def _settings(args, config) -> dict[str, Any]:
-    base = QUICK if args.quick else FULL
+def memory_work(episodes: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """The memory operations the model made in a batch: writes in LOG calls (``ok`` ones, and those that
+    changed a file), reads in consultation calls (``plan`` turns), and the steps that showed an
+    earlier consultation again without a call (``memory_context.reused_consultation``)."""
+    steps = [s for ep in episodes for s in ep]
+    turns = [t for s in steps for t in s["turns"]]
+    log_ops = [o for t in turns if t["phase"] == "log" for o in t["ops"]]
     return {
+        "log_calls": sum(t["phase"] == "log" for t in turns),
+        "writes": sum(bool(o["ok"]) for o in log_ops),
+        "writes_changed": sum(bool(o.get("changed")) for o in log_ops),
+        "reads": sum(bool(o["ok"]) for t in turns if t["phase"] == "plan" for o in t["ops"]),
+        "consultations": sum(bool(t["ops"]) for t in turns if t["phase"] == "plan"),
+        "reused_consultations": sum("reused_consultation" in (s.get("memory_context") or {}) for s in steps),
+    }
+
+
+def reference_config(config):
+    """The endpoints with the reference sampling on the game role: temperature 0 and ``max_tokens`` 160."""
+    game = config.game.model_copy(update={"temperature": REFERENCE["temperature"], "max_tokens": REFERENCE["max_tokens"]})
+    return config.model_copy(update={"game": game})
+
+
+def _settings(args, config) -> dict[str, Any]:
+    base = REFERENCE if args.reference else QUICK if args.quick else FULL
+    return {
+        "reference": args.reference,
+        "temperature": config.game.temperature,
+        "game_max_tokens": config.game.max_tokens,
         "game": GAME,
         "scaffold": args.scaffold,
         "episodes": args.episodes or base["episodes"],
@@ -151,10 +188,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="games played with the same settings and reported beside Crafter without targets "
                         "(comma-separated; empty for none)")
     p.add_argument("--beside-steps", type=int, default=None, help="steps per episode of the games beside (default: as Crafter)")
+    p.add_argument("--reference", action="store_true",
+                   help="the reference settings (seeds 42-43 x 20 steps, temperature 0, game max_tokens 160, "
+                        "nothing beside) with the reference harness's figures as targets")
     args = p.parse_args(argv)
+    if args.reference:
+        if args.quick or args.episodes or args.max_steps:
+            p.error("--reference fixes episodes and steps; leave out --quick, --episodes and --max-steps")
+        args.beside = ""
     if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
         p.error(f"--keep {args.keep} is not empty: a batch there would resume instead of running; give a new directory")
     config = load_endpoints(args.endpoints)
+    if args.reference:
+        config = reference_config(config)
     settings = _settings(args, config)
     result = start_result(NAME, args.quick, settings)
     scaffold = load_scaffold_ref(GAME, args.scaffold)
@@ -168,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         episodes = batch_episodes(batch)
         result["beside"] = {s.game: _brief(cost_figures(batch_episodes(s.out_dir))) for s in beside}
         figures = cost_figures(episodes)
+        figures["memory_work"] = memory_work(episodes)
         series = step_series(episodes)
         figures["connect_s"] = played["connect_s"]
         figures["batch_elapsed_s"] = played["elapsed_s"][0]
@@ -183,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["plot"] = str(png)
     result["results"] = figures
     result["growth_rule"] = GROWTH_RULE
-    result["targets"] = _targets(figures)
+    result["targets"] = _reference_targets(figures) if args.reference else _targets(figures)
     emit(result, args.out, _tables(result))
     return 0
 
@@ -214,6 +261,19 @@ def _targets(f: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _reference_targets(f: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 29: cheaper than the reference harness on its settings, every action valid, memory still worked."""
+    work, note = f["memory_work"], "AutoMem's v0 harness on the same settings"
+    return [
+        target("model calls per step (mean)", f["model_calls_per_step"], REFERENCE_CALLS, "<=", unit="calls", note=note),
+        target("input tokens per step (mean)", f["input_tokens_per_step"]["mean"], REFERENCE_INPUT_TOKENS, "<=",
+               unit="tokens", note=note),
+        target("valid-action rate", f["valid_action_rate"], VALID_ACTION_LIMIT, ">=", unit="share"),
+        target("memory writes made in LOG calls", work["writes"], 0, ">", unit="ops"),
+        target("memory reads made in consultation calls", work["reads"], 0, ">", unit="ops"),
+    ]
+
+
 def _tables(result: dict[str, Any]) -> list:
     f = result["results"]
     rows = [[kind, f[f"{kind}_tokens_per_step"]["mean"], f[f"{kind}_tokens_per_step"]["median"],
@@ -236,6 +296,7 @@ def _tables(result: dict[str, Any]) -> list:
               [[g, b["model_calls_per_step"], b["input_tokens_per_step"], b["uncached_input_tokens_per_step"],
                 b["output_tokens_per_step"], b["wall_s_per_step"], b["valid_action_rate"], b["malformed_turns_per_step"]]
                for g, b in result.get("beside", {}).items()]),
+        table("memory work (ops the model made)", list(f["memory_work"]), [list(f["memory_work"].values())]),
         table("plot", ["file"], [[f["plot"]]]),
     ]
 

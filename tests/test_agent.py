@@ -11,6 +11,7 @@ import json
 import pytest
 
 from automem_dagster.agent import MemoryAgent
+from automem_dagster.agent.savings import LOG_EVERY, log_due
 from automem_dagster.games import game_family, make_game
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.memory import FilePolicy, Journal, MemoryStore
@@ -44,19 +45,63 @@ def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None, 
 
 
 def test_one_model_step_writes_memory_and_acts(tmp_path, scripted):
+    """Plain moves trigger no LOG of their own (the history line shows them), but LOG still runs every
+    ``LOG_EVERY`` steps, so an episode of plain moves still writes its memory."""
     server = scripted([
         {"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|went west\n<|DONE|>"},
         {"match": "Phase: PLAN", "reply": "<|ACTION|>move_west<|END|>"},
     ])
-    agent, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=3)
-    assert [d.action for d in outcomes] == ["move_west"] * 3 and all(d.valid for d in outcomes)
-    assert [t.phase for t in outcomes[0].turns] == ["plan"]          # nothing to log before the first action
-    assert [t.phase for t in outcomes[1].turns] == ["log", "plan"]
+    steps = LOG_EVERY + 4
+    agent, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=steps)
+    assert [d.action for d in outcomes] == ["move_west"] * steps and all(d.valid for d in outcomes)
+    # Seed 7: the move of step LOG_EVERY + 1 costs 2 health (reward -0.2), so the next step LOGs at once.
+    assert [[t.phase for t in d.turns] for d in outcomes] == [
+        ["log", "plan"] if t in (LOG_EVERY, LOG_EVERY + 2) else ["plan"] for t in range(steps)]
     assert agent.store.read_text("actions_log.txt").splitlines() == ["went west", "went west"]
-    second = outcomes[2].turns[0].ops[0]
+    second = outcomes[LOG_EVERY + 2].turns[0].ops[0]
     assert second.ok and second.redundant                              # the same line again is flagged
     assert all(t.input_tokens > 0 and t.latency_s > 0 and not t.errors for d in outcomes for t in d.turns)
     assert (tmp_path / "ep" / "journal.jsonl").read_text().count("went west") == 2
+
+
+def test_log_runs_after_what_the_history_line_does_not_show():
+    """A reward, an inventory or a level change LOGs at once; a position change alone does not; nothing
+    LOGs at step 0; ``LOG_EVERY`` steps after the latest LOG, LOG runs whatever happened."""
+    start, moved = ((1, 1), (), ()), ((2, 1), (), ())
+    assert not log_due(0, [], [start], 0)
+    assert not log_due(1, [("move_east", 0.0)], [start, moved], 0)
+    assert not log_due(3, [("noop", 0.0)], [moved, moved], 0)
+    assert log_due(1, [("do", 1.0)], [start, start], 0)
+    assert log_due(2, [("do", 0.0)], [moved, ((2, 1), (("wood", 1),), ())], 0)
+    assert log_due(2, [("do", 0.0)], [moved, ((2, 1), (), (("achievements", 1),))], 0)
+    assert log_due(LOG_EVERY, [("move_east", 0.0)], [start, moved], 0)
+    assert not log_due(LOG_EVERY + 2, [("move_east", 0.0)], [start, moved], 3)
+
+
+def test_a_consultation_is_reused_while_memory_is_unchanged_and_redone_after_a_write(tmp_path, scripted):
+    """The same reads of unchanged files would return the same lines: they are shown again and one
+    call picks the action (phase ``action``), the step says which consultation it reused; the
+    LOG write of step ``LOG_EVERY`` changes a file, so that step consults again."""
+    server = scripted([
+        {"match": "Phase: LOG", "reply": "<|APPEND|>strategy.txt|wood lies west\n<|DONE|>"},
+        {"match": "unchanged since)", "reply": "<|ACTION|>move_west<|END|>"},
+        {"match": "Results:", "reply": "<|ACTION|>move_west<|END|>"},
+        {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt"},
+    ])
+    steps = LOG_EVERY + 2
+    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=steps, constrained="gbnf")
+    phases = [[t.phase for t in d.turns] for d in outcomes]
+    assert phases == [["plan", "plan"], *[["action"]] * (LOG_EVERY - 1), ["log", "plan", "plan"], ["action"]]
+    assert all(d.valid and d.action == "move_west" and not any(t.errors for t in d.turns) for d in outcomes)
+    reused = [d.memory_context.get("reused_consultation") for d in outcomes]
+    assert [r and r["step"] for r in reused] == [None, *[0] * (LOG_EVERY - 1), None, LOG_EVERY]
+    assert "Collect wood" in reused[1]["results"][0] and "wood lies west" in reused[-1]["results"][0]
+    requests = [json.loads(line)["body"] for line in server.request_log.read_text().splitlines()]
+    assert len(requests) == sum(len(d.turns) for d in outcomes)         # no call for a reused consultation
+    shown = requests[2]["messages"][1]["content"]
+    assert shown.startswith("Memory consulted:\n<|READ|>strategy.txt -> ")
+    assert "\n(read at step 0; the memory files are unchanged since)\n\nStep 1." in shown
+    assert "reads ::=" not in requests[2]["grammar"]                    # the reused turn can only act
 
 
 def test_plan_reads_are_fed_back_before_the_action(tmp_path, scripted):
@@ -75,11 +120,11 @@ def test_malformed_output_is_recorded_and_falls_back(tmp_path, scripted):
         {"match": "Phase: LOG", "reply": "I moved. <|FLY|>sky <|APPEND|>"},
         {"match": "Phase: PLAN", "replies": ["Action: Move North.", "zzz nothing"]},
     ])
-    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=2)
+    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=LOG_EVERY + 1)
     assert outcomes[0].action == "move_north" and outcomes[0].valid     # tolerant parse of free text
     assert outcomes[1].action == "noop" and not outcomes[1].valid       # BALROG default + feedback note
     assert "noop" in outcomes[1].note
-    log = outcomes[1].turns[0]
+    log = outcomes[LOG_EVERY].turns[0]
     assert log.phase == "log" and log.errors and not log.ops
 
 
@@ -89,8 +134,8 @@ def test_disabled_operations_and_hostile_names_are_refused(tmp_path, scripted):
                                          "<|WRITE|>/tmp/abs.txt|x\n<|DONE|>"},
         {"match": "Phase: PLAN", "reply": "<|APPEND|>strategy.txt|plan phase write\n<|ACTION|>move_west<|END|>"},
     ])
-    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=2)
-    upsert, escape, absolute = outcomes[1].turns[0].ops
+    _, outcomes = play(tmp_path, "crafter", load_scaffold("crafter", 0), server, steps=LOG_EVERY + 1)
+    upsert, escape, absolute = outcomes[LOG_EVERY].turns[0].ops
     assert not upsert.ok and "not enabled" in upsert.result
     assert not escape.ok and not absolute.ok
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path.parent / "escape.txt").exists()
@@ -109,18 +154,24 @@ def test_plan_phase_cannot_write(tmp_path, scripted):
 
 def test_two_model_mode_splits_memory_and_action(tmp_path, scripted):
     memory = scripted([
-        {"match": "Phase: LOG", "reply": "<|APPEND|>dungeon_map.txt|corridor east\n<|DONE|>"},
+        {"match": "Phase: LOG", "reply": "<|APPEND|>dungeon_map.txt|corridor east\n<|DONE|>", "times": 1},
+        {"match": "Phase: LOG", "reply": "<|DONE|>"},
         {"match": "Results:", "reply": "<|DONE|>"},
         {"match": "Phase: PLAN", "reply": "<|READ|>dungeon_map.txt"},
     ])
     game = scripted([{"match": "Memory consulted", "reply": "<|ACTION|>east<|END|>"},
                      {"match": "", "reply": "<|ACTION|>west<|END|>"}])
-    agent, outcomes = play(tmp_path, "minihack:Corridor-R3", load_scaffold("minihack", 0), game, 2, memory)
-    turns = outcomes[1].turns
+    agent, outcomes = play(tmp_path, "minihack:Corridor-R3", load_scaffold("minihack", 0), game, LOG_EVERY + 2, memory)
+    logged = next(t for t, d in enumerate(outcomes) if d.turns[0].phase == "log")   # at LOG_EVERY at the latest
+    turns = outcomes[logged].turns
     # One consultation turn, then the game model acts: no turn of the memory model only to say DONE.
     assert [(t.phase, t.endpoint) for t in turns] == [("log", "memory"), ("plan", "memory"), ("action", "game")]
-    assert outcomes[1].action == "east"                                 # the game model saw the consultation
+    assert outcomes[logged].action == "east"                            # the game model saw the consultation
     assert "corridor east" in agent.store.read_text("dungeon_map.txt")
+    # Memory unchanged since (later LOGs wrote nothing): the game model is shown that consultation
+    # again, the memory model is not asked to consult.
+    assert [(t.phase, t.endpoint) for t in outcomes[-1].turns if t.phase != "log"] == [("action", "game")]
+    assert outcomes[-1].memory_context["reused_consultation"]["step"] == logged and outcomes[-1].action == "east"
 
 
 def test_signals_warn_when_stuck_and_oscillating(tmp_path, scripted):
@@ -146,8 +197,8 @@ def test_synced_files_follow_game_state(tmp_path, scripted):
     scaffold = scaffold.model_copy(update={"files": files})
     server = scripted([{"match": "Phase: LOG", "reply": "<|WRITE|>status.txt|fake\n<|DONE|>"},
                        {"match": "Phase: PLAN", "reply": "<|ACTION|>move_east<|END|>"}])
-    agent, outcomes = play(tmp_path, "crafter", scaffold, server, steps=2)
-    assert not outcomes[1].turns[0].ops[0].ok                           # the model cannot overwrite it
+    agent, outcomes = play(tmp_path, "crafter", scaffold, server, steps=LOG_EVERY + 1)
+    assert not outcomes[LOG_EVERY].turns[0].ops[0].ok                   # the model cannot overwrite it
     assert "health" in agent.store.read_text("status.txt") and "x=" in agent.store.read_text("status.txt")
 
 

@@ -166,7 +166,8 @@ def test_batches_from_before_identities_load_but_are_not_reused_or_paired(storag
         decide_paired(new, summarize_batch(old.out_dir), "candidate")
 
 
-def test_every_request_carries_the_seed_of_its_place_in_the_episode(storage, servers, tmp_path):
+def test_every_request_carries_the_seed_of_its_place_in_the_episode(storage, servers, tmp_path, monkeypatch):
+    monkeypatch.setattr("automem_dagster.agent.savings.LOG_EVERY", 1)   # LOG turns too, in 3 steps
     server = servers["model-a"]
     spec = evaluation_spec(RoundSettings("crafter", eval_max_steps=3, eval_episodes=1, concurrency=1),
                            load_scaffold("crafter", 0), storage)

@@ -159,6 +159,42 @@ def test_step_cost_plot_is_a_png(tmp_path):
     assert out.read_bytes().startswith(b"\x89PNG")
 
 
+def test_step_cost_memory_work_and_reference_targets():
+    """The memory work counts what the model did (writes in LOG calls, reads in consultation calls) and
+    the steps that reused a consultation; the reference targets are issue 29's five."""
+    bench = _bench("step_cost")
+    read = {"op": "<|READ|>strategy.txt", "ok": True, "result": "x"}
+    wrote = {"op": "<|APPEND|>notes.txt|x", "ok": True, "result": "appended", "changed": True}
+    refused = {"op": "<|APPEND|>../x|x", "ok": False, "result": "refused"}
+    episodes = [[
+        _step(0, []) | {"turns": [builders.turn("plan", ops=[read]), builders.turn("plan")]},
+        _step(1, []) | {"turns": [builders.turn("log", ops=[wrote, refused]), builders.turn("action")],
+                        "memory_context": {"reused_consultation": {"step": 0, "results": ["x"]}}},
+        _step(2, [("action", 100, 5)]) | {"memory_context": {"reused_consultation": {"step": 0, "results": ["x"]}}},
+    ]]
+    work = bench.memory_work(episodes)
+    assert work == {"log_calls": 1, "writes": 1, "writes_changed": 1, "reads": 1, "consultations": 1,
+                    "reused_consultations": 2}
+    figures = _bench("common").cost_figures(episodes)
+    figures["memory_work"] = work
+    targets = {t["name"]: t["verdict"] for t in bench._reference_targets(figures)}
+    assert len(targets) == 5 and set(targets.values()) == {"PASS"}       # 1.67 calls a step, 167 tokens a step
+    figures["memory_work"] = {**work, "writes": 0}
+    assert [t["verdict"] for t in bench._reference_targets(figures)].count("MISS") == 1
+
+
+def test_step_cost_reference_settings(tmp_path):
+    from automem_dagster.llm.config import load_endpoints
+    from automem_dagster.paths import DEFAULT_ENDPOINTS
+
+    bench = _bench("step_cost")
+    config = bench.reference_config(load_endpoints(DEFAULT_ENDPOINTS))
+    assert config.game.temperature == 0.0 and config.game.max_tokens == 160
+    assert config.meta == load_endpoints(DEFAULT_ENDPOINTS).meta                 # only the game role is changed
+    with pytest.raises(SystemExit):
+        bench.main(["--reference", "--quick"])                                    # the reference fixes the size
+
+
 def test_concurrency_speedup_over_sequential():
     conc = _bench("concurrency")
     assert conc.schedule([1, 2, 4], 2) == [(0, 1), (0, 2), (0, 4), (1, 4), (1, 2), (1, 1)]

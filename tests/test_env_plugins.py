@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from automem_dagster.agent.savings import LOG_EVERY
 from automem_dagster.cli import main as cli_main
 from automem_dagster.games import PluginError, env_ref, families, make_game, plugin
 from automem_dagster.games.builtin import BUILTIN
@@ -219,10 +220,10 @@ def test_the_installed_example_is_found_plays_a_rollout_and_a_rules_meta_round_a
                                                   "max_retries": 1},
                                          "meta": {"name": "meta", "base_url": "rules"}}))
     home, out = _project(tmp_path), tmp_path / "batch"
-    rollout = ["rollout", "--game", "hotcold:line12", "--seeds", "42,43", "--max-steps", "4",
+    rollout = ["rollout", "--game", "hotcold:line12", "--seeds", "42,43", "--max-steps", str(LOG_EVERY + 1),
                "--endpoints", str(endpoints), "--out", str(out)]
-    revise = ["revise", "--game", "hotcold:line12", "--episodes", "2", "--max-steps", "4", "--eval-episodes", "2",
-              "--eval-max-steps", "4", "--endpoints", str(endpoints), "--no-tracking"]
+    revise = ["revise", "--game", "hotcold:line12", "--episodes", "2", "--max-steps", str(LOG_EVERY + 1),
+              "--eval-episodes", "2", "--eval-max-steps", "4", "--endpoints", str(endpoints), "--no-tracking"]
     shown = json.loads(_run(installed, ["-c", PROBE, json.dumps([rollout, revise])], home).stdout.splitlines()[-1])
 
     assert shown["families"] == ["crafter", "minihack", "nethack", "babyai", "textworld", "hotcold"]
@@ -232,9 +233,9 @@ def test_the_installed_example_is_found_plays_a_rollout_and_a_rules_meta_round_a
 
     header, steps, end = read_trajectory(out / "trajectories" / "hotcold-line12__seed42.jsonl")
     assert header["game"] == "hotcold:line12" and header["scaffold"]["game"] == "hotcold"
-    assert [s["action"] for s in steps] == ["step_right"] * 4 and "of 12." in steps[0]["observation"]
+    assert [s["action"] for s in steps] == ["step_right"] * (LOG_EVERY + 1) and "of 12." in steps[0]["observation"]
     notes = out / "memory" / "hotcold-line12__seed42" / "files" / "notes.txt"
-    assert notes.read_text().count("stepped") == 3  # a LOG turn after each action but the last
+    assert notes.read_text().count("stepped") == 1  # plain moves: one LOG turn, at step LOG_EVERY
 
     # The rules meta proposed a structural revision, both versions were evaluated on the plugin's
     # seeds, and the tie rolled it back: the lineage is the plugin family's, in the scratch home.

@@ -151,9 +151,10 @@ def test_turn_schemas_stay_valid_when_the_model_has_deleted_every_file():
                               "required": ["f"], "additionalProperties": False})
 
 
-def test_a_hosted_game_model_plays_through_json_turns(tmp_path, scripted):
+def test_a_hosted_game_model_plays_through_json_turns(tmp_path, scripted, monkeypatch):
     """With ``constrained: json_schema`` every LOG and PLAN turn goes out as a strict schema (a provider
     that enforces the subset takes them) and the JSON replies become memory operations and actions."""
+    monkeypatch.setattr("automem_dagster.agent.savings.LOG_EVERY", 1)   # a LOG after every action, as below
     from automem_dagster.agent import MemoryAgent
     from automem_dagster.games import make_game
     from automem_dagster.memory import Journal, MemoryStore

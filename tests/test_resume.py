@@ -225,3 +225,37 @@ def test_what_a_killed_process_cut_short_is_dropped_and_other_damage_named(tmp_p
     partial.write_text("\n".join([lines[0], lines[2], lines[1]]) + "\n")
     with pytest.raises(TrajectoryError, match=r"line 2: unexpected record 'step' \(step 1 where step 0 was due\)"):
         read_partial(partial)
+
+
+def test_a_resumed_episode_reuses_the_consultation_it_replayed(tmp_path, scripted):
+    """Memory files the harness never rewrites: a consultation is reused while they are unchanged
+    (``agent.savings``; the LOG rewrites the same line), and the LOG counter and the consultation to
+    reuse are restored from the replayed steps, so the resumed episode asks exactly what the
+    uninterrupted one asked."""
+    server = scripted([{"match": f"Step {STOP}. ", "status": 500, "times": 1},
+                       {"match": "Phase: LOG", "reply": "<|WRITE|>strategy.txt|keep going\n<|DONE|>"},
+                       {"match": "unchanged since)", "reply": "<|ACTION|>do<|END|>"},
+                       {"match": "Results:", "reply": "<|ACTION|>move_west<|END|>"},
+                       {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt"}])
+    scaffold = tmp_path / "v0.yaml"
+    scaffold.write_text(scaffold_yaml(load_scaffold("crafter", 0)))
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
+
+    def rollout(out):
+        return cli_main(["rollout", "--game", "crafter", "--seeds", "42", "--max-steps", str(STEPS), "--endpoints",
+                         str(endpoints), "--out", str(out), "--concurrency", "1", "--scaffold", str(scaffold)])
+
+    out = tmp_path / "interrupted"
+    assert rollout(out) == 2 and _partial_steps(out) == STOP
+    before = _request_count(server)
+    assert rollout(out) == 0
+    resumed_at = _request_count(server)
+    assert rollout(tmp_path / "reference") == 0
+    _, steps, end = _played(out)
+    assert (steps, end) == _played(tmp_path / "reference")[1:]
+    asked = _requests(server, skip=before, until=resumed_at)            # the step message is the first user one
+    assert asked == [b for b in _requests(server, skip=resumed_at)
+                     if int(_STEP.search(b["messages"][1]["content"]).group(1)) >= STOP]
+    reused = [s.get("memory_context", {}).get("reused_consultation", {}).get("step") for s in steps]
+    assert reused[STOP] is not None and reused[STOP] < STOP            # a consultation made before the interruption
+    assert any(t["phase"] == "log" for s in steps[STOP:] for t in s["turns"])

@@ -33,7 +33,8 @@ FAULTS = [
 ]
 
 
-def test_a_faulty_endpoint_shows_as_retries_by_cause_and_time_lost(tmp_path, scripted, capsys):
+def test_a_faulty_endpoint_shows_as_retries_by_cause_and_time_lost(tmp_path, scripted, capsys, monkeypatch):
+    monkeypatch.setattr("automem_dagster.agent.savings.LOG_EVERY", 1)   # a LOG every step, as FAULTS count them
     server = scripted(FAULTS + REPLIES)
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=3, timeout_s=0.5)
     out = tmp_path / "batch"

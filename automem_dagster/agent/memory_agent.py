@@ -5,19 +5,22 @@ ending with ``<|DONE|>`` (at most the scaffold's cap). PLAN lets it consult memo
 several reads in one turn, then picks the game action (one-model), or hands over to the game
 model which only chooses the action (two-model, the proficiency loop's specialist setup).
 
-Calls are the bill (``benchmarks/step_cost.py``), so a phase with nothing to do is skipped:
-LOG when the previous action changed neither position, inventory, level nor reward (the
-action is in the history line already), the consultation when every file is empty. Nothing
-the model says can crash an episode: unparseable output is recorded on the turn, counted,
+Calls are the bill (``benchmarks/step_cost.py``), so the harness does not ask the model for
+what it already knows (``agent.savings``): LOG runs after a reward or a change of inventory or
+level, and at least every ``LOG_EVERY`` steps; a consultation is shown again without a call
+while the memory files are unchanged since it; none is offered while every file is empty.
+
+Nothing the model says can crash an episode: unparseable output is recorded on the turn, counted,
 and the fallback applies.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.sampling import request_seed
+from automem_dagster.agent.savings import REUSED_NOTE, Consultation, last_consultation, log_due, memory_files, show_consulted
 from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
 from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask
 from automem_dagster.cpu_ledger import LEDGER
@@ -81,7 +84,8 @@ class StepOutcome:
     observation, history and warnings it rebuilds the phase's prompt exactly (curation)."""
     memory_context: dict = field(default_factory=dict)
     """What a memory baseline put in the prompt (``rag``: the records retrieved; ``summary``: the
-    running summary), recorded on the step so a reader sees it and a resume restores it."""
+    running summary; the memory agent: ``reused_consultation``, the earlier consultation shown again
+    without a call), recorded on the step so a reader sees it and a resume restores it."""
 
 
 class MemoryAgent:
@@ -120,6 +124,9 @@ class MemoryAgent:
         )
         self.history: list[tuple[str, float]] = []
         self.fingerprints: list[tuple] = []
+        self.last_log_step = 0
+        """The step of the latest LOG phase (0 before any): ``LOG_EVERY`` counts from it."""
+        self.consultation: Consultation | None = None
         self._role: prompts.Role = "memory" if memory_client is not None else "agent"
         self._system = prompts.system_prompt(scaffold, actions, self._role)
         self._game_system = prompts.system_prompt(scaffold, actions, "game")
@@ -140,24 +147,35 @@ class MemoryAgent:
         """Decide one action; call ``observe_state`` with the current state first."""
         warnings = self.warnings()
         turns: list[TurnRecord] = []
-        memory_index = {}
-        if self.history and self._previous_step_changed():
+        memory_index, context = {}, {}
+        if log_due(step, self.history, self.fingerprints, self.last_log_step):
             memory_index["log"] = self.store.index()
             turns += await self._log_phase(step, observation, warnings)
         memory_index["plan"] = self.store.index()
-        plan_turns, parsed = await self._plan_phase(step, observation, warnings)
+        reuse = self.consultation if self.consultation and self.consultation.files == memory_files(self.store) else None
+        if reuse is not None:
+            context["reused_consultation"] = {"step": reuse.step, "results": reuse.lines}
+        plan_turns, parsed = await self._plan_phase(step, observation, warnings, reuse)
         turns += plan_turns
-        return StepOutcome(parsed.action, parsed.valid, parsed.note, turns, warnings, memory_index)
+        self._remember(step, [asdict(t) for t in turns], bool(context))
+        return StepOutcome(parsed.action, parsed.valid, parsed.note, turns, warnings, memory_index, context)
 
-    def _previous_step_changed(self) -> bool:
-        """Whether the previous action moved, changed inventory or level, or earned a reward: else LOG has nothing to record."""
-        return self.history[-1][1] != 0 or len(self.fingerprints) < 2 or self.fingerprints[-1] != self.fingerprints[-2]
+    def _remember(self, step: int, turns: list[dict], reused: bool) -> None:
+        """Keep what the next steps decide on: the step of the latest LOG and the latest consultation that
+        read something. Played steps and replayed ones (``recall``, from the trajectory's turns) go
+        through here alike, so a resumed episode decides the same."""
+        if any(t["phase"] == "log" for t in turns):
+            self.last_log_step = step
+        if not reused and any(t["phase"] == "plan" for t in turns):
+            self.consultation = last_consultation(step, turns, self.store)
 
     def record_outcome(self, action: str, reward: float) -> None:
         self.history.append((action, reward))
 
     def recall(self, step: int, observation: str, record: dict) -> None:
-        """Nothing to keep: a resumed episode's memory is rebuilt from its journal (``rollout.resume``)."""
+        """A replayed step: its memory is rebuilt from the journal (``rollout.resume``, before this call);
+        the latest LOG and consultation are taken from its turns, as ``step`` takes them."""
+        self._remember(step, record["turns"], "reused_consultation" in record.get("memory_context", {}))
 
     def warnings(self) -> list[str]:
         signals, out = self.scaffold.signals, []
@@ -207,8 +225,10 @@ class MemoryAgent:
         return [turn]
 
     async def _plan_phase(
-        self, step: int, observation: str, warnings: list[str]
+        self, step: int, observation: str, warnings: list[str], reuse: Consultation | None = None
     ) -> tuple[list[TurnRecord], ParsedAction]:
+        if reuse is not None:
+            return await self._reused_plan(step, observation, warnings, reuse)
         two_model = self.memory_client is not None
         client = self.memory_client or self.game_client
         endpoint = "memory" if two_model else "game"
@@ -243,10 +263,37 @@ class MemoryAgent:
         turn.errors.append("the PLAN phase ended without an ACTION; the action is read from the text or defaulted")
         return turns, self.parse_action(comp.text)
 
-    async def _game_action(self, step: int, observation: str, warnings: list[str], consulted: list[str]) -> TurnRecord:
+    async def _reused_plan(
+        self, step: int, observation: str, warnings: list[str], reuse: Consultation
+    ) -> tuple[list[TurnRecord], ParsedAction]:
+        """PLAN with the memory unchanged since the consultation of ``reuse.step``: its lines are shown
+        again (``Memory consulted:``, then a note of the step) and one call picks the action (the
+        game model's in two-model mode, as after a consultation): a turn of phase ``action``, seeded
+        as one, since no memory decision was asked for."""
+        note = REUSED_NOTE.format(step=reuse.step)
+        if self.memory_client is not None:
+            turn = await self._game_action(step, observation, warnings, reuse.lines, note)
+            return [turn], resolve_action(turn, self.parse_action)
+        messages = self._messages(self._system, step, observation, warnings, prompts.plan_phase(self._role))
+        show_consulted(messages, reuse.lines, note)
+        constraint = self.formats.plan_turn([], list(self.actions), False)
+        comp, dropped = await _complete_within_context(self.game_client, messages, constraint,
+                                                       request_seed(self.episode_seed, step, "action", 0), self.lane)
+        turn = TurnRecord.from_completion("action", "game", comp)
+        turn.errors += dropped
+        parsed = parse_ops(comp.text)
+        turn.errors += parsed.errors
+        if parsed.ops:
+            turn.errors.append("memory operations in an action-only turn are ignored")
+        if parsed.action is not None:
+            return [turn], checked_action(turn, parsed.action, self.parse_action)
+        turn.errors.append("the turn ended without an ACTION; the action is read from the text or defaulted")
+        return [turn], self.parse_action(comp.text)
+
+    async def _game_action(self, step: int, observation: str, warnings: list[str], consulted: list[str],
+                           note: str = "") -> TurnRecord:
         messages = self._messages(self._game_system, step, observation, warnings, prompts.plan_phase("game"))
-        if consulted:
-            messages[1]["content"] = "Memory consulted:\n" + "\n".join(consulted) + "\n\n" + messages[1]["content"]
+        show_consulted(messages, consulted, note)
         comp = await ask(self.game_client, messages, action_turn(list(self.actions)),
                          seed=request_seed(self.episode_seed, step, "action", 0), lane=self.lane)
         turn = TurnRecord.from_completion("action", "game", comp)
