@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from automem_dagster import cli
+from automem_dagster.agent import savings
 from automem_dagster.agent.sampling import request_seed
 from automem_dagster.commands import shared
 from automem_dagster.llm import EndpointConfig
@@ -237,3 +238,15 @@ def test_a_proficiency_round_may_change_the_memory_role_alone(tmp_path):
     warmer = recorded(tmp_path / "warmer", {"game": {**game, "sampling": {"temperature": 1.0}}, "memory": {"model": "m"}})
     with pytest.raises(RoundError, match=r"different roles\.game\.sampling\.temperature: a specialist round"):
         decide_paired(warmer, champion, "specialist")
+
+
+def test_a_batch_played_under_other_step_rules_is_played_again_and_not_paired(storage, servers, monkeypatch, caplog):
+    server = servers["model-a"]
+    first = play(config(server, "model-a"), storage)
+    assert read_manifest(first.out_dir)["identity"]["step_policy"]["revision"] == savings.STEP_POLICY_REVISION
+    monkeypatch.setattr(savings, "LOG_EVERY", savings.LOG_EVERY + 1)
+    with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
+        other = play(config(server, "model-a"), storage)
+    assert other.out_dir != first.out_dir and "step_policy.log_every" in caplog.text
+    with pytest.raises(RoundError, match=r"step_policy\.log_every"):
+        decide_paired(other, first, "candidate")

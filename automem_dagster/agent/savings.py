@@ -29,6 +29,18 @@ LOG_EVERY = 5
 trigger no LOG) still has its memory written every ``LOG_EVERY`` steps. Five LOGs a quarter of
 the steps of issue 29's reference run (20 steps) when nothing else happens."""
 
+STEP_POLICY_REVISION = 2
+"""Counts the changes to what the memory agent asks the model per step: 1 was a LOG after every
+step that changed anything and a consultation every step; 2 is this module's rules."""
+
+
+def step_policy() -> dict:
+    """The rules above as a batch's identity records them (``rollout/identity.py``): a batch played
+    under other rules (a LOG every step, a consultation every step) asks other questions, so it is not
+    reused, resumed or paired as one played under these."""
+    return {"revision": STEP_POLICY_REVISION, "log_every": LOG_EVERY, "reuse_consultation": True}
+
+
 REUSED_NOTE = "(read at step {step}; the memory files are unchanged since)"
 """The line after a reused consultation's results: the prompt otherwise reads as after a fresh one."""
 

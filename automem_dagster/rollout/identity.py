@@ -5,7 +5,8 @@ nothing about what played: a second endpoints file, another temperature or a Cra
 would otherwise reuse the first batch, and the gate would pair two models' episodes. So
 ``batch.json`` records an identity: per playing role (game, memory) the endpoint as its file and
 its server describe it (``llm/server_info.py``), the agent and its settings, the scaffold hash
-(memory agent), the versions of the game's packages, and a world fingerprint per seed. Its
+and the step policy (memory agent: ``agent/savings.py``), the versions of the game's packages,
+and a world fingerprint per seed. Its
 ``digest`` names the batch: a batch is reused or resumed only under the same digest, and a
 decision pairs two batches only when their identities differ in what the round tests.
 docs/batch-identity.md says the same for users.
@@ -19,6 +20,7 @@ import json
 from typing import Any
 
 from automem_dagster.agent.memory_settings import needs_embed
+from automem_dagster.agent.savings import step_policy
 from automem_dagster.agent.turn_format import TurnFormats, action_turn, reasoning_turn
 from automem_dagster.games import make_game
 from automem_dagster.llm.server_info import embedded_identity, endpoint_identity, package_version
@@ -101,6 +103,7 @@ def identity_of(spec: Any, world: dict, roles: dict[str, dict]) -> dict:
         "max_steps": spec.max_steps,
         "agent": spec.agent_settings(),
         "scaffold_hash": spec.scaffold_hash() if spec.agent == "memory" else None,
+        "step_policy": step_policy() if spec.agent == "memory" else None,
         "roles": roles,
         "packages": world["packages"],
         "worlds": world["worlds"],
