@@ -8,8 +8,10 @@ the event loop's work never count twice). Phases nest: time inside a nested phas
 index read while a prompt is built) is charged to the inner one only. What no phase holds, the
 process's CPU less the phases, is the openai client's request path, httpx and asyncio
 (``REST``): it cannot be charged around an ``await`` without charging the other episodes'
-work done meanwhile. ``benchmarks/rollout_scaling.py`` reports ``per_step_ms`` of it;
-``benchmarks/harness_overhead.py`` does not yet (issue 29).
+work done meanwhile. Both harness benchmarks, ``benchmarks/rollout_scaling.py`` and
+``benchmarks/harness_overhead.py``, take the same measure: ``spent()`` around the rollout, reported
+as ``cpu_ms_per_step`` (``per_step_ms``), so their figures compare directly; harness_overhead also
+sets it beside its wall-based harness and names the difference (``ledger_vs_wall``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
@@ -83,20 +86,50 @@ class CpuLedger:
 LEDGER = CpuLedger()
 
 
-def per_step_ms(before: dict[str, float], after: dict[str, float], process_cpu_s: float, steps: int) -> dict[str, float]:
-    """The ledger between two snapshots as CPU ms per step: each phase, ``REST`` (the process's CPU
-    ``process_cpu_s`` less the phases), ``harness`` (all but the game's steps) and ``process``."""
+def per_step_ms(phases: dict[str, float], process_cpu_s: float, steps: int) -> dict[str, float]:
+    """CPU seconds spent by phase (``phases``) and by the whole process (``process_cpu_s``, every thread)
+    as ms per step: each phase, ``REST`` (the process's CPU less the phases), ``harness`` (all but the
+    game's steps) and ``process``. So the phases and ``REST`` sum to ``process``, and ``harness`` is
+    ``process`` less ``game``."""
     if steps <= 0:
         return {}
-    phases = {name: after[name] - before[name] for name in PHASES}
-    rest = process_cpu_s - sum(phases.values())
-    out = {name: seconds * 1e3 / steps for name, seconds in phases.items()}
-    out[REST] = rest * 1e3 / steps
+    out = {name: phases[name] * 1e3 / steps for name in PHASES}
+    out[REST] = (process_cpu_s - sum(phases[name] for name in PHASES)) * 1e3 / steps
     out["harness"] = (process_cpu_s - phases["game"]) * 1e3 / steps
     out["process"] = process_cpu_s * 1e3 / steps
     return out
 
 
-def add(*snapshots: dict[str, float]) -> dict[str, float]:
-    """Snapshots summed (the ledgers of several processes)."""
-    return {name: sum(s.get(name, 0.0) for s in snapshots) for name in PHASES}
+@dataclass
+class Spent:
+    """What the process spent over a window: its CPU seconds (every thread, ``time.process_time``),
+    the ledger's seconds by phase and the window's wall seconds. Picklable, so a shard process can
+    send its own back."""
+
+    process_s: float = 0.0
+    phases: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    wall_s: float = 0.0
+
+    def __add__(self, other: Spent) -> Spent:
+        """Two windows summed (the ledgers of several processes; their wall seconds summed too)."""
+        return Spent(self.process_s + other.process_s, {k: self.phases[k] + other.phases[k] for k in PHASES},
+                     self.wall_s + other.wall_s)
+
+    def per_step_ms(self, steps: int) -> dict[str, float]:
+        """The window as ms per step over ``steps`` (module function ``per_step_ms``)."""
+        return per_step_ms(self.phases, self.process_s, steps)
+
+
+@contextmanager
+def spent() -> Iterator[Spent]:
+    """``with spent() as window:`` -- on leaving the block, ``window`` holds the process's CPU and the
+    ledger's phases spent inside it: the one measure both harness benchmarks report per step."""
+    window = Spent()
+    wall, cpu, before = time.perf_counter(), time.process_time(), LEDGER.snapshot()
+    try:
+        yield window
+    finally:
+        after = LEDGER.snapshot()
+        window.process_s = time.process_time() - cpu
+        window.phases = {name: after[name] - before[name] for name in PHASES}
+        window.wall_s = time.perf_counter() - wall

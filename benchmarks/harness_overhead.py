@@ -16,6 +16,31 @@ spent outside model calls.
 
 Episodes run one at a time by default (``--concurrency 1``): with several at once a step's
 wall time also holds other episodes' work and would overstate the harness.
+
+Beside it, each game's batch carries the CPU ledger's breakdown (``automem_dagster.cpu_ledger``),
+the same measure (``cpu_ledger.spent``) that ``rollout_scaling`` reports, after an untimed warm-up
+as there: ``cpu_ms_per_step``, the process's CPU (every thread) per step by phase,
+``client_and_event_loop`` (the CPU no phase holds: the openai client, httpx, asyncio) and
+``harness`` (all but the game's steps, episode setup included). The two harness figures count
+different things:
+
+- wall - game - latency is wall time, and only inside the step records. It leaves out the client's
+  work from sending a request to reading its reply (inside ``latency_s``) and all that lies outside
+  the records: building and resetting the game, the memory's setup, each record's write
+  (``outside_step_records_ms_per_step``), connecting and closing the clients
+  (``connect_and_close_ms_per_step``). It holds the openai client's work before it sends (building
+  the request) and the event loop's task switches, and any wait off the CPU.
+- the ledger's harness is CPU of every thread over the whole ``run_batches`` call: all of the
+  above, the client's request path inside ``latency_s`` included, and no waiting.
+
+``ledger_vs_wall`` sets them side by side per game: ledger harness CPU = wall harness + outside
+records (connect and close included) + ``in_latency_less_off_cpu_ms``. That last term is the
+difference, computed (so the sum holds by construction): the CPU the ledger counts inside the model
+calls' latency and game steps (the client's request path; the event loop's while the game steps) less
+the time off the CPU within the wall harness and outside the records (a disk flush, the scheduler
+giving the core to another process). With
+one episode at a time on otherwise idle cores it is the client's CPU inside the latency; it turns
+negative where the process waited off the CPU more than that, as on a loaded machine.
 """
 
 from __future__ import annotations
@@ -27,6 +52,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from automem_dagster.cpu_ledger import REST, spent
 from automem_dagster.games import make_game
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig, load_endpoints
 from automem_dagster.rollout import RolloutSpec
@@ -34,6 +60,7 @@ from automem_dagster.scaffold import Scaffold
 from automem_dagster.standins.scripted_server import scripted_server
 from benchmarks.common import (
     batch_episodes,
+    cpu_breakdown_table,
     emit,
     load_scaffold_ref,
     parser,
@@ -62,6 +89,7 @@ OUTSIDE_MODEL_LIMIT = 0.02
 PLAN_ACTIONS = ("noop", "search", "wait")
 """The scripted PLAN reply takes the first of these the game offers: an action that changes little."""
 PROFILE_ROWS = 10
+WARM_UP_STEPS = 2
 
 
 def plan_action(game: str) -> str:
@@ -118,16 +146,62 @@ def step_figures(batch: Path) -> dict[str, Any]:
 
 
 def measure(game: str, scaffold: Scaffold, episodes: int, max_steps: int, concurrency: int, config: EndpointsConfig,
-            work: Path) -> dict[str, Any]:
-    batch = work / game.replace(":", "-")
-    spec = RolloutSpec(game, scaffold, list(range(FIRST_SEED, FIRST_SEED + episodes)), max_steps, batch, concurrency)
-    elapsed = run_batches([spec], config, work / "logs")["elapsed_s"][0]
-    figures = step_figures(batch)
+            work: Path, warm_up: bool = True) -> dict[str, Any]:
+    """The game's batch, timed from its step records and, around the whole ``run_batches`` call, by the CPU
+    ledger. ``warm_up``: first an untimed episode of ``WARM_UP_STEPS`` steps on its own connection (the
+    process's first imports, the game's first build, the client's first connection), as ``rollout_scaling``
+    warms up; left out with ``--endpoints``, where each connection may start the embedded model."""
+    slug = game.replace(":", "-")
+    if warm_up:
+        run_batches([RolloutSpec(game, scaffold, [FIRST_SEED], WARM_UP_STEPS, work / f"warm-up-{slug}", 1)], config,
+                    work / "logs")
+    spec = RolloutSpec(game, scaffold, list(range(FIRST_SEED, FIRST_SEED + episodes)), max_steps, work / slug, concurrency)
+    with spent() as window:
+        elapsed = run_batches([spec], config, work / "logs")["elapsed_s"][0]
+    figures = step_figures(work / slug)
     outside_records = elapsed - figures.pop("_wall_total_s")
+    n = figures["steps"]
     figures["batch_elapsed_s"] = elapsed
     # Time no step record holds: building games, resets, memory setup, the step record's own write, summary.
-    figures["outside_step_records_ms_per_step"] = ratio(outside_records * 1e3, figures["steps"])
+    figures["outside_step_records_ms_per_step"] = ratio(outside_records * 1e3, n)
+    # The ledger's window less the batch: connecting the clients (an embedded model's start) and closing them.
+    figures["connect_and_close_ms_per_step"] = ratio((window.wall_s - elapsed) * 1e3, n)
+    figures["process_cpu_s"] = window.process_s
+    figures["cpu_ms_per_step"] = window.per_step_ms(n)
+    figures["ledger_vs_wall"] = ledger_vs_wall(figures)
     return figures
+
+
+def ledger_vs_wall(f: dict[str, Any]) -> dict[str, Any]:
+    """The ledger's harness CPU per step against the wall-based harness, ms per step (module docstring):
+    ledger harness CPU = wall harness + outside records (connect and close included) + the residual
+    ``in_latency_less_off_cpu_ms``, computed as the difference, so the relation holds by construction and
+    the residual is the figure to read."""
+    cpu = f["cpu_ms_per_step"]
+    if not cpu:
+        return {}
+    wall, latency = f["harness"]["mean_ms"], f["model"]["mean_ms"]
+    outside = f["outside_step_records_ms_per_step"] + f["connect_and_close_ms_per_step"]
+    residual = cpu["harness"] - wall - outside
+    out = {
+        "wall_harness_ms": wall,
+        "outside_records_ms": outside,
+        "ledger_harness_cpu_ms": cpu["harness"],
+        "ledger_phases_cpu_ms": cpu["harness"] - cpu[REST],
+        "client_and_event_loop_cpu_ms": cpu[REST],
+        "in_latency_less_off_cpu_ms": residual,
+        "model_latency_ms": latency,
+        "game_wall_ms": f["game"]["mean_ms"],
+        "game_cpu_ms": cpu["game"],
+    }
+    out["relation"] = (
+        f"ledger harness CPU {cpu['harness']:.3g} = wall harness {wall:.3g} + outside records {outside:.3g} + "
+        f"{residual:.3g} ms/step: the CPU the ledger counts inside the model calls' {latency:.3g} ms latency less the "
+        f"time off the CPU in the wall harness and outside the records (negative: the process waited off the CPU "
+        f"more than the client worked in the latency). Phases {out['ledger_phases_cpu_ms']:.3g} ms, client and event "
+        f"loop {cpu[REST]:.3g} ms. "
+        f"Game: {cpu['game']:.3g} ms CPU, {f['game']['mean_ms']:.3g} ms wall (the hand-off to its thread, time off the CPU).")
+    return out
 
 
 def profile(game: str, scaffold: Scaffold, steps: int, config: EndpointsConfig, work: Path) -> dict[str, Any]:
@@ -208,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     configs[game] = load_endpoints(args.endpoints)
                 per_game[game] = measure(game, scaffold, settings["episodes"][game], settings["max_steps"][game],
-                                         args.concurrency, configs[game], work)
+                                         args.concurrency, configs[game], work, warm_up=instant)
             result["results"] = per_game
             result["targets"] = _targets(per_game, instant)
             missed = [t["game"] for t in result["targets"] if t["verdict"] == "MISS" and "game" in t]
@@ -244,13 +318,27 @@ def _tables(result: dict[str, Any]) -> list:
             for g, f in result["results"].items()]
     tables = [table(f"per step, ms ({result['settings']['endpoint']})",
                     ["game", "steps", "steps/s", "wall", "game", "model", "calls/step", "harness mean", "harness median",
-                     "harness p95", "share outside model", "outside records"], rows)]
+                     "harness p95", "share outside model", "outside records"], rows),
+              *_ledger_tables(result["results"])]
     prof = result.get("profile")
     if prof:
         tables.append(table(f"cProfile, {prof['game']}, {prof['steps']} steps: top {PROFILE_ROWS} cumulative",
                             ["function", "calls", "tottime s", "cumtime s"],
                             [[r["function"], r["calls"], r["tottime_s"], r["cumtime_s"]] for r in prof["top_cumulative"]]))
     return tables
+
+
+def _ledger_tables(per_game: dict[str, dict[str, Any]]) -> list:
+    """The ledger's breakdown per game, and how its harness relates to the wall-based one."""
+    keys = ["wall_harness_ms", "outside_records_ms", "in_latency_less_off_cpu_ms", "ledger_harness_cpu_ms",
+            "ledger_phases_cpu_ms", "client_and_event_loop_cpu_ms", "model_latency_ms"]
+    relation = {g: f["ledger_vs_wall"] for g, f in per_game.items() if f["ledger_vs_wall"]}
+    return [cpu_breakdown_table("game", {g: f["cpu_ms_per_step"] for g, f in per_game.items()}),
+            table("ledger harness CPU = wall harness + outside records + (CPU in the latency - time off the CPU), ms/step",
+                  ["game", "wall harness", "outside records + connect", "in latency - off CPU", "ledger harness CPU",
+                   "of it phases", "of it client and loop", "latency"],
+                  [[g, *(r[k] for k in keys)] for g, r in relation.items()]),
+            table("how the two measures relate", ["game", "relation"], [[g, r["relation"]] for g, r in relation.items()])]
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ def _run(name, tmp_path, capsys, *args):
     assert MACHINE_KEYS <= result["machine"].keys()
     for t in result["targets"]:
         assert {"name", "value", "limit", "comparison", "verdict", "source"} <= t.keys()
-        assert t["verdict"] in ("PASS", "MISS")
-    assert result["verdict"] in ("PASS", "MISS", "no targets")
+        assert t["verdict"] in ("PASS", "MISS", "bounded by CPU")
+    assert result["verdict"] in ("PASS", "MISS", "bounded by CPU", "no targets")
     return result
 
 
@@ -68,6 +68,8 @@ def test_harness_overhead_quick(tmp_path, capsys):
     for game, f in result["results"].items():
         assert f["steps"] == settings["episodes"][game] * settings["max_steps"][game]
         assert {"harness", "game", "model", "wall", "share_outside_model", "agent_steps_per_s"} <= f.keys()
+        assert {"request", "game", "client_and_event_loop", "harness", "process"} <= f["cpu_ms_per_step"].keys()
+        assert f["ledger_vs_wall"]["wall_harness_ms"] == f["harness"]["mean_ms"]   # tests/test_cpu_ledger.py: the sums
     assert [t["game"] for t in result["targets"]] == settings["games"]
     if any(t["verdict"] == "MISS" for t in result["targets"]):
         assert len(result["profile"]["top_cumulative"]) == 10
@@ -306,8 +308,11 @@ def test_rollout_scaling_quick(tmp_path, capsys):
     for figures in [*levels.values(), result["results"]["sharded"]]:
         assert figures["steps"] == figures["episodes"] * result["settings"]["max_steps"]
         assert figures["steps_per_s"] > 0 and 1 < figures["model_calls_per_step"] <= 2   # no LOG turn at step 0
+        bound = figures["cpu_bound"]
+        assert bound["cores"] >= 1 and bound["steps_per_s"] == pytest.approx(bound["cores"] / bound["cpu_s_per_step"])
     assert result["results"]["sharded"]["processes"] == 2
     assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2"]
+    assert result["targets"][1]["speedup_cpu_bound_allows"] == result["results"]["shard_speedup_cpu_bound_allows"] > 0
 
 
 @pytest.mark.server

@@ -1,0 +1,103 @@
+"""The CPU ledger (``automem_dagster.cpu_ledger``) and the breakdown both harness benchmarks report from it.
+
+A real short run against the scripted stand-in checks that the figures add up (phases plus REST are the
+process's CPU, harness is the process less the game) and, since those sums hold by construction, also
+what could be wrong: a phase charged nothing or less than nothing, the game's CPU over its own wall
+time, steps counted apart from the trajectory, the wall-based harness not the one the records give.
+"""
+
+import math
+import time
+
+import pytest
+
+from automem_dagster.cpu_ledger import LEDGER, PHASES, REST, CpuLedger, Spent, spent
+from benchmarks import harness_overhead, rollout_scaling
+from benchmarks.common import BOUNDED, MISS, PASS, batch_episodes, load_scaffold_ref
+
+GAME = "minihack:Corridor-R3"
+
+
+def _burn(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_a_nested_phase_is_charged_to_the_inner_one_only():
+    ledger = CpuLedger()
+    with ledger.phase("request"):
+        _burn(0.01)
+        with ledger.phase("memory"):
+            _burn(0.02)
+        _burn(0.01)
+    seconds = ledger.snapshot()
+    assert 0.02 <= seconds["request"] < 0.03 and 0.02 <= seconds["memory"] < 0.03
+    assert sum(seconds.values()) == pytest.approx(seconds["request"] + seconds["memory"])
+
+
+def test_spent_holds_only_the_window_and_windows_add_up():
+    with LEDGER.phase("digest"):
+        _burn(0.01)   # before the window: not in it
+    with spent() as window:
+        with LEDGER.phase("digest"):
+            _burn(0.02)
+        _burn(0.01)   # in no phase: REST
+    assert 0.02 <= window.phases["digest"] < 0.03 and window.process_s >= 0.03 and window.wall_s >= 0.03
+    ms = window.per_step_ms(10)
+    assert ms[REST] == pytest.approx((window.process_s - window.phases["digest"]) * 100) and ms[REST] >= 0.9
+    both = window + window
+    assert both.process_s == 2 * window.process_s and both.phases["digest"] == 2 * window.phases["digest"]
+    assert Spent().per_step_ms(0) == {}
+
+
+def test_harness_overhead_breakdown_on_a_real_run(tmp_path, scripted):
+    """harness_overhead's per-game figures on 2 episodes x 6 steps against the instant scripted endpoint."""
+    episodes, max_steps = 2, 6
+    server = scripted(harness_overhead.scripted_rules(harness_overhead.plan_action(GAME)))
+    f = harness_overhead.measure(GAME, load_scaffold_ref(GAME, "v0"), episodes, max_steps, 1,
+                                 harness_overhead.instant_endpoints(server.base_url), tmp_path)
+    records = [s for episode in batch_episodes(tmp_path / GAME.replace(":", "-")) for s in episode]
+    assert f["steps"] == len(records) == episodes * max_steps
+
+    cpu, n = f["cpu_ms_per_step"], f["steps"]
+    assert cpu["process"] == pytest.approx(f["process_cpu_s"] * 1e3 / n)
+    assert sum(cpu[p] for p in PHASES) + cpu[REST] == pytest.approx(cpu["process"])
+    assert cpu["harness"] == pytest.approx(cpu["process"] - cpu["game"])
+    assert all(cpu[p] >= 0 for p in PHASES) and cpu[REST] >= 0, cpu
+    for phase in ("request", "parse", "memory", "trajectory", "digest", "game", "setup"):
+        assert cpu[phase] > 0, f"{phase} was charged nothing: {cpu}"
+    # The game's phase is the CPU of its step on its lane's thread, inside the step record's game_s wall time.
+    assert cpu["game"] <= f["game"]["mean_ms"], (cpu["game"], f["game"])
+
+    rel = f["ledger_vs_wall"]
+    wall_harness = [s["wall_s"] - s["game_s"] - sum(t["latency_s"] for t in s["turns"]) for s in records]
+    assert rel["wall_harness_ms"] == pytest.approx(sum(wall_harness) * 1e3 / n, rel=1e-3)   # summary_ms rounds
+    assert rel["ledger_harness_cpu_ms"] == pytest.approx(
+        rel["wall_harness_ms"] + rel["outside_records_ms"] + rel["in_latency_less_off_cpu_ms"])
+    assert rel["ledger_phases_cpu_ms"] + rel["client_and_event_loop_cpu_ms"] == pytest.approx(cpu["harness"])
+    assert rel["outside_records_ms"] > 0 and f["connect_and_close_ms_per_step"] >= 0
+    assert math.isfinite(rel["in_latency_less_off_cpu_ms"]) and "ledger harness CPU" in rel["relation"]
+
+
+def _run(steps_per_s: float, process_ms: float, server_ms: float) -> dict:
+    return {"steps_per_s": steps_per_s, "process_cpu_s_per_step": process_ms / 1e3, "server_cpu_s_per_step": server_ms / 1e3}
+
+
+def test_the_cpu_bound_and_the_shard_verdict():
+    one = _run(100.0, 5.0, 1.0)
+    assert rollout_scaling.cpu_bound(one, 2) == pytest.approx(
+        {"cores": 2, "cpu_s_per_step": 0.006, "steps_per_s": 2 / 0.006, "share_of_bound": 100 * 0.006 / 2})
+
+    def verdict(sharded: dict) -> dict:
+        sharded["cpu_bound"] = rollout_scaling.cpu_bound(sharded, 2)
+        return rollout_scaling.shard_target(sharded, one, 64)
+
+    # 2 cores at 8 ms a step give 250 steps/s, 2.5x one process: 1.25x is a miss of the code.
+    missed = verdict(_run(125.0, 7.0, 1.0))
+    assert missed["verdict"] == MISS and missed["speedup_cpu_bound_allows"] == pytest.approx(2.5)
+    # At 16 ms a step the cores give 125 steps/s, 1.25x: the target is out of this machine's reach.
+    bounded = verdict(_run(120.0, 15.0, 1.0))
+    assert bounded["verdict"] == BOUNDED and bounded["speedup_cpu_bound_allows"] == pytest.approx(1.25)
+    assert "125 steps/s" in bounded["note"] and "96% of that bound" in bounded["note"]
+    assert verdict(_run(170.0, 15.0, 1.0))["verdict"] == PASS   # measured over the limit: a pass, whatever the bound
