@@ -20,7 +20,15 @@ from dataclasses import asdict, dataclass, field
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.sampling import request_seed
-from automem_dagster.agent.savings import REUSED_NOTE, Consultation, last_consultation, log_due, memory_files, show_consulted
+from automem_dagster.agent.savings import (
+    REUSED_NOTE,
+    Consultation,
+    last_consultation,
+    log_due,
+    memory_files,
+    result_line,
+    show_consulted,
+)
 from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
 from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask
 from automem_dagster.cpu_ledger import LEDGER
@@ -345,7 +353,7 @@ def checked_action(turn: TurnRecord, action: str, parse_action) -> ParsedAction:
 
 
 def _result_lines(turn: TurnRecord) -> list[str]:
-    return [f"{r.op} -> {r.result}" for r in turn.ops]
+    return [result_line(r.op, r.result) for r in turn.ops]
 
 
 async def _complete_within_context(client: LLMClient, messages: list[dict], constraint: TurnConstraint,

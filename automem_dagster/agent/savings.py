@@ -77,10 +77,16 @@ def memory_files(store: MemoryStore) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def result_line(op: str, result: str) -> str:
+    """One read as a consultation's results show it, played (``memory_agent``) or replayed from its
+    record: one format, so a reused consultation reads exactly as the fresh one did."""
+    return f"{op} -> {result}"
+
+
 def last_consultation(step: int, turns: list[dict], store: MemoryStore) -> Consultation | None:
     """The consultation of a step from its turns as the trajectory records them (``plan`` turns' ops),
     with the files as they are now; None when its plan turns read nothing."""
-    lines = [f"{r['op']} -> {r['result']}" for t in turns if t["phase"] == "plan" for r in t["ops"]]
+    lines = [result_line(r["op"], r["result"]) for t in turns if t["phase"] == "plan" for r in t["ops"]]
     return Consultation(step, lines, memory_files(store)) if lines else None
 
 

@@ -88,10 +88,10 @@ def constraint_digest(mode: str, actions: list[str]) -> str | None:
     return hashlib.sha256(json.dumps(form, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def role_identity(client: Any, actions: list[str]) -> dict:
-    """One playing role's part: its endpoint (``endpoint_identity``) and its constraint family."""
-    record = endpoint_identity(client.config, client.base_url)
-    return {**record, "constraint_family": constraint_digest(client.config.constrained, actions)}
+def role_identity(endpoint: dict, config: Any, actions: list[str]) -> dict:
+    """One playing role's part: its ``endpoint`` as its server (``endpoint_identity``) or this machine
+    (``embedded_identity``) describes it, and the constraint family of its ``config``."""
+    return {**endpoint, "constraint_family": constraint_digest(config.constrained, actions)}
 
 
 def identity_of(spec: Any, world: dict, roles: dict[str, dict]) -> dict:
@@ -119,7 +119,8 @@ async def batch_identity(spec: Any, clients: Any) -> dict:
     for role in PLAYING_ROLES:
         client = getattr(clients, role, None)
         if client is not None and plays(role, spec):
-            playing[role] = await asyncio.to_thread(role_identity, client, world["actions"])
+            endpoint = await asyncio.to_thread(endpoint_identity, client.config, client.base_url)
+            playing[role] = role_identity(endpoint, client.config, world["actions"])
     return identity_of(spec, world, playing)
 
 
@@ -136,7 +137,7 @@ def embedded_batch_identity(spec: Any, configs: dict[str, Any], lora: list, reco
             part = embedded_identity(config, lora, recorded.get("roles", {}).get(role))
             if part is None:
                 return None
-            playing[role] = {**part, "constraint_family": constraint_digest(config.constrained, world["actions"])}
+            playing[role] = role_identity(part, config, world["actions"])
     return identity_of(spec, world, playing)
 
 
