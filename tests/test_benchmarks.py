@@ -310,9 +310,14 @@ def test_rollout_scaling_quick(tmp_path, capsys):
         assert figures["steps_per_s"] > 0 and 1 < figures["model_calls_per_step"] <= 2   # no LOG turn at step 0
         bound = figures["cpu_bound"]
         assert bound["cores"] >= 1 and bound["steps_per_s"] == pytest.approx(bound["cores"] / bound["cpu_s_per_step"])
-    assert result["results"]["sharded"]["processes"] == 2
+    sharded = result["results"]["sharded"]
+    assert sharded["processes"] == 2 and len(sharded["shard_windows_s"]) == 2
+    assert min(w[0] for w in sharded["shard_windows_s"]) == 0 and all(w[1] > w[0] for w in sharded["shard_windows_s"])
+    assert max(w[1] for w in sharded["shard_windows_s"]) == pytest.approx(sharded["elapsed_s"])
     assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2"]
     assert result["targets"][1]["speedup_cpu_bound_allows"] == result["results"]["shard_speedup_cpu_bound_allows"] > 0
+    saturated = levels[str(result["results"]["saturation_level"])]
+    assert result["targets"][1]["speedup_latency_allows"] == pytest.approx(1 / saturated["efficiency"])
 
 
 @pytest.mark.server
