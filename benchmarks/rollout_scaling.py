@@ -160,10 +160,10 @@ def play_sharded(game: str, scaffold_ref: str, level: int, max_steps: int, serve
         workers = pool.map(_shard_worker, jobs)
     merge_shards(spec, shards)
     total = time.perf_counter() - started
-    window = max(w[1] for w in workers) - min(w[0] for w in workers)
+    first = min(w[0] for w in workers)
+    window = max(w[1] for w in workers) - first
     figures = _step_figures(batch, window, sum((w[2] for w in workers), Spent()), server_cpu_s(server.pid) - server_cpu,
                             game_cpu)
-    first = min(w[0] for w in workers)
     return {**figures, "processes": len(jobs), "total_s_with_process_start_and_merge": total,
             "shard_windows_s": [[w[0] - first, w[1] - first] for w in workers]}
 
@@ -242,10 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
     cores = len(os.sched_getaffinity(0))
+    for level, figures in per_level.items():
+        figures["efficiency"] = efficiency[level]
     for figures in [*per_level.values(), sharded]:
         figures["cpu_bound"] = cpu_bound(figures, cores)
-    shards = shard_target(sharded, {**per_level[saturation], "efficiency": efficiency[saturation]}, saturation)
-    result["results"] = {"levels": {str(k): {**v, "efficiency": efficiency[k]} for k, v in per_level.items()},
+    shards = shard_target(sharded, per_level[saturation], saturation)
+    result["results"] = {"levels": {str(k): v for k, v in per_level.items()},
                          "saturation_level": saturation, "sharded": sharded, "sharded_over_one_process": shards["value"],
                          "shard_speedup_cpu_bound_allows": shards["speedup_cpu_bound_allows"]}
     top = max(levels)
