@@ -7,6 +7,7 @@ time, steps counted apart from the trajectory, the wall-based harness not the on
 """
 
 import math
+import threading
 import time
 
 import pytest
@@ -34,6 +35,27 @@ def test_a_nested_phase_is_charged_to_the_inner_one_only():
     seconds = ledger.snapshot()
     assert 0.02 <= seconds["request"] < 0.03 and 0.02 <= seconds["memory"] < 0.03
     assert sum(seconds.values()) == pytest.approx(seconds["request"] + seconds["memory"])
+
+
+def test_every_threads_charges_count_and_a_finished_threads_book_is_folded():
+    """Each thread writes its own book; the snapshot sums them, and keeps what a thread charged after it ended."""
+    ledger = CpuLedger()
+
+    def work():
+        with ledger.phase("game"):
+            _burn(0.01)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with ledger.phase("memory"):
+        _burn(0.01)
+    first = ledger.snapshot()
+    assert 0.03 <= first["game"] < 0.045 and 0.01 <= first["memory"] < 0.02
+    assert len(ledger._books) == 1     # the three finished threads' books are folded, this thread's is live
+    assert ledger.snapshot() == first
 
 
 def test_spent_holds_only_the_window_and_windows_add_up():
