@@ -321,6 +321,26 @@ def test_rollout_scaling_quick(tmp_path, capsys):
 
 
 @pytest.mark.server
+def test_load_generator_quick_with_every_client(tmp_path, capsys):
+    """Each client drives the stand-in through its measured window and is charged its own CPU per request; only the
+    bare client carries the stand-in's target."""
+    result = _run("load_generator", tmp_path, capsys, "--clients", "bare,sdk-httpx,sdk-aiohttp,project")
+    level = result["results"]["4"]
+    assert list(level) == ["bare", "sdk-httpx", "sdk-aiohttp", "project"]
+    for client, figures in level.items():
+        assert figures["client"] == client and figures["requests"] > 0 and figures["generator_cpu_ms_per_request"] > 0
+        assert 0 < figures["sustained"] <= 1.05 and figures["latency"]["median_ms"] >= 50   # the stand-in's 50 ms
+    assert level["bare"]["connections_opened"] == 4 and level["project"]["connections_opened"] is None
+    assert [t["name"] for t in result["targets"]] == ["stand-in alone at 4 in flight: share of 4 / latency sustained"]
+
+
+def test_load_generator_refuses_an_unknown_client(capsys):
+    with pytest.raises(SystemExit):
+        _bench("load_generator").main(["--quick", "--clients", "bare,curl"])
+    assert "--clients: unknown curl; choose from bare, sdk-httpx, sdk-aiohttp, project" in capsys.readouterr().err
+
+
+@pytest.mark.server
 def test_meta_modes_quick(tmp_path, capsys):
     result = _run("meta_modes", tmp_path, capsys, "--work", str(tmp_path / "work"))
     modes = result["results"]
