@@ -59,6 +59,7 @@ QUICK = {"levels": [1, 4], "max_steps": 4, "latency_s": 0.05}
 GAME = "minihack:Corridor-R3"
 FIRST_SEED = 1000
 EFFICIENCY_LIMIT = 0.8
+HARNESS_CPU_MS_LIMIT = 3.0
 SHARD_SPEEDUP_LIMIT = 1.6
 SHARD_PROCESSES = 2
 
@@ -202,6 +203,24 @@ def shard_target(sharded: dict[str, Any], one_process: dict[str, Any], level: in
     return {**t, "speedup_cpu_bound_allows": allowed, "speedup_latency_allows": latency_allows}
 
 
+def efficiency_target(levels: dict[int, dict[str, Any]], top: int) -> dict[str, Any]:
+    """Efficiency at the largest level against ``EFFICIENCY_LIMIT``, beside what one interpreter allows:
+    Python runs on one core at a time in a process, so at its measured CPU per step (every thread) the
+    process steps at most 1 / that per second, an efficiency of that over linear
+    (``efficiency_one_interpreter_allows``; an upper bound, since the game's native code may run beside the
+    interpreter). Reported, not used to excuse a miss."""
+    figures = levels[top]
+    linear = top * levels[min(levels)]["steps_per_s"] / min(levels)
+    most = ratio(1.0, figures["process_cpu_s_per_step"])
+    allows = ratio(most, linear)
+    note = (f"one interpreter at {figures['process_cpu_s_per_step'] * 1e3:.3g} ms CPU a step steps at most {most:.4g} "
+            f"times a second, {allows:.3g} of linear ({linear:.4g}); it stepped {figures['steps_per_s']:.4g} times "
+            f"({ratio(figures['steps_per_s'], most):.0%} of that)")
+    t = target(f"efficiency at {top} concurrent episodes in one process", figures["efficiency"], EFFICIENCY_LIMIT, ">=",
+               note=note)
+    return {**t, "efficiency_one_interpreter_allows": allows}
+
+
 def scaling(levels: dict[int, dict[str, Any]]) -> tuple[dict[int, float], int]:
     """Efficiency per level against linear scaling of the one-episode rate, and the saturation level."""
     base = levels[min(levels)]["steps_per_s"] / min(levels)
@@ -248,19 +267,17 @@ def main(argv: list[str] | None = None) -> int:
         figures["cpu_bound"] = cpu_bound(figures, cores)
     shards = shard_target(sharded, per_level[saturation], saturation)
     result["results"] = {"levels": {str(k): v for k, v in per_level.items()},
-                         "saturation_level": saturation, "sharded": sharded, "sharded_over_one_process": shards["value"],
-                         "shard_speedup_cpu_bound_allows": shards["speedup_cpu_bound_allows"]}
+                         "saturation_level": saturation, "sharded": sharded, "sharded_over_one_process": shards["value"]}
     top = max(levels)
-    result["targets"] = [
-        target(f"efficiency at {top} concurrent episodes in one process", efficiency[top], EFFICIENCY_LIMIT, ">="),
-        shards,
-    ]
+    result["targets"] = [efficiency_target(per_level, top), shards,
+                         target(f"harness CPU per step at {top} concurrent episodes in one process",
+                                per_level[top]["cpu_ms_per_step"]["harness"], HARNESS_CPU_MS_LIMIT, unit="ms")]
     emit(result, args.out, _tables(result))
     return 0
 
 
 def _tables(result: dict[str, Any]) -> list:
-    s, shards = result["results"]["sharded"], result["targets"][1]
+    s, (efficiency, shards) = result["results"]["sharded"], result["targets"][:2]
     runs = {**result["results"]["levels"], f"{result['results']['saturation_level']} in {s['processes']} processes": s}
     rows = [[name, f["steps"], f["elapsed_s"], f["steps_per_s"], f.get("efficiency"), f["game_cpu_s_per_step"] * 1e3,
              f["harness_cpu_s_per_step"] * 1e3, f["server_cpu_s_per_step"] * 1e3, f["cpu_bound"]["steps_per_s"],
@@ -276,7 +293,12 @@ def _tables(result: dict[str, Any]) -> list:
                                              ["the CPU bound allows", f"{shards['speedup_cpu_bound_allows']:.3g} x"],
                                              ["the latency allows", f"{shards['speedup_latency_allows']:.3g} x"],
                                              ["target", f">= {shards['limit']:g} x"], ["verdict", shards["verdict"]],
-                                             ["the bound", shards["note"]]])]
+                                             ["the bound", shards["note"]]]),
+            table(efficiency["name"], ["", ""], [["measured", f"{efficiency['value']:.3g}"],
+                                                 ["one interpreter allows",
+                                                  f"{efficiency['efficiency_one_interpreter_allows']:.3g}"],
+                                                 ["target", f">= {efficiency['limit']:g}"],
+                                                 ["verdict", efficiency["verdict"]], ["the bound", efficiency["note"]]])]
 
 
 if __name__ == "__main__":

@@ -314,8 +314,14 @@ def test_rollout_scaling_quick(tmp_path, capsys):
     assert sharded["processes"] == 2 and len(sharded["shard_windows_s"]) == 2
     assert min(w[0] for w in sharded["shard_windows_s"]) == 0 and all(w[1] > w[0] for w in sharded["shard_windows_s"])
     assert max(w[1] for w in sharded["shard_windows_s"]) == pytest.approx(sharded["elapsed_s"])
-    assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2"]
-    assert result["targets"][1]["speedup_cpu_bound_allows"] == result["results"]["shard_speedup_cpu_bound_allows"] > 0
+    assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2", "harness"]
+    top = levels["4"]
+    efficiency, harness = result["targets"][0], result["targets"][2]
+    assert efficiency["value"] == pytest.approx(top["efficiency"], abs=1e-6)
+    assert efficiency["efficiency_one_interpreter_allows"] == pytest.approx(
+        1 / top["process_cpu_s_per_step"] / (4 * levels["1"]["steps_per_s"]))
+    assert harness["value"] == pytest.approx(top["cpu_ms_per_step"]["harness"], abs=1e-6) and harness["limit"] == 3.0
+    assert result["targets"][1]["speedup_cpu_bound_allows"] > 0 and "shard_speedup_cpu_bound_allows" not in result["results"]
     saturated = levels[str(result["results"]["saturation_level"])]
     assert result["targets"][1]["speedup_latency_allows"] == pytest.approx(1 / saturated["efficiency"])
 
