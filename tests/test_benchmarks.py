@@ -310,7 +310,10 @@ def test_rollout_scaling_quick(tmp_path, capsys):
         assert figures["steps_per_s"] > 0 and 1 < figures["model_calls_per_step"] <= 2   # no LOG turn at step 0
         bound = figures["cpu_bound"]
         assert bound["cores"] >= 1 and bound["steps_per_s"] == pytest.approx(bound["cores"] / bound["cpu_s_per_step"])
-    sharded = result["results"]["sharded"]
+    sharded, alone = result["results"]["sharded"], result["results"]["one_shards_episodes_alone"]
+    assert alone["episodes"] == result["results"]["saturation_level"] // 2
+    assert result["targets"][1]["speedup_shares_alone_allow"] == pytest.approx(
+        2 * alone["steps_per_s"] / levels[str(result["results"]["saturation_level"])]["steps_per_s"])
     assert sharded["processes"] == 2 and len(sharded["shard_windows_s"]) == 2
     assert min(w[0] for w in sharded["shard_windows_s"]) == 0 and all(w[1] > w[0] for w in sharded["shard_windows_s"])
     assert max(w[1] for w in sharded["shard_windows_s"]) == pytest.approx(sharded["elapsed_s"])
