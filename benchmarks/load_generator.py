@@ -5,10 +5,17 @@ after a fixed latency, so N calls are in flight and the best it can get is N / l
 second. Whether a shortfall is the harness's or the stand-in's is told here: N workers send the
 same kind of request (a PLAN turn's chat completion of about the agent's prompt size) to the
 stand-in with nothing else in the process, each waiting for its answer before the next, and the
-rate they sustain is compared with N / latency. The client is a bare asyncio HTTP/1.1 one (one
-connection per worker, kept alive while the server allows, a new one when it closes), so almost
-all of the CPU it spends is the kernel's and the measured ceiling is the server's. ``--tree DIR``
-starts the stand-in of another checkout (a before/after comparison in one run).
+rate they sustain is compared with N / latency. The default client is a bare asyncio HTTP/1.1 one
+(one connection per worker, kept alive while the server allows, a new one when it closes), so
+almost all of the CPU it spends is the kernel's and the measured ceiling is the server's. ``--tree
+DIR`` starts the stand-in of another checkout (a before/after comparison in one run).
+
+``--clients`` also drives the same load through the client a rollout uses, to tell what a call
+costs the playing process's one interpreter (its CPU per request): ``sdk-httpx``, the openai
+client's ``post`` over its default httpx transport; ``sdk-aiohttp``, the same over its aiohttp
+transport; ``project``, ``LLMClient.complete`` (``sdk-aiohttp`` with the request body built, every
+attempt noted and the reply parsed, as a turn of the game role makes it). Each worker has its own
+openai client, as each lane has (``LLMClient._client``). The clients alternate within a level.
 """
 
 from __future__ import annotations
@@ -18,11 +25,14 @@ import json
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from automem_dagster.llm.process import ServerProcess, free_port
 from benchmarks.common import emit, parser, ratio, start_result, summary_ms, table, target
+
+CLIENTS = ("bare", "sdk-httpx", "sdk-aiohttp", "project")
 
 NAME = "load_generator"
 FULL = {"concurrency": [16, 64], "latency_s": 0.2, "duration_s": 10.0}
@@ -33,10 +43,12 @@ PROMPT_CHARS = 4_000
 """About the memory agent's PLAN prompt on MiniHack (system and step message)."""
 
 
+MESSAGES = [{"role": "system", "content": "x" * (PROMPT_CHARS // 2)},
+            {"role": "user", "content": "Phase: PLAN\n" + "y" * (PROMPT_CHARS // 2)}]
+
+
 def _request(port: int) -> bytes:
-    body = json.dumps({"model": "scripted", "max_tokens": 160, "messages": [
-        {"role": "system", "content": "x" * (PROMPT_CHARS // 2)},
-        {"role": "user", "content": "Phase: PLAN\n" + "y" * (PROMPT_CHARS // 2)}]}).encode()
+    body = json.dumps({"model": "scripted", "max_tokens": 160, "messages": MESSAGES}).encode()
     head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n")
     return head.encode() + body
@@ -58,15 +70,15 @@ async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
     return lines[0].startswith("HTTP/1.1") and headers.get("connection", "").lower() != "close"
 
 
-async def _worker(port: int, deadline: float, latencies: list[float], connections: list[int]) -> None:
+async def _worker(port: int, window: _Window) -> None:
     request, reader, writer = _request(port), None, None
-    while time.perf_counter() < deadline:
+    while window.open():
         if writer is None:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            connections[0] += 1
+            window.connections += 1
         started = time.perf_counter()
         reusable = await _exchange(reader, writer, request)
-        latencies.append(time.perf_counter() - started)
+        window.done(started)
         if not reusable:
             writer.close()
             reader = writer = None
@@ -74,22 +86,76 @@ async def _worker(port: int, deadline: float, latencies: list[float], connection
         writer.close()
 
 
-def drive(port: int, concurrency: int, duration_s: float) -> dict[str, Any]:
-    """``concurrency`` workers for ``duration_s``: requests, rate, latency, connections opened, client CPU."""
-    latencies: list[float] = []
-    connections = [0]
+class _Window:
+    """The measured window of a level: it opens once every worker has made its first request (so a
+    client's construction and its first connection are not counted per request) and closes
+    ``duration_s`` later; requests finished after it opened are counted, with the process's CPU from
+    then to the last one's end."""
+
+    def __init__(self, workers: int, duration_s: float) -> None:
+        self.waiting, self.duration_s = workers, duration_s
+        self.started = self.deadline = self.cpu = None
+        self.latencies: list[float] = []
+        self.connections = 0
+
+    def open(self) -> bool:
+        return self.deadline is None or time.perf_counter() < self.deadline
+
+    def done(self, started: float) -> None:
+        if self.deadline is None:
+            self.waiting -= 1
+            if self.waiting == 0:
+                self.started, self.cpu = time.perf_counter(), time.process_time()
+                self.deadline = self.started + self.duration_s
+        else:
+            self.latencies.append(time.perf_counter() - started)
+
+
+def _sdk_call(kind: str, port: int):
+    """One worker's call through the openai client (``kind`` as in ``CLIENTS``), and what closes it."""
+    import openai
+
+    from automem_dagster.llm import EndpointConfig, LLMClient
+    from automem_dagster.llm.attempts import CountingHttpClient, shared_ssl_context
+
+    base_url = f"http://127.0.0.1:{port}/v1"
+    if kind == "project":
+        client = LLMClient(EndpointConfig(name="game", base_url=base_url, model="scripted", constrained="none",
+                                          max_tokens=160), base_url)
+        return partial(client.complete, MESSAGES, lane=0), client.close
+    http = openai.DefaultAsyncHttpxClient(verify=shared_ssl_context()) if kind == "sdk-httpx" else CountingHttpClient()
+    sdk = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, http_client=http)
+    body = {"model": "scripted", "max_tokens": 160, "messages": MESSAGES}
+    return partial(sdk.post, "/chat/completions", body=body, cast_to=object), sdk.close
+
+
+async def _sdk_worker(kind: str, port: int, window: _Window) -> None:
+    call, close = _sdk_call(kind, port)
+    try:
+        while window.open():
+            started = time.perf_counter()
+            await call()
+            window.done(started)
+    finally:
+        await close()
+
+
+def drive(port: int, concurrency: int, duration_s: float, client: str = "bare") -> dict[str, Any]:
+    """``concurrency`` workers of ``client`` for ``duration_s`` (``_Window``): requests, rate, latency,
+    connections opened (the bare client's), the client's CPU per request."""
+    window = _Window(concurrency, duration_s)
 
     async def go() -> float:
-        started = time.perf_counter()
-        deadline = started + duration_s
-        await asyncio.gather(*(_worker(port, deadline, latencies, connections) for _ in range(concurrency)))
-        return time.perf_counter() - started
+        workers = (_worker(port, window) if client == "bare" else _sdk_worker(client, port, window)
+                   for _ in range(concurrency))
+        await asyncio.gather(*workers)
+        return time.process_time() - window.cpu, time.perf_counter() - window.started
 
-    cpu = time.process_time()
-    elapsed = asyncio.run(go())
-    return {"requests": len(latencies), "elapsed_s": elapsed, "requests_per_s": ratio(len(latencies), elapsed),
-            "latency": summary_ms(latencies), "connections_opened": connections[0],
-            "generator_cpu_ms_per_request": ratio((time.process_time() - cpu) * 1e3, len(latencies))}
+    cpu, elapsed = asyncio.run(go())
+    n = len(window.latencies)
+    return {"client": client, "requests": n, "elapsed_s": elapsed, "requests_per_s": ratio(n, elapsed),
+            "latency": summary_ms(window.latencies), "connections_opened": window.connections if client == "bare" else None,
+            "generator_cpu_ms_per_request": ratio(cpu * 1e3, n)}
 
 
 def standin(rules: Path, log: Path, tree: Path | None) -> ServerProcess:
@@ -105,48 +171,60 @@ def standin(rules: Path, log: Path, tree: Path | None) -> ServerProcess:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.rollout_scaling import server_cpu_s
-
     p = parser(NAME, __doc__.splitlines()[0])
     p.add_argument("--concurrency", default=None, help="comma-separated requests in flight (default 16,64)")
     p.add_argument("--latency", type=float, default=None, help="seconds the stand-in takes per call (default 0.2)")
-    p.add_argument("--duration", type=float, default=None, help="seconds per level (default 10)")
+    p.add_argument("--duration", type=float, default=None, help="seconds per level and client (default 10)")
     p.add_argument("--tree", type=Path, default=None, help="start the stand-in of this checkout instead of this one")
+    p.add_argument("--clients", default="bare", help=f"comma-separated clients, of {', '.join(CLIENTS)} (default bare)")
     args = p.parse_args(argv)
+    clients = args.clients.split(",")
+    if unknown := sorted(set(clients) - set(CLIENTS)):
+        p.error(f"--clients: unknown {', '.join(unknown)}; choose from {', '.join(CLIENTS)}")
     base = QUICK if args.quick else FULL
     levels = [int(x) for x in args.concurrency.split(",")] if args.concurrency else base["concurrency"]
     latency = base["latency_s"] if args.latency is None else args.latency
     duration = args.duration or base["duration_s"]
     settings = {"concurrency": levels, "latency_s": latency, "duration_s": duration, "prompt_chars": PROMPT_CHARS,
-                "tree": str(args.tree) if args.tree else None}
+                "tree": str(args.tree) if args.tree else None, "clients": clients}
     result = start_result(NAME, args.quick, settings)
-    per_level = {}
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         rules = Path(tmp) / "rules.json"
         rules.write_text(json.dumps([{"match": "Phase: PLAN", "reply": "<|ACTION|>search<|END|>", "delay_s": latency}]))
         server = standin(rules, Path(tmp) / "scripted.log", args.tree).start()
         try:
-            drive(server.port, 2, min(duration, 1.0))  # warm-up: the server's first requests and imports
-            for level in levels:
-                cpu = server_cpu_s(server.pid)
-                figures = drive(server.port, level, duration)
-                figures["server_cpu_ms_per_request"] = ratio((server_cpu_s(server.pid) - cpu) * 1e3, figures["requests"])
-                figures["allowed_per_s"] = level / latency
-                figures["sustained"] = ratio(figures["requests_per_s"], figures["allowed_per_s"])
-                per_level[str(level)] = figures
+            for client in clients:   # warm-up: the server's first requests, each client's imports
+                drive(server.port, 2, min(duration, 1.0), client)
+            per_level = {str(level): _level(server, level, latency, duration, clients) for level in levels}
         finally:
             server.stop()
     result["results"] = per_level
     result["targets"] = [target(f"stand-in alone at {level} in flight: share of {level} / latency sustained",
-                                f["sustained"], SUSTAINED_LIMIT, ">=", unit="share", source="proposed")
-                         for level, f in ((int(k), v) for k, v in per_level.items())]
-    rows = [[k, f["requests"], f["requests_per_s"], f["allowed_per_s"], f["sustained"], f["latency"]["median_ms"],
-             f["latency"]["p95_ms"], f["connections_opened"], f["server_cpu_ms_per_request"],
-             f["generator_cpu_ms_per_request"]] for k, f in per_level.items()]
-    emit(result, args.out, [table(f"scripted stand-in alone, {latency} s per call",
-                                  ["in flight", "requests", "req/s", "allowed req/s", "sustained", "median ms", "p95 ms",
-                                   "connections", "server CPU ms/req", "generator CPU ms/req"], rows)])
+                                f["bare"]["sustained"], SUSTAINED_LIMIT, ">=", unit="share", source="proposed")
+                         for level, f in per_level.items() if "bare" in f]
+    rows = [[level, client, f["requests"], f["requests_per_s"], f["allowed_per_s"], f["sustained"],
+             f["latency"]["median_ms"], f["latency"]["p95_ms"], f["connections_opened"], f["server_cpu_ms_per_request"],
+             f["generator_cpu_ms_per_request"]] for level, by_client in per_level.items() for client, f in by_client.items()]
+    emit(result, args.out, [table(f"scripted stand-in, {latency} s per call",
+                                  ["in flight", "client", "requests", "req/s", "allowed req/s", "sustained", "median ms",
+                                   "p95 ms", "connections", "server CPU ms/req", "client CPU ms/req"], rows)])
     return 0
+
+
+def _level(server: ServerProcess, level: int, latency: float, duration: float, clients: list[str]) -> dict[str, Any]:
+    """Each client driving ``level`` requests in flight for ``duration`` seconds, one after the other, with the
+    server's CPU per request and the share of ``level`` / ``latency`` each sustained."""
+    from benchmarks.rollout_scaling import server_cpu_s
+
+    by_client = {}
+    for client in clients:
+        cpu = server_cpu_s(server.pid)
+        figures = drive(server.port, level, duration, client)
+        figures["server_cpu_ms_per_request"] = ratio((server_cpu_s(server.pid) - cpu) * 1e3, figures["requests"])
+        figures["allowed_per_s"] = level / latency if latency > 0 else None
+        figures["sustained"] = ratio(figures["requests_per_s"], figures["allowed_per_s"]) if latency > 0 else None
+        by_client[client] = figures
+    return by_client
 
 
 if __name__ == "__main__":

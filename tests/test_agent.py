@@ -29,16 +29,21 @@ def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None, 
         game = make_game(game_name, max_steps=steps + 5)
         store = MemoryStore(tmp_path / "ep" / "files", journal=Journal(tmp_path / "ep" / "journal.jsonl"))
         memory = _client(memory_server, "memory") if memory_server else None
-        agent = MemoryAgent(scaffold, store, game.actions(), game.parse_action, _client(game_server, "game", constrained),
-                            memory)
+        client = _client(game_server, "game", constrained)
+        agent = MemoryAgent(scaffold, store, game.actions(), game.parse_action, client, memory)
         result, outcomes = game.reset(7), []
-        for t in range(steps):
-            agent.observe_state(result.state)
-            outcome = await agent.step(t, result.observation)
-            result = game.step(outcome.action)
-            agent.record_outcome(outcome.action, result.reward)
-            outcomes.append(outcome)
-        game.close()
+        try:
+            for t in range(steps):
+                agent.observe_state(result.state)
+                outcome = await agent.step(t, result.observation)
+                result = game.step(outcome.action)
+                agent.record_outcome(outcome.action, result.reward)
+                outcomes.append(outcome)
+        finally:
+            game.close()
+            for c in (client, memory):
+                if c is not None:
+                    await c.close()
         return agent, outcomes
 
     return asyncio.run(go())

@@ -310,14 +310,43 @@ def test_rollout_scaling_quick(tmp_path, capsys):
         assert figures["steps_per_s"] > 0 and 1 < figures["model_calls_per_step"] <= 2   # no LOG turn at step 0
         bound = figures["cpu_bound"]
         assert bound["cores"] >= 1 and bound["steps_per_s"] == pytest.approx(bound["cores"] / bound["cpu_s_per_step"])
-    sharded = result["results"]["sharded"]
+    sharded, alone = result["results"]["sharded"], result["results"]["one_shards_episodes_alone"]
+    assert alone["episodes"] == result["results"]["saturation_level"] // 2
+    assert result["targets"][1]["speedup_shares_alone_allow"] == pytest.approx(
+        2 * alone["steps_per_s"] / levels[str(result["results"]["saturation_level"])]["steps_per_s"])
     assert sharded["processes"] == 2 and len(sharded["shard_windows_s"]) == 2
     assert min(w[0] for w in sharded["shard_windows_s"]) == 0 and all(w[1] > w[0] for w in sharded["shard_windows_s"])
     assert max(w[1] for w in sharded["shard_windows_s"]) == pytest.approx(sharded["elapsed_s"])
-    assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2"]
-    assert result["targets"][1]["speedup_cpu_bound_allows"] == result["results"]["shard_speedup_cpu_bound_allows"] > 0
+    assert [t["name"].split(" ")[0] for t in result["targets"]] == ["efficiency", "2", "harness"]
+    top = levels["4"]
+    efficiency, harness = result["targets"][0], result["targets"][2]
+    assert efficiency["value"] == pytest.approx(top["efficiency"], abs=1e-6)
+    assert efficiency["efficiency_one_interpreter_allows"] == pytest.approx(
+        1 / top["process_cpu_s_per_step"] / (4 * levels["1"]["steps_per_s"]))
+    assert harness["value"] == pytest.approx(top["cpu_ms_per_step"]["harness"], abs=1e-6) and harness["limit"] == 3.0
+    assert result["targets"][1]["speedup_cpu_bound_allows"] > 0 and "shard_speedup_cpu_bound_allows" not in result["results"]
     saturated = levels[str(result["results"]["saturation_level"])]
     assert result["targets"][1]["speedup_latency_allows"] == pytest.approx(1 / saturated["efficiency"])
+
+
+@pytest.mark.server
+def test_load_generator_quick_with_every_client(tmp_path, capsys):
+    """Each client drives the stand-in through its measured window and is charged its own CPU per request; only the
+    bare client carries the stand-in's target."""
+    result = _run("load_generator", tmp_path, capsys, "--clients", "bare,sdk-httpx,sdk-aiohttp,project")
+    level = result["results"]["4"]
+    assert list(level) == ["bare", "sdk-httpx", "sdk-aiohttp", "project"]
+    for client, figures in level.items():
+        assert figures["client"] == client and figures["requests"] > 0 and figures["generator_cpu_ms_per_request"] > 0
+        assert 0 < figures["sustained"] <= 1.05 and figures["latency"]["median_ms"] >= 50   # the stand-in's 50 ms
+    assert level["bare"]["connections_opened"] == 4 and level["project"]["connections_opened"] is None
+    assert [t["name"] for t in result["targets"]] == ["stand-in alone at 4 in flight: share of 4 / latency sustained"]
+
+
+def test_load_generator_refuses_an_unknown_client(capsys):
+    with pytest.raises(SystemExit):
+        _bench("load_generator").main(["--quick", "--clients", "bare,curl"])
+    assert "--clients: unknown curl; choose from bare, sdk-httpx, sdk-aiohttp, project" in capsys.readouterr().err
 
 
 @pytest.mark.server

@@ -1,18 +1,22 @@
 """Every lane's connection pool verifies TLS with the process's one context: building a context
 loads the CA bundle (about 30 ms of CPU), which a pool per lane paid again for every episode
-played at once (``benchmarks/rollout_scaling.py``)."""
+played at once (``benchmarks/rollout_scaling.py``). A pool's failures are named as httpx names them
+(a server that hangs up or answers too late: ``tests/test_retries.py``)."""
 
 import asyncio
+import socket
 import ssl
+
+import pytest
 
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.attempts import CountingHttpClient, shared_ssl_context
-from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.client import EndpointError, LLMClient
 
 
 def tls_context(pool) -> ssl.SSLContext:
-    """The context the openai client's httpx transport hands its connections (httpcore's pool)."""
-    return pool._client._transport._pool._ssl_context
+    """The context the openai client's aiohttp transport hands its connections."""
+    return pool._client._transport.ssl_context
 
 
 def test_every_pool_of_every_client_verifies_with_the_one_tls_context():
@@ -36,8 +40,33 @@ def test_a_client_given_its_own_context_keeps_it():
     async def context() -> ssl.SSLContext:
         client = CountingHttpClient(verify=own)
         try:
-            return client._transport._pool._ssl_context
+            return client._transport.ssl_context
         finally:
             await client.aclose()
 
     assert asyncio.run(context()) is own
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_refused_connection_counts_as_a_connection_failure_not_a_timeout():
+    """openai's vendored aiohttp adapter names a refused connection ``ConnectTimeout``; the pool's client
+    names it as httpx's own transport does, so the SDK raises ``APIConnectionError`` and the attempt
+    counts as ``connection``."""
+    base_url = f"http://127.0.0.1:{_free_port()}/v1"
+    client = LLMClient(EndpointConfig(name="game", base_url=base_url, model="m", max_retries=1), base_url)
+
+    async def call():
+        try:
+            return await client.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await client.close()
+
+    with pytest.raises(EndpointError) as err:
+        asyncio.run(call())
+    assert err.value.failures == {"connection": 2}
+    assert "last: APIConnectionError" in str(err.value)

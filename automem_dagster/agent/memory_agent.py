@@ -17,6 +17,7 @@ and the fallback applies.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.sampling import request_seed
@@ -95,6 +96,12 @@ class StepOutcome:
     running summary; the memory agent: ``reused_consultation``, the earlier consultation shown again
     without a call), recorded on the step so a reader sees it and a resume restores it."""
 
+    @cached_property
+    def turn_records(self) -> list[dict]:
+        """The turns as the trajectory records them, built once: the agent decides its next steps on them
+        and the runner writes them."""
+        return [asdict(t) for t in self.turns]
+
 
 class MemoryAgent:
     """Plays one episode: holds the episode's memory store and recent history.
@@ -165,8 +172,9 @@ class MemoryAgent:
             context["reused_consultation"] = {"step": reuse.step, "results": reuse.lines}
         plan_turns, parsed = await self._plan_phase(step, observation, warnings, reuse)
         turns += plan_turns
-        self._remember(step, [asdict(t) for t in turns], bool(context))
-        return StepOutcome(parsed.action, parsed.valid, parsed.note, turns, warnings, memory_index, context)
+        outcome = StepOutcome(parsed.action, parsed.valid, parsed.note, turns, warnings, memory_index, context)
+        self._remember(step, outcome.turn_records, bool(context))
+        return outcome
 
     def _remember(self, step: int, turns: list[dict], reused: bool) -> None:
         """Keep what the next steps decide on: the step of the latest LOG and the latest consultation that

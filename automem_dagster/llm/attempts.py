@@ -18,6 +18,7 @@ from collections import Counter
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+import aiohttp
 import httpx2
 import openai
 
@@ -58,7 +59,26 @@ CURRENT_CALL: ContextVar[CallLog | None] = ContextVar("automem_current_call", de
 
 
 def cause_of(error: BaseException) -> str:
-    return TIMEOUT if isinstance(error, httpx2.TimeoutException) else CONNECTION
+    return TIMEOUT if isinstance(error, httpx2.TimeoutException | TimeoutError) else CONNECTION
+
+
+def httpx_error(error: Exception) -> Exception:
+    """``error`` as httpx names it. The aiohttp adapter vendored in openai 3.57
+    (``openai/_vendor/httpx_aiohttp/transport.py``, ``AIOHTTP_EXC_MAP``) turns every
+    ``aiohttp.ClientConnectionError`` that is not a timeout, a refused connection or a server that
+    hung up included, into ``httpx.ConnectTimeout``: the SDK would then raise ``APITimeoutError`` and the
+    attempt would count as a timeout. Such an error is named as httpx's own transport names it instead:
+    ``ConnectError`` for a connection not made, ``RemoteProtocolError`` for a server that closed it
+    without an answer, ``ReadError`` for one reset under a request."""
+    cause = error.__cause__
+    if not isinstance(error, httpx2.ConnectTimeout) or not isinstance(cause, aiohttp.ClientConnectionError) \
+            or isinstance(cause, TimeoutError):
+        return error
+    if isinstance(cause, aiohttp.ClientConnectorError):
+        return httpx2.ConnectError(str(cause))
+    if isinstance(cause, aiohttp.ServerDisconnectedError):
+        return httpx2.RemoteProtocolError(str(cause))
+    return httpx2.ReadError(str(cause))
 
 
 @functools.cache
@@ -71,8 +91,15 @@ def shared_ssl_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
-class CountingHttpClient(openai.DefaultAsyncHttpxClient):
-    """The openai client's default HTTP client, noting each attempt in the current ``CallLog``.
+class CountingHttpClient(openai.DefaultAioHttpClient):
+    """The openai client's aiohttp-backed HTTP client, noting each attempt in the current ``CallLog``.
+
+    aiohttp instead of httpx's own transport (httpcore): with 64 episodes at once, the SDK's request
+    path through httpcore was a third of the event loop's time (its pool scan, a readability poll of
+    each idle connection per request, and its HTTP/1.1 state machine); aiohttp's connector learns of a
+    closed connection from the event loop instead (``benchmarks/rollout_scaling.py``). The SDK's
+    retries, timeouts, proxies from the environment and error statuses are unchanged: its request
+    path is httpx's client as before, only the transport under it differs.
 
     The SDK sends every attempt through ``send`` and, for a completion that is not streamed,
     ``send`` also reads the body, so a timeout or a connection dropped mid-body is caught too.
@@ -90,8 +117,11 @@ class CountingHttpClient(openai.DefaultAsyncHttpxClient):
         try:
             response = await super().send(request, **kwargs)
         except Exception as exc:
-            attempt.cause = cause_of(exc)
-            raise
+            error = httpx_error(exc)
+            attempt.cause = cause_of(error)
+            if error is exc:
+                raise
+            raise error from exc.__cause__
         if response.status_code >= 400:
             attempt.cause = f"http_{response.status_code}"
         return response

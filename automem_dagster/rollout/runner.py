@@ -21,7 +21,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -273,7 +273,7 @@ async def _play_step(play: Play, writer: TrajectoryWriter, game_step: GameStep) 
             "step": play.step, "observation": shown, "action": outcome.action,
             "action_valid": outcome.valid, "action_note": outcome.note,
             "reward": result.reward, "progression": result.progression, "done": result.done,
-            "warnings": outcome.warnings, "turns": [asdict(t) for t in outcome.turns],
+            "warnings": outcome.warnings, "turns": outcome.turn_records,
             **({"memory_index": outcome.memory_index} if outcome.memory_index else {}),
             **({"memory_context": outcome.memory_context} if outcome.memory_context else {}),
             **({"memory_sha": memory_digest(play.store)} if play.store is not None else {}),
