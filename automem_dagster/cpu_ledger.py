@@ -110,11 +110,15 @@ class CpuLedger:
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
-            for thread, book in [entry for entry in self._books if not entry[0].is_alive()]:
-                for name in PHASES:
-                    self._retired[name] += book.seconds[name]
-                self._books.remove((thread, book))
-            return {name: self._retired[name] + sum(book.seconds[name] for _, book in self._books) for name in PHASES}
+            live = []
+            for thread, book in self._books:
+                if thread.is_alive():
+                    live.append((thread, book))
+                else:
+                    for name in PHASES:
+                        self._retired[name] += book.seconds[name]
+            self._books = live
+            return {name: self._retired[name] + sum(book.seconds[name] for _, book in live) for name in PHASES}
 
 
 LEDGER = CpuLedger()

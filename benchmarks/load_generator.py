@@ -45,10 +45,12 @@ PROMPT_CHARS = 4_000
 
 MESSAGES = [{"role": "system", "content": "x" * (PROMPT_CHARS // 2)},
             {"role": "user", "content": "Phase: PLAN\n" + "y" * (PROMPT_CHARS // 2)}]
+BODY = {"model": "scripted", "max_tokens": 160, "messages": MESSAGES}
+"""The chat completion every client sends (``project`` builds the same from its endpoint's settings)."""
 
 
 def _request(port: int) -> bytes:
-    body = json.dumps({"model": "scripted", "max_tokens": 160, "messages": MESSAGES}).encode()
+    body = json.dumps(BODY).encode()
     head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n")
     return head.encode() + body
@@ -68,22 +70,6 @@ async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
         await reader.read()
         return False
     return lines[0].startswith("HTTP/1.1") and headers.get("connection", "").lower() != "close"
-
-
-async def _worker(port: int, window: _Window) -> None:
-    request, reader, writer = _request(port), None, None
-    while window.open():
-        if writer is None:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            window.connections += 1
-        started = time.perf_counter()
-        reusable = await _exchange(reader, writer, request)
-        window.done(started)
-        if not reusable:
-            writer.close()
-            reader = writer = None
-    if writer is not None:
-        writer.close()
 
 
 class _Window:
@@ -111,6 +97,22 @@ class _Window:
             self.latencies.append(time.perf_counter() - started)
 
 
+async def _worker(port: int, window: _Window) -> None:
+    request, reader, writer = _request(port), None, None
+    while window.open():
+        if writer is None:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            window.connections += 1
+        started = time.perf_counter()
+        reusable = await _exchange(reader, writer, request)
+        window.done(started)
+        if not reusable:
+            writer.close()
+            reader = writer = None
+    if writer is not None:
+        writer.close()
+
+
 def _sdk_call(kind: str, port: int):
     """One worker's call through the openai client (``kind`` as in ``CLIENTS``), and what closes it."""
     import openai
@@ -125,8 +127,7 @@ def _sdk_call(kind: str, port: int):
         return partial(client.complete, MESSAGES, lane=0), client.close
     http = openai.DefaultAsyncHttpxClient(verify=shared_ssl_context()) if kind == "sdk-httpx" else CountingHttpClient()
     sdk = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, http_client=http)
-    body = {"model": "scripted", "max_tokens": 160, "messages": MESSAGES}
-    return partial(sdk.post, "/chat/completions", body=body, cast_to=object), sdk.close
+    return partial(sdk.post, "/chat/completions", body=BODY, cast_to=object), sdk.close
 
 
 async def _sdk_worker(kind: str, port: int, window: _Window) -> None:
@@ -145,7 +146,7 @@ def drive(port: int, concurrency: int, duration_s: float, client: str = "bare") 
     connections opened (the bare client's), the client's CPU per request."""
     window = _Window(concurrency, duration_s)
 
-    async def go() -> float:
+    async def go() -> tuple[float, float]:
         workers = (_worker(port, window) if client == "bare" else _sdk_worker(client, port, window)
                    for _ in range(concurrency))
         await asyncio.gather(*workers)

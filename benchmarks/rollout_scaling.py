@@ -217,7 +217,7 @@ def efficiency_target(levels: dict[int, dict[str, Any]], top: int) -> dict[str, 
     (``efficiency_one_interpreter_allows``; an upper bound, since the game's native code may run beside the
     interpreter). Reported, not used to excuse a miss."""
     figures = levels[top]
-    linear = top * levels[min(levels)]["steps_per_s"] / min(levels)
+    linear = ratio(figures["steps_per_s"], figures["efficiency"])   # top x the one-episode rate (``scaling``)
     most = ratio(1.0, figures["process_cpu_s_per_step"])
     allows = ratio(most, linear)
     note = (f"one interpreter at {figures['process_cpu_s_per_step'] * 1e3:.3g} ms CPU a step steps at most {most:.4g} "
