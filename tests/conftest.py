@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pristine_home import HEADER  # first: it points $AUTOMEM_HOME at the committed project data
 
 from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import embedded_server
@@ -19,6 +20,10 @@ from automem_dagster.standins.scripted_vllm import scripted_vllm
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # plain `pytest` (unlike `python -m pytest`) leaves the checkout, so `benchmarks`, off sys.path
     sys.path.insert(0, str(ROOT))
+
+
+def pytest_report_header(config):
+    return HEADER
 
 
 def pytest_configure(config):

@@ -17,11 +17,20 @@ import pytest
 import yaml
 
 from automem_dagster.loop.storage import Storage
+from automem_dagster.paths import ASSETS
 
 REPO = Path(__file__).resolve().parents[1]
 DVC = REPO / ".venv-dvc" / "bin" / "dvc"
 BIN = Path(sys.executable).parent  # the environment running the tests, which holds `automem`
 PROJECT_FILES = ("dvc.yaml", "params.yaml", ".dvcignore", "assets", "dvc_templates")
+
+
+def copy_project(names, root: Path) -> None:
+    """Copy ``names`` from the checkout into ``root``; ``assets`` from the tests' committed copy
+    (``pristine_home.py``), not the checkout's live scaffold store, lineage and registry."""
+    for name in names:
+        source = ASSETS if name == "assets" else REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, root / name)
 
 
 def set_params(path: Path, **values) -> None:
@@ -44,16 +53,13 @@ class StageProject:
                     "DVC_NO_ANALYTICS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get(
                         "PYTHONPATH")]))}
         root.mkdir()
-        for name in PROJECT_FILES:
-            (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, root / name)
+        copy_project(PROJECT_FILES, root)
         self.dvc("init", "--no-scm", "-q")
 
     @property
     def storage(self) -> Storage:
         """Where the project's commands read and write (``AUTOMEM_HOME`` is its root)."""
-        assets = self.root / "assets"
-        return Storage(runs=self.root / "runs", scaffolds=assets / "scaffolds", lineage=assets / "lineage",
-                       seeds_file=assets / "seeds" / "eval.yaml", specialists=assets / "specialists")
+        return Storage.under(self.root)
 
     def set_params(self, **values) -> None:
         set_params(self.root / "params.yaml", **values)

@@ -15,13 +15,12 @@ clone, so each test stands on its own and the expensive round runs once.
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from dvc_stages import BIN, DVC, REPO, set_params
+from dvc_stages import BIN, DVC, copy_project, set_params
 from dvc_stages import PROJECT_FILES as STAGE_PROJECT_FILES
 
 from automem_dagster.llm.embedded_server import embedded_model_path
@@ -72,8 +71,7 @@ class Project:
         is served by ``memory`` (a scripted vLLM that loads it at runtime) where given, and trained on
         the embedded base, the folder that stand-in serves."""
         root.mkdir()
-        for name in PROJECT_FILES:
-            (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, root / name)
+        copy_project(PROJECT_FILES, root)
         endpoint = {"base_url": server.base_url, "constrained": "none"}
         config = {"game": {"name": "game", "model": "scripted", **endpoint},
                   "meta": {"name": "meta", "model": "scripted", **endpoint}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from automem_dagster import tracking
 from automem_dagster.commands import shared
@@ -12,11 +13,13 @@ from automem_dagster.commands.rollout import add_rollout_args, play
 from automem_dagster.commands.structure import structure_round
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings, default_curation
+from automem_dagster.loop.storage import fresh_project_home
 from automem_dagster.loop.structure import RoundResult
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.metrics.power import detectable_gain
+from automem_dagster.paths import RUNS
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.training.base_model import describe_base
 from automem_dagster.training.settings import default_settings
@@ -37,6 +40,9 @@ DEMO_CUTS = (
     "               (full: automem train --game crafter: 8 x 100 steps, the paper's minimum dataset, all epochs)"
 )
 ROUND_DEMO_GAMES = ("crafter",)
+DEMO_HOME = RUNS / "demo"
+"""Where the demo plays: a project home of its own under the git-ignored ``runs/``, so the demo never
+changes the project's versioned ``assets/`` (its candidate versions, lineage and adapter stay there)."""
 
 
 def register(sub) -> None:
@@ -44,6 +50,9 @@ def register(sub) -> None:
                                        "Crafter, then a proficiency round on Crafter")
     add_rollout_args(demo, with_game=False)
     demo.set_defaults(max_steps=6, concurrency=1, run=run)
+    demo.add_argument("--home", type=Path, default=DEMO_HOME,
+                      help="the demo's project home: its assets/ starts as a fresh copy of the project's at every "
+                           "demo, its runs/ is kept (default: %(default)s)")
     demo.add_argument("--no-round", action="store_true", help="only the rollouts, no structure or proficiency round")
     demo.add_argument("--meta", choices=sorted(shared.META_CHOICES), default="rules",
                       help="who diagnoses and revises in the rounds: rules (default; no model) or endpoints (the "
@@ -53,7 +62,11 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.episodes is None and args.seeds is None:
         args.episodes = 2
+    shared.STORAGE = fresh_project_home(args.home)
     console.print(DEMO_CUTS)
+    console.print(f"project home: {args.home} (a fresh copy of assets/; the demo writes only there, under runs/ and "
+                  "in the git-ignored tracking and Dagster stores). Its lineage: "
+                  f"AUTOMEM_HOME={args.home} automem lineage --game crafter")
     play(args, list(DEMO_GAMES))
     if args.no_round:
         return 0

@@ -86,10 +86,12 @@ def print_with_report(table: Table, report: RoundReport) -> None:
 def print_where_to_look(storage: Storage) -> None:
     """The two UIs by their make targets (each opens the project's own store: Dagster's instance
     in ``.dagster_home``, MLflow's in ``$MLFLOW_TRACKING_URI`` or ``mlflow/mlflow.db``), the
-    lineage command and the reports folder."""
+    lineage command and the reports folder. A project home other than the checkout (the demo's) is
+    named in the lineage command, as ``$AUTOMEM_HOME``."""
+    home = "" if storage == Storage() else f"AUTOMEM_HOME={storage.runs.parent} "
     console.print(
         "\nWhere to look:\n"
-        f"  lineage:   .venv/bin/automem lineage --game <game>   (files: {storage.lineage})\n"
+        f"  lineage:   {home}.venv/bin/automem lineage --game <game>   (files: {storage.lineage})\n"
         "  Dagster:   make dagster     then open http://127.0.0.1:3000 (the rounds' assets, checks and plots)\n"
         "  MLflow:    make mlflow-ui   then open http://127.0.0.1:5000 (evaluation and training runs, the "
         "registered specialist)\n"

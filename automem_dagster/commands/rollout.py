@@ -19,7 +19,6 @@ from automem_dagster.commands.shared import (
 )
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold, slug
-from automem_dagster.paths import RUNS
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 
 
@@ -75,7 +74,7 @@ def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpe
         scaffold = resolve_scaffold(game, args.scaffold, shared.STORAGE)
         out = Path(args.out) / slug(game) if args.out and len(games) > 1 else args.out
         specs.append(RolloutSpec(game, scaffold, seeds, args.max_steps,
-                                 Path(out) if out else batch_dir(RUNS, "rollouts", game, scaffold.version, seeds,
+                                 Path(out) if out else batch_dir(shared.STORAGE.runs, "rollouts", game, scaffold.version, seeds,
                                                                  args.max_steps, agent, window, settings),
                                  concurrency=args.concurrency, agent=agent, window=window, settings=settings,
                                  fixed_dir=out is not None))

@@ -3,13 +3,14 @@ the scaffold a round plays (the champion, a version, or a file)."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from automem_dagster.agent.baselines import DEFAULT_WINDOW, WINDOWED
 from automem_dagster.agent.memory_settings import settings_for
 from automem_dagster.games import game_family
-from automem_dagster.paths import RUNS, SCAFFOLDS
+from automem_dagster.paths import ASSETS, RUNS, SCAFFOLDS
 from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE
 from automem_dagster.scaffold import Scaffold, load_scaffold, load_scaffold_file
 from automem_dagster.scaffold.lineage import DEFAULT_ROOT as LINEAGE_ROOT
@@ -28,12 +29,33 @@ class Storage:
     seeds_file: Path = DEFAULT_SEEDS_FILE
     specialists: Path = SPECIALISTS_ROOT
 
+    @classmethod
+    def under(cls, home: Path) -> Storage:
+        """The layout of a project home (``$AUTOMEM_HOME``): ``assets/`` with scaffolds, lineages,
+        seed sets and the specialist registry, and ``runs/`` beside it."""
+        assets = Path(home) / "assets"
+        return cls(runs=Path(home) / "runs", scaffolds=assets / "scaffolds", lineage=assets / "lineage",
+                   seeds_file=assets / "seeds" / "eval.yaml", specialists=assets / "specialists")
+
     def load_lineage(self, family: str) -> Lineage:
         return Lineage.load(family, self.lineage, self.scaffolds)
 
     def update_lineage(self, family: str):
         """``with storage.update_lineage(family) as lineage:`` change it under its cross-process lock."""
         return Lineage.updating(family, self.lineage, self.scaffolds)
+
+
+def fresh_project_home(home: Path, assets: Path = ASSETS) -> Storage:
+    """A project home at ``home`` whose ``assets/`` is a fresh copy of ``assets`` (the checkout's, by
+    default): what a round writes there (candidate versions, the lineage's champion pointer, adapters)
+    stays out of the project's own versioned files. Its ``runs/`` is kept from an earlier start, so
+    batches played there before are reused under the same identity (``rollout/identity.py``)."""
+    home = Path(home)
+    if home.resolve() == Path(assets).resolve().parent:
+        raise ValueError(f"{home} is the project whose assets it would copy: give a separate folder")
+    shutil.rmtree(home / "assets", ignore_errors=True)
+    shutil.copytree(assets, home / "assets")
+    return Storage.under(home)
 
 
 def slug(game: str) -> str:

@@ -1,0 +1,54 @@
+"""`make run` then `make test` in one clone: the demo plays in a project home of its own and leaves the
+checkout's versioned files as they were (issue: the demo once wrote v1.yaml, the lineage and the
+specialist registry into ``assets/``, and the tests then built their stores from that state)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from builders import endpoints_file
+from test_dagster_defs import GAME_RULES
+
+from automem_dagster.loop.storage import Storage, fresh_project_home
+from automem_dagster.paths import ASSETS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_fresh_home_copies_the_assets_again_and_keeps_its_runs(tmp_path):
+    home = tmp_path / "demo"
+    storage = fresh_project_home(home, ASSETS)
+    assert storage == Storage.under(home)
+    assert (storage.scaffolds / "crafter" / "v0.yaml").read_text() == (ASSETS / "scaffolds" / "crafter" / "v0.yaml").read_text()
+    (storage.scaffolds / "crafter" / "v1.yaml").write_text("a candidate of an earlier demo")
+    (storage.runs / "rollouts").mkdir(parents=True)
+    fresh_project_home(home, ASSETS)
+    assert not (storage.scaffolds / "crafter" / "v1.yaml").exists()
+    assert (storage.runs / "rollouts").is_dir()
+
+
+def test_a_home_cannot_be_the_project_it_copies(tmp_path):
+    with pytest.raises(ValueError, match="separate folder"):
+        fresh_project_home(ASSETS.parent, ASSETS)
+
+
+def test_the_demo_leaves_a_clean_clone_clean(tmp_path, scripted):
+    """``automem demo`` (this checkout's code) on a fresh clone of this repository as its project root,
+    its models a scripted stand-in: its structure round registers a candidate and updates a lineage, and
+    still the clone's ``git status`` shows nothing. The candidate and the lineage are in the demo's home."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)
+    server = scripted(GAME_RULES + [{"match": "review its memory decisions", "reply": '{"verdicts": []}'}])
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server)
+    env = {**os.environ, "AUTOMEM_HOME": str(clone), "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-m", "automem_dagster.cli", "demo", "--endpoints", str(endpoints)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "project home:" in run.stderr  # the console's messages go to stderr, the tables to stdout
+    status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain", "--untracked-files=all"],
+                            capture_output=True, text=True, check=True).stdout
+    assert status == "", f"the demo changed the clone's versioned files:\n{status}"
+    home = Storage.under(clone / "runs" / "demo")
+    assert (home.lineage / "crafter.json").exists() and (home.scaffolds / "crafter" / "v1.yaml").exists()
