@@ -43,14 +43,14 @@ def constructed_steps():
             turn("log", "<|APPEND|>map_notes.txt|tree west of start\n<|DONE|>",
                  [op("<|APPEND|>map_notes.txt|tree west of start", "appended", changed=True)]),
             turn("plan", "<|SEARCH|>map_notes.txt|tree",
-                 [op("<|SEARCH|>map_notes.txt|tree", "map_notes.txt line 1: tree west of start")]),
+                 [op("<|SEARCH|>map_notes.txt|tree", "1 lines in map_notes.txt contain 'tree':\ntree west of start")]),
             turn("plan", "<|ACTION|>do<|END|>"),
         ]),
         step("noop", 0.0, 1 / 22, [
             turn("log", "<|APPEND|>actions_log.txt|did do\n<|DONE|>",
                  [op("<|APPEND|>actions_log.txt|did do", "appended", changed=True)]),
             turn("plan", "<|SEARCH|>survival_log.txt|zombie",
-                 [op("<|SEARCH|>survival_log.txt|zombie", "no line contains 'zombie'", empty=True)]),
+                 [op("<|SEARCH|>survival_log.txt|zombie", "no line in survival_log.txt contains 'zombie'", empty=True)]),
             turn("plan", "<|ACTION|>noop<|END|>"),
         ]),
         step("noop", 0.0, 1 / 22, [
@@ -83,16 +83,85 @@ def test_extraction_yields_exactly_the_expected_decisions_and_scores(tmp_path):
     assert sorted(got) == [(0, "plan"), (1, "log"), (1, "plan"), (2, "log"), (2, "plan"),
                            (3, "log"), (3, "plan"), (4, "log"), (4, "plan")]
     scores = {k: d.score.score for k, d in got.items()}
-    assert scores[(0, "plan")] == pytest.approx(P + 1, abs=1e-3)       # a read with content, then an achievement
-    assert scores[(1, "log")] == pytest.approx(P + 1, abs=1e-3)        # a write that the same step's PLAN read
-    assert scores[(1, "plan")] == pytest.approx(P + 1, abs=1e-3)
+    # One achievement in 5 steps: the episode's pace gains 2/5 of it over a window of K = 2 steps.
+    advantage = P - 2 * P / 5
+    assert scores[(0, "plan")] == pytest.approx(advantage, abs=1e-3)   # a read with content, then an achievement
+    assert scores[(1, "log")] == pytest.approx(advantage, abs=1e-3)    # a write that the same step's PLAN showed
+    assert scores[(1, "plan")] == pytest.approx(advantage, abs=1e-3)
     assert scores[(2, "log")] == 0                           # a write never read: no credit for what followed
     assert scores[(2, "plan")] == -1                         # an empty search
     assert scores[(3, "log")] == -1                          # a redundant write
     assert scores[(3, "plan")] == 0                          # action only: nothing consulted
     assert scores[(4, "log")] == -2                          # a malformed turn
-    assert got[(1, "log")].score.writes_used == 1 and got[(2, "log")].score.writes_read == 0
-    assert got[(4, "plan")].score.window == 1                # the window stops at the episode's end
+    assert got[(1, "log")].score.writes_used == 1 and got[(2, "log")].score.writes_used == 0
+    assert [k for k, d in got.items() if d.score.eligible] == [(0, "plan"), (1, "log"), (1, "plan")]
+    assert got[(4, "plan")].score.window == 1 and not got[(4, "plan")].score.full_window   # cut by the end
+    assert {d.score.unit for d in decisions} == {"progression"}
+
+
+def scored(steps, horizon=2):
+    """The decisions of an episode made of ``steps``, by (step, phase)."""
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_episode(Path(folder), 1234, steps)
+        return {(d.step, d.phase): d.score for d in extract_decisions(path, SCAFFOLD, ScoreWeights(horizon=horizon))}
+
+
+def plan_read(text, result, empty=False):
+    return turn("plan", text, [op(text, result, empty=empty)])
+
+
+def act(reward=0.0, progression=0.0, turns=()):
+    return step("noop", reward, progression, [*turns, turn("plan", "<|ACTION|>noop<|END|>")])
+
+
+def test_an_empty_file_read_and_a_substring_only_write_are_not_credited():
+    got = scored([
+        act(turns=[plan_read("<|READ|>map_notes.txt", "map_notes.txt is empty (0 lines)")]),     # an old record
+        act(turns=[plan_read("<|TAIL|>map_notes.txt|3", "map_notes.txt is empty (0 lines)", empty=True)]),
+        step("noop", 0.0, 0.0, [turn("log", "<|APPEND|>map_notes.txt|ok\n<|DONE|>",
+                                     [op("<|APPEND|>map_notes.txt|ok", "appended a line", changed=True)]),
+                                plan_read("<|READ|>strategy.txt", "strategy.txt (1 lines):\nlook for wood"),
+                                turn("plan", "<|ACTION|>noop<|END|>")]),
+        step("noop", 0.0, 0.0, [turn("log", "<|APPEND|>map_notes.txt|tree east\n<|DONE|>",
+                                     [op("<|APPEND|>map_notes.txt|tree east", "appended a line", changed=True)]),
+                                plan_read("<|READ|>actions_log.txt", "actions_log.txt (1 lines):\ntree east"),
+                                turn("plan", "<|ACTION|>noop<|END|>")]),
+        step("noop", 0.0, 0.0, [turn("log", "<|UPSERT|>map_notes.txt|tree|2 west\n<|DONE|>",
+                                     [op("<|UPSERT|>map_notes.txt|tree|2 west", "added key 'tree'", changed=True)]),
+                                plan_read("<|READ|>map_notes.txt", "map_notes.txt (2 lines):\ntree west\ntree: 2 west"),
+                                turn("plan", "<|ACTION|>noop<|END|>")]),
+        act(1.0, 1 / 22),
+    ])
+    assert not got[(0, "plan")].credited and not got[(1, "plan")].credited      # "(0 lines)" shows no line
+    assert got[(1, "plan")].empty == 1
+    assert not got[(2, "log")].credited          # "ok" is in "look for wood", but not a line of map_notes.txt
+    assert not got[(3, "log")].credited          # the very line, but shown as a line of another file
+    assert got[(4, "log")].credited and got[(4, "plan")].credited              # the line, in its own file
+
+
+def test_create_and_count_credit_nothing():
+    got = scored([
+        act(turns=[turn("plan", "<|CREATE|>notes.txt", [op("<|CREATE|>notes.txt", "created notes.txt (empty)",
+                                                          changed=True)])]),
+        act(turns=[plan_read("<|COUNT|>map_notes.txt|tree", "2 lines in map_notes.txt contain 'tree'")]),
+        act(1.0, 1 / 22), act(1.0, 1 / 22),
+    ])
+    assert not got[(0, "plan")].credited and not got[(1, "plan")].credited
+    assert got[(0, "plan")].score == got[(1, "plan")].score == 0
+
+
+def test_a_constant_time_penalty_cancels_and_an_achievement_counts_once():
+    reading = [plan_read("<|READ|>strategy.txt", "strategy.txt (1 lines):\nCollect wood")]
+    penalised = scored([act(-0.01, turns=reading) for _ in range(4)])
+    assert all(s.unit == "reward" for s in penalised.values())
+    assert penalised[(0, "plan")].credited and penalised[(0, "plan")].advantage == 0   # the penalty is the pace
+    # Crafter: an achievement is progression and a reward of 1; the score counts the progression only.
+    crafter = scored([act(turns=reading), act(1.0, 1 / 22), act(0.0, 1 / 22), act(0.0, 1 / 22)])
+    assert crafter[(0, "plan")].unit == "progression"
+    assert crafter[(0, "plan")].window_return == pytest.approx(P, abs=1e-3)
+    assert crafter[(0, "plan")].advantage == pytest.approx(P - 2 * P / 4, abs=1e-3)
 
 
 def test_examples_rebuild_the_specialists_prompts(tmp_path):
@@ -165,10 +234,18 @@ def test_curation_keeps_good_decisions_and_never_an_eval_seed(tmp_path):
     assert result.examples == len(table) == 5     # two-turn plans give two examples each
     stats = json.loads((tmp_path / "data" / "stats.json").read_text())
     assert stats["excluded_episodes"][0]["reason"] == "seed 42 is an evaluation seed"
-    assert stats["verdicts"] == {"accepted": 3, "unreviewed": 3, "rejected": 3}
+    assert stats["verdicts"] == {"accepted": 3, "ineligible": 5, "rejected": 1}
     audit = [json.loads(line) for line in (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()]
     assert len(audit) == 9 and all(a["verdict"] and a["reason"] for a in audit)
     assert len(stats["dataset_hash"]) == 16
+
+
+def test_accept_score_zero_takes_no_uncredited_decision(tmp_path):
+    write_episode(tmp_path / "batch", 1234)
+    result = asyncio.run(curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data",
+                                settings(accept_score=0.0, review_floor=-5.0)))
+    assert result.stats["verdicts"] == {"accepted": 3, "ineligible": 5, "rejected": 1}
+    assert result.stats["eligible_decisions"] == 3
 
 
 def test_a_dataset_below_the_minimum_stops_with_a_clear_message(tmp_path):
@@ -205,17 +282,18 @@ def test_meta_review_keeps_or_drops_borderline_decisions(tmp_path, scripted):
     async def run():
         client = scripted_client(server)
         try:
-            return await curate([batch], SCAFFOLD, [42], tmp_path / "data", settings(), meta=client)
+            return await curate([batch], SCAFFOLD, [42], tmp_path / "data", settings(accept_score=10), meta=client)
         finally:
             await client.close()
 
     result = asyncio.run(run())
-    assert result.stats["verdicts"] == {"accepted": 3, "reviewed_kept": 1, "reviewed_dropped": 2, "rejected": 3}
+    assert result.stats["verdicts"] == {"reviewed_kept": 1, "reviewed_dropped": 2, "ineligible": 5, "rejected": 1}
     review = json.loads((tmp_path / "data" / "review.json").read_text())
     assert len(review) == 1 and review[0]["error"] is None
     lines = (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()
     audit = {json.loads(line)["id"]: json.loads(line) for line in lines}
-    assert audit["crafter__seed1234/step2/log"]["reason"] == "records where the agent acted"    # best borderline first
+    assert audit["crafter__seed1234/step0/plan"]["reason"] == "records where the agent acted"    # best borderline first
+    assert audit["crafter__seed1234/step2/log"]["verdict"] == "ineligible"      # uncredited: never reviewed
 
 
 def test_an_unusable_review_reply_drops_the_batch_and_is_kept(tmp_path, scripted):
@@ -225,12 +303,14 @@ def test_an_unusable_review_reply_drops_the_batch_and_is_kept(tmp_path, scripted
     async def run():
         client = scripted_client(server)
         try:
-            return await curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings(), meta=client)
+            return await curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings(accept_score=10),
+                                meta=client)
         finally:
             await client.close()
 
-    result = asyncio.run(run())
-    assert result.stats["verdicts"]["reviewed_dropped"] == 3
+    with pytest.raises(DatasetTooSmall, match="kept 0 examples"):     # every borderline decision dropped
+        asyncio.run(run())
+    assert json.loads((tmp_path / "data" / "stats.json").read_text())["verdicts"]["reviewed_dropped"] == 3
     review = json.loads((tmp_path / "data" / "review.json").read_text())
     assert review[0]["reply"] == "I think they are fine" and review[0]["error"].startswith("review reply unusable")
 
@@ -244,7 +324,8 @@ def test_the_review_counts_its_calls_with_an_eta(tmp_path, scripted):
     async def run():
         client = scripted_client(server)
         try:
-            await curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings(review_batch=1), meta=client,
+            await curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data", settings(review_batch=1, accept_score=10),
+                         meta=client,
                          progress=lines.append)
         finally:
             await client.close()

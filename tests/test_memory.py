@@ -265,7 +265,8 @@ def test_create_read_and_empty_file(store: MemoryStore) -> None:
     created = one(store, "<|CREATE|>notes.txt")
     assert created.ok and created.changed
     read = one(store, "<|READ|>notes.txt")
-    assert read.ok and not read.empty and "empty" in read.text
+    assert read.ok and read.empty and read.text == "notes.txt is empty (0 lines)"   # showed no line
+    assert one(store, "<|TAIL|>notes.txt|3").empty
     again = one(store, "<|CREATE|>notes.txt")
     assert again.ok and again.redundant and not again.changed
 

@@ -117,8 +117,10 @@ def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
     budget = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=12, eval_max_steps=6, eval_episodes=2,
                            concurrency=concurrency)
     # The 135M model's decisions rarely score above 0 in 12 steps and its reviews are erratic, so the
-    # demo takes every decision that loses no points (still deduplicated, balanced, eval seeds out).
-    curation = default_curation("crafter", min_examples=DEMO_MIN_EXAMPLES, weights=ScoreWeights(horizon=10),
+    # demo takes every eligible decision that loses no points (credited, with a full window of 4
+    # steps, which 12-step episodes leave to 9 of their steps; still deduplicated, balanced, eval
+    # seeds out).
+    curation = default_curation("crafter", min_examples=DEMO_MIN_EXAMPLES, weights=ScoreWeights(horizon=4),
                                 accept_score=0.0, review_floor=0.0, max_review_batches=2)
     # The paper's LoRA defaults for the base, one example per step: a CPU step of 4 ~1,000-token
     # examples takes minutes, and the demo only needs the adapter trained, exported and served.

@@ -46,8 +46,9 @@ class Op:
 class OpResult:
     """What an operation did, as text for the model plus flags for the behaviour metrics.
 
-    ``redundant`` marks a write of a line the file already held, ``empty`` a SEARCH or COUNT
-    that matched nothing, ``changed`` that the file's content changed on disk.
+    ``redundant`` marks a write of a line the file already held, ``empty`` a read that showed no
+    line (a SEARCH or COUNT that matched nothing, a READ or TAIL of an empty file), ``changed`` that
+    the file's content changed on disk.
     """
 
     ok: bool

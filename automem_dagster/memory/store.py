@@ -294,13 +294,13 @@ class MemoryStore:
     def _read(self, name: str, args: tuple[str, ...]) -> OpResult:
         lines = self._read_lines(name)
         if not lines:
-            return OpResult(True, f"{name} is empty (0 lines)")
+            return OpResult(True, f"{name} is empty (0 lines)", empty=True)
         return OpResult(True, f"{name} ({len(lines)} lines):\n" + self._bounded(lines))
 
     def _tail(self, name: str, args: tuple[str, ...]) -> OpResult:
         lines = self._read_lines(name)
         if not lines:
-            return OpResult(True, f"{name} is empty (0 lines)")
+            return OpResult(True, f"{name} is empty (0 lines)", empty=True)
         shown = lines[-int(args[0]) :]
         header = f"last {len(shown)} of {len(lines)} lines of {name}:\n"
         return OpResult(True, header + self._bounded(shown, from_end=True))

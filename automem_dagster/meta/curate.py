@@ -1,14 +1,16 @@
 """Curation: from training rollouts to the specialist's SFT dataset.
 
-Decisions (``meta/decisions.py``) at or above ``accept_score`` are taken; those between
-``review_floor`` and ``accept_score`` are borderline and go to the meta-LLM in batches, which
-keeps or drops each with a reason; the rest, and every decision with a malformed turn, are
-dropped. Then identical examples are removed, no completion may repeat more than
-``max_repeats`` times (a dataset of a thousand ``<|DONE|>`` teaches nothing), and no episode
-may contribute more than ``episode_balance`` times its fair share. Episodes on evaluation
-seeds never enter: they are excluded before extraction and the finished dataset is checked
-again. Below ``min_examples`` curation stops with ``DatasetTooSmall`` after writing its
-audit files, because training on too little teaches the specialist noise.
+Only eligible decisions (``meta/decisions.py``: credited, with a full window) are considered: an
+uncredited one is neither accepted nor reviewed, whatever ``accept_score`` says. Eligible
+decisions at or above ``accept_score`` are taken; those between ``review_floor`` and
+``accept_score`` are borderline and go to the meta-LLM in batches, which keeps or drops each
+with a reason; the rest, and every decision with a malformed turn, are dropped. Then identical
+examples are removed, no completion may repeat more than ``max_repeats`` times (a dataset of a
+thousand ``<|DONE|>`` teaches nothing), and no episode may contribute more than
+``episode_balance`` times its fair share. Episodes on evaluation seeds never enter: they are
+excluded before extraction and the finished dataset is checked again. Below ``min_examples``
+curation stops with ``DatasetTooSmall`` after writing its audit files, because training on too
+little teaches the specialist noise.
 
 The dataset folder holds ``dataset.parquet`` (trl's conversational prompt/completion format
 plus provenance: episode, seed, step, phase, turn, score), ``decisions.jsonl`` (every
@@ -116,6 +118,12 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
     for d in decisions:
         if d.score.malformed:
             d.verdict, d.reason = "rejected", "a turn of this decision was malformed"
+        elif not d.score.full_window:
+            d.verdict, d.reason = "ineligible", (f"its window has {d.score.window} of {settings.weights.horizon} "
+                                                 "steps (the episode ended): no advantage to measure")
+        elif not d.score.credited:
+            d.verdict, d.reason = "ineligible", ("uncredited: no write shown by a later PLAN read, "
+                                                 "no read that showed a line")
         elif d.score.score >= settings.accept_score:
             d.verdict, d.reason = "accepted", f"score {d.score.score:g} >= {settings.accept_score:g}"
         elif d.score.score >= settings.review_floor:
@@ -220,9 +228,10 @@ def _describe(i: int, d: MemoryDecision) -> str:
     text = " | ".join(e["completion"][0]["content"].replace("\n", " ") for e in d.examples)
     observation = d.examples[0]["prompt"][1]["content"].rsplit("Now:", 1)[-1].strip()[:400]
     return (f"[{i}] {d.phase.upper()} at step {d.step}. Situation:\n{observation}\nIt wrote: {text[:300]}\n"
-            f"Operations: {ops[:300]}\nAfterwards ({s.window} steps): progression {s.progression_delta:+.1f} points, "
-            f"reward {s.reward:+.2f}; writes {s.writes} (read later {s.writes_read}), reads {s.reads} "
-            f"(with content {s.reads_with_content}), redundant {s.redundant}, empty {s.empty}.")
+            f"Operations: {ops[:300]}\nAfterwards ({s.window} steps): {s.window_return:+.2f} {s.unit} against "
+            f"{s.baseline:+.2f} at the episode's pace (advantage {s.advantage:+.2f}); writes {s.writes} "
+            f"(shown by a later PLAN read {s.writes_used}), reads {s.reads} (showing lines {s.reads_with_content}), "
+            f"redundant {s.redundant}, empty {s.empty}.")
 
 
 def _dedupe(kept: list[MemoryDecision], max_repeats: int) -> list[MemoryDecision]:
@@ -287,6 +296,7 @@ def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: li
         "excluded_episodes": excluded,
         "score": {"min": scores[0], "median": scores[len(scores) // 2], "max": scores[-1]} if scores else {},
         "credited_decisions": sum(d.score.credited for d in decisions),
+        "eligible_decisions": sum(d.score.eligible for d in decisions),
         "mean_prompt_chars": round(sum(len(m["content"]) for r in rows for m in r["prompt"]) / len(rows)) if rows else 0,
         "mean_completion_chars": round(sum(len(r["completion"][0]["content"]) for r in rows) / len(rows)) if rows else 0,
     }

@@ -6,11 +6,19 @@ agent the specialist only consults and the game model acts). Each turn of a deci
 one prompt/completion example, the prompt rebuilt with the same ``prompts.phase_messages``
 the agent uses, in the specialist's role, so training sees what inference shows.
 
-The score guards against reward hacking: outcomes are measured over the next ``horizon``
-steps (not the immediate reward), and a decision earns them only when its effect reached the
-game: a write whose content a later PLAN read showed, or a read that returned something. A
-write that is never read earns nothing, whatever happened afterwards. Redundant writes,
-empty searches, failed operations and malformed turns cost points.
+The score is a cheap stand-in for the causal effect (the episode replayed with and without
+the decision), to be calibrated against it, not trusted. Over a full window of ``horizon`` steps from the decision on,
+it is what the window gained beyond the episode's own pace (the episode's per-step return
+times the window's length), in one unit: progression points, or the game's reward where
+progression never moved. A constant time penalty therefore cancels out, and a decision late in
+an episode, whose window the episode's end cuts short, is not scored at all.
+
+A decision earns that advantage only when its effect reached the game: a write that a PLAN
+read inside the window showed as a line of the file it wrote, or (for a decision that wrote
+nothing) a READ, TAIL or SEARCH that showed at least one line. An empty file's "(0 lines)",
+a search that matched nothing, CREATE and COUNT show no line and credit nothing. An
+uncredited decision is not eligible for a dataset at all. Redundant writes, empty reads,
+failed operations and malformed turns cost points.
 """
 
 from __future__ import annotations
@@ -35,12 +43,11 @@ DONE = "<|DONE|>"
 
 
 class ScoreWeights(BaseModel):
-    """How a decision is scored: outcome over ``horizon`` steps minus penalties."""
+    """How a decision is scored: its window's advantage over ``horizon`` steps minus penalties."""
 
     model_config = ConfigDict(extra="forbid")
 
     horizon: int = Field(50, ge=1, description="K: steps after the decision whose outcome it is credited with")
-    reward_weight: float = Field(1.0, ge=0.0, description="points per unit of game reward (progression counts in percent)")
     redundant_penalty: float = Field(1.0, ge=0.0)
     empty_penalty: float = Field(1.0, ge=0.0)
     failed_penalty: float = Field(1.0, ge=0.0)
@@ -49,23 +56,36 @@ class ScoreWeights(BaseModel):
 
 @dataclass
 class MemoryDecisionScore:
-    progression_delta: float
-    """Percentage points of progression gained from before the decision to the window's end."""
-    reward: float
+    unit: str
+    """``progression`` (percentage points) where the episode's progression moved, else ``reward``."""
     window: int
+    """Steps from the decision's own step on that its window covers (``horizon`` when full)."""
+    full_window: bool = False
+    window_return: float = 0.0
+    """What the window's steps gained, in ``unit``."""
+    baseline: float = 0.0
+    """What ``window`` steps gain at the episode's own pace: its total over its length, times ``window``."""
+    advantage: float = 0.0
+    """``window_return - baseline``: what the window gained beyond the episode's pace."""
     writes: int = 0
-    writes_read: int = 0
-    """Writes whose content some later read showed."""
     writes_used: int = 0
-    """Writes whose content a later PLAN read showed, right before an action was chosen."""
+    """Writes that a PLAN read inside the window showed as a line of the file they wrote."""
     reads: int = 0
     reads_with_content: int = 0
+    """READ, TAIL or SEARCH results that showed at least one line of the file."""
     redundant: int = 0
     empty: int = 0
     failed: int = 0
     malformed: int = 0
     credited: bool = False
+    """The decision's effect reached the game: a write used (when it wrote) or a read with content."""
     score: float = 0.0
+    """``advantage`` minus penalties when credited; minus penalties alone otherwise."""
+
+    @property
+    def eligible(self) -> bool:
+        """Only a credited decision with a full window may enter a dataset or be reviewed."""
+        return self.credited and self.full_window
 
 
 @dataclass
@@ -157,7 +177,7 @@ def _decision(header: dict, t: int, phase: str, turns: list[dict], messages: lis
         results = [f"{r['op']} -> {r['result']}" for r in turn["ops"]]
         messages += [{"role": "assistant", "content": text}, {"role": "user", "content": prompts.results_message(results)}]
     return MemoryDecision(header["episode"], int(header["seed"]), t, phase, examples, ops, errors,
-                          MemoryDecisionScore(0.0, 0.0, 0))
+                          MemoryDecisionScore("", 0))
 
 
 def _without_action(text: str) -> str:
@@ -169,8 +189,8 @@ def _without_action(text: str) -> str:
     return f"{rest}\n{DONE}" if rest else DONE
 
 
-def _reads_after(steps: list[dict]) -> list[list[tuple[str, str]]]:
-    """Per step, the (phase, result) of every content read, in order."""
+def _reads_after(steps: list[dict]) -> list[list[tuple[str, str, list[str]]]]:
+    """Per step, the (phase, file, lines shown) of every successful content read, in order."""
     out = []
     for step in steps:
         found = []
@@ -178,9 +198,24 @@ def _reads_after(steps: list[dict]) -> list[list[tuple[str, str]]]:
             for rec in turn["ops"]:
                 op = _parsed(rec["op"])
                 if op is not None and op.name in CONTENT_READS and rec["ok"]:
-                    found.append((turn["phase"], rec["result"]))
+                    found.append((turn["phase"], op.file, shown_lines(rec)))
         out.append(found)
     return out
+
+
+def shown_lines(rec: dict) -> list[str]:
+    """The file lines a READ, TAIL or SEARCH result showed: every line after the result's header,
+    none for an empty file ("f is empty (0 lines)") or a search that matched nothing."""
+    if rec["empty"]:
+        return []
+    return [line.strip() for line in rec["result"].split("\n")[1:] if line.strip()]
+
+
+def written_line(op) -> str:
+    """The line a write puts in its file, as the store writes it (UPSERT: ``key: text``)."""
+    if op.name is OpName.UPSERT:
+        return f"{op.args[0]}: {op.args[1]}"
+    return op.args[-1]
 
 
 def _parsed(text: str):
@@ -188,18 +223,29 @@ def _parsed(text: str):
     return ops[0] if ops else None
 
 
-def _score(decision: MemoryDecision, steps: list[dict], t: int, reads: list[list[tuple[str, str]]],
+def step_gains(steps: list[dict]) -> tuple[str, list[float]]:
+    """Each step's gain in one unit: progression points where the episode's progression ever moved,
+    else the game's reward (never both: in Crafter an achievement is both a progression step and a
+    reward of 1, and adding them would count it twice)."""
+    progression = [100.0 * step["progression"] for step in steps]
+    gains = [p - (progression[i - 1] if i else 0.0) for i, p in enumerate(progression)]
+    if any(abs(g) > 1e-12 for g in gains):
+        return "progression", gains
+    return "reward", [float(step["reward"]) for step in steps]
+
+
+def _score(decision: MemoryDecision, steps: list[dict], t: int, reads: list[list[tuple[str, str, list[str]]]],
            weights: ScoreWeights) -> MemoryDecisionScore:
-    end = min(t + weights.horizon, len(steps)) - 1
-    before = steps[t - 1]["progression"] if t > 0 else 0.0
-    s = MemoryDecisionScore(
-        progression_delta=round(100.0 * (steps[end]["progression"] - before), 4),
-        reward=round(sum(step["reward"] for step in steps[t:end + 1]), 4),
-        window=end - t + 1,
-    )
-    # Reads that happen after this decision: a LOG write can be read by the same step's PLAN.
-    later = [r for r in reads[t] if r[0] == "plan"] if decision.phase == "log" else []
-    later += [r for step_reads in reads[t + 1:] for r in step_reads]
+    unit, gains = step_gains(steps)
+    end = min(t + weights.horizon, len(steps))
+    window = end - t
+    s = MemoryDecisionScore(unit=unit, window=window, full_window=window == weights.horizon)
+    s.window_return = round(sum(gains[t:end]), 4)
+    s.baseline = round(sum(gains) / len(gains) * window, 4)
+    s.advantage = round(s.window_return - s.baseline, 4)
+    # PLAN reads inside the window that follow this decision: a LOG write can be read by the same step's PLAN.
+    plan_reads = [(file, lines) for step_reads in reads[t + (decision.phase == "plan"):end]
+                  for phase, file, lines in step_reads if phase == "plan"]
     turns = [turn for turn in steps[t]["turns"] if turn["phase"] == decision.phase]
     for turn in turns:
         for rec in turn["ops"]:
@@ -211,17 +257,14 @@ def _score(decision: MemoryDecision, steps: list[dict], t: int, reads: list[list
             s.empty += rec["empty"]
             if op.name in WRITE_OPS:
                 s.writes += 1
-                content = op.args[-1].strip()
-                seen = [phase for phase, result in later if content and content in result]
-                s.writes_read += bool(seen)
-                s.writes_used += "plan" in seen
-            elif op.name is not OpName.DONE:
+                line = written_line(op).strip()
+                s.writes_used += any(file == op.file and line in lines for file, lines in plan_reads)
+            elif op.name in CONTENT_READS:
                 s.reads += 1
-                s.reads_with_content += not rec["empty"] and bool(rec["result"].strip())
+                s.reads_with_content += bool(shown_lines(rec))
     s.malformed = sum(1 for turn in turns if turn["errors"])
     s.credited = s.writes_used > 0 if s.writes else s.reads_with_content > 0
-    outcome = s.progression_delta + weights.reward_weight * s.reward if s.credited else 0.0
     penalties = (weights.redundant_penalty * s.redundant + weights.empty_penalty * s.empty
                  + weights.failed_penalty * s.failed + weights.malformed_penalty * s.malformed)
-    s.score = round(outcome - penalties, 4)
+    s.score = round((s.advantage if s.credited else 0.0) - penalties, 4)
     return s
