@@ -58,10 +58,12 @@ META_RULES = [
 
 
 def round_config(**overrides) -> dg.RunConfig:
-    """One budget for every asset of the round: 4 training episodes of 2 steps (3 examples each, so
-    the held-out validation episode is small: on two CPU cores the trainer needs seconds per
-    ~700-token Crafter prompt), 1 optimizer step, 2 evaluation episodes of 10 steps."""
-    config = ProficiencyConfig(**{"rollout_episodes": 4, "rollout_max_steps": 2, "min_examples": 6,
+    """One budget for every asset of the round: 4 training episodes of 8 steps (the memory routine
+    first writes at step 5 and the PLAN reads it there; curation credits only that, 3 examples an
+    episode, so the held-out validation episode is small: on two CPU cores the trainer needs seconds
+    per ~700-token Crafter prompt), a window of 2 steps, 1 optimizer step, 2 evaluation episodes of
+    10 steps."""
+    config = ProficiencyConfig(**{"rollout_episodes": 4, "rollout_max_steps": 8, "horizon": 2, "min_examples": 6,
                                   "max_review_batches": 4, "max_train_steps": 1, "base": "embedded", **overrides})
     return dg.RunConfig(ops={name: config for name in PROFICIENCY_ASSETS - {"champion_specialist"}})
 

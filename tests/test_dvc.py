@@ -82,7 +82,7 @@ class Project:
         p = cls(root)
         p.set_params(endpoints="endpoints.yaml", rollout={"episodes": 2, "max_steps": 3},
                      evaluate={"episodes": 2, "max_steps": 3},
-                     curate={"min_examples": 4, "horizon": 3, "review_batches": 2, "accept_score": 1.0},
+                     curate={"min_examples": 4, "horizon": 1, "review_batches": 2, "accept_score": 1.0},
                      finetune={"max_steps": 2, "base": "embedded"})
         p.git("init", "-q")
         p.git("config", "user.email", "test@example.invalid")
