@@ -232,9 +232,14 @@ def test_curation_keeps_good_decisions_and_never_an_eval_seed(tmp_path):
     assert {r["seed"] for r in table} == {1234}
     assert {(r["step"], r["phase"]) for r in table} == {(0, "plan"), (1, "log"), (1, "plan")}
     assert result.examples == len(table) == 5     # two-turn plans give two examples each
+    advantage = P - 2 * P / 5
+    assert {(r["effect_method"], r["effect_unit"], r["window"]) for r in table} == {("cheap", "progression", 2)}
+    assert all(r["effect"] == pytest.approx(advantage, abs=1e-3) for r in table)
     stats = json.loads((tmp_path / "data" / "stats.json").read_text())
     assert stats["excluded_episodes"][0]["reason"] == "seed 42 is an evaluation seed"
     assert stats["verdicts"] == {"accepted": 3, "ineligible": 5, "rejected": 1}
+    assert stats["kept_effects"]["method"] == {"cheap": 3}
+    assert stats["kept_effects"]["by_unit"]["progression"]["above_zero"] == 3
     audit = [json.loads(line) for line in (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()]
     assert len(audit) == 9 and all(a["verdict"] and a["reason"] for a in audit)
     assert len(stats["dataset_hash"]) == 16

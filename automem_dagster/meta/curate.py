@@ -13,7 +13,8 @@ curation stops with ``DatasetTooSmall`` after writing its audit files, because t
 little teaches the specialist noise.
 
 The dataset folder holds ``dataset.parquet`` (trl's conversational prompt/completion format
-plus provenance: episode, seed, step, phase, turn, score), ``decisions.jsonl`` (every
+plus provenance: episode, seed, step, phase, turn, score, and the decision's effect with its
+unit, how it was measured and its window), ``decisions.jsonl`` (every
 decision with its score, verdict and reason), ``review.json`` (every meta-LLM call) and
 ``stats.json`` (counts, score distribution and the dataset's content hash, its version).
 """
@@ -277,7 +278,9 @@ def _example_key(example: dict) -> str:
 
 def _row(d: MemoryDecision, example: dict) -> dict:
     return {"prompt": example["prompt"], "completion": example["completion"], "episode": d.episode, "seed": d.seed,
-            "step": d.step, "phase": d.phase, "turn": example["turn"], "score": d.score.score}
+            "step": d.step, "phase": d.phase, "turn": example["turn"], "score": d.score.score,
+            "effect": d.score.advantage, "effect_unit": d.score.unit, "effect_method": "cheap",
+            "window": d.score.window}
 
 
 def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: list[dict], excluded: list[dict],
@@ -297,9 +300,22 @@ def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: li
         "score": {"min": scores[0], "median": scores[len(scores) // 2], "max": scores[-1]} if scores else {},
         "credited_decisions": sum(d.score.credited for d in decisions),
         "eligible_decisions": sum(d.score.eligible for d in decisions),
+        "kept_effects": _effects(kept),
         "mean_prompt_chars": round(sum(len(m["content"]) for r in rows for m in r["prompt"]) / len(rows)) if rows else 0,
         "mean_completion_chars": round(sum(len(r["completion"][0]["content"]) for r in rows) / len(rows)) if rows else 0,
     }
+
+
+def _effects(kept: list[MemoryDecision]) -> dict:
+    """How the kept decisions' effects were measured and their spread, per unit. Every effect is
+    today the cheap score's advantage (``method`` cheap); none was replayed, so there is no
+    calibration against a replayed effect to report."""
+    out: dict = {"method": dict(Counter("cheap" for _ in kept)), "by_unit": {}}
+    for unit in sorted({d.score.unit for d in kept}):
+        values = sorted(d.score.advantage for d in kept if d.score.unit == unit)
+        out["by_unit"][unit] = {"decisions": len(values), "min": values[0], "median": values[len(values) // 2],
+                                "max": values[-1], "above_zero": sum(v > 0 for v in values)}
+    return out
 
 
 def write_dataset(path: Path, rows: list[dict]) -> str:
