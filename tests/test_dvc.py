@@ -80,7 +80,9 @@ class Project:
                                 "constrained": "none"}
         (root / "endpoints.yaml").write_text(yaml.safe_dump(config))
         p = cls(root)
-        p.set_params(endpoints="endpoints.yaml", rollout={"episodes": 2, "max_steps": 3},
+        # 7 rollout steps: the memory routine first writes at step 5, and curation credits only a write
+        # a PLAN read showed (or a read that showed a line), never step 0's read of an empty file.
+        p.set_params(endpoints="endpoints.yaml", rollout={"episodes": 2, "max_steps": 7},
                      evaluate={"episodes": 2, "max_steps": 3},
                      curate={"min_examples": 4, "horizon": 1, "review_batches": 2, "accept_score": 1.0},
                      finetune={"max_steps": 2, "base": "embedded"})

@@ -74,9 +74,12 @@ def register(sub) -> None:
 def add_curation_args(p: argparse.ArgumentParser, min_help: str) -> None:
     p.add_argument("--min-examples", type=int, default=None, help=min_help)
     p.add_argument("--accept-score", type=float, default=None,
-                   help="take decisions scoring at least this without review (default 1.0; 0 takes every "
-                        "decision that loses no points, as the demo does for the embedded model)")
-    p.add_argument("--horizon", type=int, default=50, help="K: steps after a memory decision it is credited with")
+                   help="take credited decisions scoring at least this without review (default 1.0; 0 takes "
+                        "every credited decision that loses no points, as the demo does for the embedded model; "
+                        "an uncredited decision is never taken)")
+    p.add_argument("--horizon", type=int, default=50,
+                   help="K: the window, in steps from a memory decision on, whose advantage it is credited with; "
+                        "decisions fewer than K steps before an episode's end are not eligible")
     p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls for borderline decisions")
 
 
