@@ -1,4 +1,4 @@
-"""Memory decisions cut out of trajectories, each scored by what followed it.
+"""Memory decisions cut out of trajectories, each scored by a cheap advantage.
 
 A memory decision is one LOG phase (its turns up to ``<|DONE|>``) or the consultation part of
 one PLAN phase (its reads, the game action replaced by ``<|DONE|>``, since in the two-model
@@ -6,12 +6,13 @@ agent the specialist only consults and the game model acts). Each turn of a deci
 one prompt/completion example, the prompt rebuilt with the same ``prompts.phase_messages``
 the agent uses, in the specialist's role, so training sees what inference shows.
 
-The score is a cheap stand-in for the causal effect (the episode replayed with and without
-the decision), to be calibrated against it, not trusted. Over a full window of ``horizon`` steps from the decision on,
-it is what the window gained beyond the episode's own pace (the episode's per-step return
-times the window's length), in one unit: progression points, or the game's reward where
-progression never moved. A constant time penalty therefore cancels out, and a decision late in
-an episode, whose window the episode's end cuts short, is not scored at all.
+The score is a cheap stand-in for the causal effect (the episode replayed with and without the
+decision), to be calibrated against it, not trusted. Over a full window of ``horizon`` steps
+from the decision on, it is what the window gained beyond the episode's own pace (the episode's
+per-step return times the window's length), in one unit: progression points, or the game's
+reward where progression never moved. A constant time penalty therefore cancels out, and a
+decision late in an episode, whose window the episode's end cuts short, is not eligible rather
+than paid less.
 
 A decision earns that advantage only when its effect reached the game: a write that a PLAN
 read inside the window showed as a line of the file it wrote, or (for a decision that wrote
