@@ -81,10 +81,11 @@ class Project:
         (root / "endpoints.yaml").write_text(yaml.safe_dump(config))
         p = cls(root)
         # 7 rollout steps: the memory routine first writes at step 5, and curation credits only a write
-        # a PLAN read showed (or a read that showed a line), never step 0's read of an empty file.
+        # a PLAN read showed (or a read that showed a line), never step 0's read of an empty file; an
+        # episode with an achievement puts its other windows below its pace, so 3 examples are kept.
         p.set_params(endpoints="endpoints.yaml", rollout={"episodes": 2, "max_steps": 7},
                      evaluate={"episodes": 2, "max_steps": 3},
-                     curate={"min_examples": 4, "horizon": 1, "review_batches": 2, "accept_score": 1.0},
+                     curate={"min_examples": 2, "horizon": 1, "review_batches": 2, "accept_score": 1.0},
                      finetune={"max_steps": 2, "base": "embedded"})
         p.git("init", "-q")
         p.git("config", "user.email", "test@example.invalid")
