@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import os
 import resource
 import shutil
@@ -53,7 +52,13 @@ from automem_dagster.training.base_model import EMBEDDED_BASE, BaseModelError, c
 from automem_dagster.training.checkpoints import resume_point, run_fingerprint, save_adapter
 from automem_dagster.training.examples import Split, load_examples, split_examples
 from automem_dagster.training.metering import meter_callback
-from automem_dagster.training.runtime import cpu_lm_head_tiles, hub_offline, per_device_batch, rank_zero
+from automem_dagster.training.runtime import (
+    cpu_lm_head_tiles,
+    hub_offline,
+    per_device_batch,
+    rank_zero,
+    steps_per_epoch,
+)
 from automem_dagster.training.settings import LoraSettings
 from automem_dagster.training.sft_config import trainer_configs
 from automem_dagster.training.sft_result import (
@@ -148,8 +153,8 @@ def plan_run(dataset_dir: Path, settings: LoraSettings, out_dir: Path, *, base: 
     identity = run_fingerprint(settings, dataset_dir, base=base, max_steps=max_steps,
                                validation_fraction=validation_fraction, seed=seed)
     resume = resume_point(out_dir, identity)
-    steps_per_epoch = math.ceil(len(split.train) / (per_device_batch(settings) * int(os.environ.get("WORLD_SIZE", "1"))))
-    planned = max_steps if max_steps is not None else settings.epochs * steps_per_epoch
+    per_device_batch(settings)  # refuses, before any model loads, a batch the processes cannot share
+    planned = max_steps if max_steps is not None else settings.epochs * steps_per_epoch(len(split.train), settings)
     interval = max(1, planned // EVALUATIONS_PER_RUN)
     if rank_zero():
         out_dir.mkdir(parents=True, exist_ok=True)
