@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_sft import TINY, _rows
+from test_sft import TINY, _rows, _tokenizer
 
 from automem_dagster.training.runtime import per_device_batch, steps_per_epoch
-from automem_dagster.training.sft import train_adapter
+from automem_dagster.training.sft import build_trainer, train_adapter
 from automem_dagster.training.sft_config import trainer_configs
 from automem_dagster.training.sft_result import TrainingError
 
@@ -89,3 +89,70 @@ def test_a_batch_the_processes_cannot_share_is_refused_before_training(monkeypat
     with pytest.raises(TrainingError, match=message):  # from the run's plan, before any model is loaded
         train_adapter(tmp_path, settings, tmp_path / "run", max_steps=1)
     assert not (tmp_path / "run").exists()
+
+
+# --- losses that do not depend on the micro-batch -----------------------------------------------
+
+def _uneven_rows():
+    """Eight memory decisions whose completions run from 1 to 8 operations, so a mean per micro-batch
+    and a mean per token differ."""
+    rows = _rows(episodes=2, per_episode=4)
+    for i, row in enumerate(rows):
+        extra = "".join(f"<|APPEND|>notes.txt|seen at step {i}, note {k}\n" for k in range(i))
+        row["completion"] = [{"role": "assistant", "content": extra + row["completion"][0]["content"]}]
+    return rows
+
+
+def _tiny_trainer(base, rows, micro, tmp_path, lora=None):
+    """The project's trainer on a copy of ``base`` (a tiny random llama with the embedded tokenizer), one
+    optimizer step of ``TINY``'s batch 4 in micro-batches of ``micro``; ``lora`` sets the adapter's start."""
+    import copy
+
+    trainer = build_trainer(copy.deepcopy(base), _tokenizer(), rows[:4], rows[4:], TINY, tmp_path / f"ckpt{micro}",
+                            max_steps=1, eval_every=1, save_every=1, evaluate_first=False,
+                            gradient_checkpointing=False, micro_batch=micro)
+    if lora is not None:
+        trainer.model.load_state_dict(lora, strict=False)
+    return trainer
+
+
+def _lora(trainer):
+    return {k: v.detach().clone() for k, v in trainer.model.state_dict().items() if "lora_" in k}
+
+
+def test_validation_and_training_losses_do_not_depend_on_the_micro_batch(tmp_path):
+    """The same weights give the same validation loss with micro-batches 1 x 4 and 4 x 1 (the mean over
+    every completion token of the set), and the same first update and train loss."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(LlamaConfig(vocab_size=len(_tokenizer()), hidden_size=64, intermediate_size=128,
+                                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4))
+    rows = _uneven_rows()
+    one = _tiny_trainer(base, rows, 1, tmp_path)
+    start = _lora(one)
+    four = _tiny_trainer(base, rows, 4, tmp_path, lora=start)
+    assert (one.args.per_device_train_batch_size, one.args.gradient_accumulation_steps) == (1, 4)
+    assert (four.args.per_device_train_batch_size, four.args.gradient_accumulation_steps) == (4, 1)
+    # The validation loss of the same weights, and by hand: summed token losses over all tokens.
+    by_one, by_four = one.evaluate()["eval_loss"], four.evaluate()["eval_loss"]
+    assert abs(by_one - by_four) < 1e-4, (by_one, by_four)
+    losses, tokens = 0.0, 0
+    for batch in one.get_eval_dataloader():
+        with torch.no_grad():
+            logits = one.model(input_ids=batch["input_ids"]).logits[0, :-1]
+        labels = batch["labels"][0, 1:]
+        losses += torch.nn.functional.cross_entropy(logits, labels, ignore_index=-100, reduction="sum").item()
+        tokens += int((labels != -100).sum())
+    assert abs(by_one - losses / tokens) < 1e-4
+    # One optimizer step each from the same start: the same train loss and the same adapter after it.
+    for trainer in (one, four):
+        trainer.train()
+    [loss_one] = [e["loss"] for e in one.state.log_history if "loss" in e]
+    [loss_four] = [e["loss"] for e in four.state.log_history if "loss" in e]
+    assert abs(loss_one - loss_four) < 1e-4, (loss_one, loss_four)
+    after_one, after_four = _lora(one), _lora(four)
+    moved = max((after_one[k] - start[k]).abs().max().item() for k in start)
+    assert moved > 1e-4  # the step changed the adapter ...
+    assert max((after_one[k] - after_four[k]).abs().max().item() for k in start) < 1e-3 * moved  # ... the same way

@@ -71,6 +71,7 @@ from automem_dagster.training.sft_result import (
     TrainingProgress,
     TrainingResult,
 )
+from automem_dagster.training.trainer import trainer_class
 
 EVALUATIONS_PER_RUN = 4
 """Without ``eval_every``/``save_every`` a run evaluates and checkpoints about this many times."""
@@ -93,7 +94,6 @@ def build_trainer(model, tokenizer, train_rows: list[dict], validation_rows: lis
     from datasets import Dataset
     from datasets.utils import logging as datasets_logging
     from transformers import PrinterCallback, ProgressCallback
-    from trl import SFTTrainer
 
     args, peft_config = trainer_configs(settings, checkpoint_dir, max_steps=max_steps, eval_every=eval_every,
                                         save_every=save_every, seed=seed, evaluate_first=evaluate_first,
@@ -108,7 +108,7 @@ def build_trainer(model, tokenizer, train_rows: list[dict], validation_rows: lis
     datasets_logging.disable_progress_bar()  # one bar per preparation pass of a few examples is only noise
     try:
         with library_warnings_silenced():
-            trainer = SFTTrainer(model=model, args=args, train_dataset=dataset(train_rows),
+            trainer = trainer_class()(model=model, args=args, train_dataset=dataset(train_rows),
                                  eval_dataset=dataset(validation_rows), processing_class=tokenizer,
                                  peft_config=peft_config, callbacks=list(callbacks))
     finally:
