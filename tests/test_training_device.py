@@ -5,12 +5,14 @@ device-sized micro-batch, all checked on the CPU."""
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from test_sft import TINY, _rows, _tokenizer
 
+from automem_dagster.training.metering import meter_callback
 from automem_dagster.training.runtime import per_device_batch, steps_per_epoch
 from automem_dagster.training.sft import build_trainer, train_adapter
 from automem_dagster.training.sft_config import trainer_configs
@@ -156,3 +158,55 @@ def test_validation_and_training_losses_do_not_depend_on_the_micro_batch(tmp_pat
     moved = max((after_one[k] - start[k]).abs().max().item() for k in start)
     assert moved > 1e-4  # the step changed the adapter ...
     assert max((after_one[k] - after_four[k]).abs().max().item() for k in start) < 1e-3 * moved  # ... the same way
+
+
+# --- the meter -------------------------------------------------------------------------------------
+
+def test_step_time_is_the_median_after_warm_up_and_tokens_per_second_counts_the_same_steps():
+    """A slow first step (a first CUDA step compiles kernels) and one slow step later: the step time is
+    the median of the steps after the first, and tokens per second those steps' tokens over their time."""
+    import io
+
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    args = TrainingArguments(output_dir="unused", report_to="none")
+    state, control = TrainerState(max_steps=5), TrainerControl()
+    meter = meter_callback(None, io.StringIO())
+    meter.on_train_begin(args, state, control)
+    for step, (seconds, tokens) in enumerate([(0.30, 100), (0.02, 200), (0.02, 200), (0.12, 200), (0.02, 200)], 1):
+        meter.on_step_begin(args, state, control)
+        time.sleep(seconds)
+        state.global_step, state.num_input_tokens_seen = step, state.num_input_tokens_seen + tokens
+        meter.on_step_end(args, state, control)
+    figures = meter.figures()
+    assert 0.02 <= figures["train_s_per_step"] < 0.06  # the median, not the mean (0.096) nor with the first
+    assert meter.step_tokens == [100, 200, 200, 200, 200]
+    timed = sum(meter.step_seconds[1:])
+    assert figures["tokens_per_second"] == pytest.approx(800 / timed)
+    single = meter_callback(None, io.StringIO())  # a run of one step has nothing to leave out
+    single.on_train_begin(args, TrainerState(max_steps=1), control)
+    single.on_step_begin(args, state, control)
+    single.on_step_end(args, state, control)
+    assert single.figures()["train_s_per_step"] == single.step_seconds[0]
+
+
+def test_the_mlflow_training_run_names_the_device_and_its_figures(tmp_path):
+    """Tokens per second and peak device memory as metrics, the device's name and how the steps ran as
+    params, as ``loop.report`` hands a result's record to the tracker."""
+    from automem_dagster.tracking.mlflow_tracking import _training_metrics, _training_params
+    from automem_dagster.tracking.runs import TrainingRun
+    from automem_dagster.training.sft_result import FIGURES, TRAINED_ON
+
+    record = {"tokens_per_second": 2241.0, "peak_device_memory_mb": 912.5, "train_s_per_step": 0.62,
+              "device_name": "NVIDIA H200", "device": "cuda:0", "precision": "bf16", "micro_batch": 16,
+              "gradient_accumulation": 1, "gradient_checkpointing": False, "padding_free": True}
+    run = TrainingRun(game="crafter", family="crafter", scaffold_version=0, adapter="a1", base="embedded",
+                      settings=TINY.model_dump(mode="json"), settings_source="default", dataset_hash="h",
+                      examples_train=3, examples_validation=1, train_loss=[[1, 2.0]], validation_loss=[[0, 2.5]],
+                      figures={k: record[k] for k in FIGURES if k in record},
+                      trained_on={k: record[k] for k in TRAINED_ON if k in record}, adapter_dir=tmp_path)
+    metrics = {m.key: m.value for m in _training_metrics(run)}
+    params = {p.key: p.value for p in _training_params(run)}
+    assert metrics["tokens_per_second"] == 2241.0 and metrics["peak_device_memory_mb"] == 912.5
+    assert params["trained_on.device_name"] == "NVIDIA H200" and params["trained_on.micro_batch"] == "16"
+    assert params["trained_on.precision"] == "bf16" and params["trained_on.padding_free"] == "True"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import platform
 import sys
 from collections.abc import Iterator
 
@@ -42,6 +43,24 @@ def steps_per_epoch(examples: int, settings: LoraSettings) -> int:
     """Optimizer steps in one pass over ``examples`` training examples: one step per ``batch_size``
     examples over every process, the last one possibly short."""
     return math.ceil(examples / settings.batch_size)
+
+
+def device_name(device) -> str:
+    """The GPU's name (``NVIDIA H200``), or the CPU's with the torch threads a CPU run uses."""
+    import torch
+
+    if getattr(device, "type", None) == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread(s)"
+
+
+def peak_device_memory_mb(device) -> float | None:
+    """Torch's peak allocation on the GPU in MiB since the process started; None on the CPU (peak RSS says it there)."""
+    import torch
+
+    if getattr(device, "type", None) != "cuda":
+        return None
+    return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
 
 
 @contextlib.contextmanager

@@ -54,7 +54,9 @@ from automem_dagster.training.examples import Split, load_examples, split_exampl
 from automem_dagster.training.metering import meter_callback
 from automem_dagster.training.runtime import (
     cpu_lm_head_tiles,
+    device_name,
     hub_offline,
+    peak_device_memory_mb,
     per_device_batch,
     rank_zero,
     steps_per_epoch,
@@ -235,7 +237,7 @@ def _training_result(plan: RunPlan, trainer, meter, too_long: int, wall_s: float
     state, split = trainer.state, plan.split
     train_curve = [[e["step"], e["loss"]] for e in state.log_history if "loss" in e]
     eval_curve = [[e["step"], e["eval_loss"]] for e in state.log_history if "eval_loss" in e]
-    timed = sum(meter.step_seconds)
+    args = trainer.args
     return TrainingResult(
         base=plan.base, dataset=str(plan.dataset_dir), out_dir=str(plan.out_dir), adapter_dir=str(plan.out_dir / ADAPTER),
         settings=plan.settings.model_dump(mode="json"), fingerprint=plan.identity["fingerprint"], seed=plan.seed,
@@ -247,11 +249,20 @@ def _training_result(plan: RunPlan, trainer, meter, too_long: int, wall_s: float
         initial_validation_loss=next((loss for step, loss in eval_curve if step == 0), None),
         final_validation_loss=next((loss for step, loss in reversed(eval_curve) if step == state.global_step), None),
         steps_this_run=len(meter.step_seconds), **meter.figures(), validation_passes=len(meter.validation_seconds),
-        tokens_per_second=(meter.tokens_end - meter.tokens_start) / timed if timed > 0 else None,
         tokens_trained=int(state.num_input_tokens_seen), wall_s=round(wall_s, 3),
         peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        resumed_from=str(plan.resume) if plan.resume is not None else None, device=str(trainer.args.device),
+        peak_device_memory_mb=peak_device_memory_mb(args.device),
+        resumed_from=str(plan.resume) if plan.resume is not None else None, device=str(args.device),
+        device_name=device_name(args.device), precision=weights_precision(trainer.model),
+        micro_batch=args.per_device_train_batch_size, gradient_accumulation=args.gradient_accumulation_steps,
+        gradient_checkpointing=bool(args.gradient_checkpointing), padding_free=bool(args.padding_free),
     )
+
+
+def weights_precision(model) -> str:
+    """The dtype of the base's weights (the LoRA matrices stay fp32): ``bf16`` or ``fp32``."""
+    dtype = str(model.get_input_embeddings().weight.dtype).removeprefix("torch.")
+    return {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}.get(dtype, dtype)
 
 
 def main(argv: list[str] | None = None) -> int:
