@@ -12,6 +12,14 @@ import pandas as pd
 import pytest
 from test_sft import TINY, _rows, _tokenizer
 
+from automem_dagster.training.device_plan import (
+    CPU_PLAN,
+    DevicePlan,
+    ModelShape,
+    activation_bytes,
+    native_bf16,
+    plan_for_device,
+)
 from automem_dagster.training.metering import meter_callback
 from automem_dagster.training.runtime import per_device_batch, steps_per_epoch
 from automem_dagster.training.sft import build_trainer, train_adapter
@@ -105,14 +113,15 @@ def _uneven_rows():
     return rows
 
 
-def _tiny_trainer(base, rows, micro, tmp_path, lora=None):
+def _tiny_trainer(base, rows, micro, tmp_path, lora=None, padding_free=False):
     """The project's trainer on a copy of ``base`` (a tiny random llama with the embedded tokenizer), one
     optimizer step of ``TINY``'s batch 4 in micro-batches of ``micro``; ``lora`` sets the adapter's start."""
     import copy
 
-    trainer = build_trainer(copy.deepcopy(base), _tokenizer(), rows[:4], rows[4:], TINY, tmp_path / f"ckpt{micro}",
-                            max_steps=1, eval_every=1, save_every=1, evaluate_first=False,
-                            gradient_checkpointing=False, micro_batch=micro)
+    trainer = build_trainer(copy.deepcopy(base), _tokenizer(), rows[:4], rows[4:], TINY,
+                            tmp_path / f"ckpt{micro}{padding_free}", max_steps=1, eval_every=1, save_every=1,
+                            evaluate_first=False, gradient_checkpointing=False, micro_batch=micro,
+                            padding_free=padding_free)
     if lora is not None:
         trainer.model.load_state_dict(lora, strict=False)
     return trainer
@@ -123,8 +132,8 @@ def _lora(trainer):
 
 
 def test_validation_and_training_losses_do_not_depend_on_the_micro_batch(tmp_path):
-    """The same weights give the same validation loss with micro-batches 1 x 4 and 4 x 1 (the mean over
-    every completion token of the set), and the same first update and train loss."""
+    """The same weights give the same validation loss with micro-batches 1 x 4 and 4 x 1, padded or
+    padding-free (the mean over every completion token of the set), and the same first update and train loss."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -135,11 +144,16 @@ def test_validation_and_training_losses_do_not_depend_on_the_micro_batch(tmp_pat
     one = _tiny_trainer(base, rows, 1, tmp_path)
     start = _lora(one)
     four = _tiny_trainer(base, rows, 4, tmp_path, lora=start)
+    packed = _tiny_trainer(base, rows, 4, tmp_path, lora=start, padding_free=True)
     assert (one.args.per_device_train_batch_size, one.args.gradient_accumulation_steps) == (1, 4)
     assert (four.args.per_device_train_batch_size, four.args.gradient_accumulation_steps) == (4, 1)
+    assert "attention_mask" in next(iter(four.get_eval_dataloader()))
+    flat = next(iter(packed.get_eval_dataloader()))  # the four examples in one sequence, no padding
+    assert "attention_mask" not in flat and flat["input_ids"].shape[0] == 1
+    assert int((flat["position_ids"][0] == 0).sum()) == 4
     # The validation loss of the same weights, and by hand: summed token losses over all tokens.
-    by_one, by_four = one.evaluate()["eval_loss"], four.evaluate()["eval_loss"]
-    assert abs(by_one - by_four) < 1e-4, (by_one, by_four)
+    by_one, by_four, by_packed = (t.evaluate()["eval_loss"] for t in (one, four, packed))
+    assert abs(by_one - by_four) < 1e-4 and abs(by_one - by_packed) < 1e-4, (by_one, by_four, by_packed)
     losses, tokens = 0.0, 0
     for batch in one.get_eval_dataloader():
         with torch.no_grad():
@@ -149,15 +163,17 @@ def test_validation_and_training_losses_do_not_depend_on_the_micro_batch(tmp_pat
         tokens += int((labels != -100).sum())
     assert abs(by_one - losses / tokens) < 1e-4
     # One optimizer step each from the same start: the same train loss and the same adapter after it.
-    for trainer in (one, four):
+    for trainer in (one, four, packed):
         trainer.train()
-    [loss_one] = [e["loss"] for e in one.state.log_history if "loss" in e]
-    [loss_four] = [e["loss"] for e in four.state.log_history if "loss" in e]
-    assert abs(loss_one - loss_four) < 1e-4, (loss_one, loss_four)
-    after_one, after_four = _lora(one), _lora(four)
+    [loss_one], [loss_four], [loss_packed] = ([e["loss"] for e in t.state.log_history if "loss" in e]
+                                              for t in (one, four, packed))
+    assert abs(loss_one - loss_four) < 1e-4 and abs(loss_one - loss_packed) < 1e-4, (loss_one, loss_four, loss_packed)
+    after_one = _lora(one)
     moved = max((after_one[k] - start[k]).abs().max().item() for k in start)
     assert moved > 1e-4  # the step changed the adapter ...
-    assert max((after_one[k] - after_four[k]).abs().max().item() for k in start) < 1e-3 * moved  # ... the same way
+    for other in (four, packed):  # ... the same way
+        after = _lora(other)
+        assert max((after_one[k] - after[k]).abs().max().item() for k in start) < 1e-3 * moved
 
 
 # --- the meter -------------------------------------------------------------------------------------
@@ -210,3 +226,46 @@ def test_the_mlflow_training_run_names_the_device_and_its_figures(tmp_path):
     assert metrics["tokens_per_second"] == 2241.0 and metrics["peak_device_memory_mb"] == 912.5
     assert params["trained_on.device_name"] == "NVIDIA H200" and params["trained_on.micro_batch"] == "16"
     assert params["trained_on.precision"] == "bf16" and params["trained_on.padding_free"] == "True"
+
+
+# --- sized to the device -------------------------------------------------------------------------
+
+SMOLLM2 = ModelShape(hidden=576, intermediate=1536, layers=30, vocab=49152, parameters=134_515_008)
+
+
+def test_the_micro_batch_is_the_largest_share_the_free_memory_holds():
+    gib = 2**30
+    # An H200's free memory: the whole share of batch 4 in one padding-free micro-batch, no checkpointing.
+    h200 = plan_for_device(4, 550, SMOLLM2, 139 * gib, bf16=True)
+    assert (h200.micro_batch, h200.gradient_checkpointing, h200.padding_free, h200.bf16) == (4, False, True, True)
+    # 16 examples of 2,048 tokens in fp32: about 6.7 GB of activations each without checkpointing and
+    # 1.1 GB with it. Less memory gives a smaller divisor of the share (the rest by accumulation), then
+    # checkpointing, then one example with checkpointing whatever the estimate.
+    for free_gib, micro, checkpointing in ((80, 8, False), (16, 1, False), (4, 2, True), (1, 1, True)):
+        plan = plan_for_device(16, 2048, SMOLLM2, free_gib * gib, bf16=False)
+        assert (plan.micro_batch, plan.gradient_checkpointing) == (micro, checkpointing), free_gib
+        assert plan.padding_free == (micro > 1) and plan.free_memory_mb == free_gib * 1024
+        if free_gib > 1:
+            need = activation_bytes(SMOLLM2, micro * 2048, micro, checkpointing=checkpointing, element=4,
+                                    padding_free=micro > 1)
+            assert need <= free_gib * gib * 0.8 - SMOLLM2.parameters * 4
+    # The CPU keeps its measured plan: one unpadded sequence, fp32, checkpointing.
+    assert plan_for_device(16, 2048, SMOLLM2, None, bf16=False) == CPU_PLAN
+    assert CPU_PLAN == DevicePlan(1, True, False, False, None)
+
+
+def test_on_the_cpu_the_trainer_keeps_fp32_one_sequence_and_checkpointing(tmp_path):
+    """No bf16 without a GPU that computes it natively (a CPU, a T4 or V100 never get it)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    assert not native_bf16() or torch.cuda.is_available()
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(_tokenizer()), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
+    rows = _rows(episodes=1, per_episode=4)
+    trainer = build_trainer(model, _tokenizer(), rows, rows[:1], TINY, tmp_path / "ckpt", max_steps=1)
+    if not torch.cuda.is_available():
+        assert trainer.device_plan == CPU_PLAN and not trainer.args.bf16
+        assert (trainer.args.per_device_train_batch_size, trainer.args.gradient_accumulation_steps) == (1, 4)
+        assert trainer.args.gradient_checkpointing and not trainer.padding_free
+        assert trainer.model.get_input_embeddings().weight.dtype == torch.float32
