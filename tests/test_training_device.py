@@ -22,7 +22,7 @@ from automem_dagster.training.device_plan import (
 )
 from automem_dagster.training.metering import meter_callback
 from automem_dagster.training.runtime import per_device_batch, steps_per_epoch
-from automem_dagster.training.sft import build_trainer, train_adapter
+from automem_dagster.training.sft import build_trainer, longest_example, train_adapter
 from automem_dagster.training.sft_config import trainer_configs
 from automem_dagster.training.sft_result import TrainingError
 
@@ -263,6 +263,8 @@ def test_on_the_cpu_the_trainer_keeps_fp32_one_sequence_and_checkpointing(tmp_pa
     model = LlamaForCausalLM(LlamaConfig(vocab_size=len(_tokenizer()), hidden_size=32, intermediate_size=64,
                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
     rows = _rows(episodes=1, per_episode=4)
+    lengths = [len(_tokenizer().apply_chat_template(r["prompt"] + r["completion"], return_dict=False)) for r in rows]
+    assert longest_example(_tokenizer(), rows, 256) == max(lengths) and longest_example(_tokenizer(), rows, 16) == 16
     trainer = build_trainer(model, _tokenizer(), rows, rows[:1], TINY, tmp_path / "ckpt", max_steps=1)
     if not torch.cuda.is_available():
         assert trainer.device_plan == CPU_PLAN and not trainer.args.bf16

@@ -24,6 +24,7 @@ LM head and, for padding-free batches under SDPA, the block mask over the concat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MEMORY_SHARE = 0.8
@@ -96,11 +97,12 @@ def plan_for_device(per_device: int, longest_tokens: int, shape: ModelShape, fre
     return DevicePlan(1, True, bf16, False, round(free_bytes / 2**20, 1))
 
 
-def device_plan(per_device: int, longest_tokens: int, model) -> DevicePlan:
-    """The plan for this machine: the first CUDA device's free memory, or the CPU plan."""
+def device_plan(per_device: int, longest_tokens: Callable[[], int], model) -> DevicePlan:
+    """The plan for this machine: from the first CUDA device's free memory, or the CPU plan.
+    ``longest_tokens`` tokenizes the examples, so it is called only where a GPU needs the figure."""
     import torch
 
     if not torch.cuda.is_available():
         return CPU_PLAN
     free, _ = torch.cuda.mem_get_info()
-    return plan_for_device(per_device, longest_tokens, ModelShape.of(model), free, native_bf16())
+    return plan_for_device(per_device, longest_tokens(), ModelShape.of(model), free, native_bf16())

@@ -102,8 +102,8 @@ def build_trainer(model, tokenizer, train_rows: list[dict], validation_rows: lis
     from transformers import PrinterCallback, ProgressCallback
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
-    plan = device_plan(per_device_batch(settings), longest_example(tokenizer, train_rows + validation_rows,
-                                                                   settings.max_length), model)
+    plan = device_plan(per_device_batch(settings),
+                       lambda: longest_example(tokenizer, train_rows + validation_rows, settings.max_length), model)
     micro = micro_batch or plan.micro_batch
     checkpointing = plan.gradient_checkpointing if gradient_checkpointing is None else gradient_checkpointing
     packed = (plan.padding_free and micro > 1) if padding_free is None else padding_free
