@@ -269,7 +269,7 @@ def test_context_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
     assert len(result["targets"]) == 2 * 6 and result["growth_rule"]
 
 
-# --- training_throughput: its dataset (the run itself needs the real base: minutes, not tested here) ---
+# --- training_throughput: its dataset, and a quick run on the embedded base ---
 
 def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
     from automem_dagster.training.examples import load_examples, split_examples
@@ -288,6 +288,19 @@ def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
     again = tmp_path / "again"
     _bench("training_throughput").synthetic_dataset(again, examples=30, episodes=4, seed=0)
     assert (again / "dataset.parquet").read_bytes() == (tmp_path / "dataset.parquet").read_bytes()  # deterministic
+
+
+def test_training_throughput_quick(tmp_path, capsys):
+    """The project's training stage and the plain transformers + peft loop on the embedded base, two
+    steps each: both measured, the ratio theirs, the effective batch kept through accumulation."""
+    result = _run("training_throughput", tmp_path, capsys)
+    r, batch = result["results"], result["settings"]["lora"]["batch_size"]
+    assert r["steps"] == r["ceiling"]["steps"] == 2 and batch == 2
+    assert r["tokens_per_second"] > 0 and r["ceiling"]["tokens_per_second"] > 0
+    assert r["project_over_ceiling"] == pytest.approx(r["tokens_per_second"] / r["ceiling"]["tokens_per_second"])
+    assert r["trained_on"]["micro_batch"] * r["trained_on"]["gradient_accumulation"] == batch
+    assert r["device_name"] and r["validation_loss_before"] > 0
+    assert [t["name"] for t in result["targets"]][0] == "peak RSS of the training process"
 
 
 @pytest.mark.integration

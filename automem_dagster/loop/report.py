@@ -34,7 +34,7 @@ from automem_dagster.scaffold.io import scaffold_yaml
 from automem_dagster.tracking import EvaluationRun, TrackedRun, TrainingRun
 from automem_dagster.tracking.runs import COST_PER_STEP
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
-from automem_dagster.training.sft_result import FIGURES
+from automem_dagster.training.sft_result import FIGURES, TRAINED_ON
 
 if TYPE_CHECKING:
     from automem_dagster.tracking.mlflow_tracking import Tracker
@@ -189,6 +189,7 @@ def report_training(game: str, adapter: AdapterRecord, training: dict, storage: 
         examples_validation=training["examples_validation"], train_loss=training["train_loss"],
         validation_loss=training["validation_loss"],
         figures={k: training[k] for k in FIGURES if training.get(k) is not None},
+        trained_on={k: training[k] for k in TRAINED_ON if training.get(k) not in (None, "")},
         adapter_dir=Path(adapter.adapter_dir),
         artifacts=[p for p in (data_dir / "stats.json", data_dir / "lora_config.json", plot) if p.exists()]))
     with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:

@@ -253,7 +253,8 @@ def _training_params(run: TrainingRun) -> list[Param]:
     values = {"game": run.game, "version": run.scaffold_version, "adapter": run.adapter, "base": run.base,
               "settings_source": run.settings_source, "dataset_hash": run.dataset_hash,
               "examples_train": run.examples_train, "examples_validation": run.examples_validation,
-              **{f"lora.{k}": ",".join(v) if isinstance(v, list) else v for k, v in run.settings.items()}}
+              **{f"lora.{k}": ",".join(v) if isinstance(v, list) else v for k, v in run.settings.items()},
+              **{f"trained_on.{k}": v for k, v in run.trained_on.items()}}
     return [Param(key, str(value)) for key, value in values.items() if value is not None]
 
 

@@ -155,3 +155,5 @@ class TrainingRun:
     """``training.sft_result.FIGURES`` of the run (train_s_per_step, validation_s_per_pass, ...)."""
     adapter_dir: Path
     artifacts: list[Path] = field(default_factory=list)
+    trained_on: dict = field(default_factory=dict)
+    """``training.sft_result.TRAINED_ON`` of the run (device name, precision, micro-batch, ...)."""

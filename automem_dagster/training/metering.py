@@ -5,8 +5,11 @@ A run spends its time three ways: optimizer steps, validation passes and checkpo
 timing has one name, used alike on the console, in the relayed progress, in the result and in
 MLflow, so a figure read in one place is the figure read in another:
 
-- ``train_s_per_step``: mean seconds of one optimizer step of this process (forward, backward
-  and update over its micro-batches), validation and checkpoints excluded;
+- ``train_s_per_step``: the median seconds of one optimizer step of this process (forward,
+  backward and update over its micro-batches) after the first ``WARMUP_STEPS`` (a first CUDA step
+  compiles kernels and fills the allocator), validation and checkpoints excluded; on a GPU the device
+  is synchronised at both ends of a step, so the time is the device's work, not the queueing of it;
+- ``tokens_per_second``: the non-padding tokens of the same steps over their summed seconds;
 - ``validation_s_per_pass``: mean seconds of one pass over the validation set (trainer's
   ``eval_runtime``);
 - the result's ``wall_s``: the whole ``trainer.train()`` of this process, all three included.
@@ -19,7 +22,15 @@ import statistics
 import time
 
 from automem_dagster.eta import format_duration
-from automem_dagster.training.sft_result import TRAIN_S_PER_STEP, VALIDATION_S_PER_PASS, TrainingProgress
+from automem_dagster.training.sft_result import (
+    TOKENS_PER_SECOND,
+    TRAIN_S_PER_STEP,
+    VALIDATION_S_PER_PASS,
+    TrainingProgress,
+)
+
+WARMUP_STEPS = 1
+"""Steps of a process left out of its step time (all of them count when the run has no more)."""
 
 
 def validation_passes_left(step: int, total: int, every: int) -> int:
@@ -41,7 +52,12 @@ def eta_seconds(figures: dict[str, float], step: int, total: int, every: int | N
 
 def meter_callback(progress: TrainingProgress | None, stream):
     """The progress and timing callback (a ``TrainerCallback``; imported lazily with transformers)."""
+    import torch
     from transformers import TrainerCallback
+
+    def synchronise(device) -> None:
+        if getattr(device, "type", None) == "cuda":
+            torch.cuda.synchronize(device)
 
     class Meter(TrainerCallback):
         """Prints one line per log, relays it to ``progress`` and times the optimizer steps and
@@ -49,29 +65,36 @@ def meter_callback(progress: TrainingProgress | None, stream):
 
         def __init__(self) -> None:
             self.step_seconds: list[float] = []
+            self.step_tokens: list[int] = []
             self.validation_seconds: list[float] = []
-            self.tokens_start = 0
-            self.tokens_end = 0
+            self._tokens_mark = 0
             self._began = 0.0
 
         def figures(self) -> dict[str, float]:
             """The timings measured so far, by their shared names (a figure not measured yet is absent)."""
             figures = {}
             if self.step_seconds:
-                figures[TRAIN_S_PER_STEP] = statistics.fmean(self.step_seconds)
+                warm = WARMUP_STEPS if len(self.step_seconds) > WARMUP_STEPS else 0
+                seconds = self.step_seconds[warm:]
+                figures[TRAIN_S_PER_STEP] = statistics.median(seconds)
+                if sum(seconds) > 0:
+                    figures[TOKENS_PER_SECOND] = sum(self.step_tokens[warm:]) / sum(seconds)
             if self.validation_seconds:
                 figures[VALIDATION_S_PER_PASS] = statistics.fmean(self.validation_seconds)
             return figures
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.tokens_start = self.tokens_end = state.num_input_tokens_seen
+            self._tokens_mark = state.num_input_tokens_seen
 
         def on_step_begin(self, args, state, control, **kwargs):
+            synchronise(args.device)
             self._began = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
+            synchronise(args.device)
             self.step_seconds.append(time.perf_counter() - self._began)
-            self.tokens_end = state.num_input_tokens_seen
+            self.step_tokens.append(state.num_input_tokens_seen - self._tokens_mark)
+            self._tokens_mark = state.num_input_tokens_seen
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             logs = {k: v for k, v in (logs or {}).items() if isinstance(v, int | float)}

@@ -4,20 +4,63 @@ step, no Hugging Face Hub access, and narrower LM-head tiles on CPU."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import platform
 import sys
 from collections.abc import Iterator
 
 from automem_dagster.training.settings import LoraSettings
+from automem_dagster.training.sft_result import TrainingError
 
 
 def rank_zero() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
+def world_size() -> int:
+    """Processes training together (``accelerate launch`` sets ``WORLD_SIZE``; one otherwise)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def per_device_batch(settings: LoraSettings) -> int:
-    """``settings.batch_size`` is the batch of one optimizer step over every process (``accelerate launch``)."""
-    return max(1, settings.batch_size // int(os.environ.get("WORLD_SIZE", "1")))
+    """Examples one process takes per optimizer step: ``settings.batch_size`` is the batch of one step over
+    every process, exactly, so a batch the processes cannot share evenly is refused (rounding it would
+    train with another batch than the one recorded, e.g. 4 on 8 GPUs as 8, 6 on 4 as 4)."""
+    world = world_size()
+    if settings.batch_size % world:
+        below = settings.batch_size // world * world
+        candidates = [n for n in (below, below + world) if n >= world]
+        gap = min(abs(n - settings.batch_size) for n in candidates)
+        ties = [n for n in candidates if abs(n - settings.batch_size) == gap]
+        raise TrainingError(f"batch_size={settings.batch_size} cannot be shared by {world} training processes "
+                            f"(WORLD_SIZE): give a multiple of {world}, the nearest being "
+                            f"{' or '.join(map(str, ties))}")
+    return settings.batch_size // world
+
+
+def steps_per_epoch(examples: int, settings: LoraSettings) -> int:
+    """Optimizer steps in one pass over ``examples`` training examples: one step per ``batch_size``
+    examples over every process, the last one possibly short."""
+    return math.ceil(examples / settings.batch_size)
+
+
+def device_name(device) -> str:
+    """The GPU's name (``NVIDIA H200``), or the CPU's with the torch threads a CPU run uses."""
+    import torch
+
+    if getattr(device, "type", None) == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread(s)"
+
+
+def peak_device_memory_mb(device) -> float | None:
+    """Torch's peak allocation on the GPU in MiB since the process started; None on the CPU (peak RSS says it there)."""
+    import torch
+
+    if getattr(device, "type", None) != "cuda":
+        return None
+    return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
 
 
 @contextlib.contextmanager

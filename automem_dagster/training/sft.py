@@ -23,9 +23,11 @@ What a run guarantees:
   validation, its loss and ``validation_s_per_pass``), and the caller's ``progress(step, total,
   logs)`` when given. The timings keep these names in the result and in MLflow (``training/metering.py``).
 - No Hub access while training and no reporting integrations: the caller logs the result.
-- Bounded memory (``build_trainer``): activation checkpointing, one unpadded sequence per micro-batch
-  on CPU, narrower LM-head tiles on CPU. The embedded base measured 1.4-1.7 GB peak RSS on
-  ~400-token examples and 3.1 GB on 1,900-token ones (max_length 2048), model loading included.
+- Steps sized to the device (``training/device_plan.py``): on a GPU the largest micro-batch its free
+  memory holds, padding-free, bf16 weights where bf16 is native, checkpointing only when needed; on
+  the CPU bounded memory: activation checkpointing, one unpadded sequence per micro-batch, narrower
+  LM-head tiles. The embedded base measured 1.4-1.7 GB peak RSS on ~400-token examples and 3.1 GB
+  on 1,900-token ones (max_length 2048), model loading included.
 
 Command line (the resume test kills this process)::
 
@@ -37,7 +39,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import os
 import resource
 import shutil
@@ -51,9 +52,18 @@ from pathlib import Path
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.training.base_model import EMBEDDED_BASE, BaseModelError, configure_torch_threads, load_base
 from automem_dagster.training.checkpoints import resume_point, run_fingerprint, save_adapter
+from automem_dagster.training.device_plan import device_plan
 from automem_dagster.training.examples import Split, load_examples, split_examples
 from automem_dagster.training.metering import meter_callback
-from automem_dagster.training.runtime import cpu_lm_head_tiles, hub_offline, per_device_batch, rank_zero
+from automem_dagster.training.runtime import (
+    cpu_lm_head_tiles,
+    device_name,
+    hub_offline,
+    peak_device_memory_mb,
+    per_device_batch,
+    rank_zero,
+    steps_per_epoch,
+)
 from automem_dagster.training.settings import LoraSettings
 from automem_dagster.training.sft_config import trainer_configs
 from automem_dagster.training.sft_result import (
@@ -66,6 +76,7 @@ from automem_dagster.training.sft_result import (
     TrainingProgress,
     TrainingResult,
 )
+from automem_dagster.training.trainer import trainer_class
 
 EVALUATIONS_PER_RUN = 4
 """Without ``eval_every``/``save_every`` a run evaluates and checkpoints about this many times."""
@@ -73,27 +84,34 @@ EVALUATIONS_PER_RUN = 4
 
 def build_trainer(model, tokenizer, train_rows: list[dict], validation_rows: list[dict], settings: LoraSettings,
                   checkpoint_dir: Path, *, max_steps: int | None = None, eval_every: int = 1, save_every: int = 1,
-                  seed: int = 0, evaluate_first: bool = True, gradient_checkpointing: bool = True,
-                  micro_batch: int | None = None, callbacks=()):
+                  seed: int = 0, evaluate_first: bool = True, gradient_checkpointing: bool | None = None,
+                  micro_batch: int | None = None, padding_free: bool | None = None, callbacks=()):
     """The ``SFTTrainer`` a run uses: LoRA from ``settings`` on ``model``, loss on the completion only.
 
-    Memory is bounded two ways (the embedded base on CPU measured about 10 GB peak at batch 4 x 400
-    tokens without either). Activation checkpointing keeps one layer's activations instead of all
-    of them. On CPU each optimizer step accumulates ``settings.batch_size`` micro-batches of one
-    sequence (``micro_batch``): an unpadded sequence runs the memory-efficient causal attention
-    kernel, while a padded batch needs a mask, which sends torch's CPU attention to the math path that
-    stores every attention matrix. The loss is the same: trl divides by the completion tokens of the
-    whole step either way.
+    How the steps run on this device (micro-batch, checkpointing, bf16 weights, padding-free batches)
+    comes from ``training/device_plan.py``; ``gradient_checkpointing``, ``micro_batch`` and
+    ``padding_free`` override it. The embedded base on CPU measured about 10 GB peak at batch 4 x 400
+    tokens in one padded micro-batch without checkpointing, hence the CPU plan of one unpadded
+    sequence per micro-batch with checkpointing. The losses do not depend on the split: trl divides
+    the training loss by the completion tokens of the whole step, and the validation loss is
+    token-weighted likewise (``training/trainer.py``).
     """
+    import torch
     from datasets import Dataset
     from datasets.utils import logging as datasets_logging
     from transformers import PrinterCallback, ProgressCallback
-    from trl import SFTTrainer
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
+    plan = device_plan(per_device_batch(settings),
+                       lambda: longest_example(tokenizer, train_rows + validation_rows, settings.max_length), model)
+    micro = micro_batch or plan.micro_batch
+    checkpointing = plan.gradient_checkpointing if gradient_checkpointing is None else gradient_checkpointing
+    packed = (plan.padding_free and micro > 1) if padding_free is None else padding_free
+    if plan.bf16:
+        model.to(torch.bfloat16)
     args, peft_config = trainer_configs(settings, checkpoint_dir, max_steps=max_steps, eval_every=eval_every,
                                         save_every=save_every, seed=seed, evaluate_first=evaluate_first,
-                                        gradient_checkpointing=gradient_checkpointing, micro_batch=micro_batch)
-
+                                        gradient_checkpointing=checkpointing, micro_batch=micro, bf16=plan.bf16)
 
     def dataset(rows: list[dict]) -> Dataset:
         return Dataset.from_dict({"prompt": [r["prompt"] for r in rows], "completion": [r["completion"] for r in rows]})
@@ -103,7 +121,7 @@ def build_trainer(model, tokenizer, train_rows: list[dict], validation_rows: lis
     datasets_logging.disable_progress_bar()  # one bar per preparation pass of a few examples is only noise
     try:
         with library_warnings_silenced():
-            trainer = SFTTrainer(model=model, args=args, train_dataset=dataset(train_rows),
+            trainer = trainer_class()(model=model, args=args, train_dataset=dataset(train_rows),
                                  eval_dataset=dataset(validation_rows), processing_class=tokenizer,
                                  peft_config=peft_config, callbacks=list(callbacks))
     finally:
@@ -111,7 +129,20 @@ def build_trainer(model, tokenizer, train_rows: list[dict], validation_rows: lis
             datasets_logging.enable_progress_bar()
     for printer in (PrinterCallback, ProgressCallback):  # progress lines come from our own callback, on stderr
         trainer.remove_callback(printer)
+    if packed:
+        # trl's own padding-free collator on the examples trl has already truncated to max_length (its
+        # ``padding_free`` option refuses max_length without packing, and packing would change how many
+        # examples a step holds).
+        trainer.data_collator = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id, padding_free=True)
+        trainer.padding_free = True
+    trainer.device_plan = plan
     return trainer
+
+
+def longest_example(tokenizer, rows: list[dict], max_length: int) -> int:
+    """Tokens of the longest example as trl will train it (its chat template, cut at ``max_length``)."""
+    return min(max_length, max(len(tokenizer.apply_chat_template(r["prompt"] + r["completion"], return_dict=False))
+                               for r in rows))
 
 
 @dataclass(frozen=True)
@@ -148,8 +179,8 @@ def plan_run(dataset_dir: Path, settings: LoraSettings, out_dir: Path, *, base: 
     identity = run_fingerprint(settings, dataset_dir, base=base, max_steps=max_steps,
                                validation_fraction=validation_fraction, seed=seed)
     resume = resume_point(out_dir, identity)
-    steps_per_epoch = math.ceil(len(split.train) / (per_device_batch(settings) * int(os.environ.get("WORLD_SIZE", "1"))))
-    planned = max_steps if max_steps is not None else settings.epochs * steps_per_epoch
+    per_device_batch(settings)  # refuses, before any model loads, a batch the processes cannot share
+    planned = max_steps if max_steps is not None else settings.epochs * steps_per_epoch(len(split.train), settings)
     interval = max(1, planned // EVALUATIONS_PER_RUN)
     if rank_zero():
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -230,7 +261,7 @@ def _training_result(plan: RunPlan, trainer, meter, too_long: int, wall_s: float
     state, split = trainer.state, plan.split
     train_curve = [[e["step"], e["loss"]] for e in state.log_history if "loss" in e]
     eval_curve = [[e["step"], e["eval_loss"]] for e in state.log_history if "eval_loss" in e]
-    timed = sum(meter.step_seconds)
+    args = trainer.args
     return TrainingResult(
         base=plan.base, dataset=str(plan.dataset_dir), out_dir=str(plan.out_dir), adapter_dir=str(plan.out_dir / ADAPTER),
         settings=plan.settings.model_dump(mode="json"), fingerprint=plan.identity["fingerprint"], seed=plan.seed,
@@ -242,11 +273,20 @@ def _training_result(plan: RunPlan, trainer, meter, too_long: int, wall_s: float
         initial_validation_loss=next((loss for step, loss in eval_curve if step == 0), None),
         final_validation_loss=next((loss for step, loss in reversed(eval_curve) if step == state.global_step), None),
         steps_this_run=len(meter.step_seconds), **meter.figures(), validation_passes=len(meter.validation_seconds),
-        tokens_per_second=(meter.tokens_end - meter.tokens_start) / timed if timed > 0 else None,
         tokens_trained=int(state.num_input_tokens_seen), wall_s=round(wall_s, 3),
         peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        resumed_from=str(plan.resume) if plan.resume is not None else None, device=str(trainer.args.device),
+        peak_device_memory_mb=peak_device_memory_mb(args.device),
+        resumed_from=str(plan.resume) if plan.resume is not None else None, device=str(args.device),
+        device_name=device_name(args.device), precision=weights_precision(trainer.model),
+        micro_batch=args.per_device_train_batch_size, gradient_accumulation=args.gradient_accumulation_steps,
+        gradient_checkpointing=bool(args.gradient_checkpointing), padding_free=bool(trainer.padding_free),
     )
+
+
+def weights_precision(model) -> str:
+    """The dtype of the base's weights (the LoRA matrices stay fp32): ``bf16`` or ``fp32``."""
+    dtype = str(model.get_input_embeddings().weight.dtype).removeprefix("torch.")
+    return {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}.get(dtype, dtype)
 
 
 def main(argv: list[str] | None = None) -> int:

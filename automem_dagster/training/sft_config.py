@@ -14,17 +14,18 @@ KEEP_CHECKPOINTS = 3
 
 def trainer_configs(settings: LoraSettings, checkpoint_dir: Path, *, max_steps: int | None, eval_every: int,
                     save_every: int, seed: int, evaluate_first: bool, gradient_checkpointing: bool,
-                    micro_batch: int | None):
+                    micro_batch: int, bf16: bool = False):
     """``(SFTConfig, LoraConfig)``: the loss on the completion only, evaluation and checkpoints every
-    ``eval_every``/``save_every`` steps, micro-batches of ``micro_batch`` (on CPU one sequence)
-    accumulated to ``settings.batch_size``, no reporting and no Hub."""
+    ``eval_every``/``save_every`` steps, micro-batches of ``micro_batch`` accumulated to this process's
+    share of ``settings.batch_size``, bf16 autocast when ``bf16`` (native bf16 only,
+    ``training/device_plan.py``), no reporting and no Hub."""
     import torch
     from peft import LoraConfig
     from trl import SFTConfig
 
     cuda = torch.cuda.is_available()
     per_device = per_device_batch(settings)
-    micro = micro_batch or (per_device if cuda else 1)
+    micro = micro_batch
     if per_device % micro:
         raise TrainingError(f"micro_batch={micro} does not divide the per-device batch of {per_device}")
     args = SFTConfig(
@@ -54,7 +55,7 @@ def trainer_configs(settings: LoraSettings, checkpoint_dir: Path, *, max_steps: 
         include_num_input_tokens_seen="non_padding",
         activation_checkpointing=gradient_checkpointing,  # transformers 5 name; trl reads the mirrored old one
         gradient_checkpointing=gradient_checkpointing,
-        bf16=bool(cuda and torch.cuda.is_bf16_supported()),
+        bf16=bf16,
         fp16=False,
         seed=seed,
         data_seed=seed,

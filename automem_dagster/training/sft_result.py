@@ -17,9 +17,14 @@ TrainingProgress = Callable[[int, int, dict[str, float]], None]
 
 TRAIN_S_PER_STEP = "train_s_per_step"
 VALIDATION_S_PER_PASS = "validation_s_per_pass"
-FIGURES = (TRAIN_S_PER_STEP, VALIDATION_S_PER_PASS, "tokens_per_second", "peak_rss_mb")
+TOKENS_PER_SECOND = "tokens_per_second"
+FIGURES = (TRAIN_S_PER_STEP, VALIDATION_S_PER_PASS, TOKENS_PER_SECOND, "peak_rss_mb", "peak_device_memory_mb")
 """The scalar figures of a result that the adapter's Dagster metadata, its MLflow training run and
 the DVC stage's metrics show, under these same names."""
+TRAINED_ON = ("device", "device_name", "precision", "micro_batch", "gradient_accumulation", "gradient_checkpointing",
+              "padding_free")
+"""What a result says of how its steps ran (the MLflow training run's ``trained_on.*`` params): the same
+settings train with other micro-batches, precision and memory savings on other devices."""
 
 
 class TrainingError(RuntimeError):
@@ -58,12 +63,19 @@ class TrainingResult:
     train_s_per_step: float | None = None  # one optimizer step, validation and checkpoints excluded
     validation_s_per_pass: float | None = None  # one pass over the validation set
     validation_passes: int = 0
-    tokens_per_second: float | None = None  # non-padding tokens of this process's steps over their time
+    tokens_per_second: float | None = None  # non-padding tokens of this process's steps after warm-up over their time
     tokens_trained: int = 0  # non-padding tokens over every step of the run, resumed ones included
     wall_s: float = 0.0  # this process's trainer.train(): steps, validation passes and checkpoint writes
     peak_rss_mb: float = 0.0
+    peak_device_memory_mb: float | None = None  # torch's peak allocation on the GPU; None on the CPU (see peak_rss_mb)
     resumed_from: str | None = None
     device: str = "cpu"
+    device_name: str = ""  # the GPU's name, or the CPU's with the torch threads used
+    precision: str = "fp32"  # of the base weights: "bf16" on GPUs with native bf16, else "fp32"
+    micro_batch: int = 1  # examples per forward pass of one process
+    gradient_accumulation: int = 1  # micro-batches per optimizer step of one process
+    gradient_checkpointing: bool = True
+    padding_free: bool = False  # a micro-batch's examples concatenated into one sequence, no padding
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
