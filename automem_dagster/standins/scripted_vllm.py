@@ -6,7 +6,10 @@ answers with vLLM's routes, status codes, error shapes and messages (read from v
 ``entrypoints/openai`` serving code; ``docs/vllm.md`` lists them): the LoRA routes exist only
 with runtime updating on (else FastAPI's 404 ``{"detail": "Not Found"}``); a load checks the
 folder exists (``--visible-root`` hides the rest, as a container sees only its volumes) and
-reads the rank from its ``adapter_config.json`` against ``--max-lora-rank``;
+reads the rank from its ``adapter_config.json`` against ``--max-lora-rank`` (a rank above it is
+HTTP 400 ``BadRequestError``: ``OpenAIServingModels.load_lora_adapter``, vllm/entrypoints/openai/
+serving_models.py, answers every engine failure of ``add_lora`` with 400 ``BadRequestError`` except
+"No adapter found", which is 404 ``NotFoundError``);
 a chat request must name the base model or a loaded adapter, and its prompt plus ``max_tokens``
 must fit ``--max-model-len``. Chat replies come from the same rules file as
 ``scripted_server``. Its tokenizer is a stand-in too: a word or a single symbol is one token,
@@ -88,8 +91,8 @@ class _State:
             return _error(404, f"Loading lora {name} failed: No adapter found for {path}", "NotFoundError", None)
         rank = int(json.loads(config.read_text())["r"])
         if rank > self.max_lora_rank:
-            return _error(500, f"LoRA rank {rank} is greater than max_lora_rank {self.max_lora_rank}.",
-                          "InternalServerError", None)
+            return _error(400, f"LoRA rank {rank} is greater than max_lora_rank {self.max_lora_rank}.",
+                          "BadRequestError", None)
         self.adapters[name] = path
         return 200, f"Success: LoRA adapter '{name}' added successfully."
 
