@@ -64,6 +64,20 @@ def test_a_mode_or_adapter_field_the_server_would_ignore_is_refused(fields, says
         EndpointConfig(name="game", base_url="http://127.0.0.1:9/v1", **fields)
 
 
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"frequency_penalty": 0.5}, "sets frequency_penalty, which api.anthropic.com accepts and ignores"),
+    ({"seed": 7}, "sets seed, which api.anthropic.com"),
+    ({"extra_body": {"presence_penalty": 0.2, "logprobs": True}}, "sets logprobs, presence_penalty, which"),
+    ({"extra_body": {"reasoning_effort": "low"}}, "sets reasoning_effort"),
+    ({"temperature": 1.5}, "caps temperature at 1.0"),
+])
+def test_a_field_anthropic_ignores_or_caps_is_refused_at_load_naming_it(fields, says):
+    """Anthropic's OpenAI SDK compatibility page lists these as ignored, and caps temperature at 1."""
+    with pytest.raises(ValueError, match=says):
+        EndpointConfig(name="meta", base_url="https://api.anthropic.com/v1/", **fields)
+    EndpointConfig(name="meta", base_url="https://api.openai.com/v1/", **fields)  # OpenAI reads them all
+
+
 def test_the_vllm_stand_in_ignores_fields_vllm_ignores(vllm):
     """As vLLM: a top-level ``grammar`` and a ``lora`` list change nothing; ``structured_outputs``
     constrains from 0.10.2 on only."""

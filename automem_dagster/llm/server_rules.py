@@ -1,9 +1,10 @@
 """Which server versions honour what the project sends, checked before a round sends it.
 
 vLLM accepts request fields it does not know and drops them (``OpenAIBaseModel`` is
-``extra="allow"`` and logs the ignored names at debug level only,
-vllm/entrypoints/openai/engine/protocol.py), so a field sent to a server too old to read it
-is answered with HTTP 200 and an unconstrained reply. ``structured_outputs`` (the grammar of
+``extra="allow"``; its ``__log_extra_fields__`` logs "The following fields were present in the
+request but ignored" at warning level, vllm/entrypoints/openai/engine/protocol.py, vllm-project/vllm
+commit 040a2cc2), so a field sent to a server too old to read it is answered with HTTP 200 and an
+unconstrained reply, and only a line in the server's own log says so. ``structured_outputs`` (the grammar of
 ``constrained: vllm``) replaced the ``guided_*`` fields in vLLM PR #22772, first released in
 v0.10.2; v0.12.0 removed ``guided_*``. The floor is therefore 0.10.2, and a server that reports
 no version (``GET /version``, present in every vLLM release) cannot be shown to honour it.
@@ -13,12 +14,8 @@ from __future__ import annotations
 
 import re
 
-from automem_dagster.llm.config import EndpointConfig, EndpointConfigError
+from automem_dagster.llm.config import IGNORED_FIELDS, EndpointConfig, EndpointConfigError
 from automem_dagster.llm.server_api import vllm_version
-
-IGNORED_FIELDS = {"api.anthropic.com": ("response_format", "seed")}
-"""Hosted APIs that accept request fields and ignore them, by host: Anthropic's OpenAI SDK
-compatibility page (docs.anthropic.com/en/api/openai-sdk) lists ``response_format`` and ``seed``."""
 
 VLLM_MINIMUM = {"vllm": (0, 10, 2)}
 """Per ``constrained`` mode, the first vLLM release that decodes under what the mode sends."""

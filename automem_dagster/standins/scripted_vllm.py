@@ -16,7 +16,7 @@ must fit ``--max-model-len``. Chat replies come from the same rules file as
 so dense text (ASCII maps) costs more than chars/4, as under real BPE tokenizers.
 
 Like vLLM it ignores request fields it does not know (vllm/entrypoints/openai/engine/protocol.py
-``OpenAIBaseModel``: ``extra="allow"``, ignored names logged at debug level), so a top-level
+``OpenAIBaseModel``: ``extra="allow"``, ignored names logged at warning level, commit 040a2cc2), so a top-level
 ``grammar`` (llama.cpp's field) or a ``lora`` list changes nothing, and a rule's ``free`` text
 answers a request that carries no constraint vLLM reads: ``structured_outputs`` (from vLLM
 0.10.2, PR #22772), ``guided_*`` (before 0.12.0, which removed them) or a ``response_format``
