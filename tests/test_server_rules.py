@@ -7,6 +7,7 @@ reads (``scripted_server``, ``scripted_vllm``, ``scripted_provider`` cite what e
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -34,10 +35,9 @@ def vllm(vllm_server):
 
 
 def _post(server, body: dict) -> dict:
-    request = urllib.request.Request(f"{server.base_url}/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request) as resp:
-        return json.loads(resp.read())
+    status, answer = _answer(server, body)
+    assert status == 200, answer
+    return answer
 
 
 def _chat_requests(server) -> list[dict]:
@@ -327,3 +327,44 @@ def test_a_diagnosis_succeeds_on_a_provider_that_ignores_response_format(tmp_pat
     assert result.findings[0]["step"] == 1
     sent = json.loads(server.request_log.read_text().splitlines()[0])["body"]
     assert sent["response_format"]["type"] == "json_schema"  # still sent: an enforcing provider uses it
+
+
+def _answer(server, body: dict) -> tuple[int, dict]:
+    """The chat route's status and JSON answer to ``body``, refusals included."""
+    request = urllib.request.Request(f"{server.base_url}/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def _get(server, route: str):
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{route}") as resp:
+        return json.loads(resp.read())
+
+
+def test_the_llama_cpp_stand_in_refuses_what_llama_cpp_refuses(scripted):
+    """llama.cpp's server-common.cpp: json_schema with grammar (runtime_error: 500), an unknown
+    response_format type (invalid_argument: 400)."""
+    server = scripted([{"match": "", "reply": "ok"}])
+    messages = [{"role": "user", "content": "hi"}]
+    status, body = _answer(server, {"messages": messages, "grammar": 'root ::= "ok"', "json_schema": {"type": "object"}})
+    assert (status, body["error"]["message"]) == (500, "Cannot use both json_schema and grammar")
+    status, body = _answer(server, {"messages": messages, "response_format": {"type": "xml"}})
+    assert status == 400 and body["error"]["message"].endswith("but got: xml")
+    assert _answer(server, {"messages": messages, "response_format": {"type": "text"}})[0] == 200
+
+
+def test_the_llama_cpp_stand_in_serves_props_and_its_lora_adapters(scripted):
+    """tools/server/README.md: GET /props, and GET /lora-adapters listing --lora adapters with their scale."""
+    from automem_dagster.llm.server_info import server_report
+
+    plain = scripted([{"match": "", "reply": "ok"}])
+    assert _get(plain, "/lora-adapters") == []
+    config = EndpointConfig(name="game", base_url=plain.base_url, server="llama.cpp")
+    assert server_report(config, plain.base_url)["version"] == "b0-scripted"
+    started = scripted([], {"tool_calling": "llama.cpp", "lora": [{"path": "/m/a.gguf"}, {"path": "/m/b.gguf", "scale": 0}]})
+    assert _get(started, "/lora-adapters") == [{"id": 0, "path": "/m/a.gguf", "scale": 1.0},
+                                               {"id": 1, "path": "/m/b.gguf", "scale": 0.0}]

@@ -27,6 +27,10 @@ platform.openai.com/docs/guides/function-calling). Fault rules for what a real e
 ``"status"`` (500, 429 with ``Retry-After``), a ``"delay_s"`` past the client's timeout, and
 ``"drop": true``, which closes the connection without an answer (a dropped connection).
 
+Without a provider it is a llama.cpp server in what it refuses and serves besides the chat route
+(tools/server/README.md and server-common.cpp of llama.cpp): ``llama_cpp_refusal``, ``GET /props``
+and ``GET /lora-adapters``.
+
 The file may instead be ``{"rules": [...], "provider": {...}}``: the server then also enforces
 what a hosted provider enforces before any rule is consulted (``scripted_provider.py``: served models,
 the API key, refused and mutually exclusive parameters, OpenAI's strict-schema rules), with
@@ -62,6 +66,35 @@ def llama_cpp_constrains(body: dict) -> bool:
     or a ``response_format`` of type ``json_schema`` or ``json_object`` (tools/server README)."""
     fmt = body.get("response_format") or {}
     return bool(body.get("grammar") or body.get("json_schema")) or fmt.get("type") in ("json_schema", "json_object")
+
+
+def llama_cpp_refusal(body: dict) -> tuple[int, dict] | None:
+    """What llama.cpp's server refuses before decoding (``oaicompat_chat_params_parse``,
+    tools/server/server-common.cpp, ggml-org/llama.cpp master as of 2026-10): a top-level ``json_schema``
+    together with a ``grammar`` (``std::runtime_error``, which its HTTP layer answers 500 ``server_error``),
+    and a ``response_format`` type other than ``text``, ``json_object`` and ``json_schema``
+    (``std::invalid_argument``: 400 ``invalid_request_error``)."""
+    if body.get("json_schema") is not None and body.get("grammar"):
+        return 500, {"error": {"code": 500, "message": "Cannot use both json_schema and grammar", "type": "server_error"}}
+    kind = (body.get("response_format") or {}).get("type") or ""
+    if kind not in ("", "text", "json_object", "json_schema"):
+        return 400, {"error": {"code": 400, "message": 'response_format type must be one of "text" or "json_object", '
+                               f"but got: {kind}", "type": "invalid_request_error"}}
+    return None
+
+
+def llama_cpp_props() -> dict:
+    """``GET /props`` as llama.cpp's server answers it (tools/server/README.md, "GET /props"): the
+    fields the project reads (``model_path``, ``build_info``) and the slots."""
+    return {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1, "model_path": "scripted.gguf",
+            "chat_template": "", "build_info": "b0-scripted"}
+
+
+def llama_cpp_adapters(lora: list[dict]) -> list[dict]:
+    """``GET /lora-adapters`` (tools/server/README.md): every adapter the server was started with by
+    ``--lora``, as ``{"id", "path", "scale"}``; ``--lora-init-without-apply`` starts them at scale 0,
+    else at 1, which applies them to every request that names no ``lora`` of its own."""
+    return [{"id": i, "path": a["path"], "scale": float(a.get("scale", 1.0))} for i, a in enumerate(lora)]
 
 
 @dataclass(frozen=True)
@@ -175,7 +208,7 @@ KEEP_ALIVE_S = 5.0
 """Seconds an idle kept-alive connection stays open: uvicorn's default ``--timeout-keep-alive``."""
 
 
-def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> None:
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict | list, headers: dict | None = None) -> None:
     """One JSON answer with its Content-Length, which a kept-alive HTTP/1.1 connection needs."""
     data = json.dumps(payload).encode()
     handler.send_response(status)
@@ -193,10 +226,14 @@ def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict, heade
 # keeps connections alive too. Every answer carries Content-Length (``_send``), which HTTP/1.1 needs.
 # Before, the handler's default HTTP/1.0 closed each connection, so every call paid a new TCP connection.
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
-                 constrains: Callable[[dict], bool] = llama_cpp_constrains):
+                 constrains: Callable[[dict], bool] = llama_cpp_constrains, llama_cpp_routes: bool = True):
     """The request handler; ``constrains`` is the imitated server's rule for which requests are
-    decoded under a constraint (a provider's own rule wins)."""
+    decoded under a constraint (a provider's own rule wins). Without a provider, or with a llama.cpp
+    provider, it is llama.cpp (``/props``, ``/lora-adapters``, ``llama_cpp_refusal``) unless
+    ``llama_cpp_routes`` is off (the vLLM stand-in)."""
     constrains = provider.constrains if provider is not None else constrains
+    llama_cpp = llama_cpp_routes and (provider is None or provider.tool_calling == "llama.cpp")
+    lora = provider.lora if provider is not None else []
     log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -221,6 +258,10 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/health", "/v1/health"):
                 self._send(200, {"status": "ok"})
+            elif llama_cpp and self.path.rstrip("/") == "/props":
+                self._send(200, llama_cpp_props())
+            elif llama_cpp and self.path.rstrip("/") == "/lora-adapters":
+                send_json(self, 200, llama_cpp_adapters(lora))
             elif self.path.rstrip("/") == "/v1/models":
                 names = provider.models if provider and provider.models else ["scripted"]
                 self._send(200, {"object": "list", "data": [{"id": n, "object": "model"} for n in names]})
@@ -238,6 +279,8 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
                 self._send(*_embeddings(body))
                 return
             refusal = provider.refusal(body, self.headers.get("Authorization")) if provider else None
+            if refusal is None and llama_cpp:
+                refusal = llama_cpp_refusal(body)
             if refusal is not None:
                 self._send(*refusal)
                 return

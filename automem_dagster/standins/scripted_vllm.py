@@ -141,7 +141,7 @@ def vllm_constrains(body: dict, version: str) -> bool:
 
 
 def make_vllm_handler(rules: _Rules, state: _State):
-    base = make_handler(rules, constrains=lambda body: vllm_constrains(body, state.version))
+    base = make_handler(rules, constrains=lambda body: vllm_constrains(body, state.version), llama_cpp_routes=False)
 
     class Handler(base):
         def _answer(self, status: int, payload: str | dict) -> None:
