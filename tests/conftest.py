@@ -1,8 +1,11 @@
 """Shared fixtures: real servers on 127.0.0.1, started here and stopped by PID."""
 
+import contextlib
 import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -126,14 +129,76 @@ SERVER_FIXTURES = frozenset({"embedded", "scripted", "vllm_server", "specialist_
 fixture, is marked ``server`` at collection; a test that starts one otherwise carries the mark itself."""
 
 
+TIERS = ("unit", "contract", "e2e")
+"""The suite's three tiers (setup.cfg markers; ``make unit``, ``make contract``, ``make e2e``; ``make test``
+runs all three). ``unit``: no process, no socket (``pytest_runtest_call`` refuses both). ``contract``:
+the stand-ins of ``automem_dagster/standins/`` and in-process Dagster. ``e2e``: the real embedded model,
+DVC, LoRA training, the browser."""
+E2E_FIXTURES = frozenset({"embedded"})
+"""Fixtures that start a real component: a test using one, itself or through another fixture, is ``e2e``."""
+
+
+def tier(item) -> str:
+    """``item``'s tier: its own ``unit``/``contract``/``e2e`` mark if it has one; else ``e2e`` for a test marked
+    ``integration``, marked ``server`` by hand (it starts a real server itself, not through a stand-in fixture)
+    or using an ``E2E_FIXTURES`` fixture; ``contract`` for one using a ``SERVER_FIXTURES`` stand-in;
+    ``unit`` otherwise. So a test another file adds is classified by the fixtures it uses."""
+    own = next((name for name in TIERS if item.get_closest_marker(name) is not None), None)
+    if own is not None:
+        return own
+    names = set(getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("integration") or item.get_closest_marker("server") or E2E_FIXTURES & names:
+        return "e2e"
+    return "contract" if SERVER_FIXTURES & names else "unit"
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
+        found = tier(item)  # before the fixture-derived `server` mark, which says nothing of the tier
+        if found not in {m.name for m in item.iter_markers()}:
+            item.add_marker(found)
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
+UNIT_TIER_COMMANDS = ("minihack/scripts/mh_patch_nhdat.sh",)
+"""Commands a unit test may run all the same: MiniHack writes every level by running this patch script
+on NetHack's data file when an environment is made, so making a MiniHack game is a subprocess."""
+
+
+@contextlib.contextmanager
+def unit_tier_guard(item):
+    """A ``unit`` test that starts a subprocess or opens an internet socket, in its body or a fixture,
+    fails, naming the tier to mark it with: ``make unit`` stays the tier that needs nothing running."""
+    if item.get_closest_marker("unit") is None:
+        yield
+        return
+
+    def refuse(what: str):
+        pytest.fail(f"{item.nodeid} is in the unit tier but {what}: mark it @pytest.mark.contract (stand-ins, "
+                    "subprocesses) or @pytest.mark.e2e (a real model, DVC, training), see TIERS in tests/conftest.py")
+
+    def no_process(self, *args, **kwargs):
+        command = args[0] if args else kwargs.get("args")
+        if any(allowed in str(command) for allowed in UNIT_TIER_COMMANDS):
+            return original_popen(self, *args, **kwargs)
+        refuse(f"starts a subprocess ({command!r})")
+
+    def no_socket(self, address, *args):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            refuse(f"opens a socket to {address!r}")
+        return original_connect(self, address, *args)
+
+    original_popen, original_connect = subprocess.Popen.__init__, socket.socket.connect
+    subprocess.Popen.__init__, socket.socket.connect = no_process, no_socket
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__, socket.socket.connect = original_popen, original_connect
+
+
+@contextlib.contextmanager
+def server_guard(item):
     """An unmarked test that starts a server process here (every server is a ``ServerProcess``), in its
     body or in a fixture it sets up at any scope, fails: ``-m "not server"`` stays the subset that starts none."""
     if item.get_closest_marker("server") is not None:
@@ -149,6 +214,12 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         ServerProcess.start = start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    with server_guard(item), unit_tier_guard(item):
+        yield
 
 
 CI_REQUIRED_ENV = "AUTOMEM_CI"

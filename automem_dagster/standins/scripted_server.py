@@ -220,6 +220,20 @@ def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict | list
     handler.wfile.write(data)
 
 
+def get_route(route: str, provider: Provider | None, llama_cpp: bool) -> tuple[int, dict | list]:
+    """(status, JSON) of a GET: health, the served models, and llama.cpp's ``/props`` and ``/lora-adapters``."""
+    if route in ("/health", "/v1/health"):
+        return 200, {"status": "ok"}
+    if llama_cpp and route == "/props":
+        return 200, llama_cpp_props()
+    if llama_cpp and route == "/lora-adapters":
+        return 200, llama_cpp_adapters(provider.lora if provider is not None else [])
+    if route == "/v1/models":
+        names = provider.models if provider and provider.models else ["scripted"]
+        return 200, {"object": "list", "data": [{"id": n, "object": "model"} for n in names]}
+    return 404, {"error": {"message": f"no route {route}"}}
+
+
 # Keep-alive, as the servers imitated answer: vLLM's uvicorn keeps an HTTP/1.1 connection open after
 # a response unless told ``Connection: close`` (uvicorn docs, server-behavior.md "HTTP Headers"),
 # closing it after ``--timeout-keep-alive`` idle seconds (default 5), and llama.cpp's cpp-httplib server
@@ -233,7 +247,6 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
     ``llama_cpp_routes`` is off (the vLLM stand-in)."""
     constrains = provider.constrains if provider is not None else constrains
     llama_cpp = llama_cpp_routes and (provider is None or provider.tool_calling == "llama.cpp")
-    lora = provider.lora if provider is not None else []
     log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -245,7 +258,7 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
         def log_message(self, *args) -> None:  # keep test output quiet
             pass
 
-        def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
+        def _send(self, status: int, payload: dict | list, headers: dict | None = None) -> None:
             send_json(self, status, payload, headers)
 
         def _log(self, body: dict) -> None:
@@ -256,17 +269,7 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
                 f.write(line + "\n")
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") in ("/health", "/v1/health"):
-                self._send(200, {"status": "ok"})
-            elif llama_cpp and self.path.rstrip("/") == "/props":
-                self._send(200, llama_cpp_props())
-            elif llama_cpp and self.path.rstrip("/") == "/lora-adapters":
-                send_json(self, 200, llama_cpp_adapters(lora))
-            elif self.path.rstrip("/") == "/v1/models":
-                names = provider.models if provider and provider.models else ["scripted"]
-                self._send(200, {"object": "list", "data": [{"id": n, "object": "model"} for n in names]})
-            else:
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
+            self._send(*get_route(self.path.rstrip("/"), provider, llama_cpp))
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))  # read first: the connection is reused
