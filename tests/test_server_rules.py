@@ -368,3 +368,29 @@ def test_the_llama_cpp_stand_in_serves_props_and_its_lora_adapters(scripted):
     started = scripted([], {"tool_calling": "llama.cpp", "lora": [{"path": "/m/a.gguf"}, {"path": "/m/b.gguf", "scale": 0}]})
     assert _get(started, "/lora-adapters") == [{"id": 0, "path": "/m/a.gguf", "scale": 1.0},
                                                {"id": 1, "path": "/m/b.gguf", "scale": 0.0}]
+
+
+def test_a_remote_llama_cpp_applying_a_lora_to_every_request_is_refused_for_the_game_role(scripted, tmp_path, capsys):
+    """llama.cpp applies --lora at its scale to every request naming no adapter (tools/server/README.md),
+    so the game role would play with the specialist; --lora-init-without-apply (scale 0) is fine."""
+    applied = scripted([GAME_RULE], {"tool_calling": "llama.cpp", "lora": [{"path": "/m/specialist.gguf"}]})
+    config = EndpointsConfig(game=EndpointConfig(name="game", base_url=applied.base_url, server="llama.cpp"))
+
+    async def go(cfg):
+        async with connect(cfg, tmp_path):
+            pass
+
+    with pytest.raises(EndpointConfigError, match=r"applies /m/specialist\.gguf at scale 1\.0 .*--lora-init-without-apply"):
+        asyncio.run(go(config))
+    code, out = _check(tmp_path, capsys, f"game: {{name: game, base_url: '{applied.base_url}', server: llama.cpp}}\n")
+    assert code == 1 and "--lora-init-without-apply" in out
+    assert _chat_requests_logged(applied) == []  # refused before any request
+    idle = scripted([GAME_RULE], {"tool_calling": "llama.cpp", "lora": [{"path": "/m/specialist.gguf", "scale": 0}]})
+    asyncio.run(go(EndpointsConfig(game=EndpointConfig(name="game", base_url=idle.base_url, server="llama.cpp"))))
+    specialist = EndpointConfig(name="memory", base_url=applied.base_url, server="llama.cpp", lora_id=0)
+    asyncio.run(go(EndpointsConfig(game=config.game.model_copy(update={"base_url": idle.base_url}), memory=specialist)))
+
+
+def _chat_requests_logged(server) -> list[dict]:
+    lines = server.request_log.read_text().splitlines() if server.request_log.exists() else []
+    return [json.loads(line) for line in lines if "/chat/completions" in json.loads(line)["path"]]

@@ -12,10 +12,11 @@ no version (``GET /version``, present in every vLLM release) cannot be shown to 
 
 from __future__ import annotations
 
+import json
 import re
 
 from automem_dagster.llm.config import IGNORED_FIELDS, EndpointConfig, EndpointConfigError
-from automem_dagster.llm.server_api import vllm_version
+from automem_dagster.llm.server_api import call, vllm_version
 
 VLLM_MINIMUM = {"vllm": (0, 10, 2)}
 """Per ``constrained`` mode, the first vLLM release that decodes under what the mode sends."""
@@ -67,12 +68,42 @@ def reply_schema_kind(endpoint: EndpointConfig) -> str:
     return "enforced by the server and validated"
 
 
+def check_llama_cpp_adapters(endpoint: EndpointConfig, base_url: str) -> None:
+    """``EndpointConfigError`` when the remote llama.cpp server at ``base_url`` holds an adapter at a
+    non-zero scale and ``endpoint`` names none per request (no ``lora_id``): llama.cpp applies the
+    scales of ``--lora`` (1 unless started with ``--lora-init-without-apply``) to every request whose
+    own ``lora`` list does not set them (tools/server/README.md, ``lora`` and ``GET /lora-adapters``),
+    so this role, the game model typically, would play with the specialist. A server that does not
+    answer the route is left alone; the project's embedded server is started without applying any."""
+    if endpoint.server != "llama.cpp" or endpoint.embedded or endpoint.lora_id is not None:
+        return
+    try:
+        status, body = call(endpoint, "GET", "/lora-adapters", base_url=base_url)
+        adapters = json.loads(body) if status == 200 else []
+    except (OSError, ValueError):
+        return
+    applied = [a for a in adapters if isinstance(a, dict) and a.get("scale")] if isinstance(adapters, list) else []
+    if applied:
+        shown = ", ".join(f"{a.get('path')} at scale {a.get('scale')}" for a in applied)
+        raise EndpointConfigError(f"endpoint {endpoint.name!r} ({base_url}) is a llama.cpp server that applies {shown} "
+                                  "to every request naming no adapter, so this role would play with it: restart it with "
+                                  "--lora-init-without-apply (the memory role then selects it by lora_id), or serve "
+                                  "this role from a server without --lora")
+
+
+def check_server(endpoint: EndpointConfig, base_url: str) -> str | None:
+    """Every check of one server before a round: ``check_llama_cpp_adapters``, then ``check_vllm_server``
+    (its version, for vLLM)."""
+    check_llama_cpp_adapters(endpoint, base_url)
+    return check_vllm_server(endpoint, base_url)
+
+
 def check_servers(roles: dict[str, EndpointConfig]) -> dict[str, str]:
-    """``check_vllm_server`` for every server of every role: their versions by base URL."""
+    """``check_server`` for every server of every role, replicas included: the vLLM versions by base URL."""
     versions = {}
     for cfg in roles.values():
         for url in cfg.base_urls():
-            version = check_vllm_server(cfg, url)
+            version = check_server(cfg, url)
             if version is not None:
                 versions[url] = version
     return versions
