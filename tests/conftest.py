@@ -7,6 +7,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -58,26 +60,56 @@ def stop_and_prove_gone(server) -> None:
         os.kill(pid, 0)
 
 
+@pytest.fixture(scope="session")
+def scripted_pool(tmp_path_factory):
+    """The scripted servers of this worker, idle between tests: ``scripted`` reloads one with a test's
+    rules (``POST /scripted/reload``) instead of starting a process per test. Stopped at session end."""
+    idle: list[ServerProcess] = []
+    folder = tmp_path_factory.mktemp("scripted")
+    yield idle, folder
+    for server in idle:
+        stop_and_prove_gone(server)
+
+
+def _reload(server, rules: list[dict], provider: dict | None, request_log: Path) -> None:
+    body = json.dumps({"rules": rules, "provider": provider, "log": str(request_log)}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{server.port}/scripted/reload", body,
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        resp.read()
+
+
 @pytest.fixture
-def scripted(tmp_path):
-    """Factory: ``scripted(rules, provider=None)`` starts a scripted OpenAI-compatible server (enforcing
-    ``provider``'s rules when given, see ``standins/scripted_provider.py``); ``server.request_log`` holds every
-    request it received, one JSON line each, ``server.rules`` the rules it answers from. All are stopped at
-    teardown."""
+def scripted(tmp_path, scripted_pool):
+    """Factory: ``scripted(rules, provider=None)`` gives a scripted OpenAI-compatible server answering from
+    ``rules`` (enforcing ``provider``'s rules when given, see ``standins/scripted_provider.py``), with fresh
+    counters; ``server.request_log`` holds every request it received in this test, one JSON line each,
+    ``server.rules`` the rules it answers from. Each call gives another server; they are this worker's
+    pooled ones, reloaded (a new process only when none is idle), and go back to the pool at teardown
+    unless the test stopped them."""
+    idle, folder = scripted_pool
     servers = []
 
     def start(rules: list[dict], provider: dict | None = None):
         n = len(servers)
-        path = tmp_path / f"rules{n}.json"
-        path.write_text(json.dumps({"rules": rules, **({"provider": provider} if provider else {})}))
-        server = scripted_server(path, tmp_path / f"scripted{n}.log", request_log=tmp_path / f"requests{n}.jsonl").start()
-        server.request_log, server.rules = tmp_path / f"requests{n}.jsonl", rules
+        request_log = tmp_path / f"requests{n}.jsonl"
+        server = idle.pop() if idle else None
+        if server is None:
+            path = folder / f"rules-{os.getpid()}-{time.monotonic_ns()}.json"
+            path.write_text(json.dumps({"rules": []}))
+            server = scripted_server(path, path.with_suffix(".log")).start()
+        _reload(server, rules, provider, request_log)
+        server.request_log, server.rules = request_log, rules
         servers.append(server)
         return server
 
     yield start
     for server in servers:
-        server.stop()
+        alive = server.process is not None and server.process.poll() is None
+        if alive:
+            idle.append(server)
+        else:
+            server.stop()
 
 
 @pytest.fixture
@@ -124,7 +156,7 @@ def storage(tmp_path):
                            specialists=str(tmp_path / "specialists"))
 
 
-SERVER_FIXTURES = frozenset({"embedded", "scripted", "vllm_server", "specialist_vllm"})
+SERVER_FIXTURES = frozenset({"embedded", "scripted", "scripted_pool", "vllm_server", "specialist_vllm"})
 """The fixtures above that start a server process: a test using one, itself or through another
 fixture, is marked ``server`` at collection; a test that starts one otherwise carries the mark itself."""
 

@@ -239,14 +239,32 @@ def get_route(route: str, provider: Provider | None, llama_cpp: bool) -> tuple[i
 # closing it after ``--timeout-keep-alive`` idle seconds (default 5), and llama.cpp's cpp-httplib server
 # keeps connections alive too. Every answer carries Content-Length (``_send``), which HTTP/1.1 needs.
 # Before, the handler's default HTTP/1.0 closed each connection, so every call paid a new TCP connection.
+class _Setup:
+    """What the server answers from: its rules, provider and request log. ``POST /scripted/reload``
+    (``make_handler(reloadable=True)``) swaps it whole, so a test suite can give one running stand-in
+    each test's own rules, counters reset, instead of starting a process per test."""
+
+    def __init__(self, rules: _Rules, provider: Provider | None, log_path: Path | None,
+                 constrains: Callable[[dict], bool], llama_cpp_routes: bool):
+        self.rules, self.provider, self.log_path = rules, provider, log_path
+        self.constrains = provider.constrains if provider is not None else constrains
+        self.llama_cpp = llama_cpp_routes and (provider is None or provider.tool_calling == "llama.cpp")
+
+    def reloaded(self, spec: dict, constrains: Callable[[dict], bool], llama_cpp_routes: bool) -> _Setup:
+        """A setup from a reload body ``{"rules": [...], "provider": {...} | null, "log": path | null}``."""
+        provider = Provider(**spec["provider"]) if spec.get("provider") else None
+        log = Path(spec["log"]) if spec.get("log") else None
+        return _Setup(_Rules(spec.get("rules", [])), provider, log, constrains, llama_cpp_routes)
+
+
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
-                 constrains: Callable[[dict], bool] = llama_cpp_constrains, llama_cpp_routes: bool = True):
+                 constrains: Callable[[dict], bool] = llama_cpp_constrains, llama_cpp_routes: bool = True,
+                 reloadable: bool = False):
     """The request handler; ``constrains`` is the imitated server's rule for which requests are
     decoded under a constraint (a provider's own rule wins). Without a provider, or with a llama.cpp
     provider, it is llama.cpp (``/props``, ``/lora-adapters``, ``llama_cpp_refusal``) unless
-    ``llama_cpp_routes`` is off (the vLLM stand-in)."""
-    constrains = provider.constrains if provider is not None else constrains
-    llama_cpp = llama_cpp_routes and (provider is None or provider.tool_calling == "llama.cpp")
+    ``llama_cpp_routes`` is off (the vLLM stand-in). ``reloadable`` adds ``POST /scripted/reload`` (``_Setup``)."""
+    live = [_Setup(rules, provider, log_path, constrains, llama_cpp_routes)]
     log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -261,7 +279,7 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
         def _send(self, status: int, payload: dict | list, headers: dict | None = None) -> None:
             send_json(self, status, payload, headers)
 
-        def _log(self, body: dict) -> None:
+        def _log(self, log_path: Path | None, body: dict) -> None:
             if log_path is None:
                 return
             line = json.dumps({"t": time.time(), "path": self.path, "headers": dict(self.headers), "body": body})
@@ -269,32 +287,42 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
                 f.write(line + "\n")
 
         def do_GET(self) -> None:
-            self._send(*get_route(self.path.rstrip("/"), provider, llama_cpp))
+            self._send(*get_route(self.path.rstrip("/"), live[0].provider, live[0].llama_cpp))
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))  # read first: the connection is reused
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/embeddings"):
+            setup, route = live[0], self.path.rstrip("/")  # one setup for the whole request, whatever a reload does
+            if reloadable and route == "/scripted/reload":
+                live[0] = setup.reloaded(json.loads(raw), constrains, llama_cpp_routes)
+                self._send(200, {"rules": len(live[0].rules.rules)})
+                return
+            if route not in ("/v1/chat/completions", "/v1/embeddings"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
             body = json.loads(raw or b"{}")
-            self._log(body)
-            if self.path.rstrip("/") == "/v1/embeddings":
+            self._log(setup.log_path, body)
+            if route == "/v1/embeddings":
                 self._send(*_embeddings(body))
                 return
+            self._chat(setup, body)
+
+        def _chat(self, setup: _Setup, body: dict) -> None:
+            provider = setup.provider
             refusal = provider.refusal(body, self.headers.get("Authorization")) if provider else None
-            if refusal is None and llama_cpp:
+            if refusal is None and setup.llama_cpp:
                 refusal = llama_cpp_refusal(body)
             if refusal is not None:
                 self._send(*refusal)
                 return
-            answer = rules.answer(body, provider.shape if provider else None, constrains)
+            answer = setup.rules.answer(body, provider.shape if provider else None, setup.constrains)
             time.sleep(answer.delay_s)
             if answer.drop:  # nothing is written: the client sees the connection close with no answer
                 self.close_connection = True
             elif answer.status != 200:
                 self._send(answer.status, {"error": {"message": answer.text, "type": "server_error"}}, answer.headers)
             else:
-                self._send(200, _completion(body, answer.text, rules.requests, provider.tool_calling if provider else None))
+                self._send(200, _completion(body, answer.text, setup.rules.requests,
+                                            provider.tool_calling if provider else None))
 
     return Handler
 
@@ -328,7 +356,8 @@ def main() -> None:
     if isinstance(spec, list):
         spec = {"rules": spec}
     provider = Provider(**spec["provider"]) if "provider" in spec else None
-    server = ThreadingServer(("127.0.0.1", args.port), make_handler(_Rules(spec.get("rules", [])), provider, args.log))
+    server = ThreadingServer(("127.0.0.1", args.port),
+                             make_handler(_Rules(spec.get("rules", [])), provider, args.log, reloadable=True))
     print(f"scripted server listening on 127.0.0.1:{args.port}", flush=True)
     server.serve_forever()
 
