@@ -37,7 +37,9 @@ the API key, refused and mutually exclusive parameters, OpenAI's strict-schema r
 that provider's error shapes, and with ``tool_calling`` what that server does with tool calls
 (``scripted_tools.py``: ``tool_choice``, ``parallel_tool_calls``, the pairing of calls and tool
 messages, its id format, llama.cpp's ``--jinja``). ``--log FILE`` appends every request (time, headers, body) as
-one JSON line, for tests that check what was sent and when.
+one JSON line, for tests that check what was sent and when. ``POST /scripted/reload`` (this
+stand-in's own route, like vLLM stand-in's ``/scripted/requests``) swaps the rules, provider and
+request log of a running server, so a test suite reuses one process across tests.
 """
 
 from __future__ import annotations
