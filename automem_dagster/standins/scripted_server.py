@@ -259,6 +259,26 @@ class _Setup:
         return _Setup(_Rules(spec.get("rules", [])), provider, log, constrains, llama_cpp_routes)
 
 
+def _chat(handler: BaseHTTPRequestHandler, setup: _Setup, body: dict) -> None:
+    """Answer a chat request: the provider's or llama.cpp's refusal, else the first rule that applies."""
+    provider = setup.provider
+    refusal = provider.refusal(body, handler.headers.get("Authorization")) if provider else None
+    if refusal is None and setup.llama_cpp:
+        refusal = llama_cpp_refusal(body)
+    if refusal is not None:
+        send_json(handler, *refusal)
+        return
+    answer = setup.rules.answer(body, provider.shape if provider else None, setup.constrains)
+    time.sleep(answer.delay_s)
+    if answer.drop:  # nothing is written: the client sees the connection close with no answer
+        handler.close_connection = True
+    elif answer.status != 200:
+        send_json(handler, answer.status, {"error": {"message": answer.text, "type": "server_error"}}, answer.headers)
+    else:
+        send_json(handler, 200, _completion(body, answer.text, setup.rules.requests,
+                                            provider.tool_calling if provider else None))
+
+
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
                  constrains: Callable[[dict], bool] = llama_cpp_constrains, llama_cpp_routes: bool = True,
                  reloadable: bool = False):
@@ -306,25 +326,7 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
             if route == "/v1/embeddings":
                 self._send(*_embeddings(body))
                 return
-            self._chat(setup, body)
-
-        def _chat(self, setup: _Setup, body: dict) -> None:
-            provider = setup.provider
-            refusal = provider.refusal(body, self.headers.get("Authorization")) if provider else None
-            if refusal is None and setup.llama_cpp:
-                refusal = llama_cpp_refusal(body)
-            if refusal is not None:
-                self._send(*refusal)
-                return
-            answer = setup.rules.answer(body, provider.shape if provider else None, setup.constrains)
-            time.sleep(answer.delay_s)
-            if answer.drop:  # nothing is written: the client sees the connection close with no answer
-                self.close_connection = True
-            elif answer.status != 200:
-                self._send(answer.status, {"error": {"message": answer.text, "type": "server_error"}}, answer.headers)
-            else:
-                self._send(200, _completion(body, answer.text, setup.rules.requests,
-                                            provider.tool_calling if provider else None))
+            _chat(self, setup, body)
 
     return Handler
 
