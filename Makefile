@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine (see README.md):
 #   make run   installs everything, then plays the demo rollouts with the embedded model
-#   make test  installs everything, then runs the whole test suite
+#   make test  installs everything, then runs the whole test suite (make unit, make contract, make e2e)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -13,7 +13,7 @@ DVC := $(DVC_VENV)/bin/dvc
 DVC_STAMP := $(DVC_VENV)/.installed
 DVC_REMOTE ?= $(HOME)/automem-dvc-remote
 
-.PHONY: install run test lint unit dvc-install dvc-remote dvc-repro dvc-exp dagster mlflow-ui
+.PHONY: install run test lint unit contract e2e dvc-install dvc-remote dvc-repro dvc-exp dagster mlflow-ui
 
 install: $(STAMP)
 
@@ -37,14 +37,33 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 run: install
 	$(VENV)/bin/automem demo
 
-# Two pytest-xdist workers, a test file to each in turn (a file's module fixtures are built once):
-# most tests wait on a server or a subprocess, so two share two cores. PYTEST_WORKERS=0: one process.
+# The suite in three tiers (tests/conftest.py TIERS; docs/install.md "Test tiers"): `unit` (no process,
+# no socket), `contract` (stand-in servers, in-process Dagster), `e2e` (the real embedded model, DVC,
+# LoRA training, the browser). `make test` runs all three in that order, prints each one's time and
+# fails if any failed. Two pytest-xdist workers, a test file to each in turn (a file's
+# module fixtures are built once): most tests wait on a server or a subprocess, so two share two cores.
+# PYTEST_WORKERS=0: one process. pytest's exit code 5 (no test selected) fails a tier: a tier that
+# lost its tests is a missing suite, not a pass.
 PYTEST_WORKERS ?= 2
+PYTEST_TIER = $(PY) -m pytest -q -rs --durations=25 -n $(PYTEST_WORKERS) --dist loadfile -m $(1) tests; \
+	rc=$$?; [ $$rc -eq 5 ] && echo "make: the $(1) tier selected no tests" >&2; exit $$rc
+
 test: install dvc-install
-	$(PY) -m pytest -q -rs --durations=25 -n $(PYTEST_WORKERS) --dist loadfile tests
+	@failed=""; for tier in unit contract e2e; do \
+		start=$$(date +%s); \
+		$(MAKE) --no-print-directory $$tier || failed="$$failed $$tier"; \
+		echo "make test: the $$tier tier took $$(( $$(date +%s) - start )) s"; \
+	done; \
+	[ -z "$$failed" ] || { echo "make test: failed tiers:$$failed" >&2; exit 1; }
 
 unit: install
-	$(PY) -m pytest -q -m "not integration" tests
+	$(call PYTEST_TIER,unit)
+
+contract: install
+	$(call PYTEST_TIER,contract)
+
+e2e: install dvc-install
+	$(call PYTEST_TIER,e2e)
 
 lint: install
 	$(VENV)/bin/ruff check automem_dagster tests benchmarks

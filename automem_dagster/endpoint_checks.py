@@ -2,7 +2,8 @@
 
 A round that fails on its first meta call after an hour of rollouts has wasted the hour, so a
 user checks the file first: every role's key variable, a vLLM server's version against what its
-mode sends (``llm/server_rules.py``), then (unless it is a dry run) one tiny request per role in
+mode sends and a remote llama.cpp's adapters applied to every request (``llm/server_rules.py``),
+then (unless it is a dry run) one tiny request per role in
 the mode that role will use (a one-action turn for the game model, a LOG turn for the memory
 model, a strict JSON reply for the meta-LLM). The probe asks for a plain sentence, which breaks
 the grammar or schema sent, so a reply that parses proves the server applied the constraint; a
@@ -27,7 +28,7 @@ from automem_dagster.games import make_game
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.llm.config import EndpointConfig, EndpointConfigError, EndpointsConfig
 from automem_dagster.llm.replicas import ReplicatedClient
-from automem_dagster.llm.server_rules import check_vllm_server
+from automem_dagster.llm.server_rules import check_server
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.memory import OpName, parse_ops
@@ -190,7 +191,7 @@ async def check_endpoints(config: EndpointsConfig, log_dir: Path, dry_run: bool 
         try:
             cfg.api_key()
             if not dry_run:  # every replica, as connect() checks them all
-                check.server_version = [check_vllm_server(cfg, url) for url in cfg.base_urls()][0]
+                check.server_version = [check_server(cfg, url) for url in cfg.base_urls()][0]
         except EndpointConfigError as exc:
             check.ok, check.reason = False, str(exc)
         checks[role] = check

@@ -1,9 +1,14 @@
 """Shared fixtures: real servers on 127.0.0.1, started here and stopped by PID."""
 
+import contextlib
 import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -55,26 +60,56 @@ def stop_and_prove_gone(server) -> None:
         os.kill(pid, 0)
 
 
+@pytest.fixture(scope="session")
+def scripted_pool(tmp_path_factory):
+    """The scripted servers of this worker, idle between tests: ``scripted`` reloads one with a test's
+    rules (``POST /scripted/reload``) instead of starting a process per test. Stopped at session end."""
+    idle: list[ServerProcess] = []
+    folder = tmp_path_factory.mktemp("scripted")
+    yield idle, folder
+    for server in idle:
+        stop_and_prove_gone(server)
+
+
+def _reload(server, rules: list[dict], provider: dict | None, request_log: Path) -> None:
+    body = json.dumps({"rules": rules, "provider": provider, "log": str(request_log)}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{server.port}/scripted/reload", body,
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        resp.read()
+
+
 @pytest.fixture
-def scripted(tmp_path):
-    """Factory: ``scripted(rules, provider=None)`` starts a scripted OpenAI-compatible server (enforcing
-    ``provider``'s rules when given, see ``standins/scripted_provider.py``); ``server.request_log`` holds every
-    request it received, one JSON line each, ``server.rules`` the rules it answers from. All are stopped at
-    teardown."""
+def scripted(tmp_path, scripted_pool):
+    """Factory: ``scripted(rules, provider=None)`` gives a scripted OpenAI-compatible server answering from
+    ``rules`` (enforcing ``provider``'s rules when given, see ``standins/scripted_provider.py``), with fresh
+    counters; ``server.request_log`` holds every request it received in this test, one JSON line each,
+    ``server.rules`` the rules it answers from. Each call gives another server; they are this worker's
+    pooled ones, reloaded (a new process only when none is idle), and go back to the pool at teardown
+    unless the test stopped them."""
+    idle, folder = scripted_pool
     servers = []
 
     def start(rules: list[dict], provider: dict | None = None):
         n = len(servers)
-        path = tmp_path / f"rules{n}.json"
-        path.write_text(json.dumps({"rules": rules, **({"provider": provider} if provider else {})}))
-        server = scripted_server(path, tmp_path / f"scripted{n}.log", request_log=tmp_path / f"requests{n}.jsonl").start()
-        server.request_log, server.rules = tmp_path / f"requests{n}.jsonl", rules
+        request_log = tmp_path / f"requests{n}.jsonl"
+        server = idle.pop() if idle else None
+        if server is None:
+            path = folder / f"rules-{os.getpid()}-{time.monotonic_ns()}.json"
+            path.write_text(json.dumps({"rules": []}))
+            server = scripted_server(path, path.with_suffix(".log")).start()
+        _reload(server, rules, provider, request_log)
+        server.request_log, server.rules = request_log, rules
         servers.append(server)
         return server
 
     yield start
     for server in servers:
-        server.stop()
+        alive = server.process is not None and server.process.poll() is None
+        if alive:
+            idle.append(server)
+        else:
+            server.stop()
 
 
 @pytest.fixture
@@ -121,19 +156,81 @@ def storage(tmp_path):
                            specialists=str(tmp_path / "specialists"))
 
 
-SERVER_FIXTURES = frozenset({"embedded", "scripted", "vllm_server", "specialist_vllm"})
+SERVER_FIXTURES = frozenset({"embedded", "scripted", "scripted_pool", "vllm_server", "specialist_vllm"})
 """The fixtures above that start a server process: a test using one, itself or through another
 fixture, is marked ``server`` at collection; a test that starts one otherwise carries the mark itself."""
 
 
+TIERS = ("unit", "contract", "e2e")
+"""The suite's three tiers (setup.cfg markers; ``make unit``, ``make contract``, ``make e2e``; ``make test``
+runs all three). ``unit``: no process, no socket (``pytest_runtest_call`` refuses both). ``contract``:
+the stand-ins of ``automem_dagster/standins/`` and in-process Dagster. ``e2e``: the real embedded model,
+DVC, LoRA training, the browser."""
+E2E_FIXTURES = frozenset({"embedded"})
+"""Fixtures that start a real component: a test using one, itself or through another fixture, is ``e2e``."""
+
+
+def tier(item) -> str:
+    """``item``'s tier: its own ``unit``/``contract``/``e2e`` mark if it has one; else ``e2e`` for a test marked
+    ``integration``, marked ``server`` by hand (it starts a real server itself, not through a stand-in fixture)
+    or using an ``E2E_FIXTURES`` fixture; ``contract`` for one using a ``SERVER_FIXTURES`` stand-in;
+    ``unit`` otherwise. So a test another file adds is classified by the fixtures it uses."""
+    own = next((name for name in TIERS if item.get_closest_marker(name) is not None), None)
+    if own is not None:
+        return own
+    names = set(getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("integration") or item.get_closest_marker("server") or E2E_FIXTURES & names:
+        return "e2e"
+    return "contract" if SERVER_FIXTURES & names else "unit"
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
+        found = tier(item)  # before the fixture-derived `server` mark, which says nothing of the tier
+        if found not in {m.name for m in item.iter_markers()}:
+            item.add_marker(found)
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
+UNIT_TIER_COMMANDS = ("minihack/scripts/mh_patch_nhdat.sh",)
+"""Commands a unit test may run all the same: MiniHack writes every level by running this patch script
+on NetHack's data file when an environment is made, so making a MiniHack game is a subprocess."""
+
+
+@contextlib.contextmanager
+def unit_tier_guard(item):
+    """A ``unit`` test that starts a subprocess or opens an internet socket, in its body or a fixture,
+    fails, naming the tier to mark it with: ``make unit`` stays the tier that needs nothing running."""
+    if item.get_closest_marker("unit") is None:
+        yield
+        return
+
+    def refuse(what: str):
+        pytest.fail(f"{item.nodeid} is in the unit tier but {what}: mark it @pytest.mark.contract (stand-ins, "
+                    "subprocesses) or @pytest.mark.e2e (a real model, DVC, training), see TIERS in tests/conftest.py")
+
+    def no_process(self, *args, **kwargs):
+        command = args[0] if args else kwargs.get("args")
+        if any(allowed in str(command) for allowed in UNIT_TIER_COMMANDS):
+            return original_popen(self, *args, **kwargs)
+        refuse(f"starts a subprocess ({command!r})")
+
+    def no_socket(self, address, *args):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            refuse(f"opens a socket to {address!r}")
+        return original_connect(self, address, *args)
+
+    original_popen, original_connect = subprocess.Popen.__init__, socket.socket.connect
+    subprocess.Popen.__init__, socket.socket.connect = no_process, no_socket
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__, socket.socket.connect = original_popen, original_connect
+
+
+@contextlib.contextmanager
+def server_guard(item):
     """An unmarked test that starts a server process here (every server is a ``ServerProcess``), in its
     body or in a fixture it sets up at any scope, fails: ``-m "not server"`` stays the subset that starts none."""
     if item.get_closest_marker("server") is not None:
@@ -149,6 +246,12 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         ServerProcess.start = start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    with server_guard(item), unit_tier_guard(item):
+        yield
 
 
 CI_REQUIRED_ENV = "AUTOMEM_CI"

@@ -249,6 +249,7 @@ def test_a_phase_that_outgrows_the_context_drops_its_oldest_read_results(tmp_pat
 # --- sampling seeds ------------------------------------------------------------------------------
 
 
+@pytest.mark.contract
 def test_request_seeds_are_stable_across_processes_and_distinct_per_position():
     """The seed of a request depends on (episode seed, step, phase, turn) only, never on the process."""
     import subprocess

@@ -44,6 +44,7 @@ def test_babyai_solving_the_mission_sets_progression_to_one():
         assert result.info["step"] < game.max_steps
 
 
+@pytest.mark.contract
 def test_babyai_random_play_is_identical_in_fresh_processes():
     assert_all_agree([replay_fingerprints("babyai:GoToLocal", 40, BABYAI_SEEDS, PYTHONHASHSEED=str(index * 7919 + 1))
                       for index in range(2)])
@@ -54,6 +55,7 @@ def textworld_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("textworld")
 
 
+@pytest.mark.contract
 def test_textworld_generation_and_play_are_identical_in_a_fresh_process(textworld_cache, tmp_path, monkeypatch):
     """This process and a fresh one (another string-hash seed), each with its own empty game cache,
     so each generates and compiles the seed's game itself, then plays it with seeded random actions."""
@@ -65,6 +67,7 @@ def test_textworld_generation_and_play_are_identical_in_a_fresh_process(textworl
     assert_all_agree([here, fresh])
 
 
+@pytest.mark.contract
 def test_textworld_coin_collector_follows_balrogs_rules(textworld_cache):
     """The game's own walkthrough wins it: progression max(score / max score, won) is 1.0; the
     objective (which would give the route away) is not in the observation."""

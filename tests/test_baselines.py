@@ -227,6 +227,7 @@ def test_baselines_act_validly_under_their_grammars_on_the_embedded_server(agent
 
 # -- batches, CLI, tracking -----------------------------------------------------------------
 
+@pytest.mark.contract
 def test_a_batch_directory_refuses_another_agent(tmp_path, capsys):
     out = tmp_path / "b"
     args = ["rollout", "--game", "crafter", "--seeds", "42", "--max-steps", "2", "--out", str(out)]

@@ -48,6 +48,7 @@ def test_memory_store_quick(tmp_path, capsys):
     assert len(result["targets"]) == 4
 
 
+@pytest.mark.contract
 def test_env_speed_quick(tmp_path, capsys):
     result = _run("env_speed", tmp_path, capsys)
     assert set(result["results"]) == {"crafter", "minihack:Corridor-R3", "nethack"}

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.scaffold.lineage import Lineage
 from automem_dagster.training.registry import SpecialistRegistry
@@ -44,6 +46,7 @@ for k in range(int(rounds)):
 """
 
 
+@pytest.mark.contract
 def test_two_processes_registering_and_promoting_at_once_lose_nothing(tmp_path):
     scaffolds = tmp_path / "scaffolds"
     (scaffolds / "crafter").mkdir(parents=True)

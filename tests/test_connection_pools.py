@@ -53,6 +53,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.contract
 def test_a_refused_connection_counts_as_a_connection_failure_not_a_timeout():
     """openai's vendored aiohttp adapter names a refused connection ``ConnectTimeout``; the pool's client
     names it as httpx's own transport does, so the SDK raises ``APIConnectionError`` and the attempt

@@ -87,6 +87,7 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
     assert prefilled["rollout_batch"]["config"] == RoundConfig().model_dump(exclude_none=True)
 
 
+@pytest.mark.contract
 def test_loading_the_definitions_prints_no_preview_or_beta_warning():
     """What ``make dagster`` loads: Dagster's preview warning for partitioned checks is silenced where
     the checks are defined, and nothing else of Dagster's warns."""

@@ -116,6 +116,7 @@ def handed_on() -> dict:
 
 
 @pytest.mark.parametrize("base", ["folder", "memory://automem-io"])
+@pytest.mark.contract
 def test_step_outputs_go_where_automem_io_base_says(tmp_path, monkeypatch, base):
     """``$AUTOMEM_IO_BASE`` moves the project's IO manager: a folder (a shared mount), or an fsspec URL
     opened as a UPath. fsspec's in-memory file system stands in for an object store here: it is

@@ -35,6 +35,7 @@ def _check(tmp_path, capsys, body: str, *extra: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
+@pytest.mark.contract
 def test_check_names_a_wrong_port(tmp_path, capsys):
     code, out = _check(tmp_path, capsys, f"game: {{name: game, base_url: 'http://127.0.0.1:{free_port()}/v1'}}\n")
     assert code == 1 and "UNUSABLE" in out and "not reachable" in out and "check that the server is running" in out

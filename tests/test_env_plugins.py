@@ -100,6 +100,7 @@ BROKEN_PLUGINS = {
 }
 
 
+@pytest.mark.contract
 def test_broken_installed_plugins_are_named_and_break_only_their_own_games(tmp_path):
     """Real entry points (a distribution's metadata on the path of a fresh process), one per fault."""
     for name, text in BROKEN_PLUGINS.items():

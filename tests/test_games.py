@@ -351,10 +351,12 @@ def assert_all_agree(runs: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("game", ["crafter", "minihack:Corridor-R3", "nethack"])
+@pytest.mark.contract
 def test_seeded_random_play_is_identical_in_fresh_processes(game):
     assert_all_agree(fresh_process_fingerprints(game, 300, REPLAY_SEEDS))
 
 
+@pytest.mark.contract
 def test_crafter_worlds_are_the_same_with_compiled_and_pure_python_noise():
     """numba compiles opensimplex's noise (Crafter's world generation, 1.2-1.7 s a reset in pure
     Python); a compiled world that differed would change every Crafter seed's episode."""

@@ -64,6 +64,7 @@ def test_transient_errors_are_retried_then_reported(scripted, monkeypatch):
     assert "sk-very-secret-value" not in str(err.value)
 
 
+@pytest.mark.contract
 def test_connection_refused_is_a_clear_error():
     cfg = EndpointConfig(name="game", base_url="unused", max_retries=1, timeout_s=2)
     with pytest.raises(EndpointError, match="check that the server is running"):

@@ -95,6 +95,7 @@ def test_a_batch_directory_refuses_other_settings(tmp_path, scripted, capsys):
     assert "different max_steps" in capsys.readouterr().err
 
 
+@pytest.mark.contract
 def test_dead_endpoint_fails_clearly_and_keeps_what_finished(tmp_path, capsys):
     from automem_dagster.llm.process import free_port
 

@@ -79,6 +79,7 @@ def test_the_dvc_rollout_stage_plays_the_rules_block(rule, tmp_path, scripted, m
     assert read_manifest(project.root / "outputs" / "rollout")["seeds"] == block(rule)
 
 
+@pytest.mark.contract
 def test_params_yaml_can_name_the_block_of_the_dvc_stage(tmp_path):
     """``rollout.seed_block`` empty (the shipped value) leaves the block to the rule; a number names one."""
     project = StageProject(tmp_path / "project")

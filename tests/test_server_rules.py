@@ -7,6 +7,7 @@ reads (``scripted_server``, ``scripted_vllm``, ``scripted_provider`` cite what e
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -34,10 +35,9 @@ def vllm(vllm_server):
 
 
 def _post(server, body: dict) -> dict:
-    request = urllib.request.Request(f"{server.base_url}/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request) as resp:
-        return json.loads(resp.read())
+    status, answer = _answer(server, body)
+    assert status == 200, answer
+    return answer
 
 
 def _chat_requests(server) -> list[dict]:
@@ -62,6 +62,20 @@ def test_the_mode_defaults_to_what_the_server_decodes_under(server, mode):
 def test_a_mode_or_adapter_field_the_server_would_ignore_is_refused(fields, says):
     with pytest.raises(ValueError, match=says):
         EndpointConfig(name="game", base_url="http://127.0.0.1:9/v1", **fields)
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"frequency_penalty": 0.5}, "sets frequency_penalty, which api.anthropic.com accepts and ignores"),
+    ({"seed": 7}, "sets seed, which api.anthropic.com"),
+    ({"extra_body": {"presence_penalty": 0.2, "logprobs": True}}, "sets logprobs, presence_penalty, which"),
+    ({"extra_body": {"reasoning_effort": "low"}}, "sets reasoning_effort"),
+    ({"temperature": 1.5}, "caps temperature at 1.0"),
+])
+def test_a_field_anthropic_ignores_or_caps_is_refused_at_load_naming_it(fields, says):
+    """Anthropic's OpenAI SDK compatibility page lists these as ignored, and caps temperature at 1."""
+    with pytest.raises(ValueError, match=says):
+        EndpointConfig(name="meta", base_url="https://api.anthropic.com/v1/", **fields)
+    EndpointConfig(name="meta", base_url="https://api.openai.com/v1/", **fields)  # OpenAI reads them all
 
 
 def test_the_vllm_stand_in_ignores_fields_vllm_ignores(vllm):
@@ -313,3 +327,70 @@ def test_a_diagnosis_succeeds_on_a_provider_that_ignores_response_format(tmp_pat
     assert result.findings[0]["step"] == 1
     sent = json.loads(server.request_log.read_text().splitlines()[0])["body"]
     assert sent["response_format"]["type"] == "json_schema"  # still sent: an enforcing provider uses it
+
+
+def _answer(server, body: dict) -> tuple[int, dict]:
+    """The chat route's status and JSON answer to ``body``, refusals included."""
+    request = urllib.request.Request(f"{server.base_url}/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def _get(server, route: str):
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{route}") as resp:
+        return json.loads(resp.read())
+
+
+def test_the_llama_cpp_stand_in_refuses_what_llama_cpp_refuses(scripted):
+    """llama.cpp's server-common.cpp: json_schema with grammar (runtime_error: 500), an unknown
+    response_format type (invalid_argument: 400)."""
+    server = scripted([{"match": "", "reply": "ok"}])
+    messages = [{"role": "user", "content": "hi"}]
+    status, body = _answer(server, {"messages": messages, "grammar": 'root ::= "ok"', "json_schema": {"type": "object"}})
+    assert (status, body["error"]["message"]) == (500, "Cannot use both json_schema and grammar")
+    status, body = _answer(server, {"messages": messages, "response_format": {"type": "xml"}})
+    assert status == 400 and body["error"]["message"].endswith("but got: xml")
+    assert _answer(server, {"messages": messages, "response_format": {"type": "text"}})[0] == 200
+
+
+def test_the_llama_cpp_stand_in_serves_props_and_its_lora_adapters(scripted):
+    """tools/server/README.md: GET /props, and GET /lora-adapters listing --lora adapters with their scale."""
+    from automem_dagster.llm.server_info import server_report
+
+    plain = scripted([{"match": "", "reply": "ok"}])
+    assert _get(plain, "/lora-adapters") == []
+    config = EndpointConfig(name="game", base_url=plain.base_url, server="llama.cpp")
+    assert server_report(config, plain.base_url)["version"] == "b0-scripted"
+    started = scripted([], {"tool_calling": "llama.cpp", "lora": [{"path": "/m/a.gguf"}, {"path": "/m/b.gguf", "scale": 0}]})
+    assert _get(started, "/lora-adapters") == [{"id": 0, "path": "/m/a.gguf", "scale": 1.0},
+                                               {"id": 1, "path": "/m/b.gguf", "scale": 0.0}]
+
+
+def test_a_remote_llama_cpp_applying_a_lora_to_every_request_is_refused_for_the_game_role(scripted, tmp_path, capsys):
+    """llama.cpp applies --lora at its scale to every request naming no adapter (tools/server/README.md),
+    so the game role would play with the specialist; --lora-init-without-apply (scale 0) is fine."""
+    applied = scripted([GAME_RULE], {"tool_calling": "llama.cpp", "lora": [{"path": "/m/specialist.gguf"}]})
+    config = EndpointsConfig(game=EndpointConfig(name="game", base_url=applied.base_url, server="llama.cpp"))
+
+    async def go(cfg):
+        async with connect(cfg, tmp_path):
+            pass
+
+    with pytest.raises(EndpointConfigError, match=r"applies /m/specialist\.gguf at scale 1\.0 .*--lora-init-without-apply"):
+        asyncio.run(go(config))
+    code, out = _check(tmp_path, capsys, f"game: {{name: game, base_url: '{applied.base_url}', server: llama.cpp}}\n")
+    assert code == 1 and "--lora-init-without-apply" in out
+    assert _chat_requests_logged(applied) == []  # refused before any request
+    idle = scripted([GAME_RULE], {"tool_calling": "llama.cpp", "lora": [{"path": "/m/specialist.gguf", "scale": 0}]})
+    asyncio.run(go(EndpointsConfig(game=EndpointConfig(name="game", base_url=idle.base_url, server="llama.cpp"))))
+    specialist = EndpointConfig(name="memory", base_url=applied.base_url, server="llama.cpp", lora_id=0)
+    asyncio.run(go(EndpointsConfig(game=config.game.model_copy(update={"base_url": idle.base_url}), memory=specialist)))
+
+
+def _chat_requests_logged(server) -> list[dict]:
+    lines = server.request_log.read_text().splitlines() if server.request_log.exists() else []
+    return [json.loads(line) for line in lines if "/chat/completions" in json.loads(line)["path"]]

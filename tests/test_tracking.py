@@ -188,6 +188,7 @@ def test_invalid_evaluation_names_the_input(tmp_path):
         evaluation(1, plots=[tmp_path / "missing.png"])
 
 
+@pytest.mark.contract
 def test_unreachable_server_raises_tracking_error(monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")

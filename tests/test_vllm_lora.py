@@ -6,7 +6,7 @@ only under ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, else FastAPI's 404
 ``{"detail":"Not Found"}``; a load answers 200 with ``Success: LoRA adapter '<name>' added
 successfully.``) and ``vllm/entrypoints/openai/models/serving.py`` (errors as
 ``{"error": {"message", "type", "param", "code"}}``: 400 InvalidUserInput for missing fields or a
-name already loaded, 404 NotFoundError for a missing path or an unknown adapter, 500 for an
+name already loaded, 404 NotFoundError for a missing path or an unknown adapter, 400 BadRequestError for an
 engine failure such as ``LoRA rank 64 is greater than max_lora_rank 16.``; ``/v1/models`` lists
 adapters with ``root`` = path and ``parent`` = the base model; a chat request naming an unknown
 model answers 404 ``The model `x` does not exist.``). It records the model each chat request
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 
 import pytest
@@ -143,8 +144,21 @@ def test_a_server_without_runtime_lora_loading_is_refused_with_the_fix(vllm, tmp
     assert chat_models(server) == []
 
 
+def load_route(server, body: dict) -> tuple[int, dict | str]:
+    """What the stand-in's ``POST /v1/load_lora_adapter`` answers ``body``: status and JSON (or text)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{server.port}/v1/load_lora_adapter", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
 def test_an_adapter_above_the_servers_rank_limit_is_refused_with_the_fix(vllm, tmp_path):
     server = vllm(max_lora_rank=16)
+    status, body = load_route(server, {"lora_name": "big", "lora_path": record(tmp_path, "a0", rank=64).adapter_dir})
+    assert (status, body["error"]["type"], body["error"]["code"]) == (400, "BadRequestError", 400)  # vLLM's, not 500
     with pytest.raises(RoundError, match=r"rank 64 \(LoRA rank 64 is greater than max_lora_rank 16\.\).*"
                                          r"--max-lora-rank 64"):
         specialist_endpoints(endpoints(server), record(tmp_path, "a1", rank=64), "crafter")

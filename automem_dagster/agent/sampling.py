@@ -49,7 +49,7 @@ def seed_support(config: Any) -> str:
     if config.temperature == 0:
         return "not needed: temperature 0 samples greedily"
     if "seed" in ignored_fields(config):
-        return "ignored: the provider accepts seed and ignores it (llm/server_rules.py IGNORED_FIELDS); a rerun differs"
+        return "ignored: the provider accepts seed and ignores it (llm/config.py IGNORED_FIELDS); a rerun differs"
     if config.seed is not None:
         return f"fixed by the endpoint file: every request uses seed {config.seed} (no per-position seeds)"
     if config.server == "llama.cpp" and config.cache_prompt:

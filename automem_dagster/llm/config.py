@@ -48,10 +48,26 @@ DERIVED_MODE: dict[str, Constrained] = {"llama.cpp": "gbnf", "vllm": "vllm", "op
 """The ``constrained`` mode an endpoint gets from its ``server`` when the file sets none: the one
 that server's decoder honours. A mode the server does not read would go out with HTTP 200 and
 play unconstrained (vLLM accepts unknown request fields and drops them: ``OpenAIBaseModel`` is
-``extra="allow"`` and logs them at debug level, vllm/entrypoints/openai/engine/protocol.py)."""
+``extra="allow"`` and logs their names at warning level in the server's own log only,
+``OpenAIBaseModel.__log_extra_fields__`` in vllm/entrypoints/openai/engine/protocol.py,
+vllm-project/vllm commit 040a2cc2)."""
 
 _MODE_SERVERS = {"gbnf": "llama.cpp", "vllm": "vllm"}
 """Modes only one server family reads: ``grammar`` is llama.cpp's field, ``structured_outputs`` vLLM's."""
+
+ANTHROPIC_HOST = "api.anthropic.com"
+IGNORED_FIELDS: dict[str, tuple[str, ...]] = {ANTHROPIC_HOST: (
+    "logprobs", "metadata", "response_format", "prediction", "presence_penalty", "frequency_penalty", "seed",
+    "service_tier", "audio", "logit_bias", "store", "user", "modalities", "top_logprobs", "reasoning_effort")}
+"""Request fields a hosted API accepts and ignores, by host: Anthropic's OpenAI SDK compatibility page
+(docs.claude.com/en/api/openai-sdk, "Request fields", every field whose support status is "Ignored").
+The project sends ``response_format`` and per-request seeds itself and records that they are ignored
+(``server_rules.reply_schema_kind``, ``agent/sampling.seed_support``); an endpoint file that sets one of
+these fields is refused (``EndpointConfig._provider_reads_what_is_set``), as it would change nothing."""
+
+TEMPERATURE_CAP: dict[str, float] = {ANTHROPIC_HOST: 1.0}
+"""The highest temperature a hosted API samples at, by host: Anthropic's layer takes 0 to 1 and caps
+higher values at 1 (same page, ``temperature``), so a file asking for more is refused."""
 
 _RESERVED_BODY = frozenset({"model", "messages", "stream", "response_format", "n"})
 """Request fields the project sets itself; ``extra_body`` may not override them."""
@@ -126,6 +142,24 @@ class EndpointConfig(BaseModel):
             raise ValueError(f"lora_id selects an adapter of a llama.cpp server; a {self.server} server ignores it and "
                              "would answer with the base model: for vLLM name the adapter as `model` (docs/vllm.md), "
                              "or set server: llama.cpp if that is what runs")
+        return self
+
+    @model_validator(mode="after")
+    def _provider_reads_what_is_set(self) -> EndpointConfig:
+        """Refuse a field the provider at ``base_url`` accepts and ignores (``IGNORED_FIELDS``), and a
+        temperature above its cap (``TEMPERATURE_CAP``): the run would sample otherwise than the file says."""
+        host = next((h for h in IGNORED_FIELDS if h in (self.base_url or "")), None)
+        if host is None:
+            return self
+        set_here = {"frequency_penalty": self.frequency_penalty, "seed": self.seed, **self.extra_body}
+        ignored = [name for name in IGNORED_FIELDS[host] if set_here.get(name) is not None]
+        if ignored:
+            raise ValueError(f"endpoint {self.name!r} sets {', '.join(ignored)}, which {host} accepts and ignores "
+                             "(its OpenAI SDK compatibility page): remove them from the endpoint file")
+        cap = TEMPERATURE_CAP.get(host)
+        if cap is not None and self.temperature is not None and self.temperature > cap:
+            raise ValueError(f"endpoint {self.name!r} sets temperature {self.temperature}, but {host} caps temperature "
+                             f"at {cap} (its OpenAI SDK compatibility page): set temperature between 0 and {cap}")
         return self
 
     @property

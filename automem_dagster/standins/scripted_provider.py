@@ -37,6 +37,9 @@ What is enforced, and where it is written down:
   sent, as a model told the shape only by the prompt answers in it only when the prompt says it.
   Otherwise a hosted API decodes under a ``response_format`` of type ``json_schema`` or
   ``json_object`` (platform.openai.com/docs/guides/structured-outputs) and under nothing else.
+* ``lora``: with ``tool_calling: llama.cpp``, the adapters a llama.cpp server was started with
+  (``--lora PATH``, ``{"path", "scale"}``; scale 0 is ``--lora-init-without-apply``), listed at
+  ``GET /lora-adapters`` (``scripted_server.llama_cpp_adapters``).
 * ``error_shape``: ``openai`` (``{"error": {"message", "type", "param", "code"}}``) or
   ``anthropic`` (``{"type": "error", "error": {"type", "message"}}``).
 """
@@ -62,6 +65,7 @@ class Provider:
     exclude_tools_when_tool_choice_none: bool = False
     ignore_response_format: bool = False
     error_shape: str = "openai"
+    lora: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.tool_calling is not None and self.tool_calling not in scripted_tools.SERVERS:

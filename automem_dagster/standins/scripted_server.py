@@ -27,13 +27,19 @@ platform.openai.com/docs/guides/function-calling). Fault rules for what a real e
 ``"status"`` (500, 429 with ``Retry-After``), a ``"delay_s"`` past the client's timeout, and
 ``"drop": true``, which closes the connection without an answer (a dropped connection).
 
+Without a provider it is a llama.cpp server in what it refuses and serves besides the chat route
+(tools/server/README.md and server-common.cpp of llama.cpp): ``llama_cpp_refusal``, ``GET /props``
+and ``GET /lora-adapters``.
+
 The file may instead be ``{"rules": [...], "provider": {...}}``: the server then also enforces
 what a hosted provider enforces before any rule is consulted (``scripted_provider.py``: served models,
 the API key, refused and mutually exclusive parameters, OpenAI's strict-schema rules), with
 that provider's error shapes, and with ``tool_calling`` what that server does with tool calls
 (``scripted_tools.py``: ``tool_choice``, ``parallel_tool_calls``, the pairing of calls and tool
 messages, its id format, llama.cpp's ``--jinja``). ``--log FILE`` appends every request (time, headers, body) as
-one JSON line, for tests that check what was sent and when.
+one JSON line, for tests that check what was sent and when. ``POST /scripted/reload`` (this
+stand-in's own route, like vLLM stand-in's ``/scripted/requests``) swaps the rules, provider and
+request log of a running server, so a test suite reuses one process across tests.
 """
 
 from __future__ import annotations
@@ -62,6 +68,35 @@ def llama_cpp_constrains(body: dict) -> bool:
     or a ``response_format`` of type ``json_schema`` or ``json_object`` (tools/server README)."""
     fmt = body.get("response_format") or {}
     return bool(body.get("grammar") or body.get("json_schema")) or fmt.get("type") in ("json_schema", "json_object")
+
+
+def llama_cpp_refusal(body: dict) -> tuple[int, dict] | None:
+    """What llama.cpp's server refuses before decoding (``oaicompat_chat_params_parse``,
+    tools/server/server-common.cpp, ggml-org/llama.cpp master as of 2026-10): a top-level ``json_schema``
+    together with a ``grammar`` (``std::runtime_error``, which its HTTP layer answers 500 ``server_error``),
+    and a ``response_format`` type other than ``text``, ``json_object`` and ``json_schema``
+    (``std::invalid_argument``: 400 ``invalid_request_error``)."""
+    if body.get("json_schema") is not None and body.get("grammar"):
+        return 500, {"error": {"code": 500, "message": "Cannot use both json_schema and grammar", "type": "server_error"}}
+    kind = (body.get("response_format") or {}).get("type") or ""
+    if kind not in ("", "text", "json_object", "json_schema"):
+        return 400, {"error": {"code": 400, "message": 'response_format type must be one of "text" or "json_object", '
+                               f"but got: {kind}", "type": "invalid_request_error"}}
+    return None
+
+
+def llama_cpp_props() -> dict:
+    """``GET /props`` as llama.cpp's server answers it (tools/server/README.md, "GET /props"): the
+    fields the project reads (``model_path``, ``build_info``) and the slots."""
+    return {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1, "model_path": "scripted.gguf",
+            "chat_template": "", "build_info": "b0-scripted"}
+
+
+def llama_cpp_adapters(lora: list[dict]) -> list[dict]:
+    """``GET /lora-adapters`` (tools/server/README.md): every adapter the server was started with by
+    ``--lora``, as ``{"id", "path", "scale"}``; ``--lora-init-without-apply`` starts them at scale 0,
+    else at 1, which applies them to every request that names no ``lora`` of its own."""
+    return [{"id": i, "path": a["path"], "scale": float(a.get("scale", 1.0))} for i, a in enumerate(lora)]
 
 
 @dataclass(frozen=True)
@@ -175,7 +210,7 @@ KEEP_ALIVE_S = 5.0
 """Seconds an idle kept-alive connection stays open: uvicorn's default ``--timeout-keep-alive``."""
 
 
-def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> None:
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict | list, headers: dict | None = None) -> None:
     """One JSON answer with its Content-Length, which a kept-alive HTTP/1.1 connection needs."""
     data = json.dumps(payload).encode()
     handler.send_response(status)
@@ -187,16 +222,71 @@ def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict, heade
     handler.wfile.write(data)
 
 
+def get_route(route: str, provider: Provider | None, llama_cpp: bool) -> tuple[int, dict | list]:
+    """(status, JSON) of a GET: health, the served models, and llama.cpp's ``/props`` and ``/lora-adapters``."""
+    if route in ("/health", "/v1/health"):
+        return 200, {"status": "ok"}
+    if llama_cpp and route == "/props":
+        return 200, llama_cpp_props()
+    if llama_cpp and route == "/lora-adapters":
+        return 200, llama_cpp_adapters(provider.lora if provider is not None else [])
+    if route == "/v1/models":
+        names = provider.models if provider and provider.models else ["scripted"]
+        return 200, {"object": "list", "data": [{"id": n, "object": "model"} for n in names]}
+    return 404, {"error": {"message": f"no route {route}"}}
+
+
 # Keep-alive, as the servers imitated answer: vLLM's uvicorn keeps an HTTP/1.1 connection open after
 # a response unless told ``Connection: close`` (uvicorn docs, server-behavior.md "HTTP Headers"),
 # closing it after ``--timeout-keep-alive`` idle seconds (default 5), and llama.cpp's cpp-httplib server
 # keeps connections alive too. Every answer carries Content-Length (``_send``), which HTTP/1.1 needs.
 # Before, the handler's default HTTP/1.0 closed each connection, so every call paid a new TCP connection.
+class _Setup:
+    """What the server answers from: its rules, provider and request log. ``POST /scripted/reload``
+    (``make_handler(reloadable=True)``) swaps it whole, so a test suite can give one running stand-in
+    each test's own rules, counters reset, instead of starting a process per test."""
+
+    def __init__(self, rules: _Rules, provider: Provider | None, log_path: Path | None,
+                 constrains: Callable[[dict], bool], llama_cpp_routes: bool):
+        self.rules, self.provider, self.log_path = rules, provider, log_path
+        self.constrains = provider.constrains if provider is not None else constrains
+        self.llama_cpp = llama_cpp_routes and (provider is None or provider.tool_calling == "llama.cpp")
+
+    def reloaded(self, spec: dict, constrains: Callable[[dict], bool], llama_cpp_routes: bool) -> _Setup:
+        """A setup from a reload body ``{"rules": [...], "provider": {...} | null, "log": path | null}``."""
+        provider = Provider(**spec["provider"]) if spec.get("provider") else None
+        log = Path(spec["log"]) if spec.get("log") else None
+        return _Setup(_Rules(spec.get("rules", [])), provider, log, constrains, llama_cpp_routes)
+
+
+def _chat(handler: BaseHTTPRequestHandler, setup: _Setup, body: dict) -> None:
+    """Answer a chat request: the provider's or llama.cpp's refusal, else the first rule that applies."""
+    provider = setup.provider
+    refusal = provider.refusal(body, handler.headers.get("Authorization")) if provider else None
+    if refusal is None and setup.llama_cpp:
+        refusal = llama_cpp_refusal(body)
+    if refusal is not None:
+        send_json(handler, *refusal)
+        return
+    answer = setup.rules.answer(body, provider.shape if provider else None, setup.constrains)
+    time.sleep(answer.delay_s)
+    if answer.drop:  # nothing is written: the client sees the connection close with no answer
+        handler.close_connection = True
+    elif answer.status != 200:
+        send_json(handler, answer.status, {"error": {"message": answer.text, "type": "server_error"}}, answer.headers)
+    else:
+        send_json(handler, 200, _completion(body, answer.text, setup.rules.requests,
+                                            provider.tool_calling if provider else None))
+
+
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
-                 constrains: Callable[[dict], bool] = llama_cpp_constrains):
+                 constrains: Callable[[dict], bool] = llama_cpp_constrains, llama_cpp_routes: bool = True,
+                 reloadable: bool = False):
     """The request handler; ``constrains`` is the imitated server's rule for which requests are
-    decoded under a constraint (a provider's own rule wins)."""
-    constrains = provider.constrains if provider is not None else constrains
+    decoded under a constraint (a provider's own rule wins). Without a provider, or with a llama.cpp
+    provider, it is llama.cpp (``/props``, ``/lora-adapters``, ``llama_cpp_refusal``) unless
+    ``llama_cpp_routes`` is off (the vLLM stand-in). ``reloadable`` adds ``POST /scripted/reload`` (``_Setup``)."""
+    live = [_Setup(rules, provider, log_path, constrains, llama_cpp_routes)]
     log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -208,10 +298,10 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
         def log_message(self, *args) -> None:  # keep test output quiet
             pass
 
-        def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
+        def _send(self, status: int, payload: dict | list, headers: dict | None = None) -> None:
             send_json(self, status, payload, headers)
 
-        def _log(self, body: dict) -> None:
+        def _log(self, log_path: Path | None, body: dict) -> None:
             if log_path is None:
                 return
             line = json.dumps({"t": time.time(), "path": self.path, "headers": dict(self.headers), "body": body})
@@ -219,36 +309,24 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
                 f.write(line + "\n")
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") in ("/health", "/v1/health"):
-                self._send(200, {"status": "ok"})
-            elif self.path.rstrip("/") == "/v1/models":
-                names = provider.models if provider and provider.models else ["scripted"]
-                self._send(200, {"object": "list", "data": [{"id": n, "object": "model"} for n in names]})
-            else:
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
+            self._send(*get_route(self.path.rstrip("/"), live[0].provider, live[0].llama_cpp))
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))  # read first: the connection is reused
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/embeddings"):
+            setup, route = live[0], self.path.rstrip("/")  # one setup for the whole request, whatever a reload does
+            if reloadable and route == "/scripted/reload":
+                live[0] = setup.reloaded(json.loads(raw), constrains, llama_cpp_routes)
+                self._send(200, {"rules": len(live[0].rules.rules)})
+                return
+            if route not in ("/v1/chat/completions", "/v1/embeddings"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
             body = json.loads(raw or b"{}")
-            self._log(body)
-            if self.path.rstrip("/") == "/v1/embeddings":
+            self._log(setup.log_path, body)
+            if route == "/v1/embeddings":
                 self._send(*_embeddings(body))
                 return
-            refusal = provider.refusal(body, self.headers.get("Authorization")) if provider else None
-            if refusal is not None:
-                self._send(*refusal)
-                return
-            answer = rules.answer(body, provider.shape if provider else None, constrains)
-            time.sleep(answer.delay_s)
-            if answer.drop:  # nothing is written: the client sees the connection close with no answer
-                self.close_connection = True
-            elif answer.status != 200:
-                self._send(answer.status, {"error": {"message": answer.text, "type": "server_error"}}, answer.headers)
-            else:
-                self._send(200, _completion(body, answer.text, rules.requests, provider.tool_calling if provider else None))
+            _chat(self, setup, body)
 
     return Handler
 
@@ -282,7 +360,8 @@ def main() -> None:
     if isinstance(spec, list):
         spec = {"rules": spec}
     provider = Provider(**spec["provider"]) if "provider" in spec else None
-    server = ThreadingServer(("127.0.0.1", args.port), make_handler(_Rules(spec.get("rules", [])), provider, args.log))
+    server = ThreadingServer(("127.0.0.1", args.port),
+                             make_handler(_Rules(spec.get("rules", [])), provider, args.log, reloadable=True))
     print(f"scripted server listening on 127.0.0.1:{args.port}", flush=True)
     server.serve_forever()
 

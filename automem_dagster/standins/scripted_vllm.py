@@ -6,14 +6,17 @@ answers with vLLM's routes, status codes, error shapes and messages (read from v
 ``entrypoints/openai`` serving code; ``docs/vllm.md`` lists them): the LoRA routes exist only
 with runtime updating on (else FastAPI's 404 ``{"detail": "Not Found"}``); a load checks the
 folder exists (``--visible-root`` hides the rest, as a container sees only its volumes) and
-reads the rank from its ``adapter_config.json`` against ``--max-lora-rank``;
+reads the rank from its ``adapter_config.json`` against ``--max-lora-rank`` (a rank above it is
+HTTP 400 ``BadRequestError``: ``OpenAIServingModels.load_lora_adapter``, vllm/entrypoints/openai/
+serving_models.py, answers every engine failure of ``add_lora`` with 400 ``BadRequestError`` except
+"No adapter found", which is 404 ``NotFoundError``);
 a chat request must name the base model or a loaded adapter, and its prompt plus ``max_tokens``
 must fit ``--max-model-len``. Chat replies come from the same rules file as
 ``scripted_server``. Its tokenizer is a stand-in too: a word or a single symbol is one token,
 so dense text (ASCII maps) costs more than chars/4, as under real BPE tokenizers.
 
 Like vLLM it ignores request fields it does not know (vllm/entrypoints/openai/engine/protocol.py
-``OpenAIBaseModel``: ``extra="allow"``, ignored names logged at debug level), so a top-level
+``OpenAIBaseModel``: ``extra="allow"``, ignored names logged at warning level, commit 040a2cc2), so a top-level
 ``grammar`` (llama.cpp's field) or a ``lora`` list changes nothing, and a rule's ``free`` text
 answers a request that carries no constraint vLLM reads: ``structured_outputs`` (from vLLM
 0.10.2, PR #22772), ``guided_*`` (before 0.12.0, which removed them) or a ``response_format``
@@ -88,8 +91,8 @@ class _State:
             return _error(404, f"Loading lora {name} failed: No adapter found for {path}", "NotFoundError", None)
         rank = int(json.loads(config.read_text())["r"])
         if rank > self.max_lora_rank:
-            return _error(500, f"LoRA rank {rank} is greater than max_lora_rank {self.max_lora_rank}.",
-                          "InternalServerError", None)
+            return _error(400, f"LoRA rank {rank} is greater than max_lora_rank {self.max_lora_rank}.",
+                          "BadRequestError", None)
         self.adapters[name] = path
         return 200, f"Success: LoRA adapter '{name}' added successfully."
 
@@ -138,7 +141,7 @@ def vllm_constrains(body: dict, version: str) -> bool:
 
 
 def make_vllm_handler(rules: _Rules, state: _State):
-    base = make_handler(rules, constrains=lambda body: vllm_constrains(body, state.version))
+    base = make_handler(rules, constrains=lambda body: vllm_constrains(body, state.version), llama_cpp_routes=False)
 
     class Handler(base):
         def _answer(self, status: int, payload: str | dict) -> None:
