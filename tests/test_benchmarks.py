@@ -291,6 +291,7 @@ def test_training_throughput_dataset_is_a_valid_curated_dataset(tmp_path):
     assert (again / "dataset.parquet").read_bytes() == (tmp_path / "dataset.parquet").read_bytes()  # deterministic
 
 
+@pytest.mark.e2e
 def test_training_throughput_quick(tmp_path, capsys):
     """The project's training stage and the plain transformers + peft loop on the embedded base, two
     steps each: both measured, the ratio theirs, the effective batch kept through accumulation."""

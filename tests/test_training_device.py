@@ -40,6 +40,7 @@ sys.meta_path.insert(0, Blocked())
 """
 
 
+@pytest.mark.e2e
 def test_training_the_embedded_base_needs_no_model_client(tmp_path):
     """What `pip install .[train]` gives: with openai and aiohttp unimportable, the embedded base loads
     and the trainer is built on it, and neither client is imported along the way."""
