@@ -56,10 +56,11 @@ def _scaffold(tmp_path, game: str):
     return path
 
 
-def _rollout(tmp_path, server, game, out, steps=STEPS):
+def _rollout(tmp_path, server, game, out, steps=STEPS, scaffold=None):
+    """The rollout command of one seed, with ``scaffold`` (a path; default ``_scaffold``'s)."""
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
     return ["rollout", "--game", game, "--seeds", "42", "--max-steps", str(steps), "--endpoints", str(endpoints),
-            "--out", str(out), "--concurrency", "1", "--scaffold", str(_scaffold(tmp_path, game))]
+            "--out", str(out), "--concurrency", "1", "--scaffold", str(scaffold or _scaffold(tmp_path, game))]
 
 
 def _requests(server, skip: int = 0, until: int | None = None) -> list[dict]:
@@ -239,11 +240,9 @@ def test_a_resumed_episode_reuses_the_consultation_it_replayed(tmp_path, scripte
                        {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt"}])
     scaffold = tmp_path / "v0.yaml"
     scaffold.write_text(scaffold_yaml(load_scaffold("crafter", 0)))
-    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
 
     def rollout(out):
-        return cli_main(["rollout", "--game", "crafter", "--seeds", "42", "--max-steps", str(STEPS), "--endpoints",
-                         str(endpoints), "--out", str(out), "--concurrency", "1", "--scaffold", str(scaffold)])
+        return cli_main(_rollout(tmp_path, server, "crafter", out, scaffold=scaffold))
 
     out = tmp_path / "interrupted"
     assert rollout(out) == 2 and _partial_steps(out) == STOP
@@ -271,11 +270,9 @@ def test_a_resumed_episode_keeps_its_scaffolds_routine(tmp_path, scripted):
                        {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}])
     scaffold = tmp_path / "v0.yaml"
     scaffold.write_text(scaffold_yaml(with_routine("crafter", log_every=3, log_triggers=[], reuse_consultation=False)))
-    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
 
     def rollout(out):
-        return cli_main(["rollout", "--game", "crafter", "--seeds", "42", "--max-steps", str(steps), "--endpoints",
-                         str(endpoints), "--out", str(out), "--concurrency", "1", "--scaffold", str(scaffold)])
+        return cli_main(_rollout(tmp_path, server, "crafter", out, steps, scaffold))
 
     out = tmp_path / "interrupted"
     assert rollout(out) == 2 and _partial_steps(out) == stop
