@@ -46,7 +46,8 @@ def log_due(step: int, history: list[tuple[str, float]], fingerprints: list[tupl
     """Whether ``step`` runs LOG under ``routine``: never at step 0 (nothing happened yet); after one
     of its ``log_triggers``, which the history line does not show; else once ``log_every`` steps have
     passed since ``last_log_step``. ``fingerprints`` are ``signals.progress_fingerprint`` tuples
-    (position, inventory, level); with fewer than two, the change is unknown and LOG runs."""
+    (position, inventory, level); with fewer than two, a change of any of them is unknown, so a
+    routine that triggers on one LOGs."""
     if not history:
         return False
     return step - last_log_step >= routine.log_every or any(
