@@ -1,5 +1,6 @@
-"""Builders the test modules share: trajectory records as the runner writes them, and the Dagster
-resources and materialization metadata of an in-process round. One definition each, so a field the
+"""Builders the test modules share: trajectory records as the runner writes them, a shipped scaffold
+under another memory routine, and the Dagster resources and materialization metadata of an
+in-process round. One definition each, so a field the
 runner adds (``finish_reason``) or a resource the assets need reaches every test at once."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from automem_dagster.loop.report import RoundReport
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import RoundResult
+from automem_dagster.scaffold import Scaffold, load_scaffold, parse_scaffold
 from automem_dagster.tracking import Tracker
 
 
@@ -33,6 +35,13 @@ def step(action: str = "noop", turns=(), *, reward: float = 0.0, progression: fl
             "action_valid": valid, "action_note": "", "reward": reward, "progression": progression, "done": False,
             "warnings": list(warnings), "turns": list(turns), "state": state or {}, "info": {}, "game_s": 0.0,
             "wall_s": wall_s, **extra}
+
+
+def with_routine(game: str, **routine) -> Scaffold:
+    """``game``'s shipped v0 with its ``routine`` settings changed (``log_every=1``: a LOG every step),
+    validated as a scaffold file would be."""
+    data = load_scaffold(game, 0).model_dump(mode="json")
+    return parse_scaffold({**data, "routine": {**data["routine"], **routine}}, f"{game} v0 with routine {routine}")
 
 
 def mlflow_resource(root) -> MlflowResource:

@@ -9,13 +9,18 @@ import asyncio
 import json
 
 import pytest
+from builders import with_routine
 
 from automem_dagster.agent import MemoryAgent
-from automem_dagster.agent.savings import LOG_EVERY, log_due
+from automem_dagster.agent.savings import log_due
 from automem_dagster.games import game_family, make_game
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.memory import FilePolicy, Journal, MemoryStore
-from automem_dagster.scaffold import load_scaffold
+from automem_dagster.scaffold import Routine, load_scaffold
+
+SHIPPED = load_scaffold("crafter", 0).routine
+LOG_EVERY = SHIPPED.log_every
+"""The shipped v0's ``log_every``: the tests below count LOG turns under it."""
 
 
 def _client(server, name="game", constrained="none"):
@@ -51,7 +56,7 @@ def play(tmp_path, game_name, scaffold, game_server, steps, memory_server=None, 
 
 def test_one_model_step_writes_memory_and_acts(tmp_path, scripted):
     """Plain moves trigger no LOG of their own (the history line shows them), but LOG still runs every
-    ``LOG_EVERY`` steps, so an episode of plain moves still writes its memory."""
+    ``log_every`` steps, so an episode of plain moves still writes its memory."""
     server = scripted([
         {"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|went west\n<|DONE|>"},
         {"match": "Phase: PLAN", "reply": "<|ACTION|>move_west<|END|>"},
@@ -70,23 +75,43 @@ def test_one_model_step_writes_memory_and_acts(tmp_path, scripted):
 
 
 def test_log_runs_after_what_the_history_line_does_not_show():
-    """A reward, an inventory or a level change LOGs at once; a position change alone does not; nothing
-    LOGs at step 0; ``LOG_EVERY`` steps after the latest LOG, LOG runs whatever happened."""
+    """Under the shipped routine a reward, an inventory or a level change LOGs at once; a position change
+    alone does not; nothing LOGs at step 0; ``log_every`` steps after the latest LOG, LOG runs whatever
+    happened. Other triggers are the routine's to choose."""
     start, moved = ((1, 1), (), ()), ((2, 1), (), ())
-    assert not log_due(0, [], [start], 0)
-    assert not log_due(1, [("move_east", 0.0)], [start, moved], 0)
-    assert not log_due(3, [("noop", 0.0)], [moved, moved], 0)
-    assert log_due(1, [("do", 1.0)], [start, start], 0)
-    assert log_due(2, [("do", 0.0)], [moved, ((2, 1), (("wood", 1),), ())], 0)
-    assert log_due(2, [("do", 0.0)], [moved, ((2, 1), (), (("achievements", 1),))], 0)
-    assert log_due(LOG_EVERY, [("move_east", 0.0)], [start, moved], 0)
-    assert not log_due(LOG_EVERY + 2, [("move_east", 0.0)], [start, moved], 3)
+    assert not log_due(0, [], [start], 0, SHIPPED)
+    assert not log_due(1, [("move_east", 0.0)], [start, moved], 0, SHIPPED)
+    assert not log_due(3, [("noop", 0.0)], [moved, moved], 0, SHIPPED)
+    assert log_due(1, [("do", 1.0)], [start, start], 0, SHIPPED)
+    assert log_due(2, [("do", 0.0)], [moved, ((2, 1), (("wood", 1),), ())], 0, SHIPPED)
+    assert log_due(2, [("do", 0.0)], [moved, ((2, 1), (), (("achievements", 1),))], 0, SHIPPED)
+    assert log_due(LOG_EVERY, [("move_east", 0.0)], [start, moved], 0, SHIPPED)
+    assert not log_due(LOG_EVERY + 2, [("move_east", 0.0)], [start, moved], 3, SHIPPED)
+    walker = Routine(log_every=50, log_triggers=["position"])
+    assert log_due(1, [("move_east", 0.0)], [start, moved], 0, walker)
+    assert not log_due(2, [("do", 1.0)], [moved, moved], 1, walker)
+
+
+def test_a_routine_with_log_every_1_logs_every_step_and_consults_every_step(tmp_path, scripted):
+    """``log_every: 1`` and ``reuse_consultation: false``: a LOG at every step after the first (step 0 has
+    no previous step to record) and a fresh consultation at every step, whatever the moves did."""
+    server = scripted([
+        {"match": "Phase: LOG", "reply": "<|APPEND|>strategy.txt|wood lies west\n<|DONE|>"},
+        {"match": "Results:", "reply": "<|ACTION|>move_west<|END|>"},
+        {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt"},
+    ])
+    scaffold = with_routine("crafter", log_every=1, reuse_consultation=False)
+    steps = 4
+    _, outcomes = play(tmp_path, "crafter", scaffold, server, steps=steps)
+    assert [[t.phase for t in d.turns] for d in outcomes] == [
+        ["plan", "plan"], *[["log", "plan", "plan"]] * (steps - 1)]
+    assert not any(d.memory_context for d in outcomes)
 
 
 def test_a_consultation_is_reused_while_memory_is_unchanged_and_redone_after_a_write(tmp_path, scripted):
     """The same reads of unchanged files would return the same lines: they are shown again and one
     call picks the action (phase ``action``), the step says which consultation it reused; the
-    LOG write of step ``LOG_EVERY`` changes a file, so that step consults again."""
+    LOG write of step ``log_every`` changes a file, so that step consults again."""
     server = scripted([
         {"match": "Phase: LOG", "reply": "<|APPEND|>strategy.txt|wood lies west\n<|DONE|>"},
         {"match": "unchanged since)", "reply": "<|ACTION|>move_west<|END|>"},

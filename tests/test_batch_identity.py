@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import with_routine
 
 from automem_dagster import cli
-from automem_dagster.agent import savings
 from automem_dagster.agent.sampling import request_seed
 from automem_dagster.commands import shared
 from automem_dagster.llm import EndpointConfig
@@ -167,11 +167,10 @@ def test_batches_from_before_identities_load_but_are_not_reused_or_paired(storag
         decide_paired(new, summarize_batch(old.out_dir), "candidate")
 
 
-def test_every_request_carries_the_seed_of_its_place_in_the_episode(storage, servers, tmp_path, monkeypatch):
-    monkeypatch.setattr("automem_dagster.agent.savings.LOG_EVERY", 1)   # LOG turns too, in 3 steps
+def test_every_request_carries_the_seed_of_its_place_in_the_episode(storage, servers, tmp_path):
     server = servers["model-a"]
     spec = evaluation_spec(RoundSettings("crafter", eval_max_steps=3, eval_episodes=1, concurrency=1),
-                           load_scaffold("crafter", 0), storage)
+                           with_routine("crafter", log_every=1), storage)   # LOG turns too, in 3 steps
 
     async def go():
         async with connect(config(server, "model-a", temperature=0.9), tmp_path / "logs") as clients:
@@ -240,13 +239,35 @@ def test_a_proficiency_round_may_change_the_memory_role_alone(tmp_path):
         decide_paired(warmer, champion, "specialist")
 
 
-def test_a_batch_played_under_other_step_rules_is_played_again_and_not_paired(storage, servers, monkeypatch, caplog):
+def test_a_batch_played_under_another_memory_routine_is_another_scaffold(storage, servers, caplog):
+    """The routine (when LOG runs, when a consultation is reused) is scaffold data: a batch played under
+    another routine has another scaffold hash, so it is played again beside the first, and a round
+    pairs the two only as a candidate round, where the scaffold is what is tested."""
     server = servers["model-a"]
     first = play(config(server, "model-a"), storage)
-    assert read_manifest(first.out_dir)["identity"]["step_policy"]["revision"] == savings.STEP_POLICY_REVISION
-    monkeypatch.setattr(savings, "LOG_EVERY", savings.LOG_EVERY + 1)
+    recorded = read_manifest(first.out_dir)["identity"]
+    assert "step_policy" not in recorded and recorded["identity_version"] == 2
+    sparser = with_routine("crafter", log_every=load_scaffold("crafter", 0).routine.log_every + 1)
+    assert content_hash(sparser) != recorded["scaffold_hash"]
     with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
-        other = play(config(server, "model-a"), storage)
-    assert other.out_dir != first.out_dir and "step_policy.log_every" in caplog.text
-    with pytest.raises(RoundError, match=r"step_policy\.log_every"):
-        decide_paired(other, first, "candidate")
+        other = play(config(server, "model-a"), storage, sparser)
+    assert other.out_dir != first.out_dir and "scaffold_hash" in caplog.text
+    assert decide_paired(other, first, "candidate").comparison.n == 2
+    with pytest.raises(RoundError, match=r"different scaffold_hash"):
+        decide_paired(other, first, "specialist")
+
+
+def test_a_batch_recorded_before_the_routine_was_scaffold_data_is_not_reused(storage, servers, caplog):
+    """A batch.json of identity version 1 recorded the routine apart (``step_policy``): it is played
+    again beside it with those fields named, never continued or paired as one of today's."""
+    server = servers["model-a"]
+    first = play(config(server, "model-a"), storage)
+    manifest = json.loads((Path(first.out_dir) / "batch.json").read_text())
+    manifest["identity"] |= {"identity_version": 1,
+                             "step_policy": {"revision": 2, "log_every": 5, "reuse_consultation": True}}
+    (Path(first.out_dir) / "batch.json").write_text(json.dumps(manifest))
+    with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
+        again = play(config(server, "model-a"), storage)
+    assert again.out_dir != first.out_dir and "identity_version, step_policy.log_every" in caplog.text
+    with pytest.raises(RoundError, match=r"identity_version"):
+        decide_paired(again, summarize_batch(first.out_dir), "candidate")

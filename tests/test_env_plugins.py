@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from automem_dagster.agent.savings import LOG_EVERY
 from automem_dagster.cli import main as cli_main
 from automem_dagster.games import PluginError, env_ref, families, make_game, plugin
 from automem_dagster.games.builtin import BUILTIN
@@ -29,6 +28,8 @@ from automem_dagster.rollout.trajectory import partial_path, read_trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "env_plugin"
+LOG_EVERY = yaml.safe_load((EXAMPLE / "automem_hotcold" / "scaffold_v0.yaml").read_text())["routine"]["log_every"]
+"""The example plugin's v0 routine: plain moves LOG once every this many steps."""
 
 
 class Halfway:

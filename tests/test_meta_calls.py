@@ -69,6 +69,12 @@ def test_revision_schema_is_narrowed_to_the_parent():
     some_file = parent.model_writable_files()[0]
     modes = _present(policies["properties"][some_file])["properties"]["mode"]["enum"]
     assert parent.file(some_file).policy.mode not in modes and len(modes) == 4
+    routine = by_field["routine"]["routine"]["properties"]
+    assert _present(routine["log_every"])["anyOf"] == [
+        {"type": "integer", "minimum": 1, "maximum": parent.routine.log_every - 1},
+        {"type": "integer", "minimum": parent.routine.log_every + 1, "maximum": 100}]
+    assert _present(routine["reuse_consultation"]) == {"type": "boolean", "enum": [False]}
+    assert _present(routine["log_triggers"])["items"]["enum"] == ["reward", "inventory", "level", "position"]
     json.dumps(schema)  # serialisable as a response_format
 
 

@@ -88,6 +88,20 @@ def test_invalid_result_rejected_with_field(parent):
         apply_patch(parent, patch, 1, "x")
 
 
+def test_a_patch_revises_the_routine_and_an_invalid_one_is_refused_naming_the_field(parent):
+    patch = parse_patch(json.dumps({"routine": {"log_every": 2, "reuse_consultation": False}, "rationale": RATIONALE}))
+    new = apply_patch(parent, patch, 1, "x")
+    assert (new.routine.log_every, new.routine.reuse_consultation, new.routine.log_triggers) == (
+        2, False, parent.routine.log_triggers)
+    assert structural_changes(parent, new) == ["routine: log_every 5 -> 2, reuse_consultation True -> False"]
+    with pytest.raises(PatchRejected, match=r"routine\.log_every"):
+        apply_patch(parent, ScaffoldPatch(routine={"log_every": 0}, rationale=RATIONALE), 1, "x")
+    with pytest.raises(PatchRejected, match="unknown routine settings"):
+        parse_patch(json.dumps({"routine": {"log_sometimes": True}, "rationale": RATIONALE}))
+    with pytest.raises(PatchRejected, match="wording only"):
+        apply_patch(parent, ScaffoldPatch(routine={"log_every": parent.routine.log_every}, rationale=RATIONALE), 1, "x")
+
+
 def test_oversized_patch_rejected(parent):
     files = [{"name": f"f{i}.txt", "purpose": "p"} for i in range(21)]
     patch = ScaffoldPatch.model_validate({"add_files": files, "rationale": RATIONALE})
@@ -114,7 +128,8 @@ def test_off_schema_json_rejected_naming_fields():
 def test_json_schema_names_the_fields():
     schema = patch_json_schema()
     assert isinstance(schema, dict)
-    assert {"log_prompt", "add_files", "set_policies", "enable_operations", "limits", "signals", "rationale"} <= set(
+    assert {"log_prompt", "add_files", "set_policies", "enable_operations", "limits", "signals", "routine",
+            "rationale"} <= set(
         schema["properties"]
     )
     assert schema["required"] == ["rationale"]

@@ -13,6 +13,7 @@ import asyncio
 import json
 
 import pytest
+from builders import with_routine
 
 from automem_dagster.llm import EndpointConfig, EndpointError, LLMClient
 from automem_dagster.llm.client import request_body
@@ -151,10 +152,9 @@ def test_turn_schemas_stay_valid_when_the_model_has_deleted_every_file():
                               "required": ["f"], "additionalProperties": False})
 
 
-def test_a_hosted_game_model_plays_through_json_turns(tmp_path, scripted, monkeypatch):
+def test_a_hosted_game_model_plays_through_json_turns(tmp_path, scripted):
     """With ``constrained: json_schema`` every LOG and PLAN turn goes out as a strict schema (a provider
     that enforces the subset takes them) and the JSON replies become memory operations and actions."""
-    monkeypatch.setattr("automem_dagster.agent.savings.LOG_EVERY", 1)   # a LOG after every action, as below
     from automem_dagster.agent import MemoryAgent
     from automem_dagster.games import make_game
     from automem_dagster.memory import Journal, MemoryStore
@@ -170,7 +170,8 @@ def test_a_hosted_game_model_plays_through_json_turns(tmp_path, scripted, monkey
         game = make_game("crafter", max_steps=10)
         store = MemoryStore(tmp_path / "files", journal=Journal(tmp_path / "journal.jsonl"))
         client = LLMClient(EndpointConfig(name="game", model="hosted", constrained="json_schema"), server.base_url)
-        agent = MemoryAgent(load_scaffold("crafter", 0), store, game.actions(), game.parse_action, client)
+        scaffold = with_routine("crafter", log_every=1)   # a LOG after every action, as below
+        agent = MemoryAgent(scaffold, store, game.actions(), game.parse_action, client)
         result, outcomes = game.reset(7), []
         for t in range(3):
             agent.observe_state(result.state)

@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from builders import endpoints_file
+from builders import endpoints_file, with_routine
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.memory import FilePolicy
@@ -56,10 +56,11 @@ def _scaffold(tmp_path, game: str):
     return path
 
 
-def _rollout(tmp_path, server, game, out, steps=STEPS):
+def _rollout(tmp_path, server, game, out, steps=STEPS, scaffold=None):
+    """The rollout command of one seed, with ``scaffold`` (a path; default ``_scaffold``'s)."""
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
     return ["rollout", "--game", game, "--seeds", "42", "--max-steps", str(steps), "--endpoints", str(endpoints),
-            "--out", str(out), "--concurrency", "1", "--scaffold", str(_scaffold(tmp_path, game))]
+            "--out", str(out), "--concurrency", "1", "--scaffold", str(scaffold or _scaffold(tmp_path, game))]
 
 
 def _requests(server, skip: int = 0, until: int | None = None) -> list[dict]:
@@ -239,11 +240,9 @@ def test_a_resumed_episode_reuses_the_consultation_it_replayed(tmp_path, scripte
                        {"match": "Phase: PLAN", "reply": "<|READ|>strategy.txt"}])
     scaffold = tmp_path / "v0.yaml"
     scaffold.write_text(scaffold_yaml(load_scaffold("crafter", 0)))
-    endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
 
     def rollout(out):
-        return cli_main(["rollout", "--game", "crafter", "--seeds", "42", "--max-steps", str(STEPS), "--endpoints",
-                         str(endpoints), "--out", str(out), "--concurrency", "1", "--scaffold", str(scaffold)])
+        return cli_main(_rollout(tmp_path, server, "crafter", out, scaffold=scaffold))
 
     out = tmp_path / "interrupted"
     assert rollout(out) == 2 and _partial_steps(out) == STOP
@@ -259,3 +258,25 @@ def test_a_resumed_episode_reuses_the_consultation_it_replayed(tmp_path, scripte
     reused = [s.get("memory_context", {}).get("reused_consultation", {}).get("step") for s in steps]
     assert reused[STOP] is not None and reused[STOP] < STOP            # a consultation made before the interruption
     assert any(t["phase"] == "log" for s in steps[STOP:] for t in s["turns"])
+
+
+def test_a_resumed_episode_keeps_its_scaffolds_routine(tmp_path, scripted):
+    """A routine of a LOG every 3rd step and no other trigger, interrupted at step 7: the LOG counter is
+    restored from the replayed steps under the scaffold's ``log_every`` (the last LOG was at step 6), so
+    the resumed episode LOGs at step 9 as the uninterrupted one does, not at once at step 7."""
+    stop, steps = 7, 11
+    server = scripted([{"match": f"Step {stop}. ", "status": 500, "times": 1},
+                       {"match": "Phase: LOG", "reply": "<|APPEND|>strategy.txt|noted\n<|DONE|>"},
+                       {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}])
+    scaffold = tmp_path / "v0.yaml"
+    scaffold.write_text(scaffold_yaml(with_routine("crafter", log_every=3, log_triggers=[], reuse_consultation=False)))
+
+    def rollout(out):
+        return cli_main(_rollout(tmp_path, server, "crafter", out, steps, scaffold))
+
+    out = tmp_path / "interrupted"
+    assert rollout(out) == 2 and _partial_steps(out) == stop
+    assert rollout(out) == 0 and rollout(tmp_path / "reference") == 0
+    _, played, _ = _played(out)
+    assert played == _played(tmp_path / "reference")[1]
+    assert [s["step"] for s in played if any(t["phase"] == "log" for t in s["turns"])] == [3, 6, 9]

@@ -12,12 +12,13 @@ answer slower than the client's timeout, and a connection closed with no answer.
 import asyncio
 
 import pytest
-from builders import endpoints_file, scripted_client
+from builders import endpoints_file, scripted_client, with_routine
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.defs.common.metadata import retries_table
 from automem_dagster.llm.client import EndpointError, LLMClient
 from automem_dagster.rollout import load_summary, read_trajectory
+from automem_dagster.scaffold import scaffold_yaml
 
 REPLIES = [
     {"match": "Phase: LOG", "reply": "<|APPEND|>actions_log.txt|moved\n<|DONE|>"},
@@ -33,13 +34,15 @@ FAULTS = [
 ]
 
 
-def test_a_faulty_endpoint_shows_as_retries_by_cause_and_time_lost(tmp_path, scripted, capsys, monkeypatch):
-    monkeypatch.setattr("automem_dagster.agent.savings.LOG_EVERY", 1)   # a LOG every step, as FAULTS count them
+def test_a_faulty_endpoint_shows_as_retries_by_cause_and_time_lost(tmp_path, scripted, capsys):
+    scaffold = tmp_path / "v0.yaml"   # a LOG every step, as FAULTS count them
+    scaffold.write_text(scaffold_yaml(with_routine("minihack", log_every=1)))
     server = scripted(FAULTS + REPLIES)
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=3, timeout_s=0.5)
     out = tmp_path / "batch"
     assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--max-steps", "8",
-                     "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1"]) == 0
+                     "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1",
+                     "--scaffold", str(scaffold)]) == 0
 
     r = load_summary(out).retries
     assert r.by_cause == {"http_500": 2, "http_429": 1, "timeout": 1, "connection": 1, "http_503": 3}

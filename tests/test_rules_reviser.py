@@ -23,6 +23,7 @@ from automem_dagster.meta.rules_reviser import (
     rule_invalid_actions,
     rule_oscillation,
     rule_redundant_writes,
+    rule_sparse_memory,
     rule_stuck,
     rules_revision,
 )
@@ -35,14 +36,17 @@ V0 = load_scaffold("crafter", 0)
 BUSY = FileUsage(reads=3, writes=4)
 
 
-def evidence(files=None, points=(), slope=0.0, start=1000.0, end=1000.0, operations=None) -> dict:
-    """Evidence as ``diagnosis.json`` stores it: two 20-step episodes, every v0 file busy unless ``files`` says otherwise."""
+def evidence(files=None, points=(), slope=0.0, start=1000.0, end=1000.0, operations=None, routine=None) -> dict:
+    """Evidence as ``diagnosis.json`` stores it: two 20-step episodes, every v0 file busy unless ``files`` says
+    otherwise; ``routine``: the routine's counts (absent, as in a meta-LLM's diagnosis, unless given)."""
     usage = {f.name: BUSY for f in V0.files} | (files or {})
     episodes = [EpisodeEvidence(name, f"/{name}.jsonl", seed, 20, 0.0, [], ContextGrowth(start, end, slope))
                 for name, seed in (("crafter__seed1", 1), ("crafter__seed2", 2))]
     data = Evidence(episodes, list(points), usage, [n for n, u in usage.items() if not u.reads],
                     [n for n, u in usage.items() if not u.writes]).as_dict()
     data["operations"] = operations or {}
+    if routine is not None:
+        data["routine"] = routine
     return data
 
 
@@ -131,6 +135,28 @@ def test_operations_that_only_fail_are_disabled_never_read_or_a_needed_one():
                                           rationale="a keyed file for this test"), 1, "keyed")
     assert rule_failing_operations(evidence(operations={"UPSERT": {"uses": 3, "failed": 3}}), keyed) == []
     assert_cites_evidence(findings, data)
+
+
+def test_memory_the_routine_held_back_revises_the_routine():
+    """Two 20-step episodes with 4 reads and 6 writes in all (the issue's Crafter figure for 40 steps),
+    LOG at 8 steps and 30 reused consultations: the routine, not the model, held the decisions back,
+    so LOG runs twice as often and consultations are asked afresh. The same few reads and writes under
+    a routine that LOGged and consulted at most steps leave it alone: then it was the model's choice."""
+    sparse = {name: FileUsage() for name in (f.name for f in V0.files)}
+    sparse |= {"strategy.txt": FileUsage(reads=4, writes=6)}
+    held = evidence(sparse, routine={"steps": 40, "log_steps": 8, "reused_consultations": 30})
+    findings = rule_sparse_memory(held, V0)
+    assert patch_of(findings) == {"routine": {"log_every": 2, "reuse_consultation": False}}
+    assert "4 reads in 40 steps" in findings[0].what_happened and findings[0].kind == "other"
+    assert_cites_evidence(findings, held)
+    revision = rules_revision(V0, _diagnosis(held), "diag", 1)
+    assert revision.accepted and "routine: log_every 5 -> 2, reuse_consultation True -> False" in revision.changes
+    assert rule_sparse_memory(evidence(sparse, routine={"steps": 40, "log_steps": 35, "reused_consultations": 2}),
+                              V0) == []
+    assert rule_sparse_memory(evidence(routine={"steps": 40, "log_steps": 8, "reused_consultations": 30}), V0) == []
+    assert rule_sparse_memory(evidence(sparse), V0) == []                       # a meta-LLM's evidence: no counts
+    assert rule_sparse_memory(evidence(sparse, routine={"steps": 6, "log_steps": 1, "reused_consultations": 5}),
+                              V0) == []                                       # too short to judge
 
 
 def test_invalid_actions_and_malformed_turns_are_reported_without_a_change():

@@ -1,9 +1,11 @@
 """Scaffold files: every shipped v0 validates; errors name the field; save, hash and diff behave."""
 
 import pytest
+import yaml
 
 from automem_dagster.memory import FilePolicy, OpName
 from automem_dagster.scaffold import (
+    Routine,
     ScaffoldError,
     content_hash,
     diff_scaffolds,
@@ -31,6 +33,16 @@ def test_v0_loads_and_follows_automem_v0(game):
     assert not scaffold.signals.stuck.enabled and not scaffold.signals.oscillation.enabled
     assert all(f.policy.mode in ("free", "reference") for f in scaffold.files)
     assert 0 in list_versions(game)
+
+
+@pytest.mark.parametrize("game", FAMILIES)
+def test_v0_states_the_memory_routine_as_data(game):
+    """Every shipped v0 writes its routine out (not left to a default), and it is the harness's rules of
+    before the routine became scaffold data: a LOG at most every 5 steps, at once after a reward or a
+    change of inventory or level, and a consultation reused while the memory files are unchanged."""
+    stated = yaml.safe_load(scaffold_path(game, 0).read_text())["routine"]
+    assert stated == {"log_every": 5, "log_triggers": ["reward", "inventory", "level"], "reuse_consultation": True}
+    assert load_scaffold(game, 0).routine == Routine()
 
 
 def test_v0_files_match_reference():
@@ -62,6 +74,11 @@ def _data(game="crafter"):
         (lambda d: d.update(parent=3), "parent"),
         (lambda d: d.update(colour="blue"), "colour"),
         (lambda d: d.update(log_prompt="short"), "log_prompt"),
+        (lambda d: d["routine"].update(log_every=0), "routine.log_every"),
+        (lambda d: d["routine"].update(log_triggers=["reward", "weather"]), "routine.log_triggers.1"),
+        (lambda d: d["routine"].update(log_triggers=["level", "level"]), "routine.log_triggers"),
+        (lambda d: d["routine"].update(reuse_consultation="sometimes"), "routine.reuse_consultation"),
+        (lambda d: d["routine"].update(log_after="reward"), "routine.log_after"),
     ],
 )
 def test_invalid_scaffolds_name_the_field(mutate, field):
@@ -97,6 +114,18 @@ def test_save_roundtrip_hash_and_immutability(tmp_path):
     with pytest.raises(ScaffoldError, match="immutable"):
         save_scaffold(changed.model_copy(update={"version": 0, "parent": None}), root=tmp_path)
     assert not list((tmp_path / "crafter").glob("*.tmp"))
+
+
+def test_a_routine_change_is_structural_and_changes_the_hash():
+    """The routine decides which memory decisions exist, so changing it is a structural revision
+    that a diff names, and the content hash (which names the batches played) follows it."""
+    s0 = load_scaffold("crafter", 0)
+    s1 = s0.model_copy(update={"version": 1, "parent": 0,
+                               "routine": Routine(log_every=1, log_triggers=["reward", "position"])})
+    assert structural_changes(s0, s1) == [
+        "routine: log_every 5 -> 1, log_triggers ['reward', 'inventory', 'level'] -> ['reward', 'position']"]
+    assert content_hash(s1) != content_hash(s0)
+    assert "-  log_every: 5" in diff_scaffolds(s0, s1) and "+  log_every: 1" in diff_scaffolds(s0, s1)
 
 
 def test_diff_lists_structural_changes():

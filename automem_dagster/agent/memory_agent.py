@@ -6,9 +6,10 @@ several reads in one turn, then picks the game action (one-model), or hands over
 model which only chooses the action (two-model, the proficiency loop's specialist setup).
 
 Calls are the bill (``benchmarks/step_cost.py``), so the harness does not ask the model for
-what it already knows (``agent.savings``): LOG runs after a reward or a change of inventory or
-level, and at least every ``LOG_EVERY`` steps; a consultation is shown again without a call
-while the memory files are unchanged since it; none is offered while every file is empty.
+what it already knows (``agent.savings``), by the scaffold's ``routine``: LOG runs after one of its
+triggers (shipped: a reward or a change of inventory or level) and at least every ``log_every``
+steps; a consultation is shown again without a call while the memory files are unchanged since it
+(``reuse_consultation``); none is offered while every file is empty.
 
 Nothing the model says can crash an episode: unparseable output is recorded on the turn, counted,
 and the fallback applies.
@@ -140,7 +141,7 @@ class MemoryAgent:
         self.history: list[tuple[str, float]] = []
         self.fingerprints: list[tuple] = []
         self.last_log_step = 0
-        """The step of the latest LOG phase (0 before any): ``LOG_EVERY`` counts from it."""
+        """The step of the latest LOG phase (0 before any): the routine's ``log_every`` counts from it."""
         self.consultation: Consultation | None = None
         self._role: prompts.Role = "memory" if memory_client is not None else "agent"
         self._system = prompts.system_prompt(scaffold, actions, self._role)
@@ -163,11 +164,12 @@ class MemoryAgent:
         warnings = self.warnings()
         turns: list[TurnRecord] = []
         memory_index, context = {}, {}
-        if log_due(step, self.history, self.fingerprints, self.last_log_step):
+        if log_due(step, self.history, self.fingerprints, self.last_log_step, self.scaffold.routine):
             memory_index["log"] = self.store.index()
             turns += await self._log_phase(step, observation, warnings)
         memory_index["plan"] = self.store.index()
-        reuse = self.consultation if self.consultation and self.consultation.files == memory_files(self.store) else None
+        reuse = self.consultation if self.consultation and self.scaffold.routine.reuse_consultation \
+            and self.consultation.files == memory_files(self.store) else None
         if reuse is not None:
             context["reused_consultation"] = {"step": reuse.step, "results": reuse.lines}
         plan_turns, parsed = await self._plan_phase(step, observation, warnings, reuse)

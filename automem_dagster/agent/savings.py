@@ -1,21 +1,23 @@
 """What the memory agent does not ask the model for, because the harness already knows it.
 
 Calls are the bill (``benchmarks/step_cost.py``; issue 29 compares a step with AutoMem's own
-harness on the same settings). Two rules, both decided from what the harness holds:
+harness on the same settings). Two rules, both decided from what the harness holds and both set
+by the scaffold's ``routine`` (``scaffold.model.Routine``), so a structure round can revise them:
 
 - **LOG** runs when the previous step did something a note could record beyond what the
-  history line already says: a reward, or a change of inventory or level (achievements). A
-  plain move, a blocked move or a no-op is in the history line (and in the stuck warning)
-  already, so it is not LOGged on its own; but at least every ``LOG_EVERY`` steps LOG runs
-  anyway, so memory is still written on a long walk. The games report no message of their own
-  apart from the observation text, so "a new game message" is no trigger.
-- **The consultation** (PLAN's reads) is not asked for again while the memory files are
-  unchanged since the last consultation that read something: the same reads would return the
-  same lines, so those lines are shown again and one call only picks the action. The step's
-  ``memory_context`` says so (``reused_consultation``: the step it came from and its lines) and
-  that call is a turn of phase ``action``, so the curation of memory decisions, which reads
-  ``log`` and ``plan`` turns, finds no decision there. A write that changes a file, or a synced
-  file the harness rewrote, makes the next step consult again.
+  history line already says: one of the routine's ``log_triggers`` (shipped: a reward, or a
+  change of inventory or level). A plain move, a blocked move or a no-op is in the history line
+  (and in the stuck warning) already, so under the shipped triggers it is not LOGged on its own;
+  but at least every ``log_every`` steps LOG runs anyway, so memory is still written on a long
+  walk. The games report no message of their own apart from the observation text, so "a new
+  game message" is no trigger.
+- **The consultation** (PLAN's reads), with ``reuse_consultation`` on, is not asked for again
+  while the memory files are unchanged since the last consultation that read something: the
+  same reads would return the same lines, so those lines are shown again and one call only picks
+  the action. The step's ``memory_context`` says so (``reused_consultation``: the step it came
+  from and its lines) and that call is a turn of phase ``action``, so the curation of memory
+  decisions, which reads ``log`` and ``plan`` turns, finds no decision there. A write that
+  changes a file, or a synced file the harness rewrote, makes the next step consult again.
 """
 
 from __future__ import annotations
@@ -23,23 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from automem_dagster.memory import MemoryStore, MemoryStoreError
-
-LOG_EVERY = 5
-"""At most this many steps pass without a LOG phase: an episode of plain moves (which alone
-trigger no LOG) still has its memory written every ``LOG_EVERY`` steps. Five LOGs a quarter of
-the steps of issue 29's reference run (20 steps) when nothing else happens."""
-
-STEP_POLICY_REVISION = 2
-"""Counts the changes to what the memory agent asks the model per step: 1 was a LOG after every
-step that changed anything and a consultation every step; 2 is this module's rules."""
-
-
-def step_policy() -> dict:
-    """The rules above as a batch's identity records them (``rollout/identity.py``): a batch played
-    under other rules (a LOG every step, a consultation every step) asks other questions, so it is not
-    reused, resumed or paired as one played under these."""
-    return {"revision": STEP_POLICY_REVISION, "log_every": LOG_EVERY, "reuse_consultation": True}
-
+from automem_dagster.scaffold.model import Routine
 
 REUSED_NOTE = "(read at step {step}; the memory files are unchanged since)"
 """The line after a reused consultation's results: the prompt otherwise reads as after a fresh one."""
@@ -55,15 +41,28 @@ class Consultation:
     files: tuple[tuple[str, str], ...]
 
 
-def log_due(step: int, history: list[tuple[str, float]], fingerprints: list[tuple], last_log_step: int) -> bool:
-    """Whether ``step`` runs LOG: never at step 0 (nothing happened yet); after a reward or a change of
-    inventory or level, which the history line does not show; else once ``LOG_EVERY`` steps have
+def log_due(step: int, history: list[tuple[str, float]], fingerprints: list[tuple], last_log_step: int,
+            routine: Routine) -> bool:
+    """Whether ``step`` runs LOG under ``routine``: never at step 0 (nothing happened yet); after one
+    of its ``log_triggers``, which the history line does not show; else once ``log_every`` steps have
     passed since ``last_log_step``. ``fingerprints`` are ``signals.progress_fingerprint`` tuples
-    (position, inventory, level); with fewer than two, the change is unknown and LOG runs."""
+    (position, inventory, level); with fewer than two, a change of any of them is unknown, so a
+    routine that triggers on one LOGs."""
     if not history:
         return False
-    eventful = history[-1][1] != 0 or len(fingerprints) < 2 or fingerprints[-1][1:] != fingerprints[-2][1:]
-    return eventful or step - last_log_step >= LOG_EVERY
+    return step - last_log_step >= routine.log_every or any(
+        _happened(trigger, history[-1][1], fingerprints) for trigger in routine.log_triggers)
+
+
+_FINGERPRINT_PART = {"position": 0, "inventory": 1, "level": 2}
+
+
+def _happened(trigger: str, reward: float, fingerprints: list[tuple]) -> bool:
+    """Whether the previous step (its ``reward``, the last two fingerprints) shows ``trigger``."""
+    if trigger == "reward":
+        return reward != 0
+    part = _FINGERPRINT_PART[trigger]
+    return len(fingerprints) < 2 or fingerprints[-1][part] != fingerprints[-2][part]
 
 
 def memory_files(store: MemoryStore) -> tuple[tuple[str, str], ...]:

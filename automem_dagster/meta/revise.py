@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -34,11 +35,12 @@ from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.replies import Attempt, ask_again
 from automem_dagster.meta.tool_session import BudgetSpent, ToolSession
 from automem_dagster.scaffold.io import diff_scaffolds, revision_changes, scaffold_yaml
-from automem_dagster.scaffold.model import MODEL_OPS, Limits, Scaffold, Signals
+from automem_dagster.scaffold.model import MODEL_OPS, Limits, LogTrigger, Routine, Scaffold, Signals
 from automem_dagster.scaffold.patch import MAX_FILES_TOUCHED, PatchRejected, ScaffoldPatch, apply_patch, patch_json_schema
 
 MAX_ATTEMPTS = 3
-STRUCTURAL_FIELDS = ("enable_operations", "add_files", "signals", "set_policies", "limits", "disable_operations")
+STRUCTURAL_FIELDS = ("enable_operations", "add_files", "signals", "set_policies", "limits", "routine",
+                     "disable_operations")
 """Patch fields that change structure; each schema alternative requires one of them."""
 
 SYSTEM_PROMPT = f"""You are the meta-LLM of AutoMem. You revise the memory scaffold of a game agent \
@@ -52,8 +54,12 @@ or status); "max_lines" with "prune_to" caps a file by dropping its oldest lines
 - operations: {', '.join(op.value for op in MODEL_OPS)}.
 - limits: memory operations per LOG and PLAN phase, history length, text lengths.
 - signals: "stuck" warns after N steps without change; "oscillation" warns on back-and-forth moves.
+- routine: when memory decisions are asked for at all. "log_every": at most this many steps without \
+a LOG (1: every step); "log_triggers": events of the previous step that make a LOG due at once \
+(reward, inventory, level, position); "reuse_consultation": while the memory files are unchanged, \
+show the last PLAN reads again instead of asking for new ones.
 
-Rules: the patch must change structure (files, policies, operations, limits or signals), not only \
+Rules: the patch must change structure (files, policies, operations, limits, signals or routine), not only \
 wording; the model must keep at least one file it can write; touch at most {MAX_FILES_TOUCHED} files; \
 the rationale cites the diagnosis findings it answers."""
 
@@ -130,6 +136,7 @@ def revision_schema(parent: Scaffold) -> dict:
     props["signals"] = {"type": "object", "additionalProperties": False, "properties": {
         name: _switched(signals["$defs"][sub["$ref"].rsplit("/", 1)[1]], getattr(parent.signals, name).enabled)
         for name, sub in signals["properties"].items()}}
+    props["routine"] = _routine_changes(parent.routine)
     props["add_files"] = {"type": "array", "items": {"$ref": "#/$defs/MemoryFile"}, "maxItems": 3}
     for key in ("log_prompt", "plan_prompt"):
         props[key] = {"type": "string", "maxLength": 2_000}
@@ -238,6 +245,17 @@ def _other_than(current: int, minimum: int, maximum: int) -> dict:
     """An integer in [minimum, maximum] other than ``current``, as ranges a grammar can hold."""
     ranges = [(minimum, current - 1), (current + 1, maximum)]
     return {"anyOf": [{"type": "integer", "minimum": lo, "maximum": hi} for lo, hi in ranges if lo <= hi]}
+
+
+def _routine_changes(routine: Routine) -> dict:
+    """The routine's settings, each only as a value other than ``routine``'s: another ``log_every``,
+    ``reuse_consultation`` switched, or another set of triggers (a list, so not every spelling of the
+    same set can be excluded; ``apply_patch`` refuses one that changes nothing)."""
+    triggers = list(typing.get_args(LogTrigger))
+    return {"type": "object", "additionalProperties": False, "properties": {
+        "log_every": _other_than(routine.log_every, **_bounds(Routine.model_fields["log_every"])),
+        "log_triggers": {"type": "array", "items": {"type": "string", "enum": triggers}, "maxItems": len(triggers)},
+        "reuse_consultation": {"type": "boolean", "const": not routine.reuse_consultation}}}
 
 
 def _new_policy(policy: dict, mode: str) -> dict:

@@ -12,6 +12,8 @@ structural change that evidence calls for:
 - a prompt that grows over the episode gets a line cap with pruning on its most-written files;
 - stuck stretches switch the stuck warning on, back-and-forth moves the oscillation warning;
 - an operation whose every use failed (refused, or a SEARCH that found nothing) is disabled;
+- memory written or read on few steps, where the routine (not the model) held LOG or the
+  consultation back, makes LOG run more often or stops reusing consultations;
 - invalid actions and malformed turns are reported; no scaffold change of the repertoire fixes them.
 
 The diagnosis and the patch go through the same ``Finding`` model, ``apply_patch`` validation,
@@ -57,6 +59,13 @@ REVERSALS_MIN = 2
 """Direction reversals in a row before the oscillation warning is switched on."""
 FAILING_MIN = 2
 """Uses of an operation, all failed, before it is disabled."""
+SPARSE_MIN_STEPS = 10
+"""Steps in the batch before the routine is judged on its reads and writes per step."""
+SPARSE_PER_STEP = 0.25
+"""Reads (or writes) per step below which memory counts as sparsely used..."""
+ROUTINE_HELD_SHARE = 0.5
+"""...and the share of steps without a LOG (or with a reused consultation) at or above which the
+routine, rather than the model's choice in its turns, is what held them back."""
 
 _NEEDED_BY_MODE = {"keyed": OpName.UPSERT, "append_only": OpName.APPEND}
 _WRITE_OPS = (OpName.APPEND, OpName.WRITE, OpName.UPSERT)
@@ -98,10 +107,25 @@ def operation_outcomes(paths: list[Path]) -> dict[str, dict[str, int]]:
     return {name: {"uses": c["uses"], "failed": c["failed"]} for name, c in sorted(counts.items())}
 
 
+def routine_outcomes(paths: list[Path]) -> dict[str, int]:
+    """What the memory routine let happen: the steps, those with a LOG turn, and those that showed a
+    reused consultation instead of consulting (``agent/savings.py``)."""
+    counts = Counter()
+    for path in paths:
+        _, steps, _ = read_trajectory(path)
+        for record in steps:
+            counts["steps"] += 1
+            counts["log_steps"] += any(t["phase"] == "log" for t in record["turns"])
+            counts["reused_consultations"] += "reused_consultation" in (record.get("memory_context") or {})
+    return {key: counts[key] for key in ("steps", "log_steps", "reused_consultations")}
+
+
 def rules_evidence(paths: list[Path], scaffold: Scaffold) -> dict:
-    """The evidence the rules read, as stored in ``diagnosis.json``: ``collect_evidence``'s plus ``operations``."""
+    """The evidence the rules read, as stored in ``diagnosis.json``: ``collect_evidence``'s plus
+    ``operations`` and ``routine``."""
     evidence = collect_evidence(paths, [f.name for f in scaffold.files]).as_dict()
     evidence["operations"] = operation_outcomes(paths)
+    evidence["routine"] = routine_outcomes(paths)
     return evidence
 
 
@@ -245,6 +269,37 @@ def rule_failing_operations(evidence: dict, scaffold: Scaffold) -> list[RuleFind
     return out
 
 
+def rule_sparse_memory(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
+    """Revise the routine when memory was written or read on few steps and the routine held it back:
+    few writes while most steps ran no LOG halve ``log_every``; few reads while most steps reused a
+    consultation switch ``reuse_consultation`` off. Silent without the ``routine`` counts (a meta-LLM's
+    diagnosis) or on a batch shorter than ``SPARSE_MIN_STEPS``."""
+    counts, routine = evidence.get("routine"), scaffold.routine
+    if not counts or counts["steps"] < SPARSE_MIN_STEPS:
+        return []
+    steps = counts["steps"]
+    writes = sum(u["writes"] for u in evidence["files"].values())
+    reads = sum(u["reads"] for u in evidence["files"].values())
+    changes, causes = {}, []
+    if (writes < SPARSE_PER_STEP * steps and routine.log_every > 1 and scaffold.limits.log_max_ops > 0
+            and steps - counts["log_steps"] >= ROUTINE_HELD_SHARE * steps):
+        changes["log_every"] = max(1, routine.log_every // 2)
+        causes.append(f"LOG runs at most every {routine.log_every} steps unless {routine.log_triggers} happen")
+    if (reads < SPARSE_PER_STEP * steps and routine.reuse_consultation and scaffold.limits.plan_max_ops > 0
+            and counts["reused_consultations"] >= ROUTINE_HELD_SHARE * steps):
+        changes["reuse_consultation"] = False
+        causes.append("a consultation is reused while the files are unchanged")
+    if not changes:
+        return []
+    episode, step = _end_of_first(evidence)
+    return [RuleFinding(
+        "other", episode, step,
+        f"evidence routine: {writes} writes, {reads} reads in {steps} steps; LOG ran at {counts['log_steps']} "
+        f"steps, {counts['reused_consultations']} reused a consultation",
+        "the routine asks for few memory decisions: " + "; ".join(causes),
+        "routine " + ", ".join(f"{k} {v}" for k, v in changes.items()), {"routine": changes})]
+
+
 def rule_invalid_actions(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
     """Report invalid actions and malformed turns; no structural change of the repertoire targets them."""
     out = []
@@ -262,7 +317,7 @@ def rule_invalid_actions(evidence: dict, scaffold: Scaffold) -> list[RuleFinding
 
 ALL_RULES: tuple[Callable[[dict, Scaffold], list[RuleFinding]], ...] = (
     rule_dead_files, rule_redundant_writes, rule_context_growth, rule_stuck, rule_oscillation,
-    rule_failing_operations, rule_invalid_actions,
+    rule_failing_operations, rule_sparse_memory, rule_invalid_actions,
 )
 
 
@@ -281,7 +336,7 @@ def merge_patch(findings: list[RuleFinding]) -> dict:
             else:
                 merged = patch.setdefault(key, {})
                 for name, inner in value.items():
-                    merged[name] = merged.get(name, {}) | inner
+                    merged[name] = merged.get(name, {}) | inner if isinstance(inner, dict) else inner
     return patch
 
 

@@ -5,8 +5,8 @@ nothing about what played: a second endpoints file, another temperature or a Cra
 would otherwise reuse the first batch, and the gate would pair two models' episodes. So
 ``batch.json`` records an identity: per playing role (game, memory) the endpoint as its file and
 its server describe it (``llm/server_info.py``), the agent and its settings, the scaffold hash
-and the step policy (memory agent: ``agent/savings.py``), the versions of the game's packages,
-and a world fingerprint per seed. Its
+(memory agent; it covers the scaffold's routine, when LOG runs and when a consultation is reused:
+``agent/savings.py``), the versions of the game's packages, and a world fingerprint per seed. Its
 ``digest`` names the batch: a batch is reused or resumed only under the same digest, and a
 decision pairs two batches only when their identities differ in what the round tests.
 docs/batch-identity.md says the same for users.
@@ -20,13 +20,15 @@ import json
 from typing import Any
 
 from automem_dagster.agent.memory_settings import needs_embed
-from automem_dagster.agent.savings import step_policy
 from automem_dagster.agent.turn_format import TurnFormats, action_turn, reasoning_turn
 from automem_dagster.games import make_game
 from automem_dagster.llm.server_info import embedded_identity, endpoint_identity, package_version
 from automem_dagster.memory.ops import OpName
 
-IDENTITY_VERSION = 1
+IDENTITY_VERSION = 2
+"""2: the memory routine is in the scaffold hash, and the separate ``step_policy`` of version 1 is gone.
+A batch recorded under version 1 differs in ``identity_version`` (and ``step_policy``), so it is
+played again beside it and never paired, with those fields named."""
 PLAYING_ROLES = ("game", "memory", "embed")
 """The roles whose models can change an episode; ``meta`` only reads finished batches."""
 
@@ -103,7 +105,6 @@ def identity_of(spec: Any, world: dict, roles: dict[str, dict]) -> dict:
         "max_steps": spec.max_steps,
         "agent": spec.agent_settings(),
         "scaffold_hash": spec.scaffold_hash() if spec.agent == "memory" else None,
-        "step_policy": step_policy() if spec.agent == "memory" else None,
         "roles": roles,
         "packages": world["packages"],
         "worlds": world["worlds"],

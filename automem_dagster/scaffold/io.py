@@ -100,7 +100,7 @@ def diff_scaffolds(old: Scaffold, new: Scaffold) -> str:
 
 
 def structural_changes(old: Scaffold, new: Scaffold) -> list[str]:
-    """Changes beyond wording: files, policies, operations, limits and signals."""
+    """Changes beyond wording: files, policies, operations, limits, signals and the routine."""
     changes: list[str] = []
     old_files = {f.name: f for f in old.files}
     new_files = {f.name: f for f in new.files}
@@ -118,7 +118,7 @@ def structural_changes(old: Scaffold, new: Scaffold) -> list[str]:
         changes.append(f"operations enabled: {added}")
     if removed:
         changes.append(f"operations disabled: {removed}")
-    for section in ("limits", "signals"):
+    for section in ("limits", "signals", "routine"):
         before, after = getattr(old, section).model_dump(), getattr(new, section).model_dump()
         if before != after:
             changes.append(f"{section}: {_changed_keys(before, after)}")

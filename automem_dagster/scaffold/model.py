@@ -1,7 +1,8 @@
 """The scaffold: everything about how the agent uses memory, as one validated document.
 
 A scaffold version is data (a YAML file), not a copy of the harness: prompts, the memory
-files and their policies, which operations exist, the routine caps and the derived signals.
+files and their policies, which operations exist, the routine caps, the derived signals and
+the memory routine (when LOG runs, when a consultation is reused).
 The building blocks it switches on (keyed upsert, pruning, synced files, warnings) are
 implemented once, in ``memory`` and ``agent``. The structure loop edits this model, so
 every rule a revision must obey is checked here.
@@ -9,7 +10,7 @@ every rule a revision must obey is checked here.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -18,7 +19,6 @@ from automem_dagster.memory.policy import FilePolicy
 
 MODEL_OPS = tuple(op for op in OpName if op is not OpName.DONE)
 """Operations a scaffold can enable; DONE is always available to end a LOG turn."""
-
 
 
 def registered_family(family: str) -> str:
@@ -84,6 +84,36 @@ class Signals(BaseModel):
     oscillation: OscillationSignal = Field(default_factory=OscillationSignal)
 
 
+LogTrigger = Literal["reward", "inventory", "level", "position"]
+"""What of the previous step makes a LOG due at once: a reward other than 0, or a change of the
+inventory, the level (achievements, depth) or the position (``agent.signals.progress_fingerprint``)."""
+
+
+class Routine(BaseModel):
+    """When the memory agent asks the model for memory decisions at all (``agent/savings.py``).
+
+    LOG and the consultation are the only places a memory decision can be made, so these rules
+    decide which decisions exist: they are the scaffold's, for a structure round to revise, and
+    a batch played under other rules has another scaffold hash. The defaults are the rules every
+    shipped v0 states."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    log_every: int = Field(5, ge=1, le=100)
+    """At most this many steps pass without a LOG (1: a LOG at every step after the first)."""
+    log_triggers: list[LogTrigger] = Field(default_factory=lambda: ["reward", "inventory", "level"], max_length=4)
+    """Events of the previous step that make a LOG due before ``log_every`` steps have passed."""
+    reuse_consultation: bool = True
+    """Show the last consultation again, without a call, while the memory files are unchanged since it."""
+
+    @field_validator("log_triggers")
+    @classmethod
+    def _distinct(cls, triggers: list[str]) -> list[str]:
+        if len(set(triggers)) != len(triggers):
+            raise ValueError("lists a trigger twice")
+        return triggers
+
+
 class Scaffold(BaseModel):
     """One version of the memory scaffold for one game family."""
 
@@ -99,6 +129,7 @@ class Scaffold(BaseModel):
     operations: list[OpName]
     limits: Limits = Field(default_factory=Limits)
     signals: Signals = Field(default_factory=Signals)
+    routine: Routine = Field(default_factory=Routine)
 
     @field_validator("operations")
     @classmethod

@@ -2,7 +2,7 @@
 
 The meta-LLM never rewrites a scaffold YAML; it returns a small JSON patch against the
 parent (replace a prompt, add or remove files, change file policies, switch operations,
-adjust limits and signals) with a rationale citing the diagnosis. A patch is parsed
+adjust limits, signals and the memory routine) with a rationale citing the diagnosis. A patch is parsed
 without ever raising anything but ``PatchRejected``, and applied only if the result is
 a valid scaffold that differs structurally from the parent (wording alone is not a
 revision) and still leaves the memory in the model's hands (some file it can write).
@@ -18,7 +18,7 @@ from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.memory.ops import OpName
 from automem_dagster.memory.policy import FilePolicy
 from automem_dagster.scaffold.io import ScaffoldError, parse_scaffold, structural_changes
-from automem_dagster.scaffold.model import Limits, MemoryFile, Scaffold, Signals
+from automem_dagster.scaffold.model import Limits, MemoryFile, Routine, Scaffold, Signals
 
 MAX_FILES_TOUCHED = 20
 """A revision touching more files than this is a rewrite, not a diagnosable change."""
@@ -33,8 +33,8 @@ class PatchRejected(ValueError):
 class ScaffoldPatch(BaseModel):
     """A structural revision of one scaffold, as the meta-LLM proposes it.
 
-    Every field but ``rationale`` is optional: absent means "as in the parent". ``limits``
-    and ``signals`` are partial updates so the meta-LLM names only what it changes.
+    Every field but ``rationale`` is optional: absent means "as in the parent". ``limits``,
+    ``signals`` and ``routine`` are partial updates so the meta-LLM names only what it changes.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -49,6 +49,9 @@ class ScaffoldPatch(BaseModel):
     limits: dict[str, int] = Field(default_factory=dict, description="changed Limits fields only")
     signals: dict[str, dict[str, int | bool]] = Field(
         default_factory=dict, description='changed signal settings only, e.g. {"stuck": {"enabled": true}}'
+    )
+    routine: dict[str, int | bool | list[str]] = Field(
+        default_factory=dict, description='changed routine settings only, e.g. {"log_every": 2}'
     )
     rationale: str = Field(
         min_length=20, max_length=1_000, description="why: cite the diagnosis this revision answers"
@@ -69,6 +72,14 @@ class ScaffoldPatch(BaseModel):
         if unknown:
             raise ValueError(f"unknown signals {unknown}: use {sorted(Signals.model_fields)}")
         return signals
+
+    @field_validator("routine")
+    @classmethod
+    def _known_routine(cls, routine: dict[str, int | bool | list[str]]) -> dict[str, int | bool | list[str]]:
+        unknown = sorted(routine.keys() - Routine.model_fields.keys())
+        if unknown:
+            raise ValueError(f"unknown routine settings {unknown}: use {sorted(Routine.model_fields)}")
+        return routine
 
 
 def patch_json_schema() -> dict[str, Any]:
@@ -111,6 +122,7 @@ def apply_patch(parent: Scaffold, patch: ScaffoldPatch, version: int, descriptio
     data["limits"].update(patch.limits)
     for name, changes in patch.signals.items():
         data["signals"][name].update(changes)
+    data["routine"].update(patch.routine)
 
     try:
         new = parse_scaffold(data, f"{parent.game} v{version} (patched from v{parent.version})")
@@ -121,7 +133,8 @@ def apply_patch(parent: Scaffold, patch: ScaffoldPatch, version: int, descriptio
             "memory must stay model-driven: every file would be reference or synced, so the model could write nothing"
         )
     if not structural_changes(parent, new):
-        raise PatchRejected("wording only: a revision needs a structural change (files, policies, operations, limits or signals)")
+        raise PatchRejected("wording only: a revision needs a structural change "
+                            "(files, policies, operations, limits, signals or routine)")
     return new
 
 
