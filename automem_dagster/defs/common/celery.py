@@ -7,9 +7,9 @@ another worker plays it; because a shard resumes its finished seeds and its inte
 worker killed mid-shard then fails the whole run ("WorkerLostError ... signal 9").
 
 A whole worker lost (its machine gone) is noticed only when Redis's ``visibility_timeout`` passes:
-it must be longer than the longest shard, or a shard still running is delivered a second time, and
-shorter than Redis's default hour, or a lost shard waits that long. ``visibility_timeout`` derives
-it from the round's budget.
+it must be longer than the longest shard, or a shard still running is delivered a second time; the
+longer it is, the longer a lost shard waits. ``visibility_timeout`` derives it from the round's
+budget (a worst case: smaller shards or shorter endpoint timeouts bring it down).
 
 Shard steps go to one queue per game endpoint pool (``queue_tags``): a worker started near a model
 replica with ``automem worker --queue <pool>`` serves that replica's shards; every other step goes
