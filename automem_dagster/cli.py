@@ -19,6 +19,7 @@ from automem_dagster.commands import (
     rollout_view,
     structure,
     table,
+    worker,
 )
 from automem_dagster.commands.render import console
 from automem_dagster.llm.client import EndpointError
@@ -35,7 +36,7 @@ from automem_dagster.training.base_model import BaseModelError
 from automem_dagster.training.registry import RegistryError
 from automem_dagster.training.sft_result import TrainingError
 
-COMMAND_MODULES = (rollout, demo, structure, table, evaluate, adopt, proficiency, endpoints)
+COMMAND_MODULES = (rollout, demo, structure, table, evaluate, adopt, proficiency, endpoints, worker)
 """The command groups, in the order ``automem --help`` lists them."""
 
 USER_ERRORS = (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,

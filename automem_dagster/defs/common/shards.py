@@ -17,6 +17,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from automem_dagster.defs.common.celery import queue_tags
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.metadata import rollout_metadata
 from automem_dagster.defs.common.progress import episode_log
@@ -101,7 +102,8 @@ def shard_op(name: str, connection: Callable[[dict, LLMEndpointsResource, Storag
     """The mapped step that plays one shard of a batch, connected as ``connection(shard, endpoints,
     storage)`` says (default: the endpoints file); returns the shard with the endpoints it was played on."""
 
-    @dg.op(name=name, retry_policy=SHARD_RETRY, pool=GAME_ENDPOINT_POOL, tags={"kind": "llm"})
+    @dg.op(name=name, retry_policy=SHARD_RETRY, pool=GAME_ENDPOINT_POOL,
+           tags={"kind": "llm", **queue_tags(GAME_ENDPOINT_POOL)})
     def play_shard(context: dg.OpExecutionContext, endpoints: LLMEndpointsResource, storage: StorageResource,
                    shard: dict) -> dict:
         if shard["spec"] is None:

@@ -1,0 +1,134 @@
+"""``automem worker``: a Celery worker for Dagster's Celery executor (docs/scale.md), and
+``automem worker --migrate``, which prepares the Dagster instance once before any worker starts.
+
+A worker runs the steps of runs whose executor is ``celery_executor`` with the same settings
+(``defs/common/celery.py``), the same ``DAGSTER_HOME`` (the instance every step reports to) and the
+same ``AUTOMEM_HOME`` (the project's files) as the run. It checks the instance and the broker before
+it starts and says which one it cannot reach, with a non-zero exit: a worker that came up without
+them would take shards and fail each one.
+
+Two workers creating a SQLite instance at once fail ("table secondary_indexes already exists"), so a
+worker never creates the instance: ``--migrate`` does, once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from pathlib import Path
+
+import yaml
+
+from automem_dagster.commands.render import console
+
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+
+
+class WorkerSetupError(RuntimeError):
+    """What a worker cannot reach (the instance or the broker), and what to do."""
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("worker", help="Start a Celery worker for rounds run with --executor celery "
+                                           "(or --migrate the Dagster instance once before the first worker)")
+    parser.add_argument("--broker", default=os.environ.get("AUTOMEM_CELERY_BROKER", DEFAULT_BROKER),
+                        help="the broker URL the runs use ($AUTOMEM_CELERY_BROKER; default %(default)s)")
+    parser.add_argument("--queue", action="append", default=None,
+                        help="a queue to serve: 'dagster' (every step but the shards) or an endpoint pool "
+                             "('game_endpoint'); repeatable; default both")
+    parser.add_argument("--concurrency", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--name", default=None, help="the worker's name (default automem-<pid>@<host>)")
+    parser.add_argument("--visibility-timeout", type=int, default=3600,
+                        help="seconds before an unacknowledged shard is redelivered; the run's value "
+                             "(defs/common/celery.py visibility_timeout)")
+    parser.add_argument("--migrate", action="store_true",
+                        help="create or migrate the instance in $DAGSTER_HOME, then exit (once, before workers)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.migrate:
+            migrate_instance()
+            return 0
+        return start_worker(args.broker, args.queue or ["dagster", "game_endpoint"], args.concurrency,
+                            args.name or f"automem-{os.getpid()}@{socket.gethostname()}", args.visibility_timeout)
+    except WorkerSetupError as exc:
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        return 3
+
+
+def dagster_home() -> Path:
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        raise WorkerSetupError("instance: DAGSTER_HOME is not set; set it to the run's Dagster home "
+                               "(the same folder on every machine, or a dagster.yaml naming a shared Postgres)")
+    return Path(home)
+
+
+def migrate_instance() -> None:
+    """Create the instance's storage, or bring it to this Dagster's schema (``dagster instance migrate``)."""
+    import dagster as dg
+
+    home = dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.upgrade()
+    console.print(f"instance in {home} ready for workers")
+
+
+def check_instance() -> None:
+    """The instance opens without being created: a SQLite one (no storage named in dagster.yaml) must
+    already hold its run database, which ``--migrate`` made."""
+    import dagster as dg
+
+    home = dagster_home()
+    config_file = home / "dagster.yaml"
+    config = yaml.safe_load(config_file.read_text()) if config_file.exists() else None
+    named_storage = isinstance(config, dict) and any(k in config for k in ("storage", "run_storage"))
+    if not named_storage and not (home / "history" / "runs.db").exists():
+        raise WorkerSetupError(f"instance: no Dagster instance in {home}; run `automem worker --migrate` "
+                               "once before starting workers")
+    try:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            instance.get_runs(limit=1)
+    except Exception as exc:  # the storage's own error (a Postgres refusing, a bad dagster.yaml) is the message
+        raise WorkerSetupError(f"instance: cannot open the Dagster instance in {home}: {exc}") from exc
+
+
+def celery_app(broker: str, visibility_s: int):
+    """dagster-celery's app with the project's settings and its step task, as ``dagster_celery.app`` builds it."""
+    from dagster_celery.executor import CeleryExecutor
+    from dagster_celery.make_app import make_app
+    from dagster_celery.tasks import create_task
+
+    from automem_dagster.defs.common.celery import celery_config
+
+    app = make_app(CeleryExecutor.for_cli(**celery_config(broker, visibility_s)).app_args())
+    create_task(app)
+    return app
+
+
+def check_broker(app, broker: str) -> None:
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, timeout=5)
+    except Exception as exc:  # kombu's OperationalError and the socket errors under it
+        raise WorkerSetupError(f"broker: cannot reach the broker at {broker}: {exc}; start it "
+                               "(e.g. redis-server) or pass --broker / $AUTOMEM_CELERY_BROKER") from exc
+
+
+def start_worker(broker: str, queues: list[str], concurrency: int, name: str, visibility_s: int) -> int:
+    try:
+        import dagster_celery  # noqa: F401
+    except ImportError as exc:
+        raise WorkerSetupError("the Celery executor needs the celery extra: pip install 'automem-dagster[celery]'") from exc
+    check_instance()
+    app = celery_app(broker, visibility_s)
+    check_broker(app, broker)
+    console.print(f"worker {name}: broker {broker}, queues {', '.join(queues)}, {concurrency} process(es), "
+                  f"DAGSTER_HOME={dagster_home()}, AUTOMEM_HOME={os.environ.get('AUTOMEM_HOME', '(the checkout)')}")
+    app.worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-n", name,
+                     "--prefetch-multiplier=1", "--loglevel=INFO", "--without-gossip", "--without-mingle"])
+    return 0
