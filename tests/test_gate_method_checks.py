@@ -91,3 +91,14 @@ def test_method_check_equal_score_rolls_back_the_recorded_llm_meta_revision():
     assert comparison.champion_mean == pytest.approx(0.7576, abs=1e-4) and comparison.candidate_mean == 0.0
     decision = decide(comparison, gate, metric, detectable=detectable_gain(candidate, champion, gate))
     assert decision.outcome == "rolled_back" and "progression may be worse" in decision.reason
+
+
+def test_method_check_equal_score_is_inconclusive_while_the_champion_scores_inside_a_floor():
+    # The champion's 0.76 % against a floor of 1 point: "not worse" cannot be told from noise.
+    champion = {s: STEP if s == 0 else 0.0 for s in range(6)}
+    candidate = dict(champion)
+    gate = GatePolicy("equal_score", metric=TOKENS)
+    cheaper = {s: 1600.0 + s for s in champion}
+    metric = compare_metric(candidate, champion, cheaper, {s: 2100.0 + s for s in champion}, gate)
+    decision = decide(compare_paired(candidate, champion), gate, metric, floor=1.0)
+    assert decision.outcome == "inconclusive" and "inside the noise floor" in decision.reason

@@ -45,16 +45,15 @@ def test_the_decide_command_writes_the_record_and_both_plot_tables(tmp_path):
                      "--champion", str(tmp_path / "champion"), "--record", str(out / "record.json"),
                      "--progression", str(out / "progression.json"), "--behaviour", str(out / "behaviour.json")]) == 0
     assert json.loads((out / "record.json").read_text())["outcome"] == "inconclusive"
-    # DVC's params choose the gate: the equal_score gate reads tokens per seed; the champion scores 0, inside
-    # any floor, so "not worse" cannot be judged and the gate says so.
+    # DVC's params choose the gate: the equal_score gate reads tokens per seed, equal here, so it rolls back.
     base = ["decide", "--role", "candidate", "--challenger", str(tmp_path / "candidate"), "--champion",
             str(tmp_path / "champion"), "--record", str(out / "equal.json"), "--progression", str(out / "p.json"),
             "--behaviour", str(out / "b.json"), "--gate", "equal_score", "--gate-level", "0.3", "--gate-min-seeds", "2"]
     assert cli.main([*base, "--gate-metric", ""]) == 2  # params.yaml's empty metric is none, which equal_score needs
     assert cli.main([*base, "--gate-metric", "input_tokens_per_step"]) == 0
     equal = json.loads((out / "equal.json").read_text())
-    assert equal["gate"] == "equal_score" and equal["outcome"] == "inconclusive"
-    assert "the champion's score is inside the noise floor" in equal["reason"]
+    assert equal["gate"] == "equal_score" and equal["outcome"] == "rolled_back"
+    assert "input_tokens_per_step is not lower beyond chance" in equal["reason"]
     rows = json.loads((out / "progression.json").read_text())
     assert len(rows) == 1 and rows[0]["progression_low"] <= rows[0]["progression"] <= rows[0]["progression_high"]
     behaviour = json.loads((out / "behaviour.json").read_text())

@@ -331,7 +331,7 @@ def _decide_equal_score(judge: _Judge, metric: MetricComparison | None, noise: f
     ``-margin``, the margin ``policy.margin`` of the champion's score and at least the floor) and lower in
     ``policy.metric`` beyond chance and beyond its own floor; each route tests at half the level, so the
     gate's false-keep rate stays within ``level``. Non-inferiority is inconclusive when the champion's score
-    is inside the floor."""
+    is inside a floor above 0."""
     c, policy = judge.c, judge.policy
     if metric is None or metric.metric != policy.metric:
         raise ValueError(f"the equal_score gate needs the per-seed {policy.metric} of both sides (compare_metric)")
@@ -354,7 +354,7 @@ def _decide_equal_score(judge: _Judge, metric: MetricComparison | None, noise: f
     if m.progression_lower_bound < -margin:
         return judge.rolled_back(f"progression may be worse: {scores}, lower bound "
                                  f"{m.progression_lower_bound:+.2f} below -{margin:.2f}")
-    if c.champion_mean <= noise:
+    if noise > 0 and c.champion_mean <= noise:  # a floor of 0 (exact replays) makes a tie at 0 a real tie
         return judge.inconclusive(f"{scores}: the champion's score is inside the noise floor, so 'not worse' "
                                   "cannot be told from noise")
     cheaper = m.reduction > (metric_floor or 0.0) and m.p_value <= half

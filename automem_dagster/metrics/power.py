@@ -12,7 +12,8 @@ The figure is the normal approximation of a one-sided test on the mean differenc
 with ``sd`` the sample standard deviation (n - 1) of the per-seed differences. ``higher_mean`` keeps
 any positive observed mean, a one-sided test at level 0.5 (z = 0); ``significant`` and
 ``equal_score`` test at their ``level`` (equal_score's gain route at half of it). A permutation test on n
-seeds cannot reach a p-value below 2**-n, and those gates need ``min_seeds``: below either floor no gain is detectable, whatever its size.
+seeds cannot reach a p-value below 2**-n, and those gates need ``min_seeds``: below either floor no gain
+is detectable, whatever its size.
 With one seed, or a spread of 0 (every seed moved by the same amount, often 0 on both sides), the
 differences say nothing about the spread; the spread of the two sides' own per-seed scores (as if
 unpaired, an overestimate when seeds are correlated) stands in, and when that is 0 too the figure is
