@@ -30,3 +30,5 @@ class PairedComparison:
     seeds: tuple[int, ...]
     p_value: float = 1.0
     """One-sided paired permutation p-value of a mean difference this large or larger by chance."""
+    p_worse: float = 1.0
+    """The same test the other way: the p-value of a loss this large or larger by chance."""

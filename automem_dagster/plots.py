@@ -26,6 +26,7 @@ DECISION_COLOURS = {
     "baseline": "#7f7f7f",
     "kept": "#2ca02c",
     "rolled_back": "#d62728",
+    "inconclusive": "#bcbd22",
     "rejected": "#ff7f0e",
     "pending": "#1f77b4",
     "champion": "#9467bd",

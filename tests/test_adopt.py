@@ -20,10 +20,11 @@ from automem_dagster.training.registry import SpecialistRegistry
 
 @pytest.fixture
 def decided(tmp_path, scripted, monkeypatch):
-    """A project whose structure round was decided by the decide stage's command: v1 beats v0 on 2 seeds."""
+    """A project whose structure round was decided by the decide stage's command: v1 beats v0 on 2 seeds,
+    kept by AutoMem's rule with no noise floor measured (the default gate calls 2 seeds inconclusive)."""
     project = StageProject(tmp_path / "project")
     endpoints_file(project.root / "endpoints.yaml", scripted(WIN), ("game",))
-    project.set_params(endpoints="endpoints.yaml")
+    project.set_params(endpoints="endpoints.yaml", gate={"rule": "higher_mean"})
     evaluated_revision(project, monkeypatch)
     run_stage(project, "decide")
     monkeypatch.chdir(project.root)
@@ -57,14 +58,14 @@ def test_a_kept_candidate_becomes_the_champion_as_a_cli_round_would_make_it(deci
     assert (store.lineage / "crafter.json").read_bytes() == before
 
 
-def test_a_rolled_back_decision_is_refused_and_nothing_is_written(decided, capsys):
+def test_an_inconclusive_decision_is_refused_and_nothing_is_written(decided, capsys):
     decided.set_params(gate={"rule": "significant", "min_seeds": 5})
     run_stage(decided, "decide")
     capsys.readouterr()
     before = (decided.storage.lineage / "crafter.json").read_bytes()
     assert adopt() == 2
     said = " ".join(capsys.readouterr().err.split())
-    assert "outputs/decide/structure.json says rolled_back" in said and "Only a kept candidate is adopted" in said
+    assert "outputs/decide/structure.json says inconclusive" in said and "Only a kept candidate is adopted" in said
     assert (decided.storage.lineage / "crafter.json").read_bytes() == before
     assert not (decided.storage.scaffolds / "crafter" / "v1.yaml").exists()
 
@@ -124,7 +125,8 @@ def test_a_kept_specialist_is_registered_and_put_in_service(tmp_path, scripted, 
     project = StageProject(tmp_path / "project")
     memory = vllm_server(SPECIALIST, base_model="scripted", base_root="stand-in-base")
     endpoints_file(project.root / "endpoints.yaml", scripted(MEMORY_GAME), ("game",), memory=memory)
-    project.set_params(endpoints="endpoints.yaml", evaluate={"episodes": 2, "max_steps": 10})
+    project.set_params(endpoints="endpoints.yaml", evaluate={"episodes": 2, "max_steps": 10},
+                       gate={"rule": "higher_mean"})
     exported_stand_in_adapter(project.root / "outputs" / "finetune", "stand-in-base")
     evaluated_revision(project, monkeypatch)  # sets the commands' storage and tracking to the project
     for stage in ("evaluate_specialist", "decide_specialist"):

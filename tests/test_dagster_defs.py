@@ -37,7 +37,9 @@ from automem_dagster.rollout import episode_id
 from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
 
 ROUND = [rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation, champion_scaffold, evaluation_gate]
-RUN_CONFIG = dg.RunConfig(ops={"rollout_batch": RoundConfig(rollout_max_steps=3)})
+# AutoMem's rule, no floor measured: a scripted win on 2 seeds is kept, so the keep path runs end to end.
+RUN_CONFIG = dg.RunConfig(ops={"rollout_batch": RoundConfig(rollout_max_steps=3, gate="higher_mean"),
+                               "candidate_evaluation": RoundConfig(gate="higher_mean")})
 GAME_RULES = [
     {"match": "Phase: LOG", "reply": "<|DONE|>"},
     {"match": "WIN-MARKER", "reply": "<|ACTION|>do<|END|>"},

@@ -64,7 +64,8 @@ def round_config(**overrides) -> dg.RunConfig:
     per ~700-token Crafter prompt), a window of 2 steps, 1 optimizer step, 2 evaluation episodes of
     10 steps."""
     config = ProficiencyConfig(**{"rollout_episodes": 4, "rollout_max_steps": 8, "horizon": 2, "min_examples": 6,
-                                  "max_review_batches": 4, "max_train_steps": 1, "base": "embedded", **overrides})
+                                  "max_review_batches": 4, "max_train_steps": 1, "base": "embedded",
+                                  "gate": "higher_mean", **overrides})
     return dg.RunConfig(ops={name: config for name in PROFICIENCY_ASSETS - {"champion_specialist"}})
 
 

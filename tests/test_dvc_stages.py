@@ -9,7 +9,7 @@ from dvc_stages import WIN, StageProject, evaluated_revision
 
 
 def test_the_decide_stage_applies_the_gate_params_yaml_names(tmp_path, scripted, monkeypatch):
-    """A candidate that wins on 2 seeds: kept under AutoMem's higher mean, rolled back under the
+    """A candidate that wins on 2 seeds: kept under AutoMem's higher mean, inconclusive under the
     significant gate (at least 5 seeds), each time by ``dvc repro decide`` after params.yaml changed."""
     project = StageProject(tmp_path / "project")
     endpoints_file(project.root / "endpoints.yaml", scripted(WIN), ("game",))
@@ -25,7 +25,7 @@ def test_the_decide_stage_applies_the_gate_params_yaml_names(tmp_path, scripted,
     project.set_params(gate={"rule": "significant", "min_seeds": 5})
     assert "Running stage 'decide'" in project.dvc("repro", "--single-item", "decide")
     significant = json.loads(record.read_text())
-    assert significant["outcome"] == "rolled_back" and significant["keep"] == 0
+    assert significant["outcome"] == "inconclusive" and significant["keep"] == 0
     assert significant["gate"] == "significant" and significant["gate_min_seeds"] == 5
     assert significant["mean_difference"] == kept["mean_difference"]  # the same batches, another rule
     assert "5" in significant["reason"]

@@ -152,3 +152,15 @@ def test_render_tree_shows_branches_decisions_scores_and_champion(dirs):
         "    │   └── v2  rolled_back  25.0% vs 50.0% (-25.0 ± 0.0, n=5)",
         "    └── v3  pending",
     ]
+
+
+def test_an_inconclusive_decision_is_recorded_as_such_and_cannot_be_promoted(dirs):
+    few = decide(compare_paired({42: 0.5, 43: 0.25}, {42: 0.25, 43: 0.25}, n_resamples=100))
+    assert few.outcome == "inconclusive"
+    lineage = load(dirs)
+    lineage.record_candidate(1, 0, "hash-v1", "runs/diagnosis-1.md")
+    assert lineage.record_decision(1, few).decision == "inconclusive"
+    with pytest.raises(LineageError, match="its decision is inconclusive"):
+        lineage.promote(1)
+    lineage.save()
+    assert load(dirs).record(1).decision == "inconclusive" and load(dirs).champion().version == 0

@@ -1,5 +1,6 @@
-"""Paired keep-or-rollback statistics: AutoMem's strict-improvement rule, BALROG's standard error,
-a reproducible bootstrap interval, and refusal of comparisons that are not paired."""
+"""Paired decision statistics: three outcomes (kept, rolled back, inconclusive) under each gate, AutoMem's
+higher-mean rule read against the noise floor, BALROG's standard error, a reproducible bootstrap interval,
+and refusal of comparisons that are not paired."""
 
 import math
 
@@ -9,6 +10,7 @@ from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
 
 CHAMPION = {42: 0.2, 43: 0.4, 44: 0.1, 45: 0.3, 46: 0.0}
 CANDIDATE = {42: 0.3, 43: 0.4, 44: 0.3, 45: 0.3, 46: 0.1}  # differences 0.1, 0, 0.2, 0, 0.1
+HIGHER = GatePolicy("higher_mean")
 
 
 def test_statistics_are_paired_in_percent_with_population_stderr():
@@ -20,27 +22,32 @@ def test_statistics_are_paired_in_percent_with_population_stderr():
     assert c.stderr_difference == pytest.approx(math.sqrt(56) / math.sqrt(5))
 
 
-def test_winning_candidate_is_kept_and_the_reason_quotes_the_means():
-    decision = decide(compare_paired(CANDIDATE, CHAMPION))
-    assert decision.keep
+def test_higher_mean_keeps_a_gain_above_the_floor_and_the_reason_quotes_the_means():
+    decision = decide(compare_paired(CANDIDATE, CHAMPION), HIGHER)
+    assert decision.keep and decision.outcome == "kept"
     assert "28.00%" in decision.reason and "20.00%" in decision.reason and "+8.00" in decision.reason
+    assert "noise floor not measured" in decision.reason
+    # The same gain inside a measured floor is not a keep: the paper's rule, read against the noise.
+    inside = decide(compare_paired(CANDIDATE, CHAMPION), HIGHER, floor=9.0)
+    assert inside.outcome == "inconclusive" and "noise floor 9.00 points" in inside.reason
 
 
 def test_losing_candidate_rolls_back():
-    decision = decide(compare_paired(CHAMPION, CANDIDATE))
-    assert not decision.keep
+    decision = decide(compare_paired(CHAMPION, CANDIDATE), HIGHER)
+    assert not decision.keep and decision.outcome == "rolled_back"
     assert "below" in decision.reason and "20.00%" in decision.reason and "28.00%" in decision.reason
 
 
-def test_tie_rolls_back_even_when_float_sums_differ_by_an_ulp():
+def test_tie_is_inconclusive_even_when_float_sums_differ_by_an_ulp():
     candidate = {42: 0.1, 43: 0.2, 44: 0.3}
     champion = {42: 0.3, 43: 0.2, 44: 0.1}
     c = compare_paired(candidate, champion)
     assert c.candidate_mean != c.champion_mean  # 0.1 + 0.2 + 0.3 != 0.3 + 0.2 + 0.1 in floats
-    decision = decide(c)
-    assert not decision.keep and "tie" in decision.reason and "20.00%" in decision.reason
+    decision = decide(c, HIGHER)
+    assert decision.outcome == "inconclusive" and "inside the noise floor" in decision.reason
+    assert "20.00%" in decision.reason and "the champion stays" in decision.reason
     # The same rule decides a specialist: the reason names the gate's rule, not a scaffold revision.
-    assert "revision" not in decision.reason and "strictly higher" in decision.reason
+    assert "revision" not in decision.reason and "gate higher_mean" in decision.reason
 
 
 def test_bootstrap_interval_brackets_the_difference_and_is_reproducible():
@@ -87,22 +94,27 @@ def test_permutation_p_value_is_the_exact_share_of_sign_flips():
     assert compare_paired(CHAMPION, CANDIDATE).p_value == pytest.approx(1.0)
 
 
-def test_the_default_gate_is_automems_strictly_higher_mean():
+def test_the_default_gate_is_significant():
     decision = decide(compare_paired(CANDIDATE, CHAMPION))
-    assert decision.policy == GatePolicy() and decision.policy.rule == "higher_mean"
-    assert decision.keep and "gate higher_mean" in decision.reason
+    assert decision.policy == GatePolicy() and decision.policy.rule == "significant"
+    assert "gate significant" in decision.reason
 
 
-def test_significant_gate_rolls_back_a_gain_chance_explains():
+def test_significant_gate_calls_a_gain_chance_explains_inconclusive_and_says_the_seeds_needed():
+    from automem_dagster.metrics.power import detectable_gain
+
     significant = GatePolicy("significant", level=0.05, min_seeds=5)
-    decision = decide(compare_paired(CANDIDATE, CHAMPION), significant)
-    assert not decision.keep and "chance" in decision.reason and "p 0.125" in decision.reason
+    detectable = detectable_gain(CANDIDATE, CHAMPION, significant)
+    decision = decide(compare_paired(CANDIDATE, CHAMPION), significant, detectable=detectable)
+    assert decision.outcome == "inconclusive" and not decision.keep and "p 0.125" in decision.reason
+    assert f"{detectable.seeds_for['5']} paired seeds would detect a 5-point gain" in decision.reason
     assert decision.policy == significant
     # The issue's case: one piece of wood on 2 seeds (2.27 % vs 0.00 %) is kept by the old rule only.
     wood = compare_paired({1: 1 / 22, 2: 0.0}, {1: 0.0, 2: 0.0})
-    assert decide(wood).keep
+    assert decide(wood, HIGHER).keep  # the paper's rule with no floor measured
+    assert decide(wood, HIGHER, floor=2.5).outcome == "inconclusive"
     few = decide(wood, significant)
-    assert not few.keep and "only 2 seeds" in few.reason and "at least 5" in few.reason
+    assert few.outcome == "inconclusive" and "on 2 seeds" in few.reason and "no fewer than 5" in few.reason
 
 
 def test_significant_gate_keeps_a_consistent_gain_and_never_a_loss_or_tie():
@@ -111,11 +123,13 @@ def test_significant_gate_keeps_a_consistent_gain_and_never_a_loss_or_tie():
     worse = {s: 0.1 + 0.01 * s for s in range(6)}
     kept = decide(compare_paired(better, worse), significant)
     assert kept.keep and kept.comparison.p_value == pytest.approx(1 / 64)
-    assert not decide(compare_paired(worse, better), significant).keep
-    assert not decide(compare_paired(better, better), significant).keep
+    assert decide(compare_paired(worse, better), significant).outcome == "rolled_back"
+    tie = decide(compare_paired(better, better), significant)
+    assert tie.outcome == "rolled_back" and "a gain of 5 points is ruled out" in tie.reason
 
 
-@pytest.mark.parametrize("kwargs", [{"rule": "best"}, {"level": 0.0}, {"level": 5}, {"min_seeds": 0}])
+@pytest.mark.parametrize("kwargs", [{"rule": "best"}, {"level": 0.0}, {"level": 5}, {"min_seeds": 0},
+                                    {"min_gain": 0}])
 def test_gate_policy_refuses_bad_settings_and_says_what_to_use(kwargs):
     with pytest.raises(ValueError, match="gate"):
         GatePolicy(**kwargs)
@@ -131,8 +145,8 @@ def test_the_gate_is_chosen_per_round_on_the_cli_and_in_dagster_config(capsys):
                                       "--gate-min-seeds", "8"])
     assert gate_policy(args) == GatePolicy("significant", 0.1, 8)
     args = build_parser().parse_args(["revise", "--game", "crafter", "--gate", "equal_score", "--gate-metric",
-                                      "redundant_write_rate", "--gate-margin", "2"])
-    assert gate_policy(args) == GatePolicy("equal_score", 0.05, 5, "redundant_write_rate", 2.0)
+                                      "redundant_write_rate", "--gate-margin", "0.2", "--gate-min-gain", "3"])
+    assert gate_policy(args) == GatePolicy("equal_score", 0.05, 5, "redundant_write_rate", 0.2, 3.0)
     assert RoundConfig(gate="equal_score", gate_metric="empty_search_rate").settings("crafter").gate.metric \
         == "empty_search_rate"
     assert gate_policy(build_parser().parse_args(["train", "--game", "crafter"])) == GatePolicy()
@@ -143,7 +157,7 @@ def test_the_gate_is_chosen_per_round_on_the_cli_and_in_dagster_config(capsys):
 
 # --- the equal_score gate and the detectable gain ---------------------------------------------------
 
-EQUAL = GatePolicy("equal_score", level=0.05, min_seeds=5, metric="input_tokens_per_step", margin=5.0)
+EQUAL = GatePolicy("equal_score", level=0.05, min_seeds=5, metric="input_tokens_per_step", margin=0.1)
 SIX = range(6)
 SCORES = {s: 0.1 * (s % 3) for s in SIX}  # 0, 10, 20 % again and again: seeds differ, sides tie
 TOKENS = {s: 900.0 + 10 * s for s in SIX}
@@ -158,7 +172,7 @@ def equal_score(candidate, champion, candidate_tokens, champion_tokens, policy=E
 
 def test_equal_score_keeps_a_cheaper_candidate_at_equal_score_that_the_papers_rule_ties():
     cheaper = {s: t - 80.0 for s, t in TOKENS.items()}
-    assert not decide(compare_paired(SCORES, SCORES)).keep  # higher_mean: a tie
+    assert not decide(compare_paired(SCORES, SCORES), HIGHER).keep  # higher_mean: a tie
     decision = equal_score(SCORES, SCORES, cheaper, TOKENS)
     assert decision.keep and "not worse" in decision.reason and "input_tokens_per_step" in decision.reason
     assert decision.metric.reduction == pytest.approx(80.0) and decision.metric.p_value == pytest.approx(1 / 64)
@@ -168,17 +182,18 @@ def test_equal_score_keeps_a_cheaper_candidate_at_equal_score_that_the_papers_ru
 def test_equal_score_rolls_back_a_cheaper_candidate_that_plays_worse():
     worse = {s: max(v - 0.1, 0.0) for s, v in SCORES.items()} | {0: 0.0}
     decision = equal_score(worse, SCORES, {s: t - 80.0 for s, t in TOKENS.items()}, TOKENS)
-    assert not decision.keep and "progression may be worse" in decision.reason
-    assert decision.metric.progression_lower_bound < -5.0
+    assert decision.outcome == "rolled_back" and "progression may be worse" in decision.reason
+    assert decision.metric.progression_lower_bound < -1.0  # 10 % of the champion's 10 %
 
 
 def test_equal_score_rolls_back_a_noisy_saving_and_too_few_seeds():
     noisy = {s: t + (-60.0 if s % 2 else 50.0) for s, t in TOKENS.items()}  # saves 5 on average, sign flips
     decision = equal_score(SCORES, SCORES, noisy, TOKENS)
-    assert not decision.keep and "not lower beyond chance" in decision.reason and decision.metric.reduction > 0
+    assert decision.outcome == "rolled_back" and "not lower beyond chance" in decision.reason
+    assert decision.metric.reduction > 0
     few = {s: SCORES[s] for s in range(3)}
     small = equal_score(few, few, {s: 1.0 for s in few}, {s: 2.0 for s in few})
-    assert not small.keep and "only 3 seeds" in small.reason
+    assert small.outcome == "inconclusive" and "on 3 seeds" in small.reason
 
 
 def test_equal_score_still_keeps_a_significant_gain_and_needs_its_metric():
@@ -190,7 +205,8 @@ def test_equal_score_still_keeps_a_significant_gain_and_needs_its_metric():
 
 @pytest.mark.parametrize("kwargs", [{"rule": "equal_score"}, {"rule": "equal_score", "metric": "score"},
                                     {"metric": "input_tokens_per_step"}, {"rule": "equal_score", "margin": -1,
-                                                                          "metric": "empty_search_rate"}])
+                                                                          "metric": "empty_search_rate"},
+                                    {"rule": "equal_score", "margin": 5, "metric": "empty_search_rate"}])
 def test_equal_score_policy_refuses_a_missing_or_stray_metric(kwargs):
     with pytest.raises(ValueError, match="gate (metric|margin)"):
         GatePolicy(**kwargs)
@@ -203,7 +219,7 @@ def test_detectable_gain_matches_a_hand_worked_case():
     # mean, so at 80 % power the gain is z(0.8) * 7.071 / sqrt(2) = 0.8416 * 5 = 4.21 points, and 5 points
     # need ceil((0.8416 * 7.071 / 5)**2) = ceil(1.417) = 2 seeds.
     candidate, champion = {1: 0.3, 2: 0.2}, {1: 0.3, 2: 0.1}
-    paper = detectable_gain(candidate, champion, GatePolicy())
+    paper = detectable_gain(candidate, champion, HIGHER)
     assert paper.spread == pytest.approx(math.sqrt(50)) and paper.level == 0.5
     assert paper.smallest_gain == pytest.approx(0.841621 * 5, rel=1e-5)
     assert paper.seeds_for["5"] == 2 and paper.seeds_for["10"] == 1
@@ -211,17 +227,18 @@ def test_detectable_gain_matches_a_hand_worked_case():
     # 5 points need ceil(((1.6449 + 0.8416) * 7.071 / 5)**2) = ceil(12.37) = 13 seeds.
     strict = detectable_gain(candidate, champion, GatePolicy("significant"))
     assert strict.smallest_gain is None and "fewer than 5 seeds" in strict.note
-    assert strict.seeds_for == {"5": 13, "10": 5, "20": 5}
+    # 1 and 2 points: ceil((2.486 * 7.071)**2) = 310 and ceil((2.486 * 7.071 / 2)**2) = 78 seeds.
+    assert strict.seeds_for == {"1": 310, "2": 78, "5": 13, "10": 5, "20": 5}
     assert "no gain detectable" in strict.describe() and "5 points: 13 seeds" in strict.describe()
 
 
 def test_detectable_gain_says_when_the_seeds_show_no_spread():
     from automem_dagster.metrics.power import detectable_gain
 
-    zero = detectable_gain({1: 0.0, 2: 0.0}, {1: 0.0, 2: 0.0}, GatePolicy())
+    zero = detectable_gain({1: 0.0, 2: 0.0}, {1: 0.0, 2: 0.0}, HIGHER)
     assert zero.smallest_gain is None and zero.spread is None and "scored the same on both sides (0.00%)" in zero.note
     # Both sides vary across seeds by the same amount: the unpaired spread stands in for the paired one.
-    same = detectable_gain({1: 0.1, 2: 0.3}, {1: 0.1, 2: 0.3}, GatePolicy())
+    same = detectable_gain({1: 0.1, 2: 0.3}, {1: 0.1, 2: 0.3}, HIGHER)
     assert same.spread_from.startswith("both sides") and same.spread == pytest.approx(20.0)
 
 

@@ -20,6 +20,7 @@ from automem_dagster.loop.serving import specialist_endpoints
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora, reply_schema, validate_settings
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, EpisodeSummary
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.training.registry import AdapterRecord, RegistryError, SpecialistRegistry
@@ -131,13 +132,18 @@ def _batch(folder, progression_by_seed: dict[int, float]) -> BatchSummary:
     return BatchSummary(str(folder), "crafter", episodes, None, None)
 
 
-def test_both_loops_gate_on_a_strict_win_over_the_same_seeds(tmp_path):
+def test_both_loops_gate_on_a_win_over_the_same_seeds(tmp_path):
+    higher = GatePolicy("higher_mean")
     win = decide_paired(_batch(tmp_path / "a", {42: 0.2, 43: 0.1}), _batch(tmp_path / "b", {42: 0.0, 43: 0.1}),
-                        "specialist")
+                        "specialist", higher)
     assert win.keep and win.reason.startswith("kept")
     tie = decide_paired(_batch(tmp_path / "c", {42: 0.1, 43: 0.0}), _batch(tmp_path / "d", {42: 0.0, 43: 0.1}),
-                        "candidate")
-    assert not tie.keep and "tie" in tie.reason
+                        "candidate", higher)
+    assert tie.outcome == "inconclusive" and "inside the noise floor" in tie.reason
+    # The default gate decides nothing on 2 seeds, and says how many a 5-point gain needs.
+    few = decide_paired(_batch(tmp_path / "g", {42: 0.2, 43: 0.1}), _batch(tmp_path / "h", {42: 0.0, 43: 0.1}),
+                        "specialist")
+    assert few.outcome == "inconclusive" and "paired seeds would detect a 5-point gain" in few.reason
     with pytest.raises(RoundError, match=r"specialist seeds \[42\] and champion seeds \[42, 43\] differ: rerun"):
         decide_paired(_batch(tmp_path / "e", {42: 0.5}), _batch(tmp_path / "f", {42: 0.0, 43: 0.0}), "specialist")
 

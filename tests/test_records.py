@@ -26,14 +26,15 @@ def rejected_revision(folder, reason="wording only: a revision needs a structura
     return folder
 
 
-def test_the_same_agent_on_the_same_seeds_is_a_tie_and_rolls_back(tmp_path):
+def test_the_same_agent_on_the_same_seeds_is_inconclusive_on_two_seeds(tmp_path):
     play(tmp_path / "champion")
     play(tmp_path / "candidate")
     record = decision_record("candidate", tmp_path / "candidate", tmp_path / "champion")
-    assert record["outcome"] == "rolled_back" and record["keep"] == 0 and record["n"] == 2
-    assert record["mean_difference"] == 0.0 and record["reason"].startswith("rolled back: tie")
+    assert record["outcome"] == "inconclusive" and record["keep"] == 0 and record["n"] == 2
+    assert record["mean_difference"] == 0.0 and record["reason"].startswith("inconclusive: ")
+    assert "the champion stays" in record["reason"]
     assert (record["challenger"], record["champion"]) == ("v0", "v0")
-    assert record["gate"] == "higher_mean" and "2 seeds" in record["detectable"]
+    assert record["gate"] == "significant" and "2 seeds" in record["detectable"]
 
 
 def test_the_decide_command_writes_the_record_and_both_plot_tables(tmp_path):
@@ -43,15 +44,16 @@ def test_the_decide_command_writes_the_record_and_both_plot_tables(tmp_path):
     assert cli.main(["decide", "--role", "candidate", "--challenger", str(tmp_path / "candidate"),
                      "--champion", str(tmp_path / "champion"), "--record", str(out / "record.json"),
                      "--progression", str(out / "progression.json"), "--behaviour", str(out / "behaviour.json")]) == 0
-    assert json.loads((out / "record.json").read_text())["outcome"] == "rolled_back"
-    # DVC's params choose the gate: the equal_score gate reads tokens per seed, equal here, so it rolls back too.
+    assert json.loads((out / "record.json").read_text())["outcome"] == "inconclusive"
+    # DVC's params choose the gate: the equal_score gate reads tokens per seed, equal here, so it rolls back.
     base = ["decide", "--role", "candidate", "--challenger", str(tmp_path / "candidate"), "--champion",
             str(tmp_path / "champion"), "--record", str(out / "equal.json"), "--progression", str(out / "p.json"),
             "--behaviour", str(out / "b.json"), "--gate", "equal_score", "--gate-level", "0.3", "--gate-min-seeds", "2"]
     assert cli.main([*base, "--gate-metric", ""]) == 2  # params.yaml's empty metric is none, which equal_score needs
     assert cli.main([*base, "--gate-metric", "input_tokens_per_step"]) == 0
     equal = json.loads((out / "equal.json").read_text())
-    assert equal["gate"] == "equal_score" and "input_tokens_per_step is not lower beyond chance" in equal["reason"]
+    assert equal["gate"] == "equal_score" and equal["outcome"] == "rolled_back"
+    assert "input_tokens_per_step is not lower beyond chance" in equal["reason"]
     rows = json.loads((out / "progression.json").read_text())
     assert len(rows) == 1 and rows[0]["progression_low"] <= rows[0]["progression"] <= rows[0]["progression_high"]
     behaviour = json.loads((out / "behaviour.json").read_text())

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                                  concurrency=args.concurrency)
         result = structure_round(settings, args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
         if result.decision is not None and not result.decision.keep:
-            console.print(what_the_tie_could_see(result, settings))
+            console.print(what_a_decision_needs(result, settings))
     try:
         proficiency_round(demo_proficiency_settings(args.concurrency), args.endpoints, tracker=tracking.Tracker(),
                           meta=args.meta)
@@ -89,9 +89,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def what_the_tie_could_see(result: RoundResult, settings: RoundSettings) -> str:
-    """Beside a decision that kept nothing: the smallest gain this budget could have detected
-    (``metrics.power``), and a command with a budget the significant gate can decide on."""
+def what_a_decision_needs(result: RoundResult, settings: RoundSettings) -> str:
+    """Beside a decision that kept nothing (on the demo's 2 seeds: inconclusive): the smallest gain this
+    budget could have detected (``metrics.power``), and a command with a budget the significant gate can
+    decide on."""
     strict = detectable_gain(per_seed(result.candidate_eval), per_seed(result.champion_eval), GatePolicy("significant"))
     available = len(eval_seeds(settings.game, shared.STORAGE.seeds_file))
     needed = strict.seeds_for.get("10")

@@ -147,10 +147,11 @@ def add_round_args(p: argparse.ArgumentParser, purpose: str = "diagnose", episod
 
 
 def add_gate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gate", choices=GATE_RULES, default="higher_mean",
-                   help="keep rule: higher_mean (AutoMem's, default), significant (a paired permutation test "
-                        "must put the gain beyond chance) or equal_score (also keeps a candidate that is not worse "
-                        "and lower in --gate-metric beyond chance); see docs/gates.md")
+    p.add_argument("--gate", choices=GATE_RULES, default="significant",
+                   help="keep rule, answering kept, rolled back or inconclusive: significant (default; a paired "
+                        "permutation test must put the gain beyond chance and the noise floor), higher_mean "
+                        "(AutoMem's: a mean higher by more than the noise floor) or equal_score (also keeps a "
+                        "candidate that is not worse and lower in --gate-metric beyond chance); see docs/gates.md")
     p.add_argument("--gate-level", type=float, default=0.05,
                    help="significant and equal_score gates: p-value to beat (default 0.05)")
     p.add_argument("--gate-min-seeds", type=int, default=5,
@@ -158,8 +159,13 @@ def add_gate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gate-metric", type=_gate_metric, default=None,
                    help=f"equal_score gate: the cost or behaviour metric (lower is better) a candidate may win on: "
                         f"{', '.join(GATE_METRICS)} (an empty value: none, for a DVC parameter)")
-    p.add_argument("--gate-margin", type=float, default=5.0,
-                   help="equal_score gate: progression points the one-sided lower bound may fall below 0 (default 5)")
+    p.add_argument("--gate-margin", type=float, default=0.1,
+                   help="equal_score gate: how far below 0 the progression difference's lower bound may fall, as a "
+                        "share of the champion's score (default 0.1; never less than the noise floor)")
+    p.add_argument("--gate-min-gain", type=float, default=5.0,
+                   help="the smallest gain worth having, in progression points: the significant gates roll back once "
+                        "the evidence rules it out, and an inconclusive decision says how many seeds would detect it "
+                        "(default 5)")
 
 
 def _gate_metric(text: str) -> str | None:
@@ -169,14 +175,15 @@ def _gate_metric(text: str) -> str | None:
 
 
 def gate_policy(args: argparse.Namespace) -> GatePolicy:
-    """The round's gate from its options (commands without them: AutoMem's rule)."""
+    """The round's gate from its options (commands without them: ``GatePolicy``'s defaults)."""
+    default = GatePolicy()
     try:
-        return GatePolicy(getattr(args, "gate", "higher_mean"), getattr(args, "gate_level", 0.05),
-                          getattr(args, "gate_min_seeds", 5), getattr(args, "gate_metric", None),
-                          getattr(args, "gate_margin", 5.0))
+        return GatePolicy(getattr(args, "gate", default.rule), getattr(args, "gate_level", default.level),
+                          getattr(args, "gate_min_seeds", default.min_seeds), getattr(args, "gate_metric", None),
+                          getattr(args, "gate_margin", default.margin), getattr(args, "gate_min_gain", default.min_gain))
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{exc}: fix --gate, --gate-level, --gate-min-seeds, --gate-metric or "
-                                         "--gate-margin") from exc
+        raise argparse.ArgumentTypeError(f"{exc}: fix --gate, --gate-level, --gate-min-seeds, --gate-metric, "
+                                         "--gate-margin or --gate-min-gain") from exc
 
 
 def proficiency_settings(args: argparse.Namespace) -> ProficiencySettings:

@@ -73,14 +73,17 @@ class DecisionRecord:
     """The smallest gain the gate could have detected on these seeds (``metrics.power.Detectable``)."""
     metric: dict = field(default_factory=dict)
     """The equal_score gate's metric on the same seeds (``MetricComparison``); empty for the other gates."""
+    inconclusive: bool = False
+    """The gate could not tell the two apart at this budget (the champion stays; ``reason`` says how many
+    seeds would); False in records from before the gate had three outcomes."""
 
     @property
     def outcome(self) -> str:
-        return "kept" if self.keep else "rolled_back"
+        return "inconclusive" if self.inconclusive else "kept" if self.keep else "rolled_back"
 
     def tracked(self) -> dict:
         """What MLflow keeps of the decision on the challenger's run (``decision.json``)."""
-        return {"keep": bool(self.keep), "reason": self.reason,
+        return {"keep": bool(self.keep), "outcome": self.outcome, "reason": self.reason,
                 **{k: self.comparison[k] for k in ("mean_difference", "stderr_difference", "ci_low", "ci_high")}}
 
     @classmethod
@@ -154,7 +157,8 @@ def decide_challenger(game: str, challenger: Challenger, batches: tuple[BatchSum
             evidence = decision_evidence(decision, mine, champion, book.role)  # read before anything is written
             book.settle(challenger, decision)
             record = DecisionRecord(**known, champion_before=before, champion_after=book.champion(),
-                                    keep=decision.keep, reason=decision.reason,
+                                    keep=decision.keep, inconclusive=decision.outcome == "inconclusive",
+                                    reason=decision.reason,
                                     comparison=asdict(decision.comparison), **evidence)
     write_json_atomic(decision_path(storage, game, record.role, challenger), asdict(record))
     return record

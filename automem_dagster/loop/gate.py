@@ -39,18 +39,21 @@ def gate_scores(challenger: BatchSummary, champion: BatchSummary, role: str, gat
     return scores
 
 
-def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None) -> GateVerdict:
-    """The gate on ``gate_scores``; a ValueError when they cannot be paired."""
+def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor: float | None = None) -> GateVerdict:
+    """The gate on ``gate_scores`` with the noise floor ``floor`` (points; None: not measured), quoting the
+    seeds a decision would need (``metrics.power``); a ValueError when they cannot be paired."""
     gate = gate or GatePolicy()
     mine, champ = scores["per_seed"][role], scores["per_seed"]["champion"]
     comparison = compare_paired(mine, champ)
+    detectable = detectable_gain(mine, champ, gate)
     if not gate.metric:
-        return decide(comparison, gate)
+        return decide(comparison, gate, floor=floor, detectable=detectable)
     metric = scores.get("per_seed_metric")
     if not metric:
         raise ValueError(f"the {gate.rule} gate reads {gate.metric} per seed, and this evaluation did not record it: "
                          "evaluate again with this gate in the round's settings")
-    return decide(comparison, gate, compare_metric(mine, champ, metric[role], metric["champion"], gate))
+    return decide(comparison, gate, compare_metric(mine, champ, metric[role], metric["champion"], gate),
+                  floor=floor, detectable=detectable)
 
 
 TESTED = {"candidate": ("scaffold_hash",), "specialist": ("roles.memory",)}

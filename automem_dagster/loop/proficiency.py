@@ -230,10 +230,10 @@ class RegistryLedger:
             return None
         keep = record.decision == "kept"
         return {"champion_before": None if keep else self.registry.champion, "keep": keep, "reason": record.reason,
-                "comparison": record.comparison}
+                "comparison": record.comparison, "inconclusive": record.decision == "inconclusive"}
 
     def settle(self, challenger: str, decision: GateVerdict) -> None:
-        self.registry.decide(challenger, decision.keep, decision.reason, asdict(decision.comparison))
+        self.registry.decide(challenger, decision.keep, decision.reason, asdict(decision.comparison), decision.outcome)
 
 
 @contextmanager

@@ -98,7 +98,7 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path,
             gate: GatePolicy | None = None) -> tuple[dict, dict[str, BatchSummary]]:
     """Keep or roll back the ``role`` (candidate or specialist) against the champion, as a flat record.
 
-    ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, rejected, dataset_too_small, so
+    ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, inconclusive, rejected, dataset_too_small, so
     ``dvc metrics diff`` and ``dvc exp show`` line decisions up across experiments; the comparison
     fields are AutoMem's paired statistics in percent, ``candidate_mean`` being the challenger's
     whatever its role (None when a marker left nothing to compare); ``gate`` and the ``gate_*`` fields
@@ -119,7 +119,7 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path,
     label = batch_label(challenger_dir)
     batches[label] = challenger
     detectable = detectable_gain(per_seed(challenger), per_seed(champion), decision.policy)
-    return {**base, "challenger": label, "outcome": "kept" if decision.keep else "rolled_back",
+    return {**base, "challenger": label, "outcome": decision.outcome,
             "keep": int(decision.keep), "reason": decision.reason, **gate_fields(decision.policy),
             "challenger_identity": identity_quote(challenger)["digest"], "champion_identity": identity_quote(champion)["digest"],
             **{name: getattr(comparison, name) for name in COMPARISON_FIELDS},

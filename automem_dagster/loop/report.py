@@ -210,7 +210,7 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecor
     report.plots["progression"] = plot_agent_comparison(
         [AgentPoint(champion_label, champion.progression.mean, champion.progression.stderr, "champion"),
          AgentPoint(specialist_label, specialist.progression.mean, specialist.progression.stderr,
-                    "kept" if decision.keep else "rolled_back")],
+                    decision.outcome)],
         f"{game}: one-model champion vs two-model specialist", out / f"{adapter.id}_progression.png")
     report.plots["behaviour"] = plot_behaviour(
         specialist.behaviour.as_dict(), champion.behaviour.as_dict(), f"{game}: specialist {adapter.id} vs one model",
@@ -227,7 +227,8 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecor
         decision=outcome, plots=[*report.plots.values(), *extra_plots]))
     report.runs["champion"] = log_champion_once(tracker, evaluation_run(
         game, champion, version, "champion", one_model, storage, max_steps, adapter.id), report.runs["specialist"])
-    record_specialist_decision(tracker, game_family(game), adapter.id, decision.keep, decision.reason)
+    record_specialist_decision(tracker, game_family(game), adapter.id, decision.keep, decision.reason,
+                               decision.outcome)
     return report
 
 
@@ -256,7 +257,8 @@ def agent_points(rows: list[dict], game: str, seeds: str, max_steps: int) -> lis
         elif adapter:
             label, kind = f"v{version} + {adapter}", "specialist"
         else:
-            label, kind = f"v{version}", {"kept": "kept", "rolled_back": "rolled_back"}.get(row["decision"], "champion")
+            label, kind = f"v{version}", {"kept": "kept", "rolled_back": "rolled_back", "inconclusive": "inconclusive"}.get(
+                row["decision"], "champion")
         label += f" ({models})" if several and models else ""
         costs = {key: row[key] for key in COST_PER_STEP if row.get(key) is not None}
         points.append(AgentPoint(label, row["progression_mean"], row["progression_se"] or 0.0, kind, costs,

@@ -62,7 +62,9 @@ STRUCTURE_ROUND = RoundPlan("structure", (
                                                          "champion on a keep", ("decide",)),
 ), {
     "kept": "the gate judged the candidate better on the paired seeds: it is the champion now",
-    "rolled_back": "the gate did not (a tie, a loss, or a gain inside chance): the champion stays",
+    "rolled_back": "the evidence rules out a gain worth having, or shows a loss: the champion stays",
+    "inconclusive": "the evidence cannot tell the two apart at this budget: the champion stays, and the reason "
+                    "says how many paired seeds a decision needs",
     "rejected": "the meta made no valid structural revision: nothing was evaluated",
 })
 
@@ -79,6 +81,7 @@ PROFICIENCY_ROUND = RoundPlan("proficiency", (
                                                             "memory role on a keep", ("decide_specialist",)),
 ), {
     "kept": "the gate judged the two-model agent better: the adapter is the specialist in service",
-    "rolled_back": "the gate did not: the specialist in service stays",
+    "rolled_back": "the evidence rules out a gain worth having, or shows a loss: the specialist in service stays",
+    "inconclusive": "the evidence cannot tell the two apart at this budget: the specialist in service stays",
     "dataset_too_small": "curation kept fewer examples than the minimum: nothing was trained or evaluated",
 })

@@ -19,7 +19,7 @@ from automem_dagster.training.settings import LoraSettings
 class RoundSettings:
     """The budget of one round. Defaults are AutoMem's evaluation sets (``assets/seeds``);
     ``eval_episodes`` takes the first k evaluation seeds for a cheap local round; ``gate`` is the
-    keep-or-rollback policy (AutoMem's strictly higher mean unless a round asks for ``significant``)."""
+    decision policy (``significant`` unless a round asks for AutoMem's ``higher_mean`` or ``equal_score``)."""
 
     game: str
     rollout_episodes: int = 4

@@ -243,5 +243,5 @@ class RoundResult:
     @property
     def outcome(self) -> str:
         if self.decision is not None:
-            return "kept" if self.decision.keep else "rolled_back"
+            return self.decision.outcome
         return "rejected"

@@ -5,33 +5,41 @@ Both agents play the same evaluation seeds, so the comparison is made on the per
 differences: a seed that is hard for both cancels out, which is what makes a handful of
 episodes informative. Everything is reported in percent, like ``summarize_progression``.
 
-Three gate policies (``GatePolicy``), chosen per round and recorded with the decision:
+Every gate answers one of three outcomes (``OUTCOMES``): kept, rolled back, or inconclusive (the
+evidence cannot tell the candidate from the champion at this budget; the champion stays, and the
+verdict says how many paired seeds would detect the smallest gain worth having, ``min_gain``). Each
+reads the noise floor (``metrics.noise``: how far two replays of the same champion differ), and a
+gain inside it is never kept. Three gate policies (``GatePolicy``), chosen per round and recorded:
 
-- ``higher_mean`` (the default, AutoMem's published rule): keep a candidate whose mean
-  progression on the fixed seeds is strictly higher than the champion's. The standard error,
-  the bootstrap interval and the permutation p-value are recorded as evidence only.
-- ``significant``: keep only when the paired difference is positive beyond chance: at least
-  ``min_seeds`` paired seeds, and a one-sided paired permutation test (sign flips of the per-seed
-  differences) with p <= ``level``. Noise such as one lucky piece of wood on 2 seeds is then
-  rolled back instead of kept.
-- ``equal_score`` (opt-in): what ``significant`` keeps, and also a candidate whose progression is
-  not worse (the one-sided ``1 - level`` bootstrap lower bound of the paired difference is above
-  ``-margin`` points) while a named cost or behaviour metric (``GATE_METRICS``, lower is better) is
-  lower beyond chance on the same seeds (one-sided paired permutation p <= ``level``). A scaffold
-  that plays as well with fewer prompt tokens or fewer redundant writes is then kept, where the
-  paper's rule calls it a tie. At least ``min_seeds`` seeds, as for ``significant``.
+- ``significant`` (the default): kept when the paired difference is above the floor and positive
+  beyond chance (a one-sided paired permutation test, sign flips of the per-seed differences, with
+  p <= ``level``) on at least ``min_seeds`` seeds; rolled back when the bootstrap interval rules out
+  a gain of ``min_gain`` points or the candidate is worse beyond chance; inconclusive otherwise, and
+  always on fewer seeds than it decides on.
+- ``higher_mean`` (AutoMem's published rule): kept when the mean is higher by more than the noise
+  floor, rolled back when lower by more, inconclusive inside it. On few seeds it keeps noise (a
+  one-sided test at level 0.5); it stays for reproducing the paper.
+- ``equal_score`` (opt-in): what ``significant`` keeps, or a candidate whose progression is not
+  worse (the bootstrap lower bound of the paired difference above ``-margin``, a share of the
+  champion's score and never less than the floor) while a named cost or behaviour metric
+  (``GATE_METRICS``, lower is better) is lower beyond chance; each route tests at ``level / 2``.
+  Inconclusive when the champion's own score is inside the floor.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from automem_dagster.metrics.progression import summarize_progression
 from automem_dagster.paired_comparison import PairedComparison
+
+if TYPE_CHECKING:
+    from automem_dagster.metrics.power import Detectable
 
 TIE_TOLERANCE = 1e-9
 """Percentage points below which two means count as equal. Progressions are ratios such as
@@ -40,6 +48,9 @@ means an ulp apart; without a tolerance such a tie would be kept as a win."""
 
 
 GATE_RULES = ("higher_mean", "significant", "equal_score")
+OUTCOMES = ("kept", "rolled_back", "inconclusive")
+"""What a gate answers: keep the candidate, roll it back, or inconclusive (the evidence cannot tell the two
+apart at this budget; the champion stays)."""
 GATE_METRICS = ("input_tokens_per_step", "unproductive_action_rate", "redundant_write_rate", "empty_search_rate")
 """The ``BehaviourMetrics`` the equal_score gate can judge on; lower is better for each."""
 EXACT_PERMUTATION_MAX_SEEDS = 16
@@ -50,14 +61,18 @@ EXACT_PERMUTATION_MAX_SEEDS = 16
 class GatePolicy:
     """How keep-or-rollback judges a paired comparison; see the module docstring for the two rules."""
 
-    rule: Literal["higher_mean", "significant", "equal_score"] = "higher_mean"
+    rule: Literal["higher_mean", "significant", "equal_score"] = "significant"
     level: float = 0.05
     min_seeds: int = 5
     metric: str | None = None
     """equal_score only: the lower-is-better metric (one of ``GATE_METRICS``) a candidate may win on."""
-    margin: float = 5.0
-    """equal_score only: how many progression points worse the lower bound may be and still count as
-    not worse (5: about one Crafter achievement, 100/22 points, on one seed of one)."""
+    margin: float = 0.1
+    """equal_score only: how far below 0 the progression difference's lower bound may be and still count
+    as not worse, as a share of the champion's score (0.1: 10 %), and never less than the noise floor."""
+    min_gain: float = 5.0
+    """The smallest gain worth having, in progression points (5: about one Crafter achievement, 100/22
+    points, on one seed of one): the significant gates roll back once the evidence rules it out, and an
+    inconclusive verdict says how many seeds would detect it."""
 
     def __post_init__(self) -> None:
         if self.rule not in GATE_RULES:
@@ -71,17 +86,30 @@ class GatePolicy:
         if self.rule != "equal_score" and self.metric is not None:
             raise ValueError(f"gate metric {self.metric!r} is read by the equal_score gate only, not {self.rule}: "
                              "drop the metric or choose equal_score")
-        if self.margin < 0:
-            raise ValueError(f"gate margin {self.margin}: progression points, 0 or more (e.g. 5)")
+        if not 0.0 <= self.margin < 1.0:
+            raise ValueError(f"gate margin {self.margin}: a share of the champion's score, 0 or more and below 1 "
+                             "(e.g. 0.1 for 10 %)")
+        if self.min_gain <= 0:
+            raise ValueError(f"gate min_gain {self.min_gain}: the smallest gain worth having, in points, above 0 "
+                             "(e.g. 5)")
 
     def describe(self) -> str:
         if self.rule == "higher_mean":
-            return "higher_mean (strictly higher mean on the fixed seeds)"
-        significant = f"one-sided paired permutation p <= {self.level:g}, at least {self.min_seeds} seeds"
+            return "higher_mean (AutoMem's rule: a mean higher by more than the noise floor on the fixed seeds)"
+        significant = (f"one-sided paired permutation p <= {self.level:g}, at least {self.min_seeds} seeds, beyond "
+                       f"the noise floor; rolled back once a {self.min_gain:g}-point gain is ruled out")
         if self.rule == "significant":
             return f"significant ({significant})"
-        return (f"equal_score (a significant gain, or progression not worse than -{self.margin:g} points at the "
-                f"one-sided {1 - self.level:.0%} bound and {self.metric} lower with {significant})")
+        return (f"equal_score (a significant gain, or progression not worse than {self.margin:.0%} of the champion's "
+                f"score and {self.metric} lower, each route at half the level; {significant})")
+
+    @property
+    def decides_on(self) -> int:
+        """The fewest seeds on which the gate keeps or rolls back at all: 1 for higher_mean; else
+        ``min_seeds``, and enough for the permutation test to reach ``level`` (2**-n <= level)."""
+        if self.rule == "higher_mean":
+            return 1
+        return max(self.min_seeds, math.ceil(math.log2(1.0 / self.level)))
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -89,14 +117,19 @@ class GatePolicy:
 
 @dataclass(frozen=True)
 class GateVerdict:
-    """Whether the candidate replaces the champion, and a reason that quotes the numbers."""
+    """What the gate answers (``OUTCOMES``), and a reason that quotes the numbers."""
 
-    keep: bool
+    outcome: Literal["kept", "rolled_back", "inconclusive"]
     reason: str
     comparison: PairedComparison
     policy: GatePolicy = field(default_factory=GatePolicy)
     metric: MetricComparison | None = None
     """The equal_score gate's second look: the policy's metric on the same seeds."""
+
+    @property
+    def keep(self) -> bool:
+        """Whether the candidate replaces the champion: only on ``kept`` (inconclusive keeps the champion)."""
+        return self.outcome == "kept"
 
 
 @dataclass(frozen=True)
@@ -112,7 +145,8 @@ class MetricComparison:
     p_value: float
     """One-sided paired permutation p-value of a reduction this large or larger by chance."""
     progression_lower_bound: float
-    """The ``level`` quantile of the bootstrapped mean progression difference, in points."""
+    """The ``level / 2`` quantile of the bootstrapped mean progression difference, in points (the
+    non-inferiority route tests at half the gate's level)."""
     n: int
 
     @property
@@ -136,7 +170,7 @@ def compare_metric(candidate: dict[int, float], champion: dict[int, float], cand
         metric=policy.metric, candidate_mean=float(np.mean([candidate_metric[s] for s in seeds])),
         champion_mean=float(np.mean([champion_metric[s] for s in seeds])), reduction=float(reduction.mean()),
         p_value=permutation_p_value(reduction, rng_seed),
-        progression_lower_bound=float(np.quantile(means, policy.level)), n=len(seeds))
+        progression_lower_bound=float(np.quantile(means, policy.level / 2)), n=len(seeds))
 
 
 def compare_paired(
@@ -170,39 +204,92 @@ def compare_paired(
         n=len(seeds),
         seeds=tuple(seeds),
         p_value=permutation_p_value(np.subtract(cand, champ), rng_seed),
+        p_worse=permutation_p_value(np.subtract(champ, cand), rng_seed),
     )
 
 
-def decide(comparison: PairedComparison, policy: GatePolicy | None = None,
-           metric: MetricComparison | None = None) -> GateVerdict:
-    """Keep or roll back under ``policy`` (default: AutoMem's strictly-higher-mean rule); under the first
-    two rules a tie or a loss always rolls back, and ``significant`` also rolls back a win that chance
-    explains. ``equal_score`` needs ``metric`` (``compare_metric``) and is ``_decide_equal_score``'s."""
+def decide(comparison: PairedComparison, policy: GatePolicy | None = None, metric: MetricComparison | None = None,
+           floor: float | None = None, detectable: Detectable | None = None,
+           metric_floor: float | None = None) -> GateVerdict:
+    """Keep, roll back or call inconclusive under ``policy`` (default: ``significant``), with ``floor`` the
+    measured noise floor in points (``metrics.noise``; None: not measured yet, read as 0) and ``detectable``
+    the power figures of these seeds (``metrics.power.detectable_gain``), quoted by an inconclusive verdict
+    as the seeds a decision would need. A gain inside the floor is never kept. ``equal_score`` needs
+    ``metric`` (``compare_metric``), reads ``metric_floor`` (the metric's A/A floor, in its unit) the same
+    way, and is ``_decide_equal_score``'s."""
     policy = policy or GatePolicy()
     c = comparison
-    gap = c.candidate_mean - c.champion_mean
+    noise = floor or 0.0
+    said_floor = f"noise floor {floor:.2f} points" if floor is not None else "noise floor not measured"
     evidence = (f"difference {c.mean_difference:+.2f} points, SE {c.stderr_difference:.2f}, "
                 f"bootstrap CI [{c.ci_low:+.2f}, {c.ci_high:+.2f}], permutation p {c.p_value:.3f}, "
-                f"{c.n} paired seeds; gate {policy.rule}")
+                f"{c.n} paired seeds, {said_floor}; gate {policy.rule}")
+    judge = _Judge(c, policy, evidence, detectable)
     if policy.rule == "equal_score":
-        return _decide_equal_score(c, policy, metric, evidence)
-    if gap > TIE_TOLERANCE:
-        if policy.rule == "significant" and c.n < policy.min_seeds:
-            reason = (f"rolled back: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% on only "
-                      f"{c.n} seeds, and the significant gate needs at least {policy.min_seeds} ({evidence})")
-            return GateVerdict(keep=False, reason=reason, comparison=c, policy=policy)
-        if policy.rule == "significant" and c.p_value > policy.level:
-            reason = (f"rolled back: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}%, but "
-                      f"chance explains it (p {c.p_value:.3f} > {policy.level:g}) ({evidence})")
-            return GateVerdict(keep=False, reason=reason, comparison=c, policy=policy)
-        reason = f"kept: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% ({evidence})"
-        return GateVerdict(keep=True, reason=reason, comparison=c, policy=policy)
-    if gap >= -TIE_TOLERANCE:
-        reason = (f"rolled back: tie, candidate and champion both average {c.champion_mean:.2f}% "
-                  f"and the gate keeps only a strictly higher score ({evidence})")
-        return GateVerdict(keep=False, reason=reason, comparison=c, policy=policy)
-    reason = f"rolled back: candidate {c.candidate_mean:.2f}% is below champion {c.champion_mean:.2f}% ({evidence})"
-    return GateVerdict(keep=False, reason=reason, comparison=c, policy=policy)
+        return _decide_equal_score(judge, metric, noise, metric_floor)
+    gap = c.mean_difference
+    scores = f"candidate {c.candidate_mean:.2f}% vs champion {c.champion_mean:.2f}%"
+    if policy.rule == "higher_mean":
+        if gap > noise + TIE_TOLERANCE:
+            return judge.kept(f"candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% by more "
+                              "than the noise floor")
+        if gap < -noise - TIE_TOLERANCE:
+            return judge.rolled_back(f"candidate {c.candidate_mean:.2f}% is below champion {c.champion_mean:.2f}% "
+                                     "by more than the noise floor")
+        return judge.inconclusive(f"{scores}, a difference inside the noise floor")
+    if c.n < policy.decides_on:
+        return judge.inconclusive(f"{scores} on {c.n} seeds, and the significant gate decides on no fewer than "
+                                  f"{policy.decides_on}")
+    if gap > noise + TIE_TOLERANCE and c.p_value <= policy.level:
+        return judge.kept(f"candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% beyond chance "
+                          f"(p {c.p_value:.3f} <= {policy.level:g}) and beyond the noise floor")
+    ruled_out = judge.rules_out_gain()
+    if ruled_out:
+        return judge.rolled_back(f"{scores}: {ruled_out}")
+    return judge.inconclusive(f"{scores}: neither a gain beyond chance and the noise floor nor a gain of "
+                              f"{policy.min_gain:g} points ruled out")
+
+
+@dataclass(frozen=True)
+class _Judge:
+    """The three verdicts of one decision, each quoting the same evidence, and the tests the rules share."""
+
+    c: PairedComparison
+    policy: GatePolicy
+    evidence: str
+    detectable: Detectable | None
+    metric: MetricComparison | None = None
+
+    def rules_out_gain(self) -> str:
+        """Why the evidence rules out a gain worth having (``policy.min_gain``), or "" when it does not: the
+        bootstrap interval's upper end below it, or the candidate worse beyond chance."""
+        c, policy = self.c, self.policy
+        if c.ci_high < policy.min_gain:
+            return (f"a gain of {policy.min_gain:g} points is ruled out (the interval ends at {c.ci_high:+.2f})")
+        if c.mean_difference < 0 and c.p_worse <= policy.level:
+            return "the candidate is worse beyond chance"
+        return ""
+
+    def kept(self, why: str) -> GateVerdict:
+        return self._verdict("kept", why)
+
+    def rolled_back(self, why: str) -> GateVerdict:
+        return self._verdict("rolled_back", why)
+
+    def inconclusive(self, why: str) -> GateVerdict:
+        """The champion stays; says how many paired seeds would detect ``policy.min_gain`` at this spread."""
+        d, gain = self.detectable, f"{self.policy.min_gain:g}"
+        if d is not None and d.seeds_for.get(gain) is not None:
+            need = f"{d.seeds_for[gain]} paired seeds would detect a {gain}-point gain at {d.power:.0%} power"
+        elif d is not None:
+            need = f"no spread measured, so the seeds a {gain}-point gain needs are unknown: play longer episodes"
+        else:
+            need = f"the seeds a {gain}-point gain needs were not computed"
+        return self._verdict("inconclusive", f"{why}; the champion stays, {need}")
+
+    def _verdict(self, outcome: str, why: str) -> GateVerdict:
+        return GateVerdict(outcome=outcome, reason=f"{outcome.replace('_', ' ')}: {why} ({self.evidence})",
+                           comparison=self.c, policy=self.policy, metric=self.metric)
 
 
 @dataclass(frozen=True)
@@ -238,34 +325,47 @@ def paired_change(after: dict[int, float], before: dict[int, float], n_resamples
                         float(d.mean()), low, high, p, len(seeds))
 
 
-def _decide_equal_score(c: PairedComparison, policy: GatePolicy, metric: MetricComparison | None,
-                        evidence: str) -> GateVerdict:
-    """Keep a significant gain, or a candidate not worse in progression and lower in ``policy.metric``
-    beyond chance; roll back everything else, saying which test failed."""
+def _decide_equal_score(judge: _Judge, metric: MetricComparison | None, noise: float,
+                        metric_floor: float | None) -> GateVerdict:
+    """Keep a gain beyond chance and the floor, or a candidate not worse in progression (lower bound above
+    ``-margin``, the margin ``policy.margin`` of the champion's score and at least the floor) and lower in
+    ``policy.metric`` beyond chance and beyond its own floor; each route tests at half the level, so the
+    gate's false-keep rate stays within ``level``. Non-inferiority is inconclusive when the champion's score
+    is inside a floor above 0."""
+    c, policy = judge.c, judge.policy
     if metric is None or metric.metric != policy.metric:
         raise ValueError(f"the equal_score gate needs the per-seed {policy.metric} of both sides (compare_metric)")
     m = metric
-    said = (f"{m.metric} {m.candidate_mean:.4g} vs {m.champion_mean:.4g}, permutation p {m.p_value:.3f}; "
-            f"progression lower bound {m.progression_lower_bound:+.2f} points, margin {policy.margin:g}")
-    evidence = f"{evidence}; {said}"
-
-    def rolled_back(why: str) -> GateVerdict:
-        return GateVerdict(keep=False, reason=f"rolled back: {why} ({evidence})", comparison=c, policy=policy, metric=m)
-
-    if c.n < policy.min_seeds:
-        return rolled_back(f"only {c.n} seeds, and the equal_score gate needs at least {policy.min_seeds}")
-    if c.mean_difference > TIE_TOLERANCE and c.p_value <= policy.level:
-        return GateVerdict(keep=True, comparison=c, policy=policy, metric=m, reason=(
-            f"kept: candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% beyond chance ({evidence})"))
-    if m.progression_lower_bound < -policy.margin:
-        return rolled_back(f"progression may be worse: candidate {c.candidate_mean:.2f}% vs champion "
-                           f"{c.champion_mean:.2f}%, lower bound {m.progression_lower_bound:+.2f} below -{policy.margin:g}")
-    if m.reduction <= 0 or m.p_value > policy.level:
-        return rolled_back(f"progression not worse, but {m.metric} is not lower beyond chance "
-                           f"(p {m.p_value:.3f} > {policy.level:g} or no reduction)")
-    return GateVerdict(keep=True, comparison=c, policy=policy, metric=m, reason=(
-        f"kept: progression not worse ({c.candidate_mean:.2f}% vs {c.champion_mean:.2f}%) and {m.metric} lower "
-        f"beyond chance ({evidence})"))
+    margin = max(policy.margin * c.champion_mean, noise)
+    said = (f"{m.metric} {m.candidate_mean:.4g} vs {m.champion_mean:.4g} on {m.n} seeds, permutation p "
+            f"{m.p_value:.3f}; progression lower bound {m.progression_lower_bound:+.2f} points, margin "
+            f"{margin:.2f} points ({policy.margin:.0%} of the champion's score, at least the floor); "
+            + (f"{m.metric} noise floor {metric_floor:.4g}" if metric_floor is not None
+               else f"{m.metric} noise floor not measured") + f"; each route at level {policy.level / 2:g}")
+    judge = _Judge(c, policy, f"{judge.evidence}; {said}", judge.detectable, m)
+    scores = f"candidate {c.candidate_mean:.2f}% vs champion {c.champion_mean:.2f}%"
+    if c.n < policy.decides_on:
+        return judge.inconclusive(f"{scores} on {c.n} seeds, and the equal_score gate decides on no fewer than "
+                                  f"{policy.decides_on}")
+    half = policy.level / 2
+    if c.mean_difference > noise + TIE_TOLERANCE and c.p_value <= half:
+        return judge.kept(f"candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% beyond chance "
+                          "and the noise floor")
+    if m.progression_lower_bound < -margin:
+        return judge.rolled_back(f"progression may be worse: {scores}, lower bound "
+                                 f"{m.progression_lower_bound:+.2f} below -{margin:.2f}")
+    if noise > 0 and c.champion_mean <= noise:  # a floor of 0 (exact replays) makes a tie at 0 a real tie
+        return judge.inconclusive(f"{scores}: the champion's score is inside the noise floor, so 'not worse' "
+                                  "cannot be told from noise")
+    cheaper = m.reduction > (metric_floor or 0.0) and m.p_value <= half
+    if cheaper:
+        return judge.kept(f"progression not worse ({scores}) and {m.metric} lower beyond chance")
+    if c.ci_high < policy.min_gain:
+        return judge.rolled_back(f"progression not worse, but {m.metric} is not lower beyond chance "
+                                 f"(p {m.p_value:.3f} > {half:g}, or no reduction beyond its floor) and a gain of "
+                                 f"{policy.min_gain:g} points is ruled out")
+    return judge.inconclusive(f"{scores}: neither a gain nor a lower {m.metric} beyond chance, and a gain of "
+                              f"{policy.min_gain:g} points not ruled out")
 
 
 def permutation_p_value(differences: np.ndarray, rng_seed: int = 0, n_samples: int = 20_000) -> float:

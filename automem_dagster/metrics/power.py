@@ -11,8 +11,9 @@ The figure is the normal approximation of a one-sided test on the mean differenc
 
 with ``sd`` the sample standard deviation (n - 1) of the per-seed differences. ``higher_mean`` keeps
 any positive observed mean, a one-sided test at level 0.5 (z = 0); ``significant`` and
-``equal_score`` test at their ``level``. A permutation test on n seeds cannot reach a p-value below
-2**-n, and those gates need ``min_seeds``: below either floor no gain is detectable, whatever its size.
+``equal_score`` test at their ``level`` (equal_score's gain route at half of it). A permutation test on n
+seeds cannot reach a p-value below 2**-n, and those gates need ``min_seeds``: below either floor no gain
+is detectable, whatever its size.
 With one seed, or a spread of 0 (every seed moved by the same amount, often 0 on both sides), the
 differences say nothing about the spread; the spread of the two sides' own per-seed scores (as if
 unpaired, an overestimate when seeds are correlated) stands in, and when that is 0 too the figure is
@@ -28,7 +29,7 @@ from statistics import NormalDist, stdev
 from automem_dagster.metrics.paired import GatePolicy
 
 POWER = 0.8
-GAINS = (5.0, 10.0, 20.0)
+GAINS = (1.0, 2.0, 5.0, 10.0, 20.0)
 """Gains, in progression points, for which a record says how many seeds the gate would need."""
 
 
@@ -46,7 +47,8 @@ class Detectable:
     smallest_gain: float | None
     """Points of mean progression; None when no gain is detectable on these seeds (``note`` says why)."""
     seeds_for: dict[str, int | None] = field(default_factory=dict)
-    """For each of ``GAINS`` (points, as text): the paired seeds the gate would need at this spread."""
+    """For each of ``GAINS`` and the policy's ``min_gain`` (points, as text): the paired seeds the gate would
+    need at this spread."""
     note: str = ""
 
     def as_dict(self) -> dict:
@@ -71,10 +73,10 @@ def detectable_gain(candidate: dict[int, float], champion: dict[int, float], pol
     progressions in [0, 1]), with the seeds a few given gains need; see the module docstring."""
     seeds = sorted(candidate)
     n = len(seeds)
-    level = 0.5 if policy.rule == "higher_mean" else policy.level
+    level = 0.5 if policy.rule == "higher_mean" else policy.level / (2 if policy.rule == "equal_score" else 1)
     z = NormalDist().inv_cdf(1.0 - level) + NormalDist().inv_cdf(power)
     spread, spread_from = _spread(candidate, champion, seeds)
-    floor = _seed_floor(policy)
+    floor = policy.decides_on
     notes = []
     if spread is None:
         notes.append(f"every seed scored the same on both sides ({100 * champion[seeds[0]]:.2f}%)"
@@ -83,7 +85,7 @@ def detectable_gain(candidate: dict[int, float], champion: dict[int, float], pol
         notes.append(f"the {policy.rule} gate keeps nothing on fewer than {floor} seeds")
     smallest = z * spread / math.sqrt(n) if spread is not None and n >= floor else None
     seeds_for = {f"{gain:g}": max(floor, math.ceil((z * spread / gain) ** 2)) if spread is not None else None
-                 for gain in GAINS}
+                 for gain in sorted({*GAINS, policy.min_gain})}
     return Detectable(n, spread, spread_from, level, power, smallest, seeds_for if spread is not None else {},
                       "; ".join(notes))
 
@@ -100,10 +102,3 @@ def _spread(candidate: dict[int, float], champion: dict[int, float], seeds: list
         return unpaired, "both sides' per-seed scores, unpaired"
     return None, "none"
 
-
-def _seed_floor(policy: GatePolicy) -> int:
-    """The fewest seeds on which the gate can keep at all: 1 for higher_mean; else ``min_seeds`` and
-    the permutation test's 2**-n <= level."""
-    if policy.rule == "higher_mean":
-        return 1
-    return max(policy.min_seeds, math.ceil(math.log2(1.0 / policy.level)))

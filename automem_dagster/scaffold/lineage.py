@@ -32,7 +32,7 @@ from automem_dagster.scaffold.model import Family, registered_family
 
 DEFAULT_ROOT = ASSETS / "lineage"
 
-DecisionName = Literal["kept", "rolled_back", "rejected", "baseline"]
+DecisionName = Literal["kept", "rolled_back", "inconclusive", "rejected", "baseline"]
 
 
 class LineageError(ValueError):
@@ -73,7 +73,8 @@ class GateVerdict(Protocol):
     whether it keeps the candidate, why, and on what comparison. Named here so that the lineage does not
     import the metrics package (which imports the agent, which imports this package)."""
 
-    keep: bool
+    outcome: str
+    """kept, rolled_back or inconclusive (``metrics.paired.OUTCOMES``)."""
     reason: str
     comparison: PairedComparison
 
@@ -207,7 +208,7 @@ class Lineage:
             record.decision, record.reason = "rejected", decision
         else:
             record.evaluation = Evaluation.from_comparison(decision.comparison)
-            record.decision = "kept" if decision.keep else "rolled_back"
+            record.decision = decision.outcome
             record.reason = decision.reason
         return record.model_copy(deep=True)
 

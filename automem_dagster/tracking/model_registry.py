@@ -16,7 +16,8 @@ REASON_LIMIT = 5000
 """MLflow keeps tag values up to 5000 characters in its sqlite store; a longer reason is cut there."""
 
 
-def record_specialist_decision(tracker: Tracker, family: str, adapter: str, keep: bool, reason: str) -> str | None:
+def record_specialist_decision(tracker: Tracker, family: str, adapter: str, keep: bool, reason: str,
+                               outcome: str | None = None) -> str | None:
     """Tag the registered version of ``adapter`` with the decision, and point ``champion`` at it when
     kept. Returns the version, or None when the adapter was never registered (its training not tracked)."""
     model = specialist_model_name(family)
@@ -25,7 +26,8 @@ def record_specialist_decision(tracker: Tracker, family: str, adapter: str, keep
     if not versions:
         return None
     version = max(versions, key=lambda v: int(v.version)).version
-    tracker.client.set_model_version_tag(model, version, "automem.decision", "kept" if keep else "rolled_back")
+    tracker.client.set_model_version_tag(model, version, "automem.decision",
+                                         outcome or ("kept" if keep else "rolled_back"))
     tracker.client.set_model_version_tag(model, version, "automem.decision_reason", reason[:REASON_LIMIT])
     if keep:
         tracker.client.set_registered_model_alias(model, CHAMPION_ALIAS, version)

@@ -127,7 +127,7 @@ class EvaluationRun:
     def decision_tag(self) -> str | None:
         if self.decision is None:
             return None
-        return "kept" if self.decision["keep"] else "rolled_back"
+        return self.decision.get("outcome") or ("kept" if self.decision["keep"] else "rolled_back")
 
 
 def specialist_model_name(family: str) -> str:

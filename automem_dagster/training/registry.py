@@ -37,7 +37,7 @@ class AdapterRecord:
     gguf: str | None
     settings_source: str
     decision: str | None = None
-    """None while pending; ``kept`` or ``rolled_back`` after the gate."""
+    """None while pending; ``kept``, ``rolled_back`` or ``inconclusive`` after the gate."""
     reason: str | None = None
     comparison: dict | None = None
     training_run: str | None = None
@@ -101,10 +101,12 @@ class SpecialistRegistry:
     def mark_logged(self, adapter_id: str, run_id: str) -> None:
         self.record(adapter_id).training_run = run_id
 
-    def decide(self, adapter_id: str, keep: bool, reason: str, comparison: dict) -> None:
+    def decide(self, adapter_id: str, keep: bool, reason: str, comparison: dict, outcome: str | None = None) -> None:
+        """Record the gate's ``outcome`` (default: kept or rolled_back from ``keep``); only a keep moves the champion."""
         record = self.record(adapter_id)
         if record.decision is not None:
             raise RegistryError(f"adapter {adapter_id} was already decided ({record.decision}); train a new one")
-        record.decision, record.reason, record.comparison = ("kept" if keep else "rolled_back"), reason, comparison
+        record.decision = outcome or ("kept" if keep else "rolled_back")
+        record.reason, record.comparison = reason, comparison
         if keep:
             self.champion = adapter_id

@@ -117,7 +117,9 @@ def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResul
     c = decision.comparison
     return dg.AssetCheckResult(passed=True, metadata={
         **label,
-        "would": "keep" if decision.keep else "roll back",
+        "would": {"kept": "keep", "rolled_back": "roll back", "inconclusive": "inconclusive: keep the champion"}[
+            decision.outcome],
+        "outcome": decision.outcome,
         f"{role}_mean": c.candidate_mean,
         "champion_mean": c.champion_mean,
         "difference": c.mean_difference,

@@ -23,13 +23,16 @@ class RoundConfig(dg.Config):
     shard_size: int | None = Field(None, ge=1, description="seeds per shard instead of a shard count (a batch of N "
                                                            "seeds makes ceil(N / shard_size) steps); null: `shards`")
     max_attempts: int = Field(3, ge=1, description="meta-LLM attempts per diagnosis or revision")
-    gate: str = Field("higher_mean", description="keep rule: higher_mean (AutoMem's), significant (beyond chance) or "
-                                                 "equal_score (also: not worse, and gate_metric lower beyond chance)")
+    gate: str = Field("significant", description="keep rule (kept, rolled back or inconclusive): significant (beyond "
+                                                 "chance and the noise floor), higher_mean (AutoMem's) or equal_score "
+                                                 "(also: not worse, and gate_metric lower beyond chance)")
     gate_level: float = Field(0.05, gt=0, lt=1, description="significant/equal_score: one-sided p-value to beat")
     gate_min_seeds: int = Field(5, ge=1, description="significant/equal_score: fewest paired seeds it keeps on")
     gate_metric: str | None = Field(None, description="equal_score: input_tokens_per_step, unproductive_action_rate, "
                                                       "redundant_write_rate or empty_search_rate (lower is better)")
-    gate_margin: float = Field(5.0, ge=0, description="equal_score: progression points the lower bound may be below 0")
+    gate_margin: float = Field(0.1, ge=0, lt=1, description="equal_score: how far below 0 the lower bound may be, as a "
+                                                            "share of the champion's score (at least the noise floor)")
+    gate_min_gain: float = Field(5.0, gt=0, description="the smallest gain worth having, in progression points")
     seed_block: int | None = Field(None, ge=0, description="which block of rollout_episodes training seeds to play; "
                                                            "null: the loop's rule (a fresh block per challenger)")
 
@@ -41,10 +44,11 @@ class RoundConfig(dg.Config):
                    eval_max_steps=settings.eval_max_steps, eval_episodes=settings.eval_episodes,
                    concurrency=settings.concurrency, max_attempts=settings.max_attempts, gate=gate.rule,
                    gate_level=gate.level, gate_min_seeds=gate.min_seeds, gate_metric=gate.metric,
-                   gate_margin=gate.margin, seed_block=settings.seed_block, **fields)
+                   gate_margin=gate.margin, gate_min_gain=gate.min_gain, seed_block=settings.seed_block, **fields)
 
     def gate_policy(self) -> GatePolicy:
-        return GatePolicy(self.gate, self.gate_level, self.gate_min_seeds, self.gate_metric, self.gate_margin)
+        return GatePolicy(self.gate, self.gate_level, self.gate_min_seeds, self.gate_metric, self.gate_margin,
+                          self.gate_min_gain)
 
     def shard_plan(self) -> dict[str, int]:
         """How ``rollout.shards.plan_shards`` splits each batch: by ``shard_size`` when set, else in ``shards``."""

@@ -7,10 +7,10 @@ from automem_dagster.defs.evaluation.assets import candidate_evaluation
 
 evaluation_gate = gate_check(
     CANDIDATE, candidate_evaluation, "evaluation_gate",
-    "What the round's gate policy would decide about the candidate (would: keep or roll back, with the reason): "
-    "by default a strictly higher mean progression on the fixed seeds (AutoMem's rule), or with gate: significant "
-    "a difference beyond chance. A tie, a loss or a round without a candidate is an ordinary outcome and passes; "
-    "only scores that cannot be paired fail.")
+    "What the round's gate policy would decide about the candidate (would: keep, roll back or inconclusive, with "
+    "the reason): by default a gain beyond chance and the noise floor (significant), or with gate: higher_mean "
+    "AutoMem's higher mean. A tie, a loss, an inconclusive comparison or a round without a candidate is an ordinary "
+    "outcome and passes; only scores that cannot be paired fail.")
 
 evaluation_gate_result = partial(gate_result, CANDIDATE)
 """The check's result for an evaluation value (also reported by the CLI's rounds)."""

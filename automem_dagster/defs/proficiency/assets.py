@@ -274,9 +274,9 @@ def specialist_evaluation(lora_adapter):
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "mlflow"}, tags=TAGS)
 def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
                         specialist_evaluation: dict) -> dg.Output:
-    """The specialist in service after the keep-or-rollback decision on the evaluation: the adapter
-    is kept only if the two-model agent's mean progression on the fixed seeds is strictly higher
-    than the one-model champion's. This is the only place the specialist pointer moves. Logs both
+    """The specialist in service after the round's gate on the evaluation: the adapter is kept only
+    when the gate (``metrics.paired``) keeps the two-model agent against the one-model champion;
+    rolled back and inconclusive leave the specialist in service. This is the only place the specialist pointer moves. Logs both
     evaluations to MLflow and plots them side by side. A decision already taken (a retried
     promotion) is shown again, not taken twice."""
     game = game_of(context.partition_key)

@@ -186,8 +186,8 @@ def _stored_dir(path: str | None, file: str) -> Path | None:
 @dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "mlflow"}, tags=TAGS)
 def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
                       candidate_evaluation: dict) -> dg.Output:
-    """The champion after the keep-or-rollback decision on the evaluation: the candidate is kept only
-    if its mean progression on the fixed seeds is strictly higher (AutoMem's rule). This is the only
+    """The champion after the round's gate on the evaluation: the candidate is kept only when the gate
+    (``metrics.paired``) keeps it; rolled back and inconclusive leave the champion in place. This is the only
     place the champion pointer moves. Logs both evaluations to MLflow and plots progression by version.
     A decision already taken (a retried promotion) is shown again, not taken twice."""
     game = game_of(context.partition_key)
