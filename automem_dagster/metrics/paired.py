@@ -28,7 +28,6 @@ gain inside it is never kept. Three gate policies (``GatePolicy``), chosen per r
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -36,15 +35,11 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from automem_dagster.metrics.progression import summarize_progression
+from automem_dagster.metrics.resampling import TIE_TOLERANCE, bootstrap_interval, bootstrap_means, permutation_p_value
 from automem_dagster.paired_comparison import PairedComparison
 
 if TYPE_CHECKING:
     from automem_dagster.metrics.power import Detectable
-
-TIE_TOLERANCE = 1e-9
-"""Percentage points below which two means count as equal. Progressions are ratios such as
-k/22 that floats cannot hold exactly, so two seed sets with the same real total can sum to
-means an ulp apart; without a tolerance such a tie would be kept as a win."""
 
 
 GATE_RULES = ("higher_mean", "significant", "equal_score")
@@ -53,8 +48,6 @@ OUTCOMES = ("kept", "rolled_back", "inconclusive")
 apart at this budget; the champion stays)."""
 GATE_METRICS = ("input_tokens_per_step", "unproductive_action_rate", "redundant_write_rate", "empty_search_rate")
 """The ``BehaviourMetrics`` the equal_score gate can judge on; lower is better for each."""
-EXACT_PERMUTATION_MAX_SEEDS = 16
-"""Up to this many seeds the permutation test enumerates all 2**n sign flips (65,536); above, it samples."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +158,7 @@ def compare_metric(candidate: dict[int, float], champion: dict[int, float], cand
                          f"{sorted(candidate_metric)}, champion: {sorted(champion_metric)}): rerun the evaluation")
     progression = np.array([candidate[s] - champion[s] for s in seeds])
     reduction = np.array([champion_metric[s] - candidate_metric[s] for s in seeds])
-    means = _bootstrap_means(progression, n_resamples, rng_seed)
+    means = bootstrap_means(progression, n_resamples, rng_seed)
     return MetricComparison(
         metric=policy.metric, candidate_mean=float(np.mean([candidate_metric[s] for s in seeds])),
         champion_mean=float(np.mean([champion_metric[s] for s in seeds])), reduction=float(reduction.mean()),
@@ -193,7 +186,7 @@ def compare_paired(
     cand = [candidate[s] for s in seeds]
     champ = [champion[s] for s in seeds]
     differences = summarize_progression([c - h for c, h in zip(cand, champ, strict=True)])
-    ci_low, ci_high = _bootstrap_interval(np.subtract(cand, champ), n_resamples, confidence, rng_seed)
+    ci_low, ci_high = bootstrap_interval(np.subtract(cand, champ), n_resamples, confidence, rng_seed)
     return PairedComparison(
         candidate_mean=summarize_progression(cand).mean,
         champion_mean=summarize_progression(champ).mean,
@@ -319,7 +312,7 @@ def paired_change(after: dict[int, float], before: dict[int, float], n_resamples
                          f"{sorted(before)}): evaluate both on the fixed evaluation seeds")
     seeds = sorted(after)
     d = np.array([after[s] - before[s] for s in seeds], dtype=float)
-    low, high = _bootstrap_interval(d, n_resamples, confidence, rng_seed, scale=1.0)
+    low, high = bootstrap_interval(d, n_resamples, confidence, rng_seed, scale=1.0)
     p = min(1.0, 2.0 * min(permutation_p_value(d, rng_seed), permutation_p_value(-d, rng_seed)))
     return PairedChange(float(np.mean([before[s] for s in seeds])), float(np.mean([after[s] for s in seeds])),
                         float(d.mean()), low, high, p, len(seeds))
@@ -368,24 +361,6 @@ def _decide_equal_score(judge: _Judge, metric: MetricComparison | None, noise: f
                               f"{policy.min_gain:g} points not ruled out")
 
 
-def permutation_p_value(differences: np.ndarray, rng_seed: int = 0, n_samples: int = 20_000) -> float:
-    """One-sided paired permutation (sign-flip) test of a positive mean difference.
-
-    Under the null hypothesis that candidate and champion are exchangeable on every seed, each
-    per-seed difference is as likely to have either sign; the p-value is the share of the 2**n
-    sign assignments whose mean is at least the observed one (all of them up to
-    ``EXACT_PERMUTATION_MAX_SEEDS`` seeds, else ``n_samples`` drawn with ``rng_seed``). With n
-    seeds the smallest possible p-value is 2**-n: 5 seeds can reach 0.031, 4 seeds only 0.0625.
-    """
-    d = np.asarray(differences, dtype=float)
-    observed = d.mean() - TIE_TOLERANCE / 100.0
-    if len(d) <= EXACT_PERMUTATION_MAX_SEEDS:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
-    else:
-        signs = np.random.default_rng(rng_seed).choice((1.0, -1.0), size=(n_samples, len(d)))
-    return float(np.mean((signs * d).mean(axis=1) >= observed))
-
-
 def _paired_seeds(candidate: dict[int, float], champion: dict[int, float]) -> list[int]:
     """The common seeds, sorted; any mismatch means the two runs are not a paired comparison."""
     if not candidate or not champion:
@@ -403,19 +378,3 @@ def _paired_seeds(candidate: dict[int, float], champion: dict[int, float]) -> li
         if bad:
             raise ValueError(f"{name} progressions must be in [0, 1] (fractions, not percent); seeds out of range: {bad}")
     return sorted(candidate)
-
-
-def _bootstrap_means(differences: np.ndarray, n_resamples: int, rng_seed: int, scale: float = 100.0) -> np.ndarray:
-    """Means of ``n_resamples`` resamples of the seeds (with replacement), times ``scale`` (percent)."""
-    rng = np.random.default_rng(rng_seed)
-    picks = rng.integers(0, len(differences), size=(n_resamples, len(differences)))
-    return scale * differences[picks].mean(axis=1)
-
-
-def _bootstrap_interval(differences: np.ndarray, n_resamples: int, confidence: float, rng_seed: int,
-                        scale: float = 100.0) -> tuple[float, float]:
-    """Percentile bootstrap of the mean difference, times ``scale`` (percent): resample seeds, take quantiles."""
-    means = _bootstrap_means(differences, n_resamples, rng_seed, scale)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(low), float(high)

@@ -50,14 +50,32 @@ def eta_seconds(figures: dict[str, float], step: int, total: int, every: int | N
     return figures[TRAIN_S_PER_STEP] * (total - step) + figures.get(VALIDATION_S_PER_PASS, 0.0) * passes
 
 
+def synchronise(device) -> None:
+    """Wait for a GPU's queued work, so a step's wall time is the step's (a no-op off CUDA)."""
+    if getattr(device, "type", None) == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def timing_figures(step_seconds: list[float], step_tokens: list[int], validation_seconds: list[float]) -> dict[str, float]:
+    """The timings measured so far, by their shared names (a figure not measured yet is absent): the
+    median step after the warm-up, tokens a second over the same steps, the mean validation pass."""
+    figures = {}
+    if step_seconds:
+        warm = WARMUP_STEPS if len(step_seconds) > WARMUP_STEPS else 0
+        seconds = step_seconds[warm:]
+        figures[TRAIN_S_PER_STEP] = statistics.median(seconds)
+        if sum(seconds) > 0:
+            figures[TOKENS_PER_SECOND] = sum(step_tokens[warm:]) / sum(seconds)
+    if validation_seconds:
+        figures[VALIDATION_S_PER_PASS] = statistics.fmean(validation_seconds)
+    return figures
+
+
 def meter_callback(progress: TrainingProgress | None, stream):
     """The progress and timing callback (a ``TrainerCallback``; imported lazily with transformers)."""
-    import torch
     from transformers import TrainerCallback
-
-    def synchronise(device) -> None:
-        if getattr(device, "type", None) == "cuda":
-            torch.cuda.synchronize(device)
 
     class Meter(TrainerCallback):
         """Prints one line per log, relays it to ``progress`` and times the optimizer steps and
@@ -71,17 +89,7 @@ def meter_callback(progress: TrainingProgress | None, stream):
             self._began = 0.0
 
         def figures(self) -> dict[str, float]:
-            """The timings measured so far, by their shared names (a figure not measured yet is absent)."""
-            figures = {}
-            if self.step_seconds:
-                warm = WARMUP_STEPS if len(self.step_seconds) > WARMUP_STEPS else 0
-                seconds = self.step_seconds[warm:]
-                figures[TRAIN_S_PER_STEP] = statistics.median(seconds)
-                if sum(seconds) > 0:
-                    figures[TOKENS_PER_SECOND] = sum(self.step_tokens[warm:]) / sum(seconds)
-            if self.validation_seconds:
-                figures[VALIDATION_S_PER_PASS] = statistics.fmean(self.validation_seconds)
-            return figures
+            return timing_figures(self.step_seconds, self.step_tokens, self.validation_seconds)
 
         def on_train_begin(self, args, state, control, **kwargs):
             self._tokens_mark = state.num_input_tokens_seen
