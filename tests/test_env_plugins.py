@@ -240,9 +240,10 @@ def test_the_installed_example_is_found_plays_a_rollout_and_a_rules_meta_round_a
     assert notes.read_text().count("stepped") == 1  # plain moves: one LOG turn, at step LOG_EVERY
 
     # The rules meta proposed a structural revision, both versions were evaluated on the plugin's
-    # seeds, and the tie rolled it back: the lineage is the plugin family's, in the scratch home.
+    # seeds, and the tie on 2 seeds is inconclusive (the default significant gate), so v0 stays: the
+    # lineage is the plugin family's, in the scratch home.
     lineage = json.loads((home / "assets" / "lineage" / "hotcold.json").read_text())
-    assert lineage["game"] == "hotcold" and [v["decision"] for v in lineage["versions"]] == ["baseline", "rolled_back"]
+    assert lineage["game"] == "hotcold" and [v["decision"] for v in lineage["versions"]] == ["baseline", "inconclusive"]
     assert (home / "assets" / "scaffolds" / "hotcold" / "v1.yaml").is_file()
 
     with pytest.raises(PluginError, match="unknown game 'hotcold:line12'"):  # not installed in this process

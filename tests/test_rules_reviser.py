@@ -211,8 +211,8 @@ def test_a_round_with_the_rules_meta_goes_through_lineage_gate_and_mlflow(storag
     assert {f["kind"] for f in diagnosis["findings"]} >= {"stuck", "other"} and not diagnosis["attempts"]
     assert "rules meta" in (result.diagnosis_dir / "diagnosis.md").read_text()
     assert result.revision.meta == "rules" and "signals: stuck.enabled False -> True" in result.revision.changes
-    # Both versions idle alike, so the gate rolls the candidate back, as for any meta's tie.
-    assert result.outcome == "rolled_back" and storage.load_lineage("crafter").champion().version == 0
+    # Both versions idle alike: on 2 seeds the default gate cannot tell them apart (inconclusive), v0 stays.
+    assert result.outcome == "inconclusive" and storage.load_lineage("crafter").champion().version == 0
     assert server.request_log.read_text().count('"messages"') > 0
     runs = {r["role"]: r for r in tracker.runs_for("crafter")}
     assert runs["candidate"]["meta"] == "rules" and runs["champion"]["meta"] is None
