@@ -86,8 +86,12 @@ def demo_rounds(tmp_path, storage, scripted, specialist_vllm, tracker: Tracker) 
     the adapter (``loop/serving.py``)."""
     structure = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
     structure_round(SETTINGS, endpoints_file(tmp_path, structure), tracker=tracker)
-    settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=2, min_examples=6, max_review_batches=4,
-                                 max_train_steps=1, eval_max_steps=8, base="embedded").settings("crafter")
+    # 8-step rollouts with a 2-step window, as tests/test_dagster_proficiency.py plays them: the routine's
+    # first note (step 5) and the read that shows it are what curation credits. Its 2-seed evaluation
+    # decides under higher_mean (the default gate calls 2 seeds inconclusive).
+    settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=8, horizon=2, min_examples=6,
+                                 max_review_batches=4, max_train_steps=1, eval_max_steps=8, base="embedded",
+                                 gate="higher_mean").settings("crafter")
     rules = proficiency.META_RULES + proficiency.GAME_RULES
     folder = tmp_path / "proficiency"
     folder.mkdir()
