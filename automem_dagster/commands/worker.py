@@ -166,6 +166,10 @@ def start_worker(broker: str, queues: list[str], concurrency: int, name: str, vi
     except ImportError as exc:
         raise WorkerSetupError("the Celery executor needs the celery extra: pip install 'automem-dagster[celery]'") from exc
     check_instance()
+    # Loaded once here, before the pool forks: each step rebuilds its job from these definitions
+    # (defs/celery_rounds.py), and a pool process would otherwise import them inside its first step.
+    import automem_dagster.defs.celery_rounds  # noqa: F401
+
     app = celery_app(broker, visibility_s)
     check_broker(app, broker)
     console.print(f"worker {name}: broker {broker}, queues {', '.join(queues)}, {concurrency} process(es), "

@@ -36,15 +36,15 @@ def celery_round_job(name: str) -> dg.JobDefinition:
     return defs.resolve_job_def(name).with_executor_def(celery_executor)
 
 
-def run_on_celery(job: str, steps: tuple[str, ...], run_config: dict, resources: dict, instance: dg.DagsterInstance,
-                  execution: Execution, tags: dict) -> tuple[dict, str]:
-    """Execute ``job`` on the workers of ``execution.broker``; returns each of ``steps``' values (None for a
-    step the run did not reach) and the run's id."""
+def run_on_celery(job: str, game: str, steps: tuple[str, ...], run_config: dict, resources: dict,
+                  instance: dg.DagsterInstance, execution: Execution, tags: dict) -> tuple[dict, str]:
+    """Execute ``job`` for ``game`` (its partition in ``tags``) on the workers of ``execution.broker``; returns
+    each of ``steps``' values (None for a step the run did not reach) and the run's id."""
     try:
         import dagster_celery  # noqa: F401
     except ImportError as exc:
         raise RoundError("--executor celery needs the celery extra: pip install 'automem-dagster[celery]'") from exc
-    visibility = execution.visibility_timeout or derived_visibility(run_config, resources, tags["dagster/partition"])
+    visibility = execution.visibility_timeout or derived_visibility(run_config, resources, game)
     config = {**run_config, "resources": {name: {"config": resource.model_dump(exclude_none=True)}
                                           for name, resource in resources.items()},
               "execution": {"config": celery_config(execution.broker, visibility)}}
@@ -52,7 +52,11 @@ def run_on_celery(job: str, steps: tuple[str, ...], run_config: dict, resources:
     with dg.execute_job(recon, instance, run_config=config, tags=tags) as result:
         if not result.success:
             raise failure(result, execution.broker)
-        return {step: _value(result, step) for step in steps}, result.run_id
+        made = {event.asset_key.to_user_string() for event in result.all_events
+                if event.event_type_value == "ASSET_MATERIALIZATION"}
+    # Read as the next run's steps would (the asset's own path), not through the run's step outputs.
+    return {step: defs.load_asset_value(step, instance=instance, partition_key=tags["dagster/partition"])
+            if step in made else None for step in steps}, result.run_id
 
 
 def derived_visibility(run_config: dict, resources: dict, game: str) -> int:
@@ -63,14 +67,6 @@ def derived_visibility(run_config: dict, resources: dict, game: str) -> int:
     seeds = config["shard_size"] or math.ceil(max(config["rollout_episodes"], evaluated) / config["shards"])
     return visibility_timeout(max(config["rollout_max_steps"], config["eval_max_steps"]), seeds,
                               config["concurrency"], resources["endpoints"].config().game.timeout_s)
-
-
-def _value(result, step: str):
-    handle = result.job_def.asset_layer.get_op_output_handle(dg.AssetKey(step))
-    try:
-        return result.output_for_node(str(handle.node_handle), handle.output_name)
-    except dg.DagsterInvariantViolationError:
-        return None
 
 
 def failure(result, broker: str) -> Exception:

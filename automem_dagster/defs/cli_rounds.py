@@ -99,7 +99,7 @@ def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dic
                   "loggers": {"console": {"config": {"log_level": "INFO"}}}}
     with project_instance() as instance:
         if execution.executor == "celery":
-            values, run_id = run_on_celery(job, plan.names, run_config, resources, instance, execution,
+            values, run_id = run_on_celery(job, game, plan.names, run_config, resources, instance, execution,
                                            tags={DRIVER_TAG: CLI_DRIVER, "dagster/partition": slug(game)})
             return {**values, "run": f"Dagster: run {run_id} of {job} on Celery workers ({execution.broker}) in "
                                      f"{instance.root_directory} (make dagster)"}
