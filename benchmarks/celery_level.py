@@ -10,8 +10,6 @@ and the merge are apart, as for the shard processes), the whole run's time besid
 workers (main and pool processes) and the scripted server spent per step.
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 import os
