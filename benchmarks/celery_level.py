@@ -52,13 +52,14 @@ def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
-def _wait_for(what: str, ready, log: Path) -> None:
+def _wait_for(what: str, ready, log: Path, process: subprocess.Popen) -> None:
     deadline = time.monotonic() + READY_S
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and process.poll() is None:
         if ready():
             return
         time.sleep(0.2)
-    raise ClusterError(f"{what} not ready within {READY_S} s; its log {log}:\n{_read(log)[-3000:]}")
+    ended = f"exited with {process.returncode}" if process.poll() is not None else f"not ready within {READY_S} s"
+    raise ClusterError(f"{what} {ended}; its log {log}:\n{_read(log)[-3000:]}")
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -80,7 +81,10 @@ def local_cluster(work: Path, home: Path, workers: int = 2, visibility_s: int = 
         raise ClusterError("redis-server is not installed (Debian: apt-get install redis-server)")
     port, redis_log = _free_port(), work / "redis.log"
     broker = f"redis://127.0.0.1:{port}/0"
+    work.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     redis = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
                               "--appendonly", "no", "--logfile", str(redis_log)])
     path = os.pathsep.join([str(REPO), (env or {}).get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))])
@@ -88,7 +92,7 @@ def local_cluster(work: Path, home: Path, workers: int = 2, visibility_s: int = 
     automem = [sys.executable, "-m", "automem_dagster.cli", "worker", "--broker", broker]
     started: list[subprocess.Popen] = []
     try:
-        _wait_for("redis-server", lambda: "Ready to accept connections" in _read(redis_log), redis_log)
+        _wait_for("redis-server", lambda: "Ready to accept connections" in _read(redis_log), redis_log, redis)
         subprocess.run([*automem, "--migrate"], env=full_env, check=True, timeout=READY_S, capture_output=True)
         logs = [work / f"worker{i}.log" for i in range(workers)]
         for i, log in enumerate(logs):
@@ -96,8 +100,8 @@ def local_cluster(work: Path, home: Path, workers: int = 2, visibility_s: int = 
                 started.append(subprocess.Popen([*automem, "--name", f"w{i}@127.0.0.1", "--concurrency", "1",
                                                  "--visibility-timeout", str(visibility_s)], env=full_env,
                                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
-        for log in logs:
-            _wait_for("a Celery worker", lambda log=log: " ready." in _read(log), log)
+        for log, worker in zip(logs, started, strict=True):
+            _wait_for("a Celery worker", lambda log=log: " ready." in _read(log), log, worker)
         yield SimpleNamespace(broker=broker, home=home, redis=redis, workers=started, logs=logs)
     finally:
         for process in [*started, redis]:
@@ -126,7 +130,7 @@ class BenchConfig(dg.Config):
     shards: int
 
 
-@dg.op(out=dg.DynamicOut(dict))
+@dg.op(out={"shards": dg.DynamicOut(dict)})
 def bench_plan(config: BenchConfig, storage: StorageResource):
     spec = spec_from_record(json.loads(config.spec), storage.storage().scaffolds)
     yield from shard_outputs([Arm("bench", spec)], RoundConfig(shards=config.shards))
@@ -165,7 +169,7 @@ def play_on_workers(spec, endpoints: Path, cluster, server_pid: int, server_cpu)
         with dg.execute_job(job, instance, run_config=run_config) as result:
             if not result.success:
                 raise ClusterError(f"the Celery level's run {result.run_id} failed; see {cluster.logs}")
-            windows = _shard_windows(result)
+            windows = _shard_windows(instance, result.run_id)
             pids = sorted({e.pid for e in result.all_events if "bench_shard" in (e.step_key or "")
                            and e.event_type_value == "STEP_START"})
     total = time.perf_counter() - started
@@ -176,15 +180,15 @@ def play_on_workers(spec, endpoints: Path, cluster, server_pid: int, server_cpu)
             "server_cpu_s": server_cpu(server_pid) - server_before}
 
 
-def _shard_windows(result) -> list[tuple[float, float]]:
-    """Each shard step's (start, end) in epoch seconds, from its events' timestamps."""
+def _shard_windows(instance: dg.DagsterInstance, run_id: str) -> list[tuple[float, float]]:
+    """Each shard step's (start, end) in epoch seconds, from the run's event log."""
     starts, ends = {}, {}
-    for event in result.all_events:
-        key = event.step_key or ""
-        if "bench_shard" in key and event.event_type_value == "STEP_START":
-            starts[key] = event.timestamp
-        elif "bench_shard" in key and event.event_type_value == "STEP_SUCCESS":
-            ends[key] = event.timestamp
+    for entry in instance.all_logs(run_id):
+        key, event = entry.step_key or "", entry.dagster_event
+        if "bench_shard" in key and event is not None and event.event_type_value == "STEP_START":
+            starts[key] = entry.timestamp
+        elif "bench_shard" in key and event is not None and event.event_type_value == "STEP_SUCCESS":
+            ends[key] = entry.timestamp
     return [(starts[k], ends[k]) for k in sorted(ends)]
 
 

@@ -79,7 +79,8 @@ def failure(result, broker: str) -> Exception:
         return RoundError(f"step {event.step_key} failed on a Celery worker: "
                           f"{' <- '.join(e.message.strip() for e in chain)}")
     errors = [e for event in result.all_events for e in _chain(getattr(event.event_specific_data, "error", None))]
-    said = "; ".join(e.message.strip() for e in errors) or (result.get_run_failure_event().message or "")
+    said = "; ".join(dict.fromkeys(" ".join(e.message.split()) for e in errors)) \
+        or (result.get_run_failure_event().message or "")
     return RoundError(f"the round's run on the Celery executor failed ({said}); check that the broker {broker} "
                       "is up and that `automem worker` processes serve it")
 
