@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
                          target(f"harness CPU per step at {top} concurrent episodes in one process",
                                 per_level[top]["cpu_ms_per_step"]["harness"], HARNESS_CPU_MS_LIMIT, unit="ms")]
     if celery:
-        result["targets"].append(celery_target(celery, per_level[top], top))
+        result["targets"].append(celery_target(celery, per_level[top], top, alone))
     emit(result, args.out, _tables(result))
     return 0
 
