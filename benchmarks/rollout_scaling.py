@@ -20,6 +20,11 @@ process and importing the games is paid once per shard, not per step, and is rep
 Each shard's own window (``shard_windows_s``, seconds from the first start) shows whether they
 played side by side or one waited for the other. Last, one shard's share of the episodes is played
 alone in one process: two shards can give at most twice that rate, whatever the cores.
+
+The Celery level (``--celery-workers 1,2``, the default of a full run; needs redis-server and the celery
+extra): the largest level's episodes as one Dagster run on the Celery executor, one seed shard per
+``automem worker`` process, for 1 and then 2 workers (``benchmarks/celery_level.py``), each against
+the one process at that level, with the CPU bound of the workers and the server.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.rollout import RolloutSpec
 from automem_dagster.rollout.shards import merge_shards, plan_shards, run_shard
 from automem_dagster.standins.scripted_server import scripted_server
+from benchmarks.celery_level import celery_target, measure_levels
 from benchmarks.common import (
     BOUNDED,
     MISS,
@@ -55,8 +61,8 @@ from benchmarks.common import (
 from benchmarks.harness_overhead import plan_action
 
 NAME = "rollout_scaling"
-FULL = {"levels": [1, 4, 16, 64], "max_steps": 30, "latency_s": 0.2}
-QUICK = {"levels": [1, 4], "max_steps": 4, "latency_s": 0.05}
+FULL = {"levels": [1, 4, 16, 64], "max_steps": 30, "latency_s": 0.2, "celery_workers": [1, 2]}
+QUICK = {"levels": [1, 4], "max_steps": 4, "latency_s": 0.05, "celery_workers": []}
 GAME = "minihack:Corridor-R3"
 FIRST_SEED = 1000
 EFFICIENCY_LIMIT = 0.8
@@ -236,10 +242,11 @@ def scaling(levels: dict[int, dict[str, Any]]) -> tuple[dict[int, float], int]:
     return efficiency, saturated[0] if saturated else max(levels)
 
 
-def measure(settings: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], dict[str, Any], dict[str, Any]]:
+def measure(settings: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], dict[str, Any], dict[str, Any], dict]:
     """Every level in one process, then the saturation level's episodes in shard processes, then one shard's
     share of them (the level over ``SHARD_PROCESSES``) alone in one process: what each shard could do with the
-    machine to itself. All against one scripted server answering after ``latency_s``."""
+    machine to itself; then the largest level on each count of Celery workers. All against one scripted
+    server answering after ``latency_s``."""
     game, scaffold, steps = settings["game"], settings["scaffold"], settings["max_steps"]
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
         work = Path(tmp)
@@ -258,9 +265,12 @@ def measure(settings: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], dict[s
             sharded = play_sharded(game, scaffold, saturation, steps, server, work, game_cpu)
             share = max(1, saturation // SHARD_PROCESSES)
             alone = play_level(game, scaffold, share, steps, server, work, game_cpu, name=f"level-{share}-alone")
+            top = max(per_level)
+            celery = measure_levels(settings["celery_workers"], top, server, work, lambda name, concurrency: _spec(
+                game, scaffold, top, steps, work / name, concurrency), server_cpu_s)
         finally:
             server.stop()
-    return per_level, sharded, alone
+    return per_level, sharded, alone, celery
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,39 +280,48 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, default=None, help="steps per episode (default 30)")
     p.add_argument("--latency", type=float, default=None, help="seconds the endpoint takes per call (default 0.2)")
     p.add_argument("--scaffold", default="v0", help="scaffold version v<N> or a YAML file (default v0)")
+    p.add_argument("--celery-workers", default=None,
+                   help="comma-separated worker counts of the Celery level, empty for none (default 1,2; quick: none)")
     args = p.parse_args(argv)
     base = QUICK if args.quick else FULL
     levels = [int(x) for x in args.levels.split(",")] if args.levels else base["levels"]
     settings = {"game": args.game, "levels": levels, "max_steps": args.max_steps or base["max_steps"],
                 "latency_s": base["latency_s"] if args.latency is None else args.latency, "scaffold": args.scaffold,
-                "shard_processes": SHARD_PROCESSES, "first_seed": FIRST_SEED}
+                "shard_processes": SHARD_PROCESSES, "first_seed": FIRST_SEED,
+                "celery_workers": base["celery_workers"] if args.celery_workers is None
+                else [int(x) for x in args.celery_workers.split(",") if x]}
     result = start_result(NAME, args.quick, settings)
-    per_level, sharded, alone = measure(settings)
+    per_level, sharded, alone, celery = measure(settings)
     efficiency, saturation = scaling(per_level)
     cores = len(os.sched_getaffinity(0))
     for level, figures in per_level.items():
         figures["efficiency"] = efficiency[level]
-    for figures in [*per_level.values(), sharded]:
+    for figures in [*per_level.values(), sharded, *celery.values()]:
         figures["cpu_bound"] = cpu_bound(figures, cores)
     shards = shard_target(sharded, per_level[saturation], saturation, alone)
     result["results"] = {"levels": {str(k): v for k, v in per_level.items()}, "saturation_level": saturation,
-                         "sharded": sharded, "one_shards_episodes_alone": alone, "sharded_over_one_process": shards["value"]}
+                         "sharded": sharded, "one_shards_episodes_alone": alone, "sharded_over_one_process": shards["value"],
+                         "celery": {str(n): f for n, f in celery.items()}}
     top = max(levels)
     result["targets"] = [efficiency_target(per_level, top), shards,
                          target(f"harness CPU per step at {top} concurrent episodes in one process",
                                 per_level[top]["cpu_ms_per_step"]["harness"], HARNESS_CPU_MS_LIMIT, unit="ms")]
+    if celery:
+        result["targets"].append(celery_target(celery, per_level[top], top, alone))
     emit(result, args.out, _tables(result))
     return 0
 
 
 def _tables(result: dict[str, Any]) -> list:
     s, (efficiency, shards) = result["results"]["sharded"], result["targets"][:2]
-    runs = {**result["results"]["levels"], f"{result['results']['saturation_level']} in {s['processes']} processes": s}
-    rows = [[name, f["steps"], f["elapsed_s"], f["steps_per_s"], f.get("efficiency"), f["game_cpu_s_per_step"] * 1e3,
-             f["harness_cpu_s_per_step"] * 1e3, f["server_cpu_s_per_step"] * 1e3, f["cpu_bound"]["steps_per_s"],
-             f["cpu_bound"]["share_of_bound"]] for name, f in runs.items()]
+    runs = {**result["results"]["levels"], f"{result['results']['saturation_level']} in {s['processes']} processes": s,
+            **{f"{f['episodes']} on {n} Celery worker(s)": f for n, f in result["results"]["celery"].items()}}
+    rows = [[name, f["steps"], f["elapsed_s"], f["steps_per_s"], f.get("efficiency"), f.get("game_cpu_s_per_step", 0) * 1e3,
+             f.get("harness_cpu_s_per_step", f["process_cpu_s_per_step"]) * 1e3, f["server_cpu_s_per_step"] * 1e3,
+             f["cpu_bound"]["steps_per_s"], f["cpu_bound"]["share_of_bound"]] for name, f in runs.items()]
     settings = result["settings"]
-    return [cpu_breakdown_table("episodes at once", {name: f["cpu_ms_per_step"] for name, f in runs.items()}),
+    return [cpu_breakdown_table("episodes at once", {name: f["cpu_ms_per_step"] for name, f in runs.items()
+                                                     if "cpu_ms_per_step" in f}),
             table(f"{settings['game']}, {settings['max_steps']} steps per episode, endpoint latency "
                   f"{settings['latency_s']} s per call; CPU bound: {s['cpu_bound']['cores']} cores over "
                   "(process + server) CPU per step",

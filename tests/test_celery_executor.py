@@ -1,24 +1,21 @@
 """A sharded rollout_batch under Dagster's Celery executor, on real Celery workers (``automem worker``)
 and Debian's redis-server, both started here on 127.0.0.1 and stopped by PID.
 
-The shards run in the workers' pool processes (their PIDs come from the steps' events: none is this
-run's own); the merged batch equals one process playing every seed; a worker's child killed with
+A whole round on the workers, its shards in two or more worker processes and a whole worker lost,
+is test_celery_rounds.py. Here: a worker's child killed with
 SIGKILL mid-episode gives its shard back to the broker (``task_acks_late`` with
 ``task_reject_on_worker_lost``) and the shard's next delivery resumes the interrupted episode instead
 of replaying it; and a run whose broker disappears fails with a message rather than hanging.
 """
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import dagster as dg
 import pytest
@@ -37,13 +34,13 @@ from automem_dagster.loop.structure import rollout_spec, start_round
 from automem_dagster.rollout import episode_id, run_batch
 from automem_dagster.rollout.shards import plan_shards, shard_dir
 from automem_dagster.rollout.trajectory import trajectory_path
+from benchmarks.celery_level import local_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.ci_required]
 
 PATHS_ENV = "AUTOMEM_TEST_CELERY_PATHS"
 """A file naming the test's endpoints and storage: the workers, started once, read it at each step."""
 SHARDS = 4
-READY_S = 90
 
 
 def celery_rollout_job():
@@ -59,68 +56,27 @@ def celery_rollout_job():
     return dg.Definitions(assets=[rollout_batch], jobs=[job], resources=resources).resolve_job_def("celery_rollout")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(what: str, ready, log: Path, timeout_s: float = READY_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if ready():
-            return
-        time.sleep(0.2)
-    pytest.fail(f"{what} not ready within {timeout_s} s; its log {log}:\n{log.read_text()[-3000:]}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=20)
+@contextlib.contextmanager
+def started_cluster(tmp_path: Path, home: Path, workers: int = 2, visibility_s: int = 3600):
+    """redis-server and ``workers`` ``automem worker`` processes on 127.0.0.1 (``benchmarks.celery_level``'s
+    ``local_cluster``: a migrated instance in DAGSTER_HOME ``home``, each worker the leader of its own process
+    group, all stopped by PID), able to import this module's jobs; skipped where Redis or the extra is missing."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    pytest.importorskip("dagster_celery", reason="the celery extra is not installed")
+    paths = tmp_path / "paths.yaml"
+    env = {PATHS_ENV: str(paths), "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__),
+                                                                os.environ.get("PYTHONPATH", "")])}
+    with local_cluster(tmp_path, home, workers, visibility_s, env) as cluster:
+        cluster.paths = paths
+        yield cluster
 
 
 @pytest.fixture
 def celery_cluster(tmp_path):
-    """redis-server and two ``automem worker`` processes (one pool process each) on 127.0.0.1, with a
-    migrated instance in their DAGSTER_HOME; stopped by PID afterwards."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-    pytest.importorskip("dagster_celery", reason="the celery extra is not installed")
-    port = _free_port()
-    broker = f"redis://127.0.0.1:{port}/0"
-    home, paths = tmp_path / "dagster_home", tmp_path / "paths.yaml"
-    home.mkdir()
-    redis_log = tmp_path / "redis.log"
-    redis = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-                              "--appendonly", "no", "--logfile", str(redis_log)])
-    tests = os.path.dirname(__file__)
-    env = {**os.environ, "DAGSTER_HOME": str(home), PATHS_ENV: str(paths),
-           "PYTHONPATH": os.pathsep.join([str(Path(tests).parent), tests, os.environ.get("PYTHONPATH", "")])}
-    automem = [sys.executable, "-m", "automem_dagster.cli", "worker", "--broker", broker]
-    workers: list[subprocess.Popen] = []
-    try:
-        _wait_for("redis-server", lambda: "Ready to accept connections" in _read(redis_log), redis_log)
-        subprocess.run([*automem, "--migrate"], env=env, check=True, timeout=120)
-        logs = [tmp_path / f"worker{i}.log" for i in range(2)]
-        for i, log in enumerate(logs):
-            with log.open("w") as out:
-                workers.append(subprocess.Popen([*automem, "--name", f"w{i}@127.0.0.1", "--concurrency", "1"],
-                                                env=env, stdout=out, stderr=subprocess.STDOUT))
-        for log in logs:
-            _wait_for("a Celery worker", lambda log=log: " ready." in _read(log), log)
-        yield SimpleNamespace(broker=broker, home=home, paths=paths, redis=redis, workers=workers, logs=logs)
-    finally:
-        for process in [*workers, redis]:
-            _stop(process)
-
-
-def _read(path: Path) -> str:
-    return path.read_text() if path.exists() else ""
+    """Two workers and their broker (``started_cluster``) in a bare DAGSTER_HOME."""
+    with started_cluster(tmp_path, tmp_path / "dagster_home") as cluster:
+        yield cluster
 
 
 def _setup(tmp_path, storage, scripted, cluster):
@@ -160,29 +116,6 @@ def _one_process_batch(tmp_path, server, settings, clean):
             return await run_batch(rollout_spec(settings, start.scaffold, start.seeds, store), clients)
 
     return asyncio.run(play()).out_dir
-
-
-def _shard_pids(result) -> set[int]:
-    return {e.pid for e in result.all_events
-            if e.event_type_value == "STEP_START" and "rollout_batch_shard" in (e.step_key or "")}
-
-
-def test_shards_on_two_celery_workers_merge_into_the_one_process_batch(tmp_path, storage, scripted, celery_cluster,
-                                                                       monkeypatch):
-    server, settings, clean = _setup(tmp_path, storage, scripted, celery_cluster)
-    monkeypatch.setenv(PATHS_ENV, str(celery_cluster.paths))
-    worker_children = {p.pid for p in celery_cluster.workers}
-    with dg.DagsterInstance.from_config(str(celery_cluster.home)) as instance:
-        with dg.execute_job(_job(), instance=instance, run_config=_run_config(celery_cluster),
-                            tags={"dagster/partition": "crafter"}) as result:
-            assert result.success
-            pids = _shard_pids(result)
-            [materialization] = result.asset_materializations_for_node("rollout_batch")
-            batch = materialization.metadata["batch"].value
-    print(f"shard steps ran in worker processes {sorted(pids)} (this run: {os.getpid()}, "
-          f"worker main processes: {sorted(worker_children)})")
-    assert len(pids) >= 2 and os.getpid() not in pids and not pids & worker_children, pids
-    assert batch_content(batch) == batch_content(_one_process_batch(tmp_path, server, settings, clean))
 
 
 def test_a_worker_child_killed_mid_episode_is_redelivered_and_resumes(tmp_path, storage, scripted, celery_cluster,

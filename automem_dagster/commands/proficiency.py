@@ -26,6 +26,7 @@ from automem_dagster.commands.shared import (
     proficiency_settings,
     session,
 )
+from automem_dagster.commands.worker import IN_PROCESS, Execution, add_executor_args, execution_of
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
@@ -52,6 +53,7 @@ def register(sub) -> None:
     add_gate_args(train)
     add_curation_args(train, "stop below this many curated examples (default: the AutoMem paper's minimum for the game)")
     add_training_args(train)
+    add_executor_args(train)
     train.set_defaults(run=run_train)
     curate = sub.add_parser("curate", help="score the memory decisions of a training batch into an SFT dataset")
     add_batch_args(curate, "a rollout batch on training seeds")
@@ -95,17 +97,19 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     settings = proficiency_settings(args)
-    proficiency_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker())
+    proficiency_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker(),
+                      execution=execution_of(args))
     print_where_to_look(shared.STORAGE)
     return 0
 
 
 def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: tracking.Tracker | None,
-                      meta: str = "endpoints") -> ProficiencyResult:
-    """One whole round, as a Dagster run (``defs/cli_rounds.py``); prints its table and where the run shows."""
+                      meta: str = "endpoints", execution: Execution = IN_PROCESS) -> ProficiencyResult:
+    """One whole round, as a Dagster run (``defs/cli_rounds.py``) executed as ``execution`` says (default: in
+    this process); prints its table and where the run shows."""
     console.rule(f"proficiency-loop round: {settings.game}")
     result, report, shown = shared.dagster_rounds().run_proficiency_round(settings, endpoints, shared.STORAGE,
-                                                                           tracker, meta)
+                                                                           tracker, meta, execution)
     print_proficiency(result, report)
     console.print(shown)
     return result

@@ -22,6 +22,7 @@ from automem_dagster.commands.shared import (
     gate_policy,
     session,
 )
+from automem_dagster.commands.worker import IN_PROCESS, Execution, add_executor_args, execution_of
 from automem_dagster.games import families, game_family
 from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
 from automem_dagster.loop.settings import RoundSettings
@@ -38,11 +39,13 @@ def register(sub) -> None:
                                            "decision (propose is the revision stage alone)")
     add_round_args(revise)
     add_gate_args(revise)
+    add_executor_args(revise)
     revise.set_defaults(run=run_revise)
     rounds = sub.add_parser("rounds", help="structure rounds back to back from the champion until --patience rounds in "
                                            "a row keep nothing or --max-rounds, then optionally a proficiency round")
     add_round_args(rounds)
     add_gate_args(rounds)
+    add_executor_args(rounds)
     rounds.add_argument("--max-rounds", type=int, default=5, help="at most this many structure rounds (default 5)")
     rounds.add_argument("--patience", type=int, default=2,
                         help="stop after this many rounds in a row keep nothing (default 2; 1: Dagster's "
@@ -75,7 +78,8 @@ def register(sub) -> None:
 def run_revise(args: argparse.Namespace) -> int:
     settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
                              args.concurrency, args.attempts, gate_policy(args))
-    structure_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker())
+    structure_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker(),
+                    execution=execution_of(args))
     print_where_to_look(shared.STORAGE)
     return 0
 
@@ -83,14 +87,14 @@ def run_revise(args: argparse.Namespace) -> int:
 def run_rounds_command(args: argparse.Namespace) -> int:
     settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
                              args.concurrency, args.attempts, gate_policy(args))
-    tracker = None if args.no_tracking else tracking.Tracker()
+    tracker, execution = None if args.no_tracking else tracking.Tracker(), execution_of(args)
     done = run_rounds(settings, RoundsPlan(args.max_rounds, args.patience),
-                      lambda each: structure_round(each, args.endpoints, tracker, meta=args.meta),
+                      lambda each: structure_round(each, args.endpoints, tracker, args.meta, execution),
                       shared.STORAGE, say=lambda line: console.rule(line))
     print_rounds(done)
     if args.proficiency:
         try:
-            proficiency_round(shared.proficiency_settings(args), args.endpoints, tracker, meta=args.meta)
+            proficiency_round(shared.proficiency_settings(args), args.endpoints, tracker, args.meta, execution)
         except DatasetTooSmall as exc:
             console.print(f"proficiency round stopped before training: {exc}")
     print_where_to_look(shared.STORAGE)
@@ -109,11 +113,12 @@ def print_rounds(done: RoundsResult) -> None:
 
 
 def structure_round(settings: RoundSettings, endpoints: Path, tracker: tracking.Tracker | None,
-                    meta: str = "endpoints") -> RoundResult:
-    """One whole round, as a Dagster run (``defs/cli_rounds.py``); prints its table and where the run shows."""
+                    meta: str = "endpoints", execution: Execution = IN_PROCESS) -> RoundResult:
+    """One whole round, as a Dagster run (``defs/cli_rounds.py``) executed as ``execution`` says (default: in
+    this process); prints its table and where the run shows."""
     console.rule(f"structure-loop round: {settings.game}")
     result, report, shown = shared.dagster_rounds().run_structure_round(settings, endpoints, shared.STORAGE, tracker,
-                                                                         meta)
+                                                                         meta, execution)
     print_round(result, report)
     console.print(shown)
     return result

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -23,6 +24,46 @@ import yaml
 from automem_dagster.commands.render import console
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+EXECUTORS = ("in_process", "celery")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a CLI round's Dagster run executes its steps: ``in_process`` (the default: every step in this
+    process) or ``celery`` (every step a task on ``broker`` for the ``automem worker`` processes), its batches
+    split into ``shards`` seed shards; ``visibility_timeout`` in seconds, None: derived from the round's budget
+    (``defs/common/celery.py``)."""
+
+    executor: str = "in_process"
+    broker: str = DEFAULT_BROKER
+    shards: int = 1
+    visibility_timeout: int | None = None
+
+
+IN_PROCESS = Execution()
+"""A round's default: every step in the process that runs it."""
+
+
+def add_executor_args(p: argparse.ArgumentParser) -> None:
+    """The options of a whole round (``revise``, ``rounds``, ``train``) that say where its steps run."""
+    p.add_argument("--executor", choices=EXECUTORS, default=os.environ.get("AUTOMEM_EXECUTOR", "in_process"),
+                   help="where the round's steps run: in_process (default; $AUTOMEM_EXECUTOR) or celery (Celery "
+                        "workers started with `automem worker`, docs/scale.md)")
+    p.add_argument("--shards", type=int, default=1,
+                   help="seed shards per batch, each its own step (a task for a worker with --executor celery); default 1")
+    p.add_argument("--broker", default=os.environ.get("AUTOMEM_CELERY_BROKER", DEFAULT_BROKER),
+                   help="with --executor celery: the workers' broker ($AUTOMEM_CELERY_BROKER; default %(default)s)")
+    p.add_argument("--visibility-timeout", type=int, default=None,
+                   help="with --executor celery: seconds before a lost worker's step is redelivered; start the workers "
+                        "with the same value (default: the longest a shard of this budget can take, at least 300)")
+
+
+def execution_of(args: argparse.Namespace) -> Execution:
+    if args.shards < 1:
+        raise argparse.ArgumentTypeError(f"--shards {args.shards}: use 1 or more seed shards per batch")
+    if args.visibility_timeout is not None and args.visibility_timeout < 1:
+        raise argparse.ArgumentTypeError(f"--visibility-timeout {args.visibility_timeout}: use 1 or more seconds")
+    return Execution(args.executor, args.broker, args.shards, args.visibility_timeout)
 
 
 class WorkerSetupError(RuntimeError):
@@ -125,6 +166,10 @@ def start_worker(broker: str, queues: list[str], concurrency: int, name: str, vi
     except ImportError as exc:
         raise WorkerSetupError("the Celery executor needs the celery extra: pip install 'automem-dagster[celery]'") from exc
     check_instance()
+    # Loaded once here, before the pool forks: each step rebuilds its job from these definitions
+    # (defs/celery_rounds.py), and a pool process would otherwise import them inside its first step.
+    import automem_dagster.defs.celery_rounds  # noqa: F401
+
     app = celery_app(broker, visibility_s)
     check_broker(app, broker)
     console.print(f"worker {name}: broker {broker}, queues {', '.join(queues)}, {concurrency} process(es), "

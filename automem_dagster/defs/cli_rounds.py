@@ -1,8 +1,9 @@
-"""Whole rounds for the CLI (``automem revise``, ``rounds``, ``train``, ``demo``), run as Dagster runs in this process.
+"""Whole rounds for the CLI (``automem revise``, ``rounds``, ``train``, ``demo``), run as Dagster runs from this process.
 
 A CLI round is the Dagster round: every step of the loop's plan (``loop/round_plan.py``) in one run of
 ``structure_full_round_job`` or ``proficiency_full_round_job``, executed in process against the
-project's instance (the one ``make dagster`` opens). So the UI shows a CLI round as the run it was,
+project's instance (the one ``make dagster`` opens), or with ``--executor celery`` on Celery workers
+(``defs/celery_rounds.py``). So the UI shows a CLI round as the run it was,
 each asset materialized and the gate check evaluated, and nothing sequences a round a second time.
 The run is tagged ``automem/driver: cli``: the CLI chains its own rounds, so the chaining sensors
 leave its champions to it; the gate sensors skip its evaluations because the run decided them itself.
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from automem_dagster.commands.worker import IN_PROCESS, Execution
+from automem_dagster.defs.celery_rounds import run_on_celery
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.common.run_tags import CLI_DRIVER, DRIVER_TAG
@@ -59,21 +62,24 @@ def project_instance() -> dg.DagsterInstance:
 
 
 def run_structure_round(settings: RoundSettings, endpoints: Path, storage: Storage, tracker: Tracker | None,
-                        meta: str = "endpoints") -> tuple[RoundResult, RoundReport, str]:
-    """One structure round of ``settings.game``, whole, as a run of ``structure_full_round_job``: what it
-    produced, its plots and MLflow runs, and a line saying where the run shows."""
-    values = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game, RoundConfig.of(settings),
-                  _resources(endpoints, storage, tracker, meta))
+                        meta: str = "endpoints", execution: Execution = IN_PROCESS) -> tuple[RoundResult, RoundReport, str]:
+    """One structure round of ``settings.game``, whole, as a run of ``structure_full_round_job`` executed as
+    ``execution`` says: what it produced, its plots and MLflow runs, and a line saying where the run shows."""
+    values = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game,
+                  RoundConfig.of(settings, shards=execution.shards), _resources(endpoints, storage, tracker, meta),
+                  execution)
     return *_structure_result(settings.game, values, storage), values["run"]
 
 
 def run_proficiency_round(settings: ProficiencySettings, endpoints: Path, storage: Storage, tracker: Tracker | None,
-                          meta: str = "endpoints") -> tuple[ProficiencyResult, RoundReport, str]:
-    """One proficiency round of ``settings.game``, whole, as a run of ``proficiency_full_round_job``. A
-    dataset below the minimum ends the run before training: ``meta.curate.DatasetTooSmall`` is raised
-    here as the CLI's rounds have always raised it, and the run shows ``sft_dataset``'s outcome."""
-    values = _run(PROFICIENCY_ROUND, "proficiency_full_round_job", settings.game,
-                  ProficiencyConfig.of_proficiency(settings), _resources(endpoints, storage, tracker, meta))
+                          meta: str = "endpoints", execution: Execution = IN_PROCESS
+                          ) -> tuple[ProficiencyResult, RoundReport, str]:
+    """One proficiency round of ``settings.game``, whole, as a run of ``proficiency_full_round_job`` executed as
+    ``execution`` says. A dataset below the minimum ends the run before training: ``meta.curate.DatasetTooSmall``
+    is raised here as the CLI's rounds have always raised it, and the run shows ``sft_dataset``'s outcome."""
+    config = ProficiencyConfig.of_proficiency(settings).model_copy(update={"shards": execution.shards})
+    values = _run(PROFICIENCY_ROUND, "proficiency_full_round_job", settings.game, config,
+                  _resources(endpoints, storage, tracker, meta), execution)
     return *_proficiency_result(settings.game, values, storage), values["run"]
 
 
@@ -85,13 +91,18 @@ def _resources(endpoints: Path, storage: Storage, tracker: Tracker | None, meta:
             "storage": StorageResource.of(storage), "mlflow": mlflow}
 
 
-def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dict) -> dict:
+def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dict, execution: Execution) -> dict:
     """Execute ``job`` for ``game``'s partition on the project's instance with ``config`` for every step;
     returns each step's value (None for a step the run did not reach) and, under ``run``, where the run
     shows. A failed step raises the error the step raised (``RoundError``, an endpoint's, ``DatasetTooSmall``)."""
     run_config = {"ops": {step: {"config": config.model_dump()} for step in plan.round_steps},
                   "loggers": {"console": {"config": {"log_level": "INFO"}}}}
     with project_instance() as instance:
+        if execution.executor == "celery":
+            values, run_id = run_on_celery(job, game, plan.names, run_config, resources, instance, execution,
+                                           tags={DRIVER_TAG: CLI_DRIVER, "dagster/partition": slug(game)})
+            return {**values, "run": f"Dagster: run {run_id} of {job} on Celery workers ({execution.broker}) in "
+                                     f"{instance.root_directory} (make dagster)"}
         try:
             result = defs.resolve_job_def(job).execute_in_process(
                 run_config=run_config, instance=instance, partition_key=slug(game), resources=resources,

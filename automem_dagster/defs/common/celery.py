@@ -9,7 +9,8 @@ worker killed mid-shard then fails the whole run ("WorkerLostError ... signal 9"
 A whole worker lost (its machine gone) is noticed only when Redis's ``visibility_timeout`` passes:
 it must be longer than the longest shard, or a shard still running is delivered a second time; the
 longer it is, the longer a lost shard waits. ``visibility_timeout`` derives it from the round's
-budget (a worst case: smaller shards or shorter endpoint timeouts bring it down).
+budget (a worst case: smaller shards or shorter endpoint timeouts bring it down). The surviving workers
+look for such shards every ``restore_interval`` seconds.
 
 Shard steps go to one queue per game endpoint pool (``queue_tags``): a worker started near a model
 replica with ``automem worker --queue <pool>`` serves that replica's shards; every other step goes
@@ -44,8 +45,17 @@ def celery_config(broker: str, visibility_s: int, backend: str | None = None) ->
                               "worker_prefetch_multiplier": 1,
                               "broker_connection_retry_on_startup": False,
                               "broker_transport_options": {"visibility_timeout": visibility_s,
+                                                           "unacked_restore_interval": restore_interval(visibility_s),
+                                                           "unacked_restore_throttle": 1,
                                                            "max_retries": 3, "interval_start": 0,
                                                            "interval_step": 0.2, "interval_max": 0.5}}}
+
+
+def restore_interval(visibility_s: int) -> int:
+    """Seconds between a worker's sweeps for shards whose visibility timeout passed: a tenth of it, 1 to 10
+    s. kombu's default sweeps every 10 s but scans Redis on every 10th sweep only (``unacked_restore_throttle``
+    10): a lost shard then waits up to 100 s past its timeout; with the throttle at 1 it waits one interval."""
+    return max(1, min(10, visibility_s // 10))
 
 
 def queue_tags(pool: str) -> dict:

@@ -4,19 +4,26 @@ Every asset that plays episodes (``rollout_batch``, ``candidate_evaluation``, ``
 ``specialist_evaluation``) is a small graph, ``<asset>_plan`` -> ``<asset>_shard`` (mapped, one step
 per shard) -> ``<asset>_merge``, shown in the asset graph as one asset. The plan names the batches
 the asset plays (its *arms*: the candidate and the champion of an evaluation, the one batch of a
-rollout) and splits each arm's seeds into ``shards`` shards. With the multiprocess, Kubernetes,
-Celery or Docker executor each shard step is its own process, container or pod; a shard that fails
+rollout) and splits each arm's seeds into ``shards`` shards. With the multiprocess, Celery or
+Kubernetes executor each shard step is its own process or pod; a shard that fails
 is retried on its own (``SHARD_RETRY``) and resumes where its batch stopped, and "re-execute from
 failure" reruns only the failed shards. The plan passes plain data (each batch's spec as
 ``rollout.shards.spec_record``), so the steps share nothing but the project's storage.
+
+Each merged batch says where its shards were played: ``shards.json`` lists, per shard played in the
+run, its seeds and the host and process id of the step that finished it (a Celery worker's pool
+process, a pod, or the run's own process in process); no other file of the batch depends on it.
 """
 
+import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
 
+from automem_dagster.atomic import write_json_atomic
 from automem_dagster.defs.common.celery import queue_tags
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.metadata import rollout_metadata
@@ -36,6 +43,8 @@ from automem_dagster.rollout.shards import (
     spec_record,
 )
 
+PLAYED_IN = "shards.json"
+"""The file of a merged batch that says where its shards were played (``merge_arms``)."""
 SHARD_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 """A shard resumes (its finished episodes are kept), so a retry after a server hiccup or a lost worker
 only replays its unfinished episodes; 10, 20, 40 s lets a server recover."""
@@ -128,7 +137,7 @@ def shard_op(name: str, connection: Callable[[dict, LLMEndpointsResource, Storag
             return clients.describe()
 
         described = endpoints.run(play, store.runs / "logs", how.config, how.lora or None, how.two_model)
-        return {**shard, "endpoints": described}
+        return {**shard, "endpoints": described, "played_in": {"host": socket.gethostname(), "pid": os.getpid()}}
 
     return play_shard
 
@@ -142,6 +151,10 @@ def merge_arms(store: Storage, played: list[dict]) -> tuple[dict[str, BatchSumma
             by_arm.setdefault(shard["arm"], []).append(shard)
     batches = {arm: merge_shards(spec_from_record(shards[0]["spec"], store.scaffolds), [s["seeds"] for s in shards])
                for arm, shards in by_arm.items()}
+    for arm, shards in by_arm.items():
+        played_here = [{"index": s["index"], "seeds": s["seeds"], **s["played_in"]} for s in shards if "played_in" in s]
+        if played_here:  # a rerun whose shards were all merged before played nothing: the record stays
+            write_json_atomic(Path(batches[arm].out_dir) / PLAYED_IN, {"shards": played_here})
     return batches, next((s["endpoints"] for s in played if s.get("endpoints")), {})
 
 

@@ -1,0 +1,43 @@
+"""The Celery options as a user meets them before any worker runs: a round's bad ``--shards`` or
+``--visibility-timeout`` refused by name, a worker that cannot reach its instance or its broker saying
+which and exiting 3, and how often workers look for the shards of a lost worker."""
+
+import socket
+
+import pytest
+
+from automem_dagster import cli
+from automem_dagster.defs.common.celery import celery_config, restore_interval
+
+
+@pytest.mark.parametrize("option", [["--shards", "0"], ["--visibility-timeout", "0"]])
+def test_a_round_refuses_a_bad_executor_option_by_name(option, capsys):
+    assert cli.main(["revise", "--game", "crafter", "--executor", "celery", *option, "--no-tracking"]) == 2
+    assert option[0] in capsys.readouterr().err
+
+
+def test_a_worker_without_an_instance_says_to_migrate_and_exits_3(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("dagster_celery", reason="the celery extra is not installed")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "nowhere"))
+    assert cli.main(["worker"]) == 3
+    said = " ".join(capsys.readouterr().err.split())
+    assert "instance: no Dagster instance in" in said and "automem worker --migrate" in said
+
+
+@pytest.mark.contract
+def test_a_worker_without_its_broker_names_it_and_exits_3(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("dagster_celery", reason="the celery extra is not installed")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert cli.main(["worker", "--migrate"]) == 0
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert cli.main(["worker", "--broker", f"redis://127.0.0.1:{port}/0"]) == 3
+    assert f"broker: cannot reach the broker at redis://127.0.0.1:{port}/0" in " ".join(capsys.readouterr().err.split())
+
+
+def test_workers_sweep_for_lost_shards_a_tenth_of_the_timeout_apart_and_scan_each_time():
+    assert [restore_interval(v) for v in (5, 25, 90, 9060)] == [1, 2, 9, 10]
+    options = celery_config("redis://b:6379/0", 25)["config_source"]["broker_transport_options"]
+    assert options["visibility_timeout"] == 25 and options["unacked_restore_interval"] == 2
+    assert options["unacked_restore_throttle"] == 1
