@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from builders import scripted_client
 
+from automem_dagster.cli import main as cli_main
 from automem_dagster.games import plugin
 from automem_dagster.games.plugin import ENTRY_POINT_GROUP, env_ref
 from automem_dagster.llm.session import Clients
@@ -154,3 +156,23 @@ def test_spearman_says_nothing_below_three_pairs_or_on_a_constant_side():
     assert spearman([1.0, 2.0], [2.0, 1.0]) is None
     assert spearman([1.0, 2.0, 3.0], [5.0, 5.0, 5.0]) is None
     assert spearman([1.0, 2.0, 3.0], [30.0, 10.0, 20.0]) == -0.5
+
+
+@pytest.mark.contract
+def test_explain_prints_a_decisions_two_arms_side_by_side(played, tmp_path, capsys):
+    batch, _, servers = played
+    endpoint = {"model": "scripted", "constrained": "none"}
+    endpoints = tmp_path / "endpoints.yaml"
+    endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": servers[0].base_url, **endpoint},
+                                         "memory": {"name": "memory", "base_url": servers[1].base_url, **endpoint}}))
+    args = ["curate", "--game", "keydoor", "--batch", str(batch), "--endpoints", str(endpoints),
+            "--horizon", str(HORIZON), "--replay-horizon", str(K)]
+    assert cli_main([*args, "--explain", "keydoor__seed5:1"]) == 0
+    shown = capsys.readouterr().out
+    assert "as made" in shown and "ablated" in shown and "<|APPEND|>notes.txt|key: east wing" in shown
+    assert "keydoor__seed5/step1/log: effect +50 progression" in shown
+    assert "keydoor__seed5/step1/plan: the arms' actions never differed: effect exactly 0" in shown.replace("\n", " ")
+    assert cli_main([*args, "--explain", "keydoor__seed5:1"]) == 0  # the same replay prints the same figures
+    assert "keydoor__seed5/step1/log: effect +50 progression" in capsys.readouterr().out
+    assert cli_main([*args, "--explain", "keydoor__seed5:40"]) == 2
+    assert "no memory decision at step 40: decisions are at steps 0, 1, 2" in " ".join(capsys.readouterr().out.split())

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from automem_dagster.eta import eta
 from automem_dagster.llm.session import Clients
-from automem_dagster.meta.counterfactual import ReplayBudget, measure, replay_cost
+from automem_dagster.meta.counterfactual import CounterfactualError, ReplayBudget, measure, replay_cost
 from automem_dagster.meta.decisions import MemoryDecision
 from automem_dagster.scaffold import Scaffold
 
@@ -36,7 +36,8 @@ def select(decisions: list[MemoryDecision], budget: ReplayBudget) -> list[Memory
 async def replay_sample(decisions: list[MemoryDecision], scaffold: Scaffold, clients: Clients,
                         budget: ReplayBudget, say: Say) -> list[MemoryDecision]:
     """Replay the sample (``select``), its cost said first, and set each replayed decision's verdict
-    from its measured effect. Returns the replayed decisions."""
+    from its measured effect. Returns the replayed decisions (one that cannot be replayed, say on an
+    endpoint taking JSON-schema turns, keeps its cheap verdict with a note saying why)."""
     sample = select(decisions, budget)
     if not sample:
         return []
@@ -47,7 +48,12 @@ async def replay_sample(decisions: list[MemoryDecision], scaffold: Scaffold, cli
     started = time.perf_counter()
     for number, d in enumerate(sample):
         say(f"replaying {d.id} ({number + 1}/{len(sample)}), eta {eta(number, len(sample), time.perf_counter() - started)}")
-        effect = await measure(d, scaffold, clients, budget)
+        try:
+            effect = await measure(d, scaffold, clients, budget)
+        except CounterfactualError as exc:  # this decision keeps its cheap verdict; the others are replayed
+            say(f"{d.id} not replayed: {exc}")
+            d.notes.append(f"not replayed: {exc}")
+            continue
         d.replayed = effect.record()
         if effect.effect > 0:
             d.verdict, d.reason = "accepted", f"replayed effect {effect.effect:+g} {effect.unit} > 0"
@@ -55,7 +61,7 @@ async def replay_sample(decisions: list[MemoryDecision], scaffold: Scaffold, cli
             d.verdict, d.reason = "rejected", "replayed: the arms' actions never differed, effect 0"
         else:
             d.verdict, d.reason = "rejected", f"replayed effect {effect.effect:+g} {effect.unit} <= 0"
-    return sample
+    return [d for d in sample if d.replayed is not None]
 
 
 def effect_of(d: MemoryDecision) -> tuple[float, str, str, int]:

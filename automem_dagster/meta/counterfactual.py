@@ -38,7 +38,7 @@ from automem_dagster.llm.client import Completion
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore, format_op
 from automem_dagster.memory.journal import read_journal
-from automem_dagster.meta.decisions import DONE, WRITE_OPS, MemoryDecision
+from automem_dagster.meta.decisions import DONE, WRITE_OPS, MemoryDecision, ScoreWeights, extract_decisions
 from automem_dagster.rollout.resume import Interrupted, Play, ResumeMismatch, replay
 from automem_dagster.rollout.trajectory import read_manifest, read_trajectory
 from automem_dagster.scaffold import Scaffold
@@ -273,3 +273,16 @@ class ArmAgent(MemoryAgent):
         if op.name in WRITE_OPS:
             return OpRecord(format_op(op), True, f"{op.file}: not applied (ablated)")
         return OpRecord(format_op(op), True, f"{op.file}: (nothing: ablated)", empty=True)
+
+
+async def explain(trajectory: Path, scaffold: Scaffold, step: int, clients: Clients, budget: ReplayBudget,
+                  weights: ScoreWeights | None = None) -> list[tuple[MemoryDecision, Effect]]:
+    """Every memory decision at ``step`` of the finished episode ``trajectory``, each with its replayed
+    arms (``automem curate --explain``); a step without a decision is named with the steps that have one."""
+    decisions = extract_decisions(Path(trajectory), scaffold, weights)
+    at = [d for d in decisions if d.step == step]
+    if not at:
+        steps = sorted({d.step for d in decisions})
+        raise CounterfactualError(f"{trajectory} has no memory decision at step {step}: decisions are at steps "
+                                  f"{', '.join(map(str, steps[:30]))}{' ...' if len(steps) > 30 else ''}")
+    return [(d, await measure(d, scaffold, clients, budget)) for d in at]
