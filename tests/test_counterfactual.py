@@ -22,6 +22,7 @@ from automem_dagster.cli import main as cli_main
 from automem_dagster.games import plugin
 from automem_dagster.games.plugin import ENTRY_POINT_GROUP, env_ref
 from automem_dagster.llm.session import Clients
+from automem_dagster.loop.report import curation_figures
 from automem_dagster.meta.calibration import spearman
 from automem_dagster.meta.counterfactual import ReplayBudget, measure
 from automem_dagster.meta.curate import CurationSettings, curate
@@ -134,8 +135,14 @@ def test_curation_keeps_the_key_decisions_a_check_against_a_known_answer(played,
             assert d["replayed"]["effect"] > 0, d
         elif junk:
             assert d["replayed"]["effect"] == 0 and not d["replayed"]["differ"], d
-    assert result.stats["calibration"]["replayed"] == sum(d["replayed"] is not None for d in decisions)
+    calibration = result.stats["calibration"]
+    assert calibration["replayed"] == sum(d["replayed"] is not None for d in decisions)
     assert set(result.stats["kept_effects"]["method"]) == {"replayed"}
+    card = (out / "card.md").read_text()
+    assert "## Calibration of the cheap score" in card and f"{calibration['replayed']} decisions replayed" in card
+    assert (out / "effects.png").read_bytes()[:4] == b"\x89PNG"
+    figures = curation_figures(out)  # what the training run logs to MLflow
+    assert figures["curation.replayed"] == calibration["replayed"] and figures["curation.kept_replayed"] == len(kept)
 
 
 @pytest.mark.contract

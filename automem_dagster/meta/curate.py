@@ -20,7 +20,8 @@ plus provenance: episode, seed, step, phase, turn, score, and the decision's eff
 unit, how it was measured and its window), ``decisions.jsonl`` (every
 decision with its score, verdict and reason), ``review.json`` (every meta-LLM call) and
 ``stats.json`` (counts, score distribution, the kept effects, the calibration of the cheap score on the
-replayed sample and the dataset's content hash, its version).
+replayed sample and the dataset's content hash, its version), and ``card.md`` with ``effects.png``
+(``meta/dataset_card.py``: the same in words, and the effects' histogram).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from automem_dagster.llm.session import Clients
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.meta.calibration import agreement, effect_of, effect_summary, replay_sample
 from automem_dagster.meta.counterfactual import ReplayBudget
+from automem_dagster.meta.dataset_card import write_card
 from automem_dagster.meta.decisions import MemoryDecision, MemoryDecisionError, ScoreWeights, extract_decisions
 from automem_dagster.meta.replies import Attempt, describe_reply
 from automem_dagster.rollout.seeds import assert_disjoint
@@ -141,6 +143,7 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
     write_json_atomic(out / "review.json", [asdict(a) for a in attempts])
     if len(rows) < settings.min_examples:
         write_json_atomic(out / "stats.json", stats)
+        write_card(out, stats, f"{scaffold.game} v{scaffold.version} curation (too small to train on)")
         (out / "dataset.parquet").unlink(missing_ok=True)
         raise DatasetTooSmall(
             f"curation kept {len(rows)} examples from {len(kept)} decisions, fewer than the minimum of "
@@ -149,6 +152,7 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
         )
     stats["dataset_hash"] = write_dataset(out / "dataset.parquet", rows)
     write_json_atomic(out / "stats.json", stats)
+    write_card(out, stats, f"{scaffold.game} v{scaffold.version} curated dataset {stats['dataset_hash']}")
     say(f"dataset: {len(rows)} examples from {len(kept)} decisions, version {stats['dataset_hash']}")
     return CurationResult(str(out), len(rows), stats)
 
