@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from automem_dagster.agent import MemoryAgent
 from automem_dagster.agent.memory_agent import OpRecord
 from automem_dagster.agent.sampling import request_seed
-from automem_dagster.games import make_game
+from automem_dagster.games import env_ref, make_game
 from automem_dagster.games.base import StepResult
 from automem_dagster.llm.client import Completion
 from automem_dagster.llm.session import Clients
@@ -138,6 +138,9 @@ async def play_arm(decision: MemoryDecision, scaffold: Scaffold, clients: Client
     header, steps, _ = read_trajectory(path)
     batch = path.parent.parent
     two_model = bool(read_manifest(batch).get("two_model"))
+    if not env_ref(header["game"]).plugin.replays_exactly:
+        raise CounterfactualError(f"{decision.id}: {header['game']} does not replay exactly (its plugin says so), "
+                                  "so its episodes cannot be restored to a step")
     if two_model and clients.memory is None:
         raise CounterfactualError(f"{decision.id} was played by two models: replaying it needs the memory endpoint")
     game = make_game(header["game"], header["max_steps"])
