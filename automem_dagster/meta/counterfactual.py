@@ -23,6 +23,7 @@ is not bit-identical, docs/results.md), and ``pairs`` pairs are averaged.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -113,9 +114,9 @@ def _turns_per_step(trajectory: str) -> float:
 async def measure(decision: MemoryDecision, scaffold: Scaffold, clients: Clients, budget: ReplayBudget) -> Effect:
     """Play ``budget.pairs`` pairs of arms for ``decision`` and return its effect (see the module doc)."""
     pairs = []
-    for _ in range(budget.pairs):
-        made = await play_arm(decision, scaffold, clients, budget, "made")
-        ablated = await play_arm(decision, scaffold, clients, budget, "ablated")
+    for _ in range(budget.pairs):  # the two arms of a pair at once: under the same load, on two server slots
+        made, ablated = await asyncio.gather(play_arm(decision, scaffold, clients, budget, "made"),
+                                             play_arm(decision, scaffold, clients, budget, "ablated"))
         pairs.append((made, ablated))
     moved = any(s["progression"] != s["progression_before"] for pair in pairs for arm in pair for s in arm.steps)
     unit = "progression" if moved or decision.score.unit == "progression" else "reward"
