@@ -193,6 +193,34 @@ def plot_losses(train: list[list[float]], validation: list[list[float]], title: 
     return save_figure(fig, out)
 
 
+EFFECT_COLOURS = {"replayed": "#2ca02c", "cheap": "#7f7f7f"}
+"""How a kept decision's effect was measured (``meta/calibration.effect_of``)."""
+
+
+def plot_effects(values: list[list], title: str, out: Path) -> Path:
+    """The kept decisions' effects as histograms, one panel per unit, replayed and cheap effects stacked
+    in their own colours. ``values`` are ``[effect, unit, method]`` (curation's ``kept_effect_values``)."""
+    if not values:
+        raise ValueError(f"no kept decisions to plot for {title!r}")
+    units = sorted({unit for _, unit, _ in values})
+    fig = _figure(figsize=(4.5 * len(units), 3.6), layout="constrained")
+    fig.suptitle(title)
+    for ax, unit in zip(fig.subplots(1, len(units), squeeze=False)[0], units, strict=True):
+        groups = {m: [v for v, u, method in values if u == unit and method == m] for m in EFFECT_COLOURS}
+        shown = {m: g for m, g in groups.items() if g}
+        every = [v for g in shown.values() for v in g]
+        span = (min(0.0, *every), max(0.0, *every))
+        pad = (span[1] - span[0]) * 0.05 or 1.0
+        ax.hist(list(shown.values()), bins=20, range=(span[0] - pad, span[1] + pad), stacked=True,
+                color=[EFFECT_COLOURS[m] for m in shown], label=[f"{m} ({len(g)})" for m, g in shown.items()])
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        ax.set_xlabel(f"effect ({'progression points' if unit == 'progression' else 'reward'})")
+        ax.set_ylabel("kept decisions")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    return save_figure(fig, out)
+
+
 def plot_paper_table(rows: list[dict], title: str, out: Path, first_label: str, final_label: str) -> Path:
     """In the manner of the AutoMem paper's Figure 4: a panel per metric, the first scaffold's and the
     final champion's means side by side, the relative change and its p-value above, the paper's

@@ -239,7 +239,7 @@ def test_curation_keeps_good_decisions_and_never_an_eval_seed(tmp_path):
     assert stats["excluded_episodes"][0]["reason"] == "seed 42 is an evaluation seed"
     assert stats["verdicts"] == {"accepted": 3, "ineligible": 5, "rejected": 1}
     assert stats["kept_effects"]["method"] == {"cheap": 3}
-    assert stats["kept_effects"]["by_unit"]["progression"]["above_zero"] == 3
+    assert stats["kept_effects"]["by_unit"]["progression (cheap)"]["above_zero"] == 3
     audit = [json.loads(line) for line in (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()]
     assert len(audit) == 9 and all(a["verdict"] and a["reason"] for a in audit)
     assert len(stats["dataset_hash"]) == 16

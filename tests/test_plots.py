@@ -5,7 +5,7 @@ import base64
 import matplotlib.image
 import pytest
 
-from automem_dagster.plots import VersionPoint, plot_behaviour, plot_progression_by_version, png_markdown
+from automem_dagster.plots import VersionPoint, plot_behaviour, plot_effects, plot_progression_by_version, png_markdown
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -105,3 +105,12 @@ def test_agent_points_compare_only_like_with_like():
         ("rag (bm25)", 1.9, "baseline"), ("rag (embedding)", 2.2, "baseline"), ("summary", 2.5, "baseline"),
         ("v0", 2.0, "champion"), ("v1", 3.0, "kept"), ("v0 + a1", 4.0, "specialist")]
     assert [p.costs.get("model_calls_per_step") for p in points[3:6]] == [1.0, 2.0, 1.125] and points[0].costs == {}
+
+
+def test_effects_histogram_has_a_panel_per_unit_and_refuses_nothing_kept(tmp_path):
+    values = [[50.0, "progression", "replayed"]] * 3 + [[-3.0, "progression", "cheap"], [0.5, "reward", "cheap"]]
+    out = tmp_path / "effects.png"
+    assert plot_effects(values, "effects of the 5 kept decisions", out) == out
+    assert_png(out, min_width=800)  # two panels side by side
+    with pytest.raises(ValueError, match="no kept decisions to plot"):
+        plot_effects([], "effects", tmp_path / "none.png")

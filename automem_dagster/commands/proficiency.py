@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -12,6 +13,7 @@ from rich.console import Console
 from automem_dagster import tracking
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import shared
+from automem_dagster.commands.explain import parse_target, print_arms
 from automem_dagster.commands.render import (
     console,
     print_proficiency,
@@ -27,7 +29,8 @@ from automem_dagster.commands.shared import (
     session,
 )
 from automem_dagster.commands.worker import IN_PROCESS, Execution, add_executor_args, execution_of
-from automem_dagster.llm.config import load_endpoints
+from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
+from automem_dagster.llm.session import connect
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
     curate_stage,
@@ -40,8 +43,10 @@ from automem_dagster.loop.records import TOO_SMALL, loss_rows, pass_on_too_small
 from automem_dagster.loop.serving import serving_rank_limit, with_training_base
 from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import resolve_scaffold
+from automem_dagster.meta.counterfactual import CounterfactualError, ReplayBudget, explain
 from automem_dagster.meta.curate import DatasetTooSmall
-from automem_dagster.rollout.trajectory import read_manifest
+from automem_dagster.paths import RUNS
+from automem_dagster.rollout.trajectory import read_manifest, trajectory_path
 from automem_dagster.training.sft_result import FIGURES, RESULT_FILE
 
 
@@ -58,6 +63,7 @@ def register(sub) -> None:
     curate = sub.add_parser("curate", help="score the memory decisions of a training batch into an SFT dataset")
     add_batch_args(curate, "a rollout batch on training seeds")
     add_curation_args(curate, "minimum dataset size (default: the AutoMem paper's)")
+    add_replay_args(curate)
     add_output_args(curate)
     curate.set_defaults(run=run_curate)
     finetune = sub.add_parser("finetune", help="the training stage alone: choose LoRA settings (meta-LLM) and train an "
@@ -83,6 +89,21 @@ def add_curation_args(p: argparse.ArgumentParser, min_help: str) -> None:
                    help="K: the window, in steps from a memory decision on, whose advantage it is credited with; "
                         "decisions fewer than K steps before an episode's end are not eligible")
     p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls for borderline decisions")
+
+
+def add_replay_args(p: argparse.ArgumentParser) -> None:
+    """The counterfactual replay's budget (``meta/counterfactual.py``), and ``--explain``."""
+    budget = ReplayBudget()
+    p.add_argument("--replay-decisions", type=int, default=budget.decisions,
+                   help="eligible decisions replayed with and without them (their verdict follows the measured "
+                        f"effect; 0: none, the cheap score decides alone; default {budget.decisions})")
+    p.add_argument("--replay-horizon", type=int, default=budget.horizon,
+                   help=f"K: steps each replayed arm plays (default {budget.horizon})")
+    p.add_argument("--replay-pairs", type=int, default=budget.pairs,
+                   help=f"pairs of arms (as made, ablated) per replayed decision, averaged (default {budget.pairs})")
+    p.add_argument("--explain", type=parse_target, default=None, metavar="EPISODE:STEP",
+                   help="replay the memory decisions at this step of this episode of --batch and print their two "
+                        "arms side by side (nothing is curated)")
 
 
 def add_training_args(p: argparse.ArgumentParser) -> None:
@@ -119,11 +140,16 @@ def run_curate(args: argparse.Namespace) -> int:
     manifest = read_manifest(args.batch)
     scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", shared.STORAGE)
     settings = proficiency_settings(args)
+    budget = ReplayBudget(decisions=args.replay_decisions, horizon=args.replay_horizon, pairs=args.replay_pairs)
+    settings = replace(settings, curation=settings.curation.model_copy(update={"replay": budget}))
+    if args.explain is not None:
+        return run_explain(args, scaffold, settings)
     out = args.out or dataset_dir(shared.STORAGE, args.batch)
 
     async def go():
-        async with session(args.endpoints) as (clients, _):
-            return await curate_stage(args.batch, scaffold, settings, clients.meta, shared.STORAGE, console.print, out)
+        async with players(args.endpoints, manifest) as clients:
+            return await curate_stage(args.batch, scaffold, settings, clients.meta, shared.STORAGE, console.print, out,
+                                      players=clients)
 
     try:
         result = asyncio.run(go())
@@ -135,6 +161,35 @@ def run_curate(args: argparse.Namespace) -> int:
         return 0
     (out / TOO_SMALL).unlink(missing_ok=True)
     Console().print(f"{result.examples} examples, version {result.stats['dataset_hash']}: {result.out_dir}")
+    return 0
+
+
+def players(endpoints: Path, manifest: dict):
+    """The clients of the endpoints that play a batch again for a counterfactual replay: with the memory
+    role's client where the batch was played by two models (``batch.json``'s ``two_model``)."""
+    return connect(endpoints_with_meta(endpoints), RUNS / "logs", two_model=bool(manifest.get("two_model")))
+
+
+def run_explain(args: argparse.Namespace, scaffold, settings: ProficiencySettings) -> int:
+    """``--explain EPISODE:STEP``: the decisions at that step, each with its arms, printed side by side."""
+    episode, step = args.explain
+    path = trajectory_path(args.batch, episode)
+    if not path.exists():
+        Console().print(f"--explain: no finished episode {episode!r} in {args.batch / 'trajectories'}: use an episode "
+                        "as decisions.jsonl names it")
+        return 2
+
+    async def go():
+        async with players(args.endpoints, read_manifest(args.batch)) as clients:
+            return await explain(path, scaffold, step, clients, settings.curation.replay, settings.curation.weights)
+
+    try:
+        replayed = asyncio.run(go())
+    except CounterfactualError as exc:
+        Console().print(f"--explain: {exc}")
+        return 2
+    for decision, effect in replayed:
+        print_arms(decision, effect)
     return 0
 
 

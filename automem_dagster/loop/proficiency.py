@@ -22,6 +22,7 @@ from pathlib import Path
 
 from automem_dagster.games import game_family
 from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.session import Clients
 from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
@@ -91,12 +92,13 @@ def curated(out: Path) -> CurationResult:
 
 async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySettings, meta: LLMClient | None,
                        storage: Storage, say: Callable[[str], None] | None = None,
-                       out: Path | None = None) -> CurationResult:
+                       out: Path | None = None, players: Clients | None = None) -> CurationResult:
     """The curated dataset of ``batch`` (into ``out``, else a folder derived from the batch): read
-    back when it exists, else curated (DatasetTooSmall stops here)."""
+    back when it exists, else curated (DatasetTooSmall stops here). ``players``, the endpoints that
+    played the batch, let curation replay a sample of decisions (``settings.curation.replay``)."""
     out = Path(out) if out else dataset_dir(storage, batch)
     return read_curation(out) or await curate([Path(batch)], scaffold, eval_seeds(settings.game, storage.seeds_file),
-                                              out, settings.curation, meta, say)
+                                              out, settings.curation, meta, say, players)
 
 
 # --- stage 3: LoRA configuration ------------------------------------------------------------

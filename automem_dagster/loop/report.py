@@ -18,6 +18,7 @@ from automem_dagster.loop.challenger import DecisionRecord
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.loop.structure import RoundResult
+from automem_dagster.meta.dataset_card import CARD, EFFECTS_PLOT
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.plots import (
     AgentPoint,
@@ -188,13 +189,30 @@ def report_training(game: str, adapter: AdapterRecord, training: dict, storage: 
         dataset_hash=adapter.dataset, examples_train=training["examples_train"],
         examples_validation=training["examples_validation"], train_loss=training["train_loss"],
         validation_loss=training["validation_loss"],
-        figures={k: training[k] for k in FIGURES if training.get(k) is not None},
+        figures={**{k: training[k] for k in FIGURES if training.get(k) is not None}, **curation_figures(data_dir)},
         trained_on={k: training[k] for k in TRAINED_ON if training.get(k) not in (None, "")},
         adapter_dir=Path(adapter.adapter_dir),
-        artifacts=[p for p in (data_dir / "stats.json", data_dir / "lora_config.json", plot) if p.exists()]))
+        artifacts=[p for p in (data_dir / "stats.json", data_dir / "lora_config.json", data_dir / CARD,
+                                data_dir / EFFECTS_PLOT, plot) if p.exists()]))
     with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:
         reg.mark_logged(adapter.id, run.run_id)
     return plot, run
+
+
+def curation_figures(data_dir: Path) -> dict[str, float]:
+    """The dataset's calibration and effect figures as the training run's metrics (``curation.*``):
+    decisions replayed, their Spearman agreement with the cheap score, the share of cheap acceptances
+    with an effect above 0, and the kept decisions' effects above 0 by how they were measured."""
+    path = Path(data_dir) / "stats.json"
+    if not path.exists():
+        return {}
+    stats = json.loads(path.read_text())
+    calibration = stats.get("calibration") or {}
+    figures = {f"curation.{k}": calibration.get(k) for k in (
+        "replayed", "spearman", "effect_above_zero", "cheap_accepted_effect_above_zero")}
+    for method, count in (stats.get("kept_effects") or {}).get("method", {}).items():
+        figures[f"curation.kept_{method}"] = count
+    return {k: float(v) for k, v in figures.items() if v is not None}
 
 
 def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecord, specialist: BatchSummary,

@@ -4,7 +4,10 @@ Only eligible decisions (``meta/decisions.py``: credited, with a full window) ar
 uncredited one is neither accepted nor reviewed, whatever ``accept_score`` says. Eligible
 decisions at or above ``accept_score`` are taken; those between ``review_floor`` and
 ``accept_score`` are borderline and go to the meta-LLM in batches, which keeps or drops each
-with a reason; the rest, and every decision with a malformed turn, are dropped. Then identical
+with a reason; the rest, and every decision with a malformed turn, are dropped. Given the
+endpoints that played the batch, a sample of eligible decisions (``replay``) is replayed with and
+without the decision (``meta/counterfactual.py``) and its verdict follows the measured effect
+instead (``meta/calibration.py``), which also reports how well the cheap score agreed. Then identical
 examples are removed, no completion may repeat more than ``max_repeats`` times (a dataset of a
 thousand ``<|DONE|>`` teaches nothing), and no episode may contribute more than
 ``episode_balance`` times its fair share. Episodes on evaluation seeds never enter: they are
@@ -16,7 +19,9 @@ The dataset folder holds ``dataset.parquet`` (trl's conversational prompt/comple
 plus provenance: episode, seed, step, phase, turn, score, and the decision's effect with its
 unit, how it was measured and its window), ``decisions.jsonl`` (every
 decision with its score, verdict and reason), ``review.json`` (every meta-LLM call) and
-``stats.json`` (counts, score distribution and the dataset's content hash, its version).
+``stats.json`` (counts, score distribution, the kept effects, the calibration of the cheap score on the
+replayed sample and the dataset's content hash, its version), and ``card.md`` with ``effects.png``
+(``meta/dataset_card.py``: the same in words, and the effects' histogram).
 """
 
 from __future__ import annotations
@@ -36,7 +41,11 @@ from automem_dagster.atomic import write_bytes_atomic, write_json_atomic, write_
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.eta import eta
 from automem_dagster.llm.client import LLMClient
+from automem_dagster.llm.session import Clients
 from automem_dagster.llm.strict_schema import to_strict
+from automem_dagster.meta.calibration import agreement, effect_of, effect_summary, replay_sample
+from automem_dagster.meta.counterfactual import ReplayBudget
+from automem_dagster.meta.dataset_card import write_card
 from automem_dagster.meta.decisions import MemoryDecision, MemoryDecisionError, ScoreWeights, extract_decisions
 from automem_dagster.meta.replies import Attempt, describe_reply
 from automem_dagster.rollout.seeds import assert_disjoint
@@ -65,6 +74,7 @@ class CurationSettings(BaseModel):
     min_examples: int = Field(300, ge=1)
     review_batch: int = Field(8, ge=1, le=32)
     max_review_batches: int = Field(10, ge=0, description="meta-LLM calls at most; borderline decisions beyond them are dropped")
+    replay: ReplayBudget = Field(default_factory=ReplayBudget)
 
     @model_validator(mode="after")
     def _ordered(self) -> CurationSettings:
@@ -107,15 +117,49 @@ Say = Callable[[str], None]
 
 async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int], out_dir: Path,
                  settings: CurationSettings | None = None, meta: LLMClient | None = None,
-                 progress: Say | None = None) -> CurationResult:
-    """Curate the finished episodes of ``batches`` into ``out_dir`` (see the module doc)."""
+                 progress: Say | None = None, players: Clients | None = None) -> CurationResult:
+    """Curate the finished episodes of ``batches`` into ``out_dir`` (see the module doc). ``players``
+    are the endpoints that played the batches: with them a sample of ``settings.replay.decisions``
+    decisions is replayed (``meta/calibration.py``); without them no decision is replayed."""
     settings = settings or CurationSettings()
     say = progress or (lambda _msg: None)
     out = Path(out_dir)
     decisions, excluded = _collect(batches, scaffold, set(eval_seeds), settings.weights)
     say(f"{len(decisions)} memory decisions from {len({d.episode for d in decisions})} episodes "
         f"({len(excluded)} episodes excluded)")
-    borderline = []
+    _cheap_verdicts(decisions, settings)
+    replayed = (await replay_sample(decisions, scaffold, players, settings.replay, say)
+                if players is not None and settings.replay.decisions else [])
+    borderline = [d for d in decisions if d.cheap_verdict == "borderline" and d.replayed is None]
+    attempts = await _review(borderline, settings, meta, say)
+    kept = [d for d in decisions if d.verdict in ("accepted", "reviewed_kept")]
+    kept = _balance(_dedupe(kept, settings.max_repeats), settings.episode_balance)
+    rows = [_row(d, e) for d in kept for e in d.examples]
+    assert_disjoint({r["seed"] for r in rows}, eval_seeds, "curated examples", "evaluation seeds")
+    stats = _stats(decisions, kept, rows, excluded, settings)
+    stats["calibration"] = agreement(replayed)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "decisions.jsonl", "".join(json.dumps(d.record()) + "\n" for d in decisions))
+    write_json_atomic(out / "review.json", [asdict(a) for a in attempts])
+    if len(rows) < settings.min_examples:
+        write_json_atomic(out / "stats.json", stats)
+        write_card(out, stats, f"{scaffold.game} v{scaffold.version} curation (too small to train on)")
+        (out / "dataset.parquet").unlink(missing_ok=True)
+        raise DatasetTooSmall(
+            f"curation kept {len(rows)} examples from {len(kept)} decisions, fewer than the minimum of "
+            f"{settings.min_examples}: collect more training rollouts (more episodes or steps) or lower "
+            f"min_examples; every decision and its verdict is in {out / 'decisions.jsonl'}"
+        )
+    stats["dataset_hash"] = write_dataset(out / "dataset.parquet", rows)
+    write_json_atomic(out / "stats.json", stats)
+    write_card(out, stats, f"{scaffold.game} v{scaffold.version} curated dataset {stats['dataset_hash']}")
+    say(f"dataset: {len(rows)} examples from {len(kept)} decisions, version {stats['dataset_hash']}")
+    return CurationResult(str(out), len(rows), stats)
+
+
+def _cheap_verdicts(decisions: list[MemoryDecision], settings: CurationSettings) -> None:
+    """Each decision's verdict by the cheap score alone (``borderline`` ones go to review), also kept
+    as ``cheap_verdict`` for the calibration against replayed effects."""
     for d in decisions:
         if d.score.malformed:
             d.verdict, d.reason = "rejected", "a turn of this decision was malformed"
@@ -128,30 +172,10 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
         elif d.score.score >= settings.accept_score:
             d.verdict, d.reason = "accepted", f"score {d.score.score:g} >= {settings.accept_score:g}"
         elif d.score.score >= settings.review_floor:
-            borderline.append(d)
+            d.verdict, d.reason = "borderline", "between review_floor and accept_score"
         else:
             d.verdict, d.reason = "rejected", f"score {d.score.score:g} < {settings.review_floor:g}"
-    attempts = await _review(borderline, settings, meta, say)
-    kept = [d for d in decisions if d.verdict in ("accepted", "reviewed_kept")]
-    kept = _balance(_dedupe(kept, settings.max_repeats), settings.episode_balance)
-    rows = [_row(d, e) for d in kept for e in d.examples]
-    assert_disjoint({r["seed"] for r in rows}, eval_seeds, "curated examples", "evaluation seeds")
-    stats = _stats(decisions, kept, rows, excluded, settings)
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "decisions.jsonl", "".join(json.dumps(d.record()) + "\n" for d in decisions))
-    write_json_atomic(out / "review.json", [asdict(a) for a in attempts])
-    if len(rows) < settings.min_examples:
-        write_json_atomic(out / "stats.json", stats)
-        (out / "dataset.parquet").unlink(missing_ok=True)
-        raise DatasetTooSmall(
-            f"curation kept {len(rows)} examples from {len(kept)} decisions, fewer than the minimum of "
-            f"{settings.min_examples}: collect more training rollouts (more episodes or steps) or lower "
-            f"min_examples; every decision and its verdict is in {out / 'decisions.jsonl'}"
-        )
-    stats["dataset_hash"] = write_dataset(out / "dataset.parquet", rows)
-    write_json_atomic(out / "stats.json", stats)
-    say(f"dataset: {len(rows)} examples from {len(kept)} decisions, version {stats['dataset_hash']}")
-    return CurationResult(str(out), len(rows), stats)
+        d.cheap_verdict = d.verdict
 
 
 def _collect(batches: list[Path], scaffold: Scaffold, eval_seeds: set[int],
@@ -277,10 +301,10 @@ def _example_key(example: dict) -> str:
 
 
 def _row(d: MemoryDecision, example: dict) -> dict:
+    effect, unit, method, window = effect_of(d)
     return {"prompt": example["prompt"], "completion": example["completion"], "episode": d.episode, "seed": d.seed,
             "step": d.step, "phase": d.phase, "turn": example["turn"], "score": d.score.score,
-            "effect": d.score.advantage, "effect_unit": d.score.unit, "effect_method": "cheap",
-            "window": d.score.window}
+            "effect": effect, "effect_unit": unit, "effect_method": method, "window": window}
 
 
 def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: list[dict], excluded: list[dict],
@@ -300,22 +324,11 @@ def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: li
         "score": {"min": scores[0], "median": scores[len(scores) // 2], "max": scores[-1]} if scores else {},
         "credited_decisions": sum(d.score.credited for d in decisions),
         "eligible_decisions": sum(d.score.eligible for d in decisions),
-        "kept_effects": _effects(kept),
+        "kept_effects": effect_summary(kept),
+        "kept_effect_values": [list(effect_of(d)[:3]) for d in kept],
         "mean_prompt_chars": round(sum(len(m["content"]) for r in rows for m in r["prompt"]) / len(rows)) if rows else 0,
         "mean_completion_chars": round(sum(len(r["completion"][0]["content"]) for r in rows) / len(rows)) if rows else 0,
     }
-
-
-def _effects(kept: list[MemoryDecision]) -> dict:
-    """How the kept decisions' effects were measured and their spread, per unit. Every effect is
-    today the cheap score's advantage (``method`` cheap); none was replayed, so there is no
-    calibration against a replayed effect to report."""
-    out: dict = {"method": dict(Counter("cheap" for _ in kept)), "by_unit": {}}
-    for unit in sorted({d.score.unit for d in kept}):
-        values = sorted(d.score.advantage for d in kept if d.score.unit == unit)
-        out["by_unit"][unit] = {"decisions": len(values), "min": values[0], "median": values[len(values) // 2],
-                                "max": values[-1], "above_zero": sum(v > 0 for v in values)}
-    return out
 
 
 def write_dataset(path: Path, rows: list[dict]) -> str:

@@ -104,6 +104,13 @@ class MemoryDecision:
     """Set by curation: accepted, reviewed_kept, reviewed_dropped, rejected, duplicate, ..."""
     reason: str = ""
     notes: list[str] = field(default_factory=list)
+    trajectory: str = ""
+    """The finished trajectory the decision was cut from (what a counterfactual replay restores)."""
+    replayed: dict | None = None
+    """Set by curation for a replayed decision: its ``counterfactual.Effect`` record (both arms)."""
+    cheap_verdict: str = ""
+    """What the cheap score alone would have decided (``accepted``, ``borderline``, ``rejected``), kept
+    for the calibration of the cheap score against replayed effects."""
 
     @property
     def id(self) -> str:
@@ -148,6 +155,7 @@ def extract_decisions(path: Path, scaffold: Scaffold, weights: ScoreWeights | No
             context = prompts.StepContext(t, step["observation"], index[phase], history, step["warnings"], phase_text)
             messages = prompts.phase_messages(system, scaffold, context)
             decision = _decision(header, t, phase, turns, messages)
+            decision.trajectory = str(path)
             decision.score = _score(decision, steps, t, reads, weights)
             out.append(decision)
         history.append((step["action"], step["reward"]))
