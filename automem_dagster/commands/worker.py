@@ -83,6 +83,9 @@ def register(sub) -> None:
     parser.add_argument("--visibility-timeout", type=int, default=3600,
                         help="seconds before an unacknowledged shard is redelivered; the run's value "
                              "(defs/common/celery.py visibility_timeout)")
+    parser.add_argument("--config-yaml", type=Path, default=None,
+                        help="a YAML file of Celery settings laid over the project's, under config_source: as in "
+                             "a run's `execution: config:` (e.g. task_acks_late: false); the runs must use the same")
     parser.add_argument("--migrate", action="store_true",
                         help="create or migrate the instance in $DAGSTER_HOME, then exit (once, before workers)")
     parser.set_defaults(run=run)
@@ -94,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
             migrate_instance()
             return 0
         return start_worker(args.broker, args.queue or ["dagster", "game_endpoint"], args.concurrency,
-                            args.name or f"automem-{os.getpid()}@{socket.gethostname()}", args.visibility_timeout)
+                            args.name or f"automem-{os.getpid()}@{socket.gethostname()}", args.visibility_timeout,
+                            celery_overrides(args.config_yaml))
     except WorkerSetupError as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         return 3
@@ -138,15 +142,31 @@ def check_instance() -> None:
         raise WorkerSetupError(f"instance: cannot open the Dagster instance in {home}: {exc}") from exc
 
 
-def celery_app(broker: str, visibility_s: int):
-    """dagster-celery's app with the project's settings and its step task, as ``dagster_celery.app`` builds it."""
+def celery_overrides(path: Path | None) -> dict:
+    """The Celery settings of ``--config-yaml``: the ``config_source`` mapping of a ``celery_executor`` config
+    block (what ``dagster-celery worker start -y`` reads), the only key the file may hold here."""
+    if path is None:
+        return {}
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise WorkerSetupError(f"--config-yaml {path}: cannot read it as YAML: {exc}") from exc
+    if not isinstance(config, dict) or set(config) != {"config_source"} or not isinstance(config["config_source"], dict):
+        raise WorkerSetupError(f"--config-yaml {path}: expected one key, config_source, holding a mapping of Celery "
+                               "settings (e.g. config_source: {task_acks_late: false}); give the broker with --broker")
+    return config["config_source"]
+
+
+def celery_app(broker: str, visibility_s: int, overrides: dict | None = None):
+    """dagster-celery's app with the project's settings (``overrides`` laid over them) and its step task, as
+    ``dagster_celery.app`` builds it."""
     from dagster_celery.executor import CeleryExecutor
     from dagster_celery.make_app import make_app
     from dagster_celery.tasks import create_task
 
     from automem_dagster.defs.common.celery import celery_config
 
-    app = make_app(CeleryExecutor.for_cli(**celery_config(broker, visibility_s)).app_args())
+    app = make_app(CeleryExecutor.for_cli(**celery_config(broker, visibility_s, overrides=overrides)).app_args())
     create_task(app)
     return app
 
@@ -160,7 +180,8 @@ def check_broker(app, broker: str) -> None:
                                "(e.g. redis-server) or pass --broker / $AUTOMEM_CELERY_BROKER") from exc
 
 
-def start_worker(broker: str, queues: list[str], concurrency: int, name: str, visibility_s: int) -> int:
+def start_worker(broker: str, queues: list[str], concurrency: int, name: str, visibility_s: int,
+                 overrides: dict | None = None) -> int:
     try:
         import dagster_celery  # noqa: F401
     except ImportError as exc:
@@ -170,9 +191,10 @@ def start_worker(broker: str, queues: list[str], concurrency: int, name: str, vi
     # (defs/celery_rounds.py), and a pool process would otherwise import them inside its first step.
     import automem_dagster.defs.celery_rounds  # noqa: F401
 
-    app = celery_app(broker, visibility_s)
+    app = celery_app(broker, visibility_s, overrides)
     check_broker(app, broker)
     console.print(f"worker {name}: broker {broker}, queues {', '.join(queues)}, {concurrency} process(es), "
+                  f"acks late {app.conf.task_acks_late}, reject on worker lost {app.conf.task_reject_on_worker_lost}, "
                   f"DAGSTER_HOME={dagster_home()}, AUTOMEM_HOME={os.environ.get('AUTOMEM_HOME', '(the checkout)')}")
     app.worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-n", name,
                      "--prefetch-multiplier=1", "--loglevel=INFO", "--without-gossip", "--without-mingle"])
