@@ -188,6 +188,7 @@ def test_with_celerys_ack_defaults_a_killed_worker_child_fails_the_run(tmp_path,
         worker_logs = " ".join(log.read_text() for log in cluster.logs)
     print(f"killed worker child {killed}; the run failed in {seconds:.1f} s")
     assert "acks late False, reject on worker lost False" in worker_logs, worker_logs[-3000:]
+    assert "HTTP Request:" not in worker_logs                  # the workers log no line per model call
     assert killed and f"pid:{killed[0]} exited with 'signal 9 (SIGKILL)'" in worker_logs, worker_logs[-3000:]
     assert outcome["success"] is False and len(starts) == 1    # acknowledged on receipt: never delivered again
     for said in (KILLED, "WorkerLostError", "signal 9 (SIGKILL)"):

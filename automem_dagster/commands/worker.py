@@ -14,6 +14,7 @@ worker never creates the instance: ``--migrate`` does, once.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from automem_dagster.commands.render import console
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 EXECUTORS = ("in_process", "celery")
+HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
+"""The loggers of the HTTP clients under the model calls (openai's httpx, and httpx2 of ``llm/attempts.py``)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,22 @@ def migrate_instance() -> None:
     home.mkdir(parents=True, exist_ok=True)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.upgrade()
+        warn_of_one_shard_at_a_time(instance, home)
     console.print(f"instance in {home} ready for workers")
+
+
+def warn_of_one_shard_at_a_time(instance, home: Path) -> None:
+    """The run takes a ``game_endpoint`` slot before it sends a shard step to the workers, so a pool limit of
+    1 (deploy/dagster.yaml's ``default_limit``) plays a Celery round's shards one at a time, whatever the
+    workers could take: say so, and how to raise it, where the workers are set up."""
+    from automem_dagster.defs.common.shards import GAME_ENDPOINT_POOL
+
+    limit = instance.event_log_storage.get_concurrency_info(GAME_ENDPOINT_POOL).limit
+    if limit is not None and limit < 2:
+        console.print(f"[yellow]warning:[/yellow] the {GAME_ENDPOINT_POOL} pool of the instance in {home} takes "
+                      f"{limit} step at a time, so a round on the workers plays its shards one after another; "
+                      f"raise it to the worker processes in all: `dagster instance concurrency set "
+                      f"{GAME_ENDPOINT_POOL} N`", soft_wrap=True)
 
 
 def check_instance() -> None:
@@ -193,6 +211,9 @@ def start_worker(broker: str, queues: list[str], concurrency: int, name: str, vi
 
     app = celery_app(broker, visibility_s, overrides)
     check_broker(app, broker)
+    # The HTTP clients log every model call at INFO, which Celery's --loglevel=INFO would write: a line a call.
+    for client in HTTP_LOGGERS:
+        logging.getLogger(client).setLevel(logging.WARNING)
     console.print(f"worker {name}: broker {broker}, queues {', '.join(queues)}, {concurrency} process(es), "
                   f"acks late {app.conf.task_acks_late}, reject on worker lost {app.conf.task_reject_on_worker_lost}, "
                   f"DAGSTER_HOME={dagster_home()}, AUTOMEM_HOME={os.environ.get('AUTOMEM_HOME', '(the checkout)')}")
