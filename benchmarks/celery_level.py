@@ -73,10 +73,11 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def local_cluster(work: Path, home: Path, workers: int = 2, visibility_s: int = 3600, env: dict | None = None):
+def local_cluster(work: Path, home: Path, workers: int = 2, visibility_s: int = 3600, env: dict | None = None,
+                  worker_args: tuple[str, ...] = ()):
     """redis-server and ``workers`` ``automem worker`` processes (one pool process each, each the leader of its
     own process group) on 127.0.0.1, with a migrated instance in their DAGSTER_HOME ``home``; ``env`` is added
-    to theirs. Stopped by PID on exit."""
+    to theirs, ``worker_args`` to their command lines. Stopped by PID on exit."""
     if shutil.which("redis-server") is None:
         raise ClusterError("redis-server is not installed (Debian: apt-get install redis-server)")
     port, redis_log = _free_port(), work / "redis.log"
@@ -98,7 +99,7 @@ def local_cluster(work: Path, home: Path, workers: int = 2, visibility_s: int = 
         for i, log in enumerate(logs):
             with log.open("w") as out:
                 started.append(subprocess.Popen([*automem, "--name", f"w{i}@127.0.0.1", "--concurrency", "1",
-                                                 "--visibility-timeout", str(visibility_s)], env=full_env,
+                                                 "--visibility-timeout", str(visibility_s), *worker_args], env=full_env,
                                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
         for log, worker in zip(logs, started, strict=True):
             _wait_for("a Celery worker", lambda log=log: " ready." in _read(log), log, worker)

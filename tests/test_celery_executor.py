@@ -5,7 +5,9 @@ A whole round on the workers, its shards in two or more worker processes and a w
 is test_celery_rounds.py. Here: a worker's child killed with
 SIGKILL mid-episode gives its shard back to the broker (``task_acks_late`` with
 ``task_reject_on_worker_lost``) and the shard's next delivery resumes the interrupted episode instead
-of replaying it; and a run whose broker disappears fails with a message rather than hanging.
+of replaying it; with Celery's own defaults for those two settings, the same kill fails the run with
+Celery's WorkerLostError, soon and with a message, instead of hanging; and a run whose broker disappears
+fails with a message rather than hanging.
 """
 
 import asyncio
@@ -41,6 +43,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.ci_required]
 PATHS_ENV = "AUTOMEM_TEST_CELERY_PATHS"
 """A file naming the test's endpoints and storage: the workers, started once, read it at each step."""
 SHARDS = 4
+CELERY_DEFAULTS = {"task_acks_late": False, "task_reject_on_worker_lost": False}
+"""Celery's own values of the two settings the project turns on (Celery 5.x docs, Configuration and defaults:
+task_acks_late, task_reject_on_worker_lost): a task is acknowledged when received and never given back."""
+RUN_LIMIT_S = 240
+"""The longest a run that must fail may take here before the test calls it hung."""
 
 
 def celery_rollout_job():
@@ -57,7 +64,8 @@ def celery_rollout_job():
 
 
 @contextlib.contextmanager
-def started_cluster(tmp_path: Path, home: Path, workers: int = 2, visibility_s: int = 3600):
+def started_cluster(tmp_path: Path, home: Path, workers: int = 2, visibility_s: int = 3600,
+                    worker_args: tuple[str, ...] = ()):
     """redis-server and ``workers`` ``automem worker`` processes on 127.0.0.1 (``benchmarks.celery_level``'s
     ``local_cluster``: a migrated instance in DAGSTER_HOME ``home``, each worker the leader of its own process
     group, all stopped by PID), able to import this module's jobs; skipped where Redis or the extra is missing."""
@@ -67,7 +75,7 @@ def started_cluster(tmp_path: Path, home: Path, workers: int = 2, visibility_s: 
     paths = tmp_path / "paths.yaml"
     env = {PATHS_ENV: str(paths), "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__),
                                                                 os.environ.get("PYTHONPATH", "")])}
-    with local_cluster(tmp_path, home, workers, visibility_s, env) as cluster:
+    with local_cluster(tmp_path, home, workers, visibility_s, env, worker_args) as cluster:
         cluster.paths = paths
         yield cluster
 
@@ -92,11 +100,12 @@ def _setup(tmp_path, storage, scripted, cluster):
     return server, settings, clean
 
 
-def _run_config(cluster, shards: int = SHARDS) -> dict:
+def _run_config(cluster, shards: int = SHARDS, overrides: dict | None = None) -> dict:
     seeds_per_shard = -(-EPISODES // shards)
+    visibility = visibility_timeout(STEPS, seeds_per_shard, 2, 60)
     return {"ops": {"rollout_batch": {"config": {"rollout_episodes": EPISODES, "rollout_max_steps": STEPS,
                                                  "concurrency": 2, "shards": shards}}},
-            "execution": {"config": celery_config(cluster.broker, visibility_timeout(STEPS, seeds_per_shard, 2, 60))}}
+            "execution": {"config": celery_config(cluster.broker, visibility, overrides=overrides)}}
 
 
 def _job():
@@ -152,14 +161,51 @@ def test_a_run_whose_broker_disappears_fails_with_a_message(tmp_path, storage, s
     monkeypatch.setenv(PATHS_ENV, str(celery_cluster.paths))
     celery_cluster.redis.send_signal(signal.SIGKILL)
     celery_cluster.redis.wait(timeout=20)
+    outcome, seconds = _run_bounded(celery_cluster, _run_config(celery_cluster))
+    print(f"the run without its broker failed in {seconds:.1f} s")
+    assert outcome["success"] is False
+    assert "celery task submission" in outcome["messages"], outcome["messages"][-3000:]
+    assert f"{celery_cluster.broker.split('/')[2]}. Connection refused" in outcome["messages"], outcome["messages"][-3000:]
+
+
+def test_with_celerys_ack_defaults_a_killed_worker_child_fails_the_run(tmp_path, storage, scripted, monkeypatch):
+    defaults = tmp_path / "celery-defaults.yaml"
+    defaults.write_text(yaml.safe_dump({"config_source": CELERY_DEFAULTS}))
+    # The workers take the settings as a user gives them (`automem worker --config-yaml`), the run in its config.
+    with started_cluster(tmp_path, tmp_path / "dagster_home", worker_args=("--config-yaml", str(defaults))) as cluster:
+        _, settings, _ = _setup(tmp_path, storage, scripted, cluster)
+        monkeypatch.setenv(PATHS_ENV, str(cluster.paths))
+        start = start_round(settings, storage.storage())
+        first_shard = shard_dir(rollout_spec(settings, start.scaffold, start.seeds, storage.storage()).out_dir, 0)
+        killed: list[int] = []
+        with dg.DagsterInstance.from_config(str(cluster.home)) as instance:
+            killer = threading.Thread(target=_kill_first_shard_mid_episode, args=(instance, first_shard, killed))
+            killer.start()
+            outcome, seconds = _run_bounded(cluster, _run_config(cluster, shards=2, overrides=CELERY_DEFAULTS))
+            killer.join()
+            starts = [entry for entry in instance.all_logs(outcome["run_id"]) if entry.step_key == KILLED
+                      and entry.dagster_event is not None and entry.dagster_event.event_type_value == "STEP_START"]
+        worker_logs = " ".join(log.read_text() for log in cluster.logs)
+    print(f"killed worker child {killed}; the run failed in {seconds:.1f} s")
+    assert "acks late False, reject on worker lost False" in worker_logs, worker_logs[-3000:]
+    assert "HTTP Request:" not in worker_logs                  # the workers log no line per model call
+    assert killed and f"pid:{killed[0]} exited with 'signal 9 (SIGKILL)'" in worker_logs, worker_logs[-3000:]
+    assert outcome["success"] is False and len(starts) == 1    # acknowledged on receipt: never delivered again
+    for said in (KILLED, "WorkerLostError", "signal 9 (SIGKILL)"):
+        assert said in outcome["messages"], outcome["messages"][-3000:]
+
+
+def _run_bounded(cluster, run_config: dict) -> tuple[dict, float]:
+    """Run the job on ``cluster`` in a thread; its success, run id and every message and error of its events,
+    and the seconds it took. Fails the test if the run is still going after ``RUN_LIMIT_S``."""
     outcome: dict = {}
 
     def run() -> None:
-        with dg.DagsterInstance.from_config(str(celery_cluster.home)) as instance:
-            with dg.execute_job(_job(), instance=instance, run_config=_run_config(celery_cluster),
+        with dg.DagsterInstance.from_config(str(cluster.home)) as instance:
+            with dg.execute_job(_job(), instance=instance, run_config=run_config,
                                 tags={"dagster/partition": "crafter"}, raise_on_error=False) as result:
-                outcome["success"] = result.success
-                # The engine event that ends the run carries the broker's error beneath its message.
+                outcome.update(success=result.success, run_id=result.run_id)
+                # The engine event that ends the run carries the workers' or the broker's error beneath its message.
                 errors = [getattr(e.event_specific_data, "error", None) for e in result.all_events]
                 outcome["messages"] = " ".join([*(e.message or "" for e in result.all_events),
                                                 *(error.to_string() for error in errors if error is not None)])
@@ -167,9 +213,6 @@ def test_a_run_whose_broker_disappears_fails_with_a_message(tmp_path, storage, s
     began = time.monotonic()
     runner = threading.Thread(target=run, daemon=True)
     runner.start()
-    runner.join(timeout=240)
-    assert not runner.is_alive(), "the run hung after its broker disappeared"
-    print(f"the run without its broker failed in {time.monotonic() - began:.1f} s")
-    assert outcome["success"] is False
-    assert "celery task submission" in outcome["messages"], outcome["messages"][-3000:]
-    assert f"{celery_cluster.broker.split('/')[2]}. Connection refused" in outcome["messages"], outcome["messages"][-3000:]
+    runner.join(timeout=RUN_LIMIT_S)
+    assert not runner.is_alive(), f"the run was still going after {RUN_LIMIT_S} s: hung"
+    return outcome, time.monotonic() - began

@@ -1,8 +1,12 @@
 """The Celery options as a user meets them before any worker runs: a round's bad ``--shards`` or
 ``--visibility-timeout`` refused by name, a worker that cannot reach its instance or its broker saying
-which and exiting 3, and how often workers look for the shards of a lost worker."""
+which and exiting 3, a worker's ``--config-yaml`` read or refused by name, ``--migrate`` warning of a
+``game_endpoint`` pool that plays one shard at a time, and how often workers look for the shards of a
+lost worker."""
 
+import shutil
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +45,33 @@ def test_workers_sweep_for_lost_shards_a_tenth_of_the_timeout_apart_and_scan_eac
     options = celery_config("redis://b:6379/0", 25)["config_source"]["broker_transport_options"]
     assert options["visibility_timeout"] == 25 and options["unacked_restore_interval"] == 2
     assert options["unacked_restore_throttle"] == 1
+
+
+@pytest.mark.parametrize("text", ["task_acks_late: false\n", "config_source: [1]\n", "config_source: {a: [\n"])
+def test_a_worker_refuses_a_config_yaml_not_holding_config_source_settings(text, tmp_path, capsys):
+    config = tmp_path / "celery.yaml"
+    config.write_text(text)
+    assert cli.main(["worker", "--config-yaml", str(config)]) == 3
+    assert f"--config-yaml {config}:" in " ".join(capsys.readouterr().err.split())
+
+
+def test_config_yaml_settings_replace_the_projects_by_key():
+    source = celery_config("redis://b:6379/0", 25, overrides={"task_acks_late": False})["config_source"]
+    assert source["task_acks_late"] is False and source["task_reject_on_worker_lost"] is True
+    assert source["broker_transport_options"]["visibility_timeout"] == 25
+
+
+def test_migrate_warns_when_the_game_endpoint_pool_takes_one_shard_at_a_time(tmp_path, monkeypatch, capsys):
+    import dagster as dg
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(Path(__file__).resolve().parent.parent / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    assert cli.main(["worker", "--migrate"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "game_endpoint pool" in said and "dagster instance concurrency set game_endpoint N" in said, said
+    with dg.DagsterInstance.from_config(str(home)) as instance:   # what `dagster instance concurrency set` stores
+        instance.event_log_storage.set_concurrency_slots("game_endpoint", 4)
+    assert cli.main(["worker", "--migrate"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -14,6 +14,7 @@ worker never creates the instance: ``--migrate`` does, once.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from automem_dagster.commands.render import console
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 EXECUTORS = ("in_process", "celery")
+HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
+"""The loggers of the HTTP clients under the model calls (openai's httpx, and httpx2 of ``llm/attempts.py``)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,9 @@ def register(sub) -> None:
     parser.add_argument("--visibility-timeout", type=int, default=3600,
                         help="seconds before an unacknowledged shard is redelivered; the run's value "
                              "(defs/common/celery.py visibility_timeout)")
+    parser.add_argument("--config-yaml", type=Path, default=None,
+                        help="a YAML file of Celery settings laid over the project's, under config_source: as in "
+                             "a run's `execution: config:` (e.g. task_acks_late: false); the runs must use the same")
     parser.add_argument("--migrate", action="store_true",
                         help="create or migrate the instance in $DAGSTER_HOME, then exit (once, before workers)")
     parser.set_defaults(run=run)
@@ -94,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
             migrate_instance()
             return 0
         return start_worker(args.broker, args.queue or ["dagster", "game_endpoint"], args.concurrency,
-                            args.name or f"automem-{os.getpid()}@{socket.gethostname()}", args.visibility_timeout)
+                            args.name or f"automem-{os.getpid()}@{socket.gethostname()}", args.visibility_timeout,
+                            celery_overrides(args.config_yaml))
     except WorkerSetupError as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         return 3
@@ -116,7 +123,22 @@ def migrate_instance() -> None:
     home.mkdir(parents=True, exist_ok=True)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.upgrade()
+        warn_of_one_shard_at_a_time(instance, home)
     console.print(f"instance in {home} ready for workers")
+
+
+def warn_of_one_shard_at_a_time(instance, home: Path) -> None:
+    """The run takes a ``game_endpoint`` slot before it sends a shard step to the workers, so a pool limit of
+    1 (deploy/dagster.yaml's ``default_limit``) plays a Celery round's shards one at a time, whatever the
+    workers could take: say so, and how to raise it, where the workers are set up."""
+    from automem_dagster.defs.common.shards import GAME_ENDPOINT_POOL
+
+    limit = instance.event_log_storage.get_concurrency_info(GAME_ENDPOINT_POOL).limit
+    if limit is not None and limit < 2:
+        console.print(f"[yellow]warning:[/yellow] the {GAME_ENDPOINT_POOL} pool of the instance in {home} takes "
+                      f"{limit} step at a time, so a round on the workers plays its shards one after another; "
+                      f"raise it to the worker processes in all: `dagster instance concurrency set "
+                      f"{GAME_ENDPOINT_POOL} N`", soft_wrap=True)
 
 
 def check_instance() -> None:
@@ -138,15 +160,31 @@ def check_instance() -> None:
         raise WorkerSetupError(f"instance: cannot open the Dagster instance in {home}: {exc}") from exc
 
 
-def celery_app(broker: str, visibility_s: int):
-    """dagster-celery's app with the project's settings and its step task, as ``dagster_celery.app`` builds it."""
+def celery_overrides(path: Path | None) -> dict:
+    """The Celery settings of ``--config-yaml``: the ``config_source`` mapping of a ``celery_executor`` config
+    block (what ``dagster-celery worker start -y`` reads), the only key the file may hold here."""
+    if path is None:
+        return {}
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise WorkerSetupError(f"--config-yaml {path}: cannot read it as YAML: {exc}") from exc
+    if not isinstance(config, dict) or set(config) != {"config_source"} or not isinstance(config["config_source"], dict):
+        raise WorkerSetupError(f"--config-yaml {path}: expected one key, config_source, holding a mapping of Celery "
+                               "settings (e.g. config_source: {task_acks_late: false}); give the broker with --broker")
+    return config["config_source"]
+
+
+def celery_app(broker: str, visibility_s: int, overrides: dict | None = None):
+    """dagster-celery's app with the project's settings (``overrides`` laid over them) and its step task, as
+    ``dagster_celery.app`` builds it."""
     from dagster_celery.executor import CeleryExecutor
     from dagster_celery.make_app import make_app
     from dagster_celery.tasks import create_task
 
     from automem_dagster.defs.common.celery import celery_config
 
-    app = make_app(CeleryExecutor.for_cli(**celery_config(broker, visibility_s)).app_args())
+    app = make_app(CeleryExecutor.for_cli(**celery_config(broker, visibility_s, overrides=overrides)).app_args())
     create_task(app)
     return app
 
@@ -160,7 +198,8 @@ def check_broker(app, broker: str) -> None:
                                "(e.g. redis-server) or pass --broker / $AUTOMEM_CELERY_BROKER") from exc
 
 
-def start_worker(broker: str, queues: list[str], concurrency: int, name: str, visibility_s: int) -> int:
+def start_worker(broker: str, queues: list[str], concurrency: int, name: str, visibility_s: int,
+                 overrides: dict | None = None) -> int:
     try:
         import dagster_celery  # noqa: F401
     except ImportError as exc:
@@ -170,9 +209,13 @@ def start_worker(broker: str, queues: list[str], concurrency: int, name: str, vi
     # (defs/celery_rounds.py), and a pool process would otherwise import them inside its first step.
     import automem_dagster.defs.celery_rounds  # noqa: F401
 
-    app = celery_app(broker, visibility_s)
+    app = celery_app(broker, visibility_s, overrides)
     check_broker(app, broker)
+    # The HTTP clients log every model call at INFO, which Celery's --loglevel=INFO would write: a line a call.
+    for client in HTTP_LOGGERS:
+        logging.getLogger(client).setLevel(logging.WARNING)
     console.print(f"worker {name}: broker {broker}, queues {', '.join(queues)}, {concurrency} process(es), "
+                  f"acks late {app.conf.task_acks_late}, reject on worker lost {app.conf.task_reject_on_worker_lost}, "
                   f"DAGSTER_HOME={dagster_home()}, AUTOMEM_HOME={os.environ.get('AUTOMEM_HOME', '(the checkout)')}")
     app.worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-n", name,
                      "--prefetch-multiplier=1", "--loglevel=INFO", "--without-gossip", "--without-mingle"])

@@ -37,18 +37,23 @@ def visibility_timeout(max_steps: int, seeds_per_shard: int, concurrency: int, c
     return max(300, int(waves * max_steps * CALLS_PER_STEP * call_timeout_s) + 60)
 
 
-def celery_config(broker: str, visibility_s: int, backend: str | None = None) -> dict:
+def celery_config(broker: str, visibility_s: int, backend: str | None = None, overrides: dict | None = None) -> dict:
     """The ``celery_executor``'s config (the ``execution: config:`` of a run, and what ``automem worker``
-    starts its workers with: both sides must agree). The result backend is the broker unless given."""
+    starts its workers with: both sides must agree). The result backend is the broker unless given;
+    ``overrides`` (Celery settings, ``automem worker --config-yaml``) replace the project's by key."""
     return {"broker": broker, "backend": backend or broker,
-            "config_source": {"task_acks_late": True, "task_reject_on_worker_lost": True,
-                              "worker_prefetch_multiplier": 1,
-                              "broker_connection_retry_on_startup": False,
-                              "broker_transport_options": {"visibility_timeout": visibility_s,
-                                                           "unacked_restore_interval": restore_interval(visibility_s),
-                                                           "unacked_restore_throttle": 1,
-                                                           "max_retries": 3, "interval_start": 0,
-                                                           "interval_step": 0.2, "interval_max": 0.5}}}
+            "config_source": {**project_settings(visibility_s), **(overrides or {})}}
+
+
+def project_settings(visibility_s: int) -> dict:
+    """The project's Celery settings: acks when a shard ends, a lost worker's shard given back, one task
+    prefetched, and Redis's visibility timeout with a restore sweep that finds a lost shard soon after it."""
+    return {"task_acks_late": True, "task_reject_on_worker_lost": True, "worker_prefetch_multiplier": 1,
+            "broker_connection_retry_on_startup": False,
+            "broker_transport_options": {"visibility_timeout": visibility_s,
+                                         "unacked_restore_interval": restore_interval(visibility_s),
+                                         "unacked_restore_throttle": 1, "max_retries": 3, "interval_start": 0,
+                                         "interval_step": 0.2, "interval_max": 0.5}}
 
 
 def restore_interval(visibility_s: int) -> int:
