@@ -18,9 +18,12 @@ from automem_dagster.commands.render import (
     print_where_to_look,
 )
 from automem_dagster.commands.shared import (
+    CURATION_OPTIONS,
+    TRAINING_OPTIONS,
     add_batch_args,
     add_game_arg,
     add_gate_args,
+    add_options,
     add_output_args,
     add_round_args,
     proficiency_settings,
@@ -37,7 +40,7 @@ from automem_dagster.loop.proficiency import (
 )
 from automem_dagster.loop.records import TOO_SMALL, loss_rows, pass_on_too_small, write_too_small
 from automem_dagster.loop.serving import serving_rank_limit, with_training_base
-from automem_dagster.loop.settings import ProficiencySettings
+from automem_dagster.loop.settings import ProficiencyOptions, ProficiencySettings
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.rollout.trajectory import read_manifest
@@ -48,14 +51,14 @@ def register(sub) -> None:
     train = sub.add_parser("train", help="one whole proficiency-loop round: training rollouts, curation, LoRA "
                                          "configuration, training, two-model evaluation, keep or roll back "
                                          "(finetune is the training stage alone)")
-    add_round_args(train, purpose="curate memory decisions from", episodes=8, max_steps=100)
+    add_round_args(train, ProficiencyOptions)
     add_gate_args(train)
-    add_curation_args(train, "stop below this many curated examples (default: the AutoMem paper's minimum for the game)")
+    add_options(train, ProficiencyOptions, CURATION_OPTIONS)
     add_training_args(train)
     train.set_defaults(run=run_train)
     curate = sub.add_parser("curate", help="score the memory decisions of a training batch into an SFT dataset")
     add_batch_args(curate, "a rollout batch on training seeds")
-    add_curation_args(curate, "minimum dataset size (default: the AutoMem paper's)")
+    add_options(curate, ProficiencyOptions, CURATION_OPTIONS)
     add_output_args(curate)
     curate.set_defaults(run=run_curate)
     finetune = sub.add_parser("finetune", help="the training stage alone: choose LoRA settings (meta-LLM) and train an "
@@ -71,24 +74,8 @@ def register(sub) -> None:
     finetune.set_defaults(run=run_finetune)
 
 
-def add_curation_args(p: argparse.ArgumentParser, min_help: str) -> None:
-    p.add_argument("--min-examples", type=int, default=None, help=min_help)
-    p.add_argument("--accept-score", type=float, default=None,
-                   help="take credited decisions scoring at least this without review (default 1.0; 0 takes "
-                        "every credited decision that loses no points, as the demo does for the embedded model; "
-                        "an uncredited decision is never taken)")
-    p.add_argument("--horizon", type=int, default=50,
-                   help="K: the window, in steps from a memory decision on, whose advantage it is credited with; "
-                        "decisions fewer than K steps before an episode's end are not eligible")
-    p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls for borderline decisions")
-
-
 def add_training_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-train-steps", type=int, default=None, help="cap on optimizer steps (a short local run)")
-    p.add_argument("--base", default=None, type=lambda text: text or None,
-                   help="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory; default (or an "
-                        "empty value, for a DVC parameter): the base the vLLM memory endpoint serves, else embedded (an "
-                        "adapter must fit the server it is scored on)")
+    add_options(p, ProficiencyOptions, TRAINING_OPTIONS)
     p.add_argument("--lora-settings", type=Path, default=None,
                    help="JSON file with LoRA settings (within bounds); the meta-LLM is then not asked")
 

@@ -62,7 +62,7 @@ def run_structure_round(settings: RoundSettings, endpoints: Path, storage: Stora
                         meta: str = "endpoints") -> tuple[RoundResult, RoundReport, str]:
     """One structure round of ``settings.game``, whole, as a run of ``structure_full_round_job``: what it
     produced, its plots and MLflow runs, and a line saying where the run shows."""
-    values = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game, RoundConfig.of(settings),
+    values = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game, RoundConfig.of_round(settings),
                   _resources(endpoints, storage, tracker, meta))
     return *_structure_result(settings.game, values, storage), values["run"]
 
