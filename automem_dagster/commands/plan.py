@@ -1,11 +1,14 @@
-"""``automem plan``: each loop's round as its plan says (``loop/round_plan.py``), and the picture of it."""
+"""``automem plan``: each loop's round as its plan says (``loop/round_plan.py``), and the picture of it;
+``automem dvc-yaml``: the DVC pipeline generated from the same plans (``loop/dvc_plan.py``)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from automem_dagster.atomic import write_text_atomic
 from automem_dagster.commands.render import console
+from automem_dagster.loop.dvc_plan import dvc_yaml
 from automem_dagster.loop.round_plan import PROFICIENCY_ROUND, STRUCTURE_ROUND
 from automem_dagster.plots import plot_round_plans
 
@@ -17,6 +20,19 @@ def register(sub) -> None:
                                        "stages that run it; --figure draws the data flow")
     plan.add_argument("--figure", type=Path, default=None, help="also write the round's data flow as a PNG there")
     plan.set_defaults(run=run)
+    dvc = sub.add_parser("dvc-yaml", help="write dvc.yaml, the DVC pipeline, from the loops' plans (never edit it by "
+                                          "hand: a test checks the committed file is this output)")
+    dvc.add_argument("--out", type=Path, default=None, help="where to write it, e.g. dvc.yaml (default: print it)")
+    dvc.set_defaults(run=run_dvc_yaml)
+
+
+def run_dvc_yaml(args: argparse.Namespace) -> int:
+    text = dvc_yaml()
+    if args.out is None:
+        print(text, end="")
+    else:
+        write_text_atomic(args.out, text)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
