@@ -4,7 +4,6 @@ run-scoped ``ServerPool`` every step that connected started its own server: the 
 the revision (both with the rules meta), and each evaluation shard."""
 
 import asyncio
-import shutil
 
 import pytest
 
@@ -12,8 +11,6 @@ from automem_dagster import cli
 from automem_dagster.commands import shared
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.session import ServerPool, connect
-from automem_dagster.loop.storage import Storage
-from automem_dagster.paths import SCAFFOLDS
 
 STARTED = "embedded model server listening on"
 """What the embedded server prints once it serves (``llm/embedded_server.serve``): one line per start,
@@ -21,13 +18,10 @@ appended to ``<runs>/logs/embedded_server.log``."""
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    scaffolds = tmp_path / "scaffolds"
-    shutil.copytree(SCAFFOLDS, scaffolds)
-    store = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage",
-                    specialists=tmp_path / "specialists")
-    monkeypatch.setattr(shared, "STORAGE", store)
-    return store
+def store(storage, monkeypatch):
+    """The CLI's storage on conftest's scratch project."""
+    monkeypatch.setattr(shared, "STORAGE", storage.storage())
+    return shared.STORAGE
 
 
 @pytest.mark.server
