@@ -59,7 +59,8 @@ HEADER = """\
 # decision is a person's act, one command:
 #   automem adopt --decision outputs/decide/structure.json     (the candidate: next version, champion)
 #   automem adopt --decision outputs/decide/proficiency.json   (the adapter: registered, in service)
-# then set `scaffold` to the new champion; the changed lineage gives the next round fresh seeds.
+# then rerun the command in params.yaml's header with --scaffold at the new champion; the changed
+# lineage gives the next round fresh seeds.
 # A rejected revision is an outcome: evaluate_candidate records it and decide says "rejected"; so
 # is a dataset below curate.min_examples: curate records it, finetune and evaluate_specialist pass
 # it on, and decide_specialist says "dataset_too_small". No stage fails on either.
