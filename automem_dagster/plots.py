@@ -268,3 +268,27 @@ def png_markdown(path: Path, alt: str) -> str:
     """A markdown image carrying the PNG inline, so Dagster's UI shows it without a file server."""
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     return f"![{alt}](data:image/png;base64,{data})"
+
+
+def plot_round_plans(plans, out: Path) -> Path:
+    """One round's data flow per loop, drawn from its plan (``loop/round_plan.py``): a box per step, its
+    Dagster asset above the DVC stages that run it, an arrow from each step it reads. Drawn by matplotlib
+    (no graphviz on a plain install), one row per loop, so the picture is the plan and cannot drift."""
+    fig = _figure(figsize=(2.3 * max(len(p.steps) for p in plans), 1.3 * len(plans)))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(-0.5, max(len(p.steps) for p in plans) - 0.5)
+    ax.set_ylim(-len(plans) + 0.4, 0.6)
+    ax.axis("off")
+    for row, plan in enumerate(plans):
+        at = {step.name: (col, -row) for col, step in enumerate(plan.steps)}
+        ax.text(-0.48, -row + 0.42, f"{plan.loop} round", fontsize=9, fontweight="bold", va="bottom")
+        for step in plan.steps:
+            x, y = at[step.name]
+            decides = step.name == plan.decision
+            ax.text(x, y, f"{step.name}\n" + ("\n".join(f"dvc: {stage}" for stage in step.dvc) or "(no DVC stage)"),
+                    ha="center", va="center", fontsize=8, bbox={"boxstyle": "round,pad=0.4", "linewidth": 1,
+                    "facecolor": DECISION_COLOURS["champion" if decides else "pending"] + "33"})
+            for read in step.reads:
+                ax.annotate("", xy=(x - 0.36, y), xytext=(at[read][0] + 0.36, at[read][1]),
+                            arrowprops={"arrowstyle": "->", "color": "#444444"})
+    return save_figure(fig, out)

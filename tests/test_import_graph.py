@@ -1,13 +1,16 @@
 """The package's import graph, read from the source (no import runs): Dagster only under ``defs/``, no
-circle among the subpackages, none inside ``meta/`` even through a function-level import.
+circle among the subpackages, none among the modules even through a function-level import.
 
 A circle makes a module's meaning depend on which of its members was imported first, and hides a
 layer that should sit below both; ``scaffold -> metrics -> agent -> scaffold`` and
-``meta.diagnose -> meta.tool_diagnosis -> meta.diagnose`` were two."""
+``meta.diagnose -> meta.tool_diagnosis -> meta.diagnose``, ``games.builtin -> games.plugin -> games.builtin``
+and ``agent -> agent.memory_agent -> agent`` were four."""
 
 import ast
 import graphlib
 from pathlib import Path
+
+import pytest
 
 import automem_dagster
 
@@ -89,3 +92,57 @@ def test_no_module_outside_the_stand_ins_imports_them():
     users = {name for name in MODULES if not name.startswith("automem_dagster.standins")
              and any(m.startswith("automem_dagster.standins") for m in imported(name, everywhere=True))}
     assert users == set()
+
+
+def type_checking_only(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def run_anywhere(tree: ast.Module) -> list[ast.AST]:
+    """Every node that may run, at import or in a function: all but the bodies of ``if TYPE_CHECKING``."""
+    todo, found = [tree], []
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        children = node.orelse if type_checking_only(node) else ast.iter_child_nodes(node)
+        todo += list(children)
+    return found
+
+
+def module_edges(name: str, source: str | None = None) -> set[str]:
+    """The package's modules ``name`` imports anywhere it may run. ``from P import x`` reads ``P`` (its
+    ``__init__`` runs first) and, when ``P.x`` is a module, that module too; ``import a.b.c`` runs ``a.b``
+    on the way. The packages ``name`` itself sits in have run before it and are no edge of its own.
+    ``source`` stands in for the module's file (the check's own test)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in run_anywhere(ast.parse(source if source is not None else path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}".rstrip(".")
+            found |= {base} | {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES}
+    own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+    on_the_way = {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 1)} - own
+    return {m for m in found | on_the_way if m in MODULES and m != name}
+
+
+def test_no_module_imports_itself_back_even_through_a_late_import():
+    graph = {name: module_edges(name) for name in MODULES}
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError naming the circle
+
+
+def test_the_cycle_check_sees_a_circle_through_a_package_init():
+    """The check itself: ``from automem_dagster.agent import prompts`` in a module the agent package's
+    ``__init__`` imports is the circle ``agent -> agent.memory_agent -> agent`` it must find."""
+    graph = {name: module_edges(name) for name in MODULES}
+    memory_agent = "automem_dagster.agent.memory_agent"
+    graph[memory_agent] = module_edges(memory_agent, "from automem_dagster.agent import prompts\n"
+                                                     "if TYPE_CHECKING:\n    from automem_dagster.rollout import runner")
+    assert graph[memory_agent] == {"automem_dagster.agent", "automem_dagster.agent.prompts"}
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(graph).prepare()

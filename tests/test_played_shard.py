@@ -32,9 +32,9 @@ def shards(spec: RolloutSpec) -> list[dict]:
 
 def play(shard: dict, endpoints_file: Path, storage) -> dict:
     step = shard_op("rollout_batch_shard")
-    context = dg.build_op_context(resources={"endpoints": LLMEndpointsResource(endpoints_file=str(endpoints_file)),
-                                             "storage": storage})
-    return step(context, shard=shard)
+    resources = {"endpoints": LLMEndpointsResource(endpoints_file=str(endpoints_file)), "storage": storage}
+    with dg.build_op_context(resources=resources) as context:  # the run-scoped endpoints resource is torn down on exit
+        return step(context, shard=shard)
 
 
 def refuse_servers(monkeypatch) -> None:

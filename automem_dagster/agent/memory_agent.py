@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
-from automem_dagster.agent import prompts
+import automem_dagster.agent.prompts as prompts
 from automem_dagster.agent.sampling import request_seed
 from automem_dagster.agent.savings import (
     REUSED_NOTE,

@@ -33,11 +33,11 @@ DEMO_CUTS = (
     "  rollouts:    2 episodes x 6 steps per game, one at a time (faster on 2 cores)\n"
     "               (full: automem rollout --game <game> --episodes 4 --max-steps 50)\n"
     "  structure:   one round on Crafter: diagnose 2 x 6 steps, decide on 2 evaluation seeds x 6 steps, rules meta\n"
-    "               (full: automem revise --game <game>: 4 x 50 steps, every evaluation seed; any game)\n"
+    "               (full: automem revise --game <game> --episodes 4 --max-steps 50 --eval-episodes "" --eval-max-steps 50)\n"
     f"  proficiency: 2 training episodes x 12 steps, >= {DEMO_MIN_EXAMPLES} examples, {DEMO_TRAIN_STEPS} LoRA steps of "
     f"batch {DEMO_BATCH_SIZE},\n"
     "               validated before the first step and after the last\n"
-    "               (full: automem train --game crafter: 8 x 100 steps, the paper's minimum dataset, all epochs)"
+    "               (full: automem train --game crafter --episodes 8 --max-steps 100 --eval-episodes "" --min-examples "" ...)"
 )
 ROUND_DEMO_GAMES = ("crafter",)
 DEMO_HOME = RUNS / "demo"

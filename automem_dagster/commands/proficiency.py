@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -20,9 +19,12 @@ from automem_dagster.commands.render import (
     print_where_to_look,
 )
 from automem_dagster.commands.shared import (
+    CURATION_OPTIONS,
+    TRAINING_OPTIONS,
     add_batch_args,
     add_game_arg,
     add_gate_args,
+    add_options,
     add_output_args,
     add_round_args,
     proficiency_settings,
@@ -41,11 +43,10 @@ from automem_dagster.loop.proficiency import (
 )
 from automem_dagster.loop.records import TOO_SMALL, loss_rows, pass_on_too_small, write_too_small
 from automem_dagster.loop.serving import serving_rank_limit, with_training_base
-from automem_dagster.loop.settings import ProficiencySettings
+from automem_dagster.loop.settings import ProficiencyOptions, ProficiencySettings
 from automem_dagster.loop.storage import resolve_scaffold
-from automem_dagster.meta.counterfactual import CounterfactualError, ReplayBudget, explain
+from automem_dagster.meta.counterfactual import CounterfactualError, explain
 from automem_dagster.meta.curate import DatasetTooSmall
-from automem_dagster.paths import RUNS
 from automem_dagster.rollout.trajectory import read_manifest, trajectory_path
 from automem_dagster.training.sft_result import FIGURES, RESULT_FILE
 
@@ -54,16 +55,18 @@ def register(sub) -> None:
     train = sub.add_parser("train", help="one whole proficiency-loop round: training rollouts, curation, LoRA "
                                          "configuration, training, two-model evaluation, keep or roll back "
                                          "(finetune is the training stage alone)")
-    add_round_args(train, purpose="curate memory decisions from", episodes=8, max_steps=100)
+    add_round_args(train, ProficiencyOptions)
     add_gate_args(train)
-    add_curation_args(train, "stop below this many curated examples (default: the AutoMem paper's minimum for the game)")
+    add_options(train, ProficiencyOptions, CURATION_OPTIONS)
     add_training_args(train)
     add_executor_args(train)
     train.set_defaults(run=run_train)
     curate = sub.add_parser("curate", help="score the memory decisions of a training batch into an SFT dataset")
     add_batch_args(curate, "a rollout batch on training seeds")
-    add_curation_args(curate, "minimum dataset size (default: the AutoMem paper's)")
-    add_replay_args(curate)
+    add_options(curate, ProficiencyOptions, CURATION_OPTIONS)
+    curate.add_argument("--explain", type=parse_target, default=None, metavar="EPISODE:STEP",
+                        help="replay the memory decisions at this step of this episode of --batch and print their "
+                             "two arms side by side (nothing is curated)")
     add_output_args(curate)
     curate.set_defaults(run=run_curate)
     finetune = sub.add_parser("finetune", help="the training stage alone: choose LoRA settings (meta-LLM) and train an "
@@ -79,39 +82,8 @@ def register(sub) -> None:
     finetune.set_defaults(run=run_finetune)
 
 
-def add_curation_args(p: argparse.ArgumentParser, min_help: str) -> None:
-    p.add_argument("--min-examples", type=int, default=None, help=min_help)
-    p.add_argument("--accept-score", type=float, default=None,
-                   help="take credited decisions scoring at least this without review (default 1.0; 0 takes "
-                        "every credited decision that loses no points, as the demo does for the embedded model; "
-                        "an uncredited decision is never taken)")
-    p.add_argument("--horizon", type=int, default=50,
-                   help="K: the window, in steps from a memory decision on, whose advantage it is credited with; "
-                        "decisions fewer than K steps before an episode's end are not eligible")
-    p.add_argument("--review-batches", type=int, default=10, help="meta-LLM review calls for borderline decisions")
-
-
-def add_replay_args(p: argparse.ArgumentParser) -> None:
-    """The counterfactual replay's budget (``meta/counterfactual.py``), and ``--explain``."""
-    budget = ReplayBudget()
-    p.add_argument("--replay-decisions", type=int, default=budget.decisions,
-                   help="eligible decisions replayed with and without them (their verdict follows the measured "
-                        f"effect; 0: none, the cheap score decides alone; default {budget.decisions})")
-    p.add_argument("--replay-horizon", type=int, default=budget.horizon,
-                   help=f"K: steps each replayed arm plays (default {budget.horizon})")
-    p.add_argument("--replay-pairs", type=int, default=budget.pairs,
-                   help=f"pairs of arms (as made, ablated) per replayed decision, averaged (default {budget.pairs})")
-    p.add_argument("--explain", type=parse_target, default=None, metavar="EPISODE:STEP",
-                   help="replay the memory decisions at this step of this episode of --batch and print their two "
-                        "arms side by side (nothing is curated)")
-
-
 def add_training_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-train-steps", type=int, default=None, help="cap on optimizer steps (a short local run)")
-    p.add_argument("--base", default=None, type=lambda text: text or None,
-                   help="base model: embedded (the packaged SmolLM2) or a Hugging Face model directory; default (or an "
-                        "empty value, for a DVC parameter): the base the vLLM memory endpoint serves, else embedded (an "
-                        "adapter must fit the server it is scored on)")
+    add_options(p, ProficiencyOptions, TRAINING_OPTIONS)
     p.add_argument("--lora-settings", type=Path, default=None,
                    help="JSON file with LoRA settings (within bounds); the meta-LLM is then not asked")
 
@@ -140,8 +112,6 @@ def run_curate(args: argparse.Namespace) -> int:
     manifest = read_manifest(args.batch)
     scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", shared.STORAGE)
     settings = proficiency_settings(args)
-    budget = ReplayBudget(decisions=args.replay_decisions, horizon=args.replay_horizon, pairs=args.replay_pairs)
-    settings = replace(settings, curation=settings.curation.model_copy(update={"replay": budget}))
     if args.explain is not None:
         return run_explain(args, scaffold, settings)
     out = args.out or dataset_dir(shared.STORAGE, args.batch)
@@ -167,7 +137,7 @@ def run_curate(args: argparse.Namespace) -> int:
 def players(endpoints: Path, manifest: dict):
     """The clients of the endpoints that play a batch again for a counterfactual replay: with the memory
     role's client where the batch was played by two models (``batch.json``'s ``two_model``)."""
-    return connect(endpoints_with_meta(endpoints), RUNS / "logs", two_model=bool(manifest.get("two_model")))
+    return connect(endpoints_with_meta(endpoints), shared.STORAGE.runs / "logs", two_model=bool(manifest.get("two_model")))
 
 
 def run_explain(args: argparse.Namespace, scaffold, settings: ProficiencySettings) -> int:

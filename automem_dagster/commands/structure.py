@@ -17,15 +17,16 @@ from automem_dagster.commands.shared import (
     add_batch_args,
     add_game_arg,
     add_gate_args,
+    add_options,
     add_output_args,
     add_round_args,
-    gate_policy,
+    round_settings,
     session,
 )
 from automem_dagster.commands.worker import IN_PROCESS, Execution, add_executor_args, execution_of
 from automem_dagster.games import families, game_family
 from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import ProficiencyOptions, RoundSettings
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.loop.structure import RoundResult, diagnose_stage, revise_stage
 from automem_dagster.meta.curate import DatasetTooSmall
@@ -54,8 +55,7 @@ def register(sub) -> None:
                         help="who diagnoses and revises: endpoints (the endpoints file's meta role, default) or rules")
     rounds.add_argument("--proficiency", action="store_true",
                         help="then one proficiency round on the final champion, on the same rollout and evaluation budget")
-    rounds.add_argument("--min-examples", type=int, default=None,
-                        help="with --proficiency: stop below this many curated examples (default: the paper's)")
+    add_options(rounds, ProficiencyOptions, ("min_examples",))
     rounds.set_defaults(run=run_rounds_command)
     diagnose = sub.add_parser("diagnose", help="ask the meta-LLM to diagnose a finished rollout batch")
     add_batch_args(diagnose, "a rollout batch directory")
@@ -76,8 +76,7 @@ def register(sub) -> None:
 
 
 def run_revise(args: argparse.Namespace) -> int:
-    settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
-                             args.concurrency, args.attempts, gate_policy(args))
+    settings = round_settings(args)
     structure_round(settings, args.endpoints, tracker=None if args.no_tracking else tracking.Tracker(),
                     execution=execution_of(args))
     print_where_to_look(shared.STORAGE)
@@ -85,8 +84,7 @@ def run_revise(args: argparse.Namespace) -> int:
 
 
 def run_rounds_command(args: argparse.Namespace) -> int:
-    settings = RoundSettings(args.game, args.episodes, args.max_steps, args.eval_max_steps, args.eval_episodes,
-                             args.concurrency, args.attempts, gate_policy(args))
+    settings = round_settings(args)
     tracker, execution = None if args.no_tracking else tracking.Tracker(), execution_of(args)
     done = run_rounds(settings, RoundsPlan(args.max_rounds, args.patience),
                       lambda each: structure_round(each, args.endpoints, tracker, args.meta, execution),

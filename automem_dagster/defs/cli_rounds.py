@@ -66,7 +66,7 @@ def run_structure_round(settings: RoundSettings, endpoints: Path, storage: Stora
     """One structure round of ``settings.game``, whole, as a run of ``structure_full_round_job`` executed as
     ``execution`` says: what it produced, its plots and MLflow runs, and a line saying where the run shows."""
     values = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game,
-                  RoundConfig.of(settings, shards=execution.shards), _resources(endpoints, storage, tracker, meta),
+                  RoundConfig.of_round(settings, shards=execution.shards), _resources(endpoints, storage, tracker, meta),
                   execution)
     return *_structure_result(settings.game, values, storage), values["run"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from automem_dagster.games.base import Game
-from automem_dagster.games.plugin import Environment
+from automem_dagster.games.registration import Environment
 from automem_dagster.paths import SCAFFOLDS
 
 BALROG_MINIHACK_TASKS = (

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
 from automem_dagster.games.base import Game
+from automem_dagster.games.registration import Environment
 
 ENTRY_POINT_GROUP = "automem_dagster.environments"
 
@@ -38,33 +38,6 @@ GAME_METHODS = ("actions", "parse_action", "reset", "step", "world_fingerprint",
 
 class PluginError(ValueError):
     """An environment plugin that cannot be used; the message names the plugin and what it lacks."""
-
-
-@dataclass(frozen=True)
-class Environment:
-    """One environment family, as a plugin registers it.
-
-    ``make(task, max_steps)`` builds a fresh ``Game`` (``task`` is "" for a family without tasks,
-    ``max_steps`` None for the game's own budget). ``tasks`` lists named tasks, the first being the
-    one Dagster partitions run; ``canonical(name)`` may rewrite a task's spelling (or claim a name
-    without the ``family:`` prefix by returning ``family:task``) so results key on one name per task.
-    ``replays_exactly`` says that a seed and the same actions always give the same steps; where it
-    is False an interrupted episode is played again from step 0 instead of being resumed.
-    """
-
-    family: str
-    make: Callable[[str, int | None], Game]
-    scaffold: Path
-    eval_seeds: tuple[int, ...]
-    goal: str
-    tasks: tuple[str, ...] = ()
-    replays_exactly: bool = True
-    min_examples: int = 300
-    canonical: Callable[[str], str | None] | None = None
-
-    def default_game(self) -> str:
-        """The game Dagster partitions and demos run for this family: its first task, or the family."""
-        return f"{self.family}:{self.tasks[0]}" if self.tasks else self.family
 
 
 @dataclass(frozen=True)

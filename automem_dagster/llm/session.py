@@ -1,8 +1,10 @@
 """Turn an endpoints config into live clients, starting the embedded server when asked for.
 
 Used as ``async with connect(config, log_dir) as clients:`` by the rollout runner, the CLI
-and (later) Dagster resources, so the embedded server is started once per run and always
-stopped, even when the run fails.
+and the Dagster endpoints resource, so the embedded server is always stopped, even when the run
+fails. A whole round is several steps, each with its own event loop and clients; a ``ServerPool``
+given to ``connect`` keeps the embedded server between them, so the round starts it once per
+model (issue 43: each step used to start its own, even a rules-meta diagnosis that asks no model).
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Lock
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.embedded_server import embedded_server
+from automem_dagster.llm.process import ServerProcess
 from automem_dagster.llm.replicas import ReplicatedClient
 from automem_dagster.llm.server_rules import check_servers, reply_schema_kind
 
@@ -23,7 +27,7 @@ class Clients:
     """One client per role; a ``rules`` meta (no model) has no client, only its config in ``rules_meta``.
     ``embed`` serves the ``rag`` baseline's embeddings (only when a session asks for it)."""
 
-    game: LLMClient | ReplicatedClient
+    game: LLMClient | ReplicatedClient | None
     memory: LLMClient | ReplicatedClient | None
     meta: LLMClient | ReplicatedClient | None
     rules_meta: EndpointConfig | None = None
@@ -53,24 +57,60 @@ def session_roles(config: EndpointsConfig, two_model: bool = False) -> dict[str,
     return {role: cfg for role, cfg in config.roles().items() if role != "memory" or (two_model and config.two_model)}
 
 
+class ServerPool:
+    """The embedded servers of one run, started on first use and kept until ``close``: one per model
+    (the packaged model with a given list of LoRA adapters, slots and embeddings), whatever number of
+    steps connect to it. ``starts`` counts the servers this pool started."""
+
+    def __init__(self) -> None:
+        self._servers: dict[tuple, ServerProcess] = {}
+        self._lock = Lock()
+        self.starts = 0
+
+    def server(self, log_dir: Path, parallel: int, ctx_per_slot: int, lora: list[Path] | None,
+               embeddings: bool) -> ServerProcess:
+        key = (parallel, ctx_per_slot, tuple(str(p) for p in lora or ()), embeddings)
+        with self._lock:
+            if key not in self._servers:
+                self._servers[key] = embedded_server(Path(log_dir) / "embedded_server.log", parallel=parallel,
+                                                     ctx_per_slot=ctx_per_slot, lora=lora,
+                                                     embeddings=embeddings).start()
+                self.starts += 1
+            return self._servers[key]
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.stop()
+
+
+def connected_roles(config: EndpointsConfig, two_model: bool = False,
+                    roles: tuple[str, ...] | None = None) -> dict[str, EndpointConfig]:
+    """The roles of ``session_roles`` a step uses: all of them, or those named in ``roles`` (a diagnosis
+    asks only the meta role, so a rules meta there needs no server at all)."""
+    return {r: cfg for r, cfg in session_roles(config, two_model).items() if roles is None or r in roles}
+
+
 @asynccontextmanager
 async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | None = None, two_model: bool = False,
-                  embed: bool = False):
+                  embed: bool = False, servers: ServerPool | None = None, roles: tuple[str, ...] | None = None):
     """Clients for ``config``'s roles. The ``memory`` role is the memory specialist's endpoint: it
     gets a client only with ``two_model`` (a specialist evaluation), so a file that names one does
     not turn the structure loop's or the training rollouts' one-model agent into a two-model one.
     ``embed`` (the ``rag`` baseline's embedding search) adds the ``embed`` role's client; without an
-    ``embed`` role the embedded server, started with embeddings on, serves them. A vLLM server too
-    old to honour its role's constraint is refused here, before any request (``server_rules``)."""
-    check_servers({r: c for r, c in config.roles().items() if not c.rules and (r != "memory" or two_model)})
-    server = None
+    ``embed`` role the embedded server, started with embeddings on, serves them. ``roles`` limits the
+    clients to the roles a step uses. The embedded server is started only when a connected role is
+    embedded: from ``servers`` (kept for the run) when given, else here and stopped on exit. A vLLM
+    server too old to honour its role's constraint is refused here, before any request (``server_rules``)."""
+    used = connected_roles(config, two_model, roles)
+    check_servers({r: c for r, c in used.items() if not c.rules})
     embed_cfg = config.embed_endpoint() if embed else None
-    if config.uses_embedded() or (embed_cfg is not None and embed_cfg.embedded):
-        server = embedded_server(
-            Path(log_dir) / "embedded_server.log", parallel=config.embedded_parallel,
-            ctx_per_slot=config.embedded_ctx_per_slot, lora=lora,
-            embeddings=embed_cfg is not None and embed_cfg.embedded,
-        ).start()
+    embeddings = embed_cfg is not None and embed_cfg.embedded
+    server, own = None, servers is None
+    if any(c.embedded for c in used.values()) or embeddings:
+        pool = servers or ServerPool()
+        server = pool.server(log_dir, config.embedded_parallel, config.embedded_ctx_per_slot, lora, embeddings)
 
     def client(cfg: EndpointConfig | None) -> LLMClient | ReplicatedClient | None:
         if cfg is None:
@@ -83,9 +123,8 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
         slot = cfg.model_copy(update={"context_tokens": min(cfg.context_tokens, config.embedded_ctx_per_slot)})
         return LLMClient(slot, server.base_url, slots=config.embedded_parallel)
 
-    rules = config.meta if config.meta is not None and config.meta.rules else None
-    roles = session_roles(config, two_model)
-    clients = Clients(client(roles["game"]), client(roles.get("memory")), None if rules else client(roles.get("meta")),
+    rules = used.get("meta") if "meta" in used and used["meta"].rules else None
+    clients = Clients(client(used.get("game")), client(used.get("memory")), None if rules else client(used.get("meta")),
                       rules, client(embed_cfg))
     try:
         yield clients
@@ -93,5 +132,5 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
         for c in (clients.game, clients.memory, clients.meta, clients.embed):
             if c is not None:
                 await c.close()
-        if server is not None:
+        if server is not None and own:
             server.stop()

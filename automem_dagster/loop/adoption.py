@@ -127,8 +127,9 @@ def adopt_candidate(done: PipelineRound, storage: Storage) -> str:
                          f"({known.decision or 'pending'}, another scaffold); rerun `dvc repro` to revise the current "
                          "champion")
     decision = decide_stage(challenger.game, candidate.version, challenger, champion, storage, gate)
-    return (f"adopted {candidate.game} v{candidate.version}: {decision.reason}. Set `scaffold: v{candidate.version}` "
-            "in params.yaml for the next round, and commit assets/ (the scaffold file and the lineage)")
+    return (f"adopted {candidate.game} v{candidate.version}: {decision.reason}. Rerun the command in "
+            f"params.yaml's header with --scaffold v{candidate.version} for the next round, and commit assets/ (the "
+            "scaffold file and the lineage)")
 
 
 def stale_lineage(done: PipelineRound, candidate: Scaffold, champion: int, next_version: int) -> None:
@@ -136,7 +137,7 @@ def stale_lineage(done: PipelineRound, candidate: Scaffold, champion: int, next_
     if champion != candidate.parent or next_version != candidate.version:
         raise RoundError(f"{done.record_path} is stale: the lineage moved on since this round revised v{candidate.parent} "
                          f"into v{candidate.version} (the champion is v{champion}, the next version v{next_version}); "
-                         "set `scaffold` in params.yaml to the champion and rerun `dvc repro`")
+                         "rerun the command in params.yaml's header with --scaffold v<champion>, then `dvc repro`")
 
 
 def adopt_specialist(done: PipelineRound, storage: Storage) -> str:
@@ -155,7 +156,8 @@ def adopt_specialist(done: PipelineRound, storage: Storage) -> str:
         raise RoundError(f"{done.record_path} is stale: adapter {known.id}, trained the same way, was {known.decision}")
     if current != version:
         raise RoundError(f"{done.record_path} is stale: the specialist was trained and evaluated for v{version}, but "
-                         f"the champion is now v{current}; set `scaffold: v{current}` in params.yaml and rerun `dvc repro`")
+                         f"the champion is now v{current}; rerun the command in params.yaml's header with --scaffold "
+                         f"v{current}, then `dvc repro`")
     if known is None:
         folder = adapter_dir(storage, specialist.game, reg.next_id())
         shutil.copytree(done.outputs / "finetune", folder, dirs_exist_ok=True)

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import TypeVar
 
 import dagster as dg
+from pydantic import PrivateAttr
 
 from automem_dagster.defs.common.step_values import StepValuesIOManager
 from automem_dagster.llm.client import refused_request
 from automem_dagster.llm.config import EndpointsConfig, endpoints_with_meta
-from automem_dagster.llm.session import Clients, connect
+from automem_dagster.llm.session import Clients, ServerPool, connect
 from automem_dagster.loop.storage import Storage
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS, SCAFFOLDS
 from automem_dagster.rollout.seeds import DEFAULT_SEEDS_FILE
@@ -25,32 +26,55 @@ from automem_dagster.training.registry import DEFAULT_ROOT as SPECIALISTS_ROOT
 
 T = TypeVar("T")
 
+META_ONLY = ("meta",)
+"""The roles of a step that asks only the meta-LLM (diagnosis, revision, curation's review, LoRA settings)."""
+
 
 class LLMEndpointsResource(dg.ConfigurableResource):
     """The game, memory and meta endpoints from an endpoints YAML file (default: the embedded model);
-    ``meta: rules`` puts the rules meta (no model) in the file's meta role, as the CLI's ``--meta rules``."""
+    ``meta: rules`` puts the rules meta (no model) in the file's meta role, as the CLI's ``--meta rules``.
+
+    Run-scoped: Dagster sets it up once per run (per process under a multiprocess executor), and the
+    embedded servers its steps connect to are kept in one ``ServerPool`` until the run ends, so a
+    whole round starts each embedded model once instead of once per step."""
 
     endpoints_file: str = str(DEFAULT_ENDPOINTS)
     meta: str = "endpoints"
+    _servers: ServerPool | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._servers = ServerPool()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._servers is not None:
+            self._servers.close()
+
+    @property
+    def server_starts(self) -> int:
+        """How many embedded servers this run has started (0 outside a run)."""
+        return self._servers.starts if self._servers is not None else 0
 
     def config(self) -> EndpointsConfig:
         return endpoints_with_meta(Path(self.endpoints_file), self.meta)
 
     @asynccontextmanager
     async def clients(self, log_dir: Path, config: EndpointsConfig | None = None, lora: list[Path] | None = None,
-                      two_model: bool = False):
-        """Live clients; an embedded server is started on entry and stopped on exit, also on failure.
-        ``config`` replaces the file's endpoints (the two-model agent) and ``lora`` lists GGUF adapters
-        for the embedded server; ``two_model`` gives the memory role a client (``llm.session.connect``)."""
-        async with connect(config or self.config(), log_dir, lora=lora, two_model=two_model) as clients:
+                      two_model: bool = False, roles: tuple[str, ...] | None = None):
+        """Live clients; an embedded server comes from the run's pool (started once, stopped when the run
+        ends, also on failure; outside a run: started on entry and stopped on exit). ``config`` replaces
+        the file's endpoints (the two-model agent) and ``lora`` lists GGUF adapters for the embedded server;
+        ``two_model`` gives the memory role a client and ``roles`` limits the clients to those a step uses
+        (``llm.session.connect``)."""
+        async with connect(config or self.config(), log_dir, lora=lora, two_model=two_model, servers=self._servers,
+                           roles=roles) as clients:
             yield clients
 
     def run(self, stage: Callable[[Clients], Awaitable[T]], log_dir: Path, config: EndpointsConfig | None = None,
-            lora: list[Path] | None = None, two_model: bool = False) -> T:
+            lora: list[Path] | None = None, two_model: bool = False, roles: tuple[str, ...] | None = None) -> T:
         """``stage(clients)`` on a fresh event loop, inside ``clients``: how a sync asset calls an async stage."""
 
         async def go() -> T:
-            async with self.clients(log_dir, config, lora, two_model) as clients:
+            async with self.clients(log_dir, config, lora, two_model, roles) as clients:
                 return await stage(clients)
 
         try:

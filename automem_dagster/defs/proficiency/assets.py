@@ -24,7 +24,7 @@ from automem_dagster.defs.common.proficiency_metadata import (
     specialist_decision_metadata,
     specialist_evaluation_metadata,
 )
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.resources import META_ONLY, LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.common.shards import (
     Arm,
     Connection,
@@ -138,8 +138,12 @@ def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     scaffold = load_scaffold(settings.family, version, store.scaffolds)
     context.log.info(f"curating {batch} (scaffold v{version}), at least {settings.curation.min_examples} examples")
     try:
-        data = endpoints.run(lambda clients: curate_stage(batch, scaffold, settings, clients.meta, store, context.log.info),
-                             store.runs / "logs")
+        # A counterfactual replay plays the batch's decisions again: it needs the roles that played it.
+        replaying = settings.curation.replay.decisions > 0
+        data = endpoints.run(lambda clients: curate_stage(batch, scaffold, settings, clients.meta, store, context.log.info,
+                                                          players=clients if replaying else None),
+                             store.runs / "logs", roles=None if replaying else META_ONLY,
+                             two_model=replaying and bool(read_manifest(batch).get("two_model")))
     except DatasetTooSmall as exc:
         context.log.error(str(exc))
         out = dataset_dir(store, batch)
@@ -167,7 +171,7 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     data = curated(sft_dataset["dataset_dir"])
     limit = serving_rank_limit(endpoints.config())
     choice = endpoints.run(lambda clients: lora_config_stage(data, settings, clients.meta, max_rank=limit),
-                           store.runs / "logs")
+                           store.runs / "logs", roles=META_ONLY)
     path = Path(data.out_dir) / "lora_config.json"
     context.log.info(f"{choice.source} settings: {choice.settings.model_dump_json()}")
     return dg.Output({**sft_dataset, "lora_config": str(path)}, metadata=lora_config_metadata(choice, path))

@@ -29,7 +29,7 @@ from automem_dagster.defs.common.partitions import (
     parse_version_key,
     scaffold_versions,
 )
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.resources import META_ONLY, LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.common.shards import (
     Arm,
     batch_merge_op,
@@ -133,7 +133,7 @@ def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints:
     scaffold = load_scaffold(game_family(game_of(context.partition_key)), version, store.scaffolds)
     context.log.info(f"diagnosing {batch} (scaffold v{version})")
     result, out = endpoints.run(lambda clients: diagnose_stage(batch, scaffold, clients, store, config.max_attempts),
-                                store.runs / "logs")
+                                store.runs / "logs", roles=META_ONLY)
     context.log.info(f"{len(result.findings)} findings, {len(result.dropped)} dropped: {out}")
     return dg.Output(str(out), metadata=diagnosis_metadata(result, out))
 
@@ -165,7 +165,8 @@ def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, e
     parent = load_scaffold(family, diag.scaffold_version, store.scaffolds)
     context.log.info(f"asking the meta-LLM for a revision of v{parent.version}")
     revision, out = endpoints.run(lambda clients: revise_stage(diag, Path(diagnosis), parent, clients, store,
-                                                               config.max_attempts, register=True), store.runs / "logs")
+                                                               config.max_attempts, register=True), store.runs / "logs",
+                                  roles=META_ONLY)
     value = {"game": game, "parent": parent.version, "candidate": None, "diagnosis_dir": diagnosis,
              "revision_dir": str(out)}
     if not revision.accepted:

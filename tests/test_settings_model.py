@@ -1,0 +1,142 @@
+"""One settings model per loop (``loop/settings.py``): the only place a round option has its default and help.
+The CLI's options, the Dagster run config and params.yaml all come from it, and the DVC stages read
+params.yaml through ``--settings``."""
+
+import ast
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import automem_dagster
+from automem_dagster import cli
+from automem_dagster.commands.shared import option_flag, proficiency_settings
+from automem_dagster.loop.settings import ProficiencyOptions, options_of_params
+
+PACKAGE = Path(automem_dagster.__file__).parent
+REPO = PACKAGE.parent
+"""The checkout (tests run with a scratch project home, so not ``paths.REPO``)."""
+SHOW = """
+import contextlib, io, json
+from automem_dagster import cli
+from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from dagster._config.pythonic_config import infer_schema_from_config_class
+help_text = io.StringIO()
+with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
+    cli.main(["train", "--help"])
+params = io.StringIO()
+with contextlib.redirect_stdout(params):
+    cli.main(["params"])
+field = infer_schema_from_config_class(ProficiencyConfig).config_type.fields["horizon"]
+print(json.dumps({"help": " ".join(help_text.getvalue().split()), "params": params.getvalue(),
+                  "dagster": field.default_value}))
+"""
+
+
+@pytest.mark.contract
+def test_a_default_changed_in_the_model_shows_in_train_help_the_dagster_schema_and_params(tmp_path):
+    """A copy of the package with the curation horizon's default edited in ``loop/settings.py`` (and nowhere
+    else), run in a fresh interpreter as a user runs it."""
+    copy = tmp_path / "automem_dagster"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    settings = copy / "loop" / "settings.py"
+    source = settings.read_text()
+    assert source.count("horizon: int = _option(10,") == 1
+    settings.write_text(source.replace("horizon: int = _option(10,", "horizon: int = _option(37,"))
+    out = subprocess.run([sys.executable, "-c", SHOW], capture_output=True, text=True, cwd=tmp_path, check=True,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "HOME": str(tmp_path)})
+    shown = __import__("json").loads(out.stdout.splitlines()[-1])
+    assert "--horizon HORIZON K: the window" in shown["help"] and "(default 37)" in shown["help"]
+    assert yaml.safe_load(shown["params"])["curate"]["horizon"] == 37
+    assert shown["dagster"] == 37
+
+
+def test_params_yaml_is_what_automem_params_writes(tmp_path, capsys):
+    """The committed params.yaml is the output of the command its header names: no value of its own."""
+    committed = (REPO / "params.yaml").read_text()
+    command = next(line.strip("# \n") for line in committed.splitlines() if line.startswith("#   automem params"))
+    words = shlex.split(command)[1:]
+    out = tmp_path / "params.yaml"
+    words[words.index("--out") + 1] = str(out)
+    assert cli.main(words) == 0
+    assert out.read_text().replace(str(out), "params.yaml") == committed
+    options_of_params(REPO / "params.yaml")  # and the model accepts it
+
+
+def test_a_bad_params_file_is_refused_naming_the_key(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump({"curate": {"horizon": 0}, "gate": {"rule": "mostly"}}))
+    with pytest.raises(ValueError, match=r"curate.horizon.*greater than or equal to 1") as raised:
+        options_of_params(bad)
+    assert str(bad) in str(raised.value)
+
+
+def test_settings_file_values_replace_defaults_and_given_options_win(tmp_path):
+    """What the DVC stages do (``automem curate ... --settings params.yaml``)."""
+    settings = tmp_path / "params.yaml"
+    settings.write_text(yaml.safe_dump({"curate": {"horizon": 4, "review_batches": 1, "min_examples": 3,
+                                                   "accept_score": ""}}))
+    args = cli.build_parser().parse_args(["curate", "--game", "crafter", "--batch", "b", "--settings", str(settings),
+                                          "--review-batches", "5"])
+    curation = proficiency_settings(args).curation
+    assert (curation.weights.horizon, curation.max_review_batches, curation.min_examples) == (4, 5, 3)
+    assert curation.accept_score == ProficiencyOptions().settings("crafter").curation.accept_score
+
+
+ROUND_ONLY_FLAGS = sorted(option_flag(ProficiencyOptions, name) for name in ProficiencyOptions.model_fields
+                          if name not in {"rollout_episodes", "rollout_max_steps", "eval_episodes", "eval_max_steps",
+                                          "concurrency", "lora_settings", "eval_every", "seed_block"})
+"""Flags that mean a round option and nothing else. ``--episodes``, ``--max-steps``, ``--eval-episodes``,
+``--eval-max-steps`` and ``--concurrency`` also name the play options of ``rollout``, ``evaluate`` and
+``table`` (the paper table's 50 steps), which are no round's; ``--lora-settings`` is a file."""
+
+
+def literal_defaults_outside_the_model() -> list[str]:
+    """Where a round option's default is written again: an ``add_argument`` of a round flag in a command,
+    a field of the options re-declared in the Dagster config, a literal default in ``RoundSettings``, a
+    ``getattr(args, <option>, <default>)`` fallback, a params substitution in dvc.yaml."""
+    found = []
+    for path in sorted((PACKAGE / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+                first = node.args[0]
+                flag = first.value if isinstance(first, ast.Constant) else None
+                if node.func.attr == "add_argument" and flag in ROUND_ONLY_FLAGS:
+                    found.append(f"{path.name}: add_argument({flag!r})")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr" and len(node.args) == 3 \
+                    and getattr(node.args[2], "value", 0) is not None:
+                name = getattr(node.args[1], "value", None)
+                if name in ProficiencyOptions.model_fields or f"--{str(name).replace('_', '-')}" in ROUND_ONLY_FLAGS:
+                    found.append(f"{path.name}: getattr(args, {name!r}, <default>)")
+    for path in (PACKAGE / "defs" / "common" / "config.py", PACKAGE / "defs" / "proficiency" / "config.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") in ProficiencyOptions.model_fields:
+                found.append(f"{path.name}: {node.target.id} declared again")
+    settings = ast.parse((PACKAGE / "loop" / "settings.py").read_text())
+    round_settings = next(n for n in settings.body if isinstance(n, ast.ClassDef) and n.name == "RoundSettings")
+    found += [f"RoundSettings.{n.target.id} = {ast.unparse(n.value)}" for n in round_settings.body
+              if isinstance(n, ast.AnnAssign) and isinstance(n.value, ast.Constant) and n.value.value is not None]
+    dvc = (REPO / "dvc.yaml").read_text()
+    found += [f"dvc.yaml: ${{{key}" for key in ("gate.", "curate.", "finetune.") if "${" + key in dvc]
+    return found
+
+
+def test_no_round_default_is_written_outside_the_settings_model():
+    assert literal_defaults_outside_the_model() == []
+
+
+def test_the_check_finds_a_default_written_in_a_command(monkeypatch, tmp_path):
+    """The check itself: the CLI's old ``--horizon`` option with its own default is what it must catch."""
+    for folder in ("defs/common", "defs/proficiency", "loop"):
+        shutil.copytree(PACKAGE / folder, tmp_path / "automem_dagster" / folder)
+    commands = tmp_path / "automem_dagster" / "commands"
+    commands.mkdir()
+    (commands / "proficiency.py").write_text('p.add_argument("--horizon", type=int, default=50)\n'
+                                             'getattr(args, "review_batches", 10)\n')
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "automem_dagster")
+    assert literal_defaults_outside_the_model() == ["proficiency.py: add_argument('--horizon')",
+                                                    "proficiency.py: getattr(args, 'review_batches', <default>)"]
