@@ -39,9 +39,11 @@ def gate_scores(challenger: BatchSummary, champion: BatchSummary, role: str, gat
     return scores
 
 
-def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor: float | None = None) -> GateVerdict:
-    """The gate on ``gate_scores`` with the noise floor ``floor`` (points; None: not measured), quoting the
-    seeds a decision would need (``metrics.power``); a ValueError when they cannot be paired."""
+def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor: float | None = None,
+                  metric_floor: float | None = None) -> GateVerdict:
+    """The gate on ``gate_scores`` with the noise floor ``floor`` (points; None: not measured) and, for a gate
+    with a metric, that metric's A/A floor ``metric_floor``, quoting the seeds a decision would need
+    (``metrics.power``); a ValueError when they cannot be paired."""
     gate = gate or GatePolicy()
     mine, champ = scores["per_seed"][role], scores["per_seed"]["champion"]
     comparison = compare_paired(mine, champ)
@@ -53,7 +55,7 @@ def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor
         raise ValueError(f"the {gate.rule} gate reads {gate.metric} per seed, and this evaluation did not record it: "
                          "evaluate again with this gate in the round's settings")
     return decide(comparison, gate, compare_metric(mine, champ, metric[role], metric["champion"], gate),
-                  floor=floor, detectable=detectable)
+                  floor=floor, detectable=detectable, metric_floor=metric_floor)
 
 
 TESTED = {"candidate": ("scaffold_hash",), "specialist": ("roles.memory",)}
@@ -80,11 +82,14 @@ def pairing_differences(challenger: BatchSummary, champion: BatchSummary, role: 
             if f not in ("seeds", "digest") and not any(f == t or f.startswith(t + ".") for t in tested)]
 
 
-def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> GateVerdict:
+def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None,
+                  floor: float | None = None, metric_floor: float | None = None) -> GateVerdict:
     """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
-    beats the champion on the paired evaluation seeds under ``gate``. Refuses batches that do not cover
-    the same seeds (an interrupted evaluation), since an unpaired comparison would judge different games,
-    and batches whose identities differ in more than the round tests (``pairing_differences``)."""
+    beats the champion on the paired evaluation seeds under ``gate``, by more than the noise ``floor``
+    (points, and ``metric_floor`` for the gate's metric: the identity's A/A record, ``loop.noise``).
+    Refuses batches that do not cover the same seeds (an interrupted evaluation), since an unpaired
+    comparison would judge different games, and batches whose identities differ in more than the round
+    tests (``pairing_differences``)."""
     gate = gate or GatePolicy()
     mine, champ = per_seed(challenger), per_seed(champion)
     if set(mine) != set(champ):
@@ -96,7 +101,7 @@ def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, g
                          f"a {role} round may change only {' and '.join(TESTED[role])}, so nothing is decided; "
                          f"evaluate both with the same endpoints and game packages ({challenger.out_dir}, "
                          f"{champion.out_dir})")
-    return decide_scores(gate_scores(challenger, champion, role, gate), role, gate)
+    return decide_scores(gate_scores(challenger, champion, role, gate), role, gate, floor, metric_floor)
 
 
 def sampling_of(batch: BatchSummary) -> dict:

@@ -45,6 +45,7 @@ from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
 from automem_dagster.defs.evaluation.assets import TAGS as EVALUATION_TAGS
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
+from automem_dagster.loop.evaluation import champion_arms, champion_plan, round_champion
 from automem_dagster.loop.proficiency import (
     curate_stage,
     curated,
@@ -225,8 +226,11 @@ def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, s
                      "scaffold_version": scaffold.version, "seeds": specialist.seeds,
                      "eval_max_steps": specialist.max_steps, "loss_plot": lora_adapter.get("loss_plot"),
                      "gate": settings.budget.gate.as_dict()}, "plan")
-    yield from shard_outputs([Arm("specialist", specialist), Arm("champion", champion, one_model=True)], config,
-                             {"adapter": record.id})
+    champions = champion_arms(champion, f"specialist-{record.id}", store)
+    context.log.info(champion_plan(champions))
+    yield from shard_outputs([Arm("specialist", specialist),
+                              *(Arm(name, spec, one_model=True) for name, spec in champions.items())],
+                             config, {"adapter": record.id})
 
 
 def specialist_connection(shard: dict, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
@@ -246,13 +250,13 @@ def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, p
     """Both batches merged from their shards, paired, with behaviour metrics."""
     store = storage.storage()
     batches, described = merge_arms(store, played)
-    spec, champ = batches["specialist"], batches["champion"]
+    spec, champ = batches["specialist"], round_champion(batches, store)
     game, adapter = plan["game"], plan["adapter"]
     metadata = specialist_evaluation_metadata(game, adapter, plan["scaffold_version"], spec, champ,
                                               report_dir(store, game) / f"{adapter}_behaviour.png", described)
     context.log.info(f"specialist {adapter} {spec.progression} vs one-model champion {champ.progression}: "
                      f"{metadata['paired_difference']}")
-    return dg.Output(evaluated(SPECIALIST, plan, spec, champ, described), metadata=metadata)
+    return dg.Output(evaluated(SPECIALIST, plan, spec, champ, described, store), metadata=metadata)
 
 
 specialist_shard = shard_op("specialist_evaluation_shard", specialist_connection)
