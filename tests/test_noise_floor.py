@@ -109,10 +109,11 @@ def test_the_first_decision_without_a_floor_replays_the_champion_and_measures_it
     out = decide_candidate(storage, endpoints_of(scripted(EAST), tmp_path), capsys)
     assert "no noise floor is stored for its identity" in out and "at most one more champion batch of 2 seeds" in out
     record = load_decision(storage, "crafter", 1)
-    assert record.champion_batch.endswith("-replay-v1") and record.noise["champion_play"].startswith("replayed beside")
     assert record.noise["floor"] == 0.0 and record.noise["bit_identical"]      # measured by this round
     first = evaluation_spec(SETTINGS, load_scaffold("crafter", 0, storage.scaffolds), storage)
-    assert stored_noise(first, storage).replay_batch == record.champion_batch
+    assert stored_noise(first, storage).replay_batch == f"{first.out_dir}-replay-v1"
+    # the replay repeated the first play bit for bit: the first play is the batch every round reuses
+    assert record.champion_batch == str(first.out_dir) and "bit-identical" in record.noise["champion_play"]
 
 
 def test_a_decision_quotes_the_stored_floor_and_says_the_champion_batch_was_reused(storage, scripted, tmp_path, capsys):

@@ -88,10 +88,13 @@ def round_champion(batches: dict[str, BatchSummary], storage: Storage) -> BatchS
     """The champion batch a round's decision pairs with its challenger, from the round's merged arms
     (``champion_arms``): the replay where one was played, else the reused batch. Where the round played
     both and no A/A is stored for the identity, the two plays are the A/A evaluation and its record is
-    written first (``loop.noise.measure_noise``), so the decision quotes the floor they measured."""
+    written first (``loop.noise.measure_noise``), so the decision quotes the floor they measured; when
+    the replay proved bit-identical the first play is the champion's batch, as every later round of the
+    identity reuses it (one batch, logged once)."""
     first, replay = batches.get("champion"), batches.get("champion_replay")
     if first is not None and replay is not None and load_noise(storage, first) is None:
-        measure_noise(first, replay, storage)
+        if measure_noise(first, replay, storage).bit_identical:
+            return first
     return replay or first
 
 

@@ -3,7 +3,7 @@ paired evaluation, the gate check that previews the decision, the job and the on
 take it once, and the MLflow links it shows.
 
 The structure loop's challenger is a scaffold candidate, the proficiency loop's a specialist adapter
-(``CANDIDATE``, ``SPECIALIST``); both are judged against the one-model champion on the same fixed
+(``CANDIDATE``, ``SPECIALIST``); both are judged against the champion in service on the same fixed
 seeds, so their evaluation and promotion assets present the same figures in the same way.
 """
 
