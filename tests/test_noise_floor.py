@@ -34,6 +34,13 @@ def storage(tmp_path, monkeypatch):
     return store
 
 
+def endpoints_of(server, tmp_path) -> Path:
+    endpoints = tmp_path / "endpoints.yaml"
+    endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": server.base_url, "model": "scripted",
+                                                  "constrained": "none"}}))
+    return endpoints
+
+
 def noise(endpoints: Path, capsys) -> str:
     capsys.readouterr()
     assert cli.main(["noise", "--game", "crafter", "--eval-episodes", "2", "--max-steps", "4",
@@ -43,10 +50,7 @@ def noise(endpoints: Path, capsys) -> str:
 
 def test_automem_noise_stores_a_bit_identical_floor_beside_the_lineage_and_reads_it_back(storage, scripted, tmp_path,
                                                                                         capsys):
-    server = scripted(EAST)
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": server.base_url, "model": "scripted",
-                                                  "constrained": "none"}}))
+    endpoints = endpoints_of(scripted(EAST), tmp_path)
     out = noise(endpoints, capsys)
     assert "noise floor 0.00 points (bit-identical replays)" in out and "cost: 2 replayed episodes, 8 steps" in out
     [stored] = (storage.lineage.parent / "noise" / "crafter").glob("*.json")
@@ -62,10 +66,7 @@ def test_automem_noise_stores_a_bit_identical_floor_beside_the_lineage_and_reads
 
 def test_a_replay_that_differs_is_no_bit_identical_a_a_and_rounds_play_the_champion_again(storage, scripted, tmp_path,
                                                                                          capsys):
-    server = scripted(EAST)
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": server.base_url, "model": "scripted",
-                                                  "constrained": "none"}}))
+    endpoints = endpoints_of(scripted(EAST), tmp_path)
     first = evaluation_spec(SETTINGS, load_scaffold("crafter", 0, storage.scaffolds), storage)
     # no A/A measured for the identity: the round plays the champion batch and a replay of it
     assert list(champion_arms(first, "v1", storage)) == ["champion", "champion_replay"]
@@ -96,13 +97,6 @@ def decide_candidate(storage, endpoints: Path, capsys) -> str:
     assert cli.main(["evaluate", "--game", "crafter", "--scaffold", "v1", "--eval-episodes", "2", "--max-steps", "4",
                      "--endpoints", str(endpoints), "--decide", "--no-tracking"]) == 0
     return capsys.readouterr().out
-
-
-def endpoints_of(server, tmp_path) -> Path:
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": server.base_url, "model": "scripted",
-                                                  "constrained": "none"}}))
-    return endpoints
 
 
 def test_the_first_decision_without_a_floor_replays_the_champion_and_measures_it(storage, scripted, tmp_path, capsys):
