@@ -213,7 +213,7 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
 def run_decide(args: argparse.Namespace) -> int:
     """The DVC pipeline's decide stages: the loops' gate on two evaluation folders, as files."""
     record = write_decision(args.role, args.challenger, args.champion, args.record, args.progression, args.behaviour,
-                            gate_policy(args))
+                            gate_policy(args), shared.STORAGE)
     # A gate's reason opens with its outcome; a marker's (nothing played) does not.
     Console().print(record["reason"] if record["challenger"] else f"{record['outcome']}: {record['reason']}")
     return 0
