@@ -18,7 +18,7 @@ from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import Progress
-from automem_dagster.rollout.summary import summarize_batch
+from automem_dagster.rollout.summary import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import Scaffold
 
@@ -55,7 +55,7 @@ def stored_noise(spec: RolloutSpec, storage: Storage) -> NoiseRecord | None:
     """The A/A record of the batch played in ``spec``'s folder, where one is played and measured."""
     if not (Path(spec.out_dir) / "batch.json").exists() or not read_manifest(Path(spec.out_dir)).get("identity"):
         return None
-    return load_noise(storage, summarize_batch(Path(spec.out_dir)))
+    return load_noise(storage, load_summary(Path(spec.out_dir)))
 
 
 def champion_arms(champion: RolloutSpec, tag: str, storage: Storage) -> dict[str, RolloutSpec]:
