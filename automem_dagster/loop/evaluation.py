@@ -17,7 +17,7 @@ from automem_dagster.loop.noise import NoiseRecord, load_noise, measure_noise, r
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
-from automem_dagster.rollout.runner import Progress
+from automem_dagster.rollout.runner import BatchProgress, Progress
 from automem_dagster.rollout.summary import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import Scaffold
@@ -71,17 +71,27 @@ def champion_arms(champion: RolloutSpec, tag: str, storage: Storage) -> dict[str
     return {"champion_replay": replay} if noise is not None else {"champion": champion, "champion_replay": replay}
 
 
-async def play_interleaved(arms: list[tuple[RolloutSpec, Clients]], progress: Progress | None = None) -> list[BatchSummary]:
+async def play_interleaved(arms: list[tuple[RolloutSpec, Clients]],
+                           progress: Progress | BatchProgress | None = None) -> list[BatchSummary]:
     """Play batches on the same seeds side by side: each chunk of ``concurrency`` seeds is played by every
     arm at once before the next chunk starts, so a candidate and its champion meet the same server state
     (load, caches, drift) episode by episode rather than one batch after the other. Each arm is played
-    with its own clients (a one-model champion beside a two-model agent); returns the arms' summaries."""
+    with its own clients (a one-model champion beside a two-model agent) and has one progress bar;
+    returns the arms' summaries."""
     seeds = arms[0][0].seeds
     width = max(1, min(spec.concurrency for spec, _ in arms))
+    def bar(spec: RolloutSpec) -> Progress | None:
+        if not isinstance(progress, BatchProgress):
+            return progress
+        replay = " replay" if "-replay-" in Path(spec.out_dir).name else ""
+        return progress.batch(f"{spec.game} v{spec.scaffold.version}{replay}", len(spec.seeds), spec.max_steps)
+
+    bars = [bar(spec) for spec, _ in arms]
     for start in range(0, len(seeds), width):
         chunk = seeds[start:start + width]
-        await asyncio.gather(*(run_batch(replace(spec, seeds=chunk), clients, progress) for spec, clients in arms))
-    return [await run_batch(spec, clients, progress) for spec, clients in arms]  # the whole seed list's batch.json
+        await asyncio.gather(*(run_batch(replace(spec, seeds=chunk), clients, bar)
+                               for (spec, clients), bar in zip(arms, bars, strict=True)))
+    return [await run_batch(spec, clients) for spec, clients in arms]  # the whole seed list's batch.json
 
 
 def round_champion(batches: dict[str, BatchSummary], storage: Storage) -> BatchSummary:
