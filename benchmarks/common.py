@@ -27,6 +27,7 @@ from rich.table import Table
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.cpu_ledger import PHASES, REST
+from automem_dagster.metrics.behaviour import uncached_tokens
 
 if TYPE_CHECKING:  # the rollout helpers import these when called, so model-free benchmarks stay light
     from automem_dagster.llm.config import EndpointsConfig
@@ -209,13 +210,6 @@ def batch_episodes(batch: Path) -> list[list[dict[str, Any]]]:
 def step_tokens(step: dict[str, Any]) -> tuple[int, int]:
     """(input, output) tokens of one step: the sum over its model calls (LOG turns and PLAN turns)."""
     return sum(t["input_tokens"] for t in step["turns"]), sum(t["output_tokens"] for t in step["turns"])
-
-
-def uncached_tokens(turn: dict[str, Any]) -> int:
-    """Input tokens the server processed anew for one call: all of them when it did not say what it
-    cached, or when the call was retried (a retry finds its own first attempt's prompt cached)."""
-    cached = turn.get("cached_tokens")
-    return turn["input_tokens"] - (cached if cached is not None and turn.get("attempts", 1) == 1 else 0)
 
 
 def cost_figures(episodes: Sequence[Sequence[dict[str, Any]]]) -> dict[str, Any]:

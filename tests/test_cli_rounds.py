@@ -80,6 +80,8 @@ def test_a_cli_round_is_one_dagster_run_with_every_asset_and_the_gate(tmp_path, 
         champion = shown["champion_scaffold"]
         assert champion["decision"] == "kept" and (champion["champion_before"], champion["champion_after"]) == (0, 1)
         assert "data:image/png;base64," in champion["progression_by_version"]
+        # the round measured the champion's noise floor (none was stored) and says how the champion was played
+        assert whole(champion, "noise_floor").startswith("noise floor ") and champion["champion_play"] != "not recorded"
 
         gate = gate_evaluation(instance)
         assert gate.passed and gate.partition == "crafter" and gate.metadata["would"].value == "keep"

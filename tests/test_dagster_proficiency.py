@@ -13,6 +13,8 @@ champion answers ``noop``, so the specialist wins the gate and is kept.
 """
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -30,7 +32,8 @@ from automem_dagster.defs.proficiency.assets import (
 from automem_dagster.defs.proficiency.checks import specialist_gate
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
-from automem_dagster.loop.proficiency import registry
+from automem_dagster.loop.proficiency import register_adapter, registry
+from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.tracking.runs import specialist_model_name
 
 ROUND = [training_rollouts, sft_dataset, lora_config, lora_adapter, specialist_evaluation, champion_specialist,
@@ -155,13 +158,14 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
                             run_config=round_config(shards=2))
 
     assert result.success
-    # Rollouts and both evaluation batches in seed shards, one step each (the specialist's connects
-    # as the two-model agent, the champion's without its memory role).
-    shards = sorted(e.step_key.split(".", 1)[1] for e in result.all_events
-                    if e.event_type_value == "STEP_SUCCESS" and "_shard[" in e.step_key)
-    assert shards == ["specialist_evaluation_shard[champion_0]", "specialist_evaluation_shard[champion_1]",
-                      "specialist_evaluation_shard[specialist_0]", "specialist_evaluation_shard[specialist_1]",
-                      "training_rollouts_shard[training_0]", "training_rollouts_shard[training_1]"]
+    # Rollouts and the evaluation batches in seed shards, one step each (the specialist's connects as the
+    # two-model agent, the champion's without its memory role); no A/A is stored for the champion's
+    # identity, so its batch and a replay of it are played, and they measure the noise floor.
+    assert shard_steps(result) == ["specialist_evaluation_shard[champion_0]", "specialist_evaluation_shard[champion_1]",
+                                   "specialist_evaluation_shard[champion_replay_0]",
+                                   "specialist_evaluation_shard[champion_replay_1]",
+                                   "specialist_evaluation_shard[specialist_0]", "specialist_evaluation_shard[specialist_1]",
+                                   "training_rollouts_shard[training_0]", "training_rollouts_shard[training_1]"]
     assert metadata(result, "training_rollouts")["episodes"] == 4
     dataset = metadata(result, "sft_dataset")
     assert dataset["outcome"] == "curated" and dataset["examples"] >= 6 and len(dataset["dataset_version"]) == 16
@@ -230,3 +234,28 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
                            selection=[champion_specialist])
     assert metadata(again, "champion_specialist")["decision"] == "kept"
     assert "mlflow_specialist_run" not in metadata(again, "champion_specialist")
+
+    # A new adapter is paired with the agent in service, the two-model agent with a1, not the one-model
+    # agent. a2 is a1's files registered again (a known answer: the two agents play alike, nothing is kept).
+    register_adapter(storage.storage(), "crafter", replace(reg.record("a1"), id="a2", decision=None, reason=None,
+                                                          comparison=None, training_run=None))
+    later = dg.materialize(round_assets, partition_key="crafter", resources=res, instance=instance,
+                           run_config=round_config())
+    assert "specialist_evaluation_shard[champion_replay_0]" in shard_steps(later)
+    value = later.output_for_node("specialist_evaluation")
+    # The stand-in's LOG notes cycle across requests (NOTES), so a replay is not bit-identical: the first
+    # round's A/A said so, and this round pairs a2 with a1's agent played again beside it.
+    assert value["adapter"] == "a2" and value["champion_batch"].endswith("-specialist-a1-replay-specialist-a2")
+    memory = {arm: read_manifest(Path(value[f"{arm}_batch"]))["identity"]["roles"]["memory"]["model"]
+              for arm in ("specialist", "champion")}
+    assert "a2" in memory["specialist"] and "a1" in memory["champion"]
+    assert value["per_seed"]["specialist"] == value["per_seed"]["champion"]
+    settled = dg.materialize(ROUND, partition_key="crafter", resources=res, instance=instance,
+                             selection=[champion_specialist])
+    assert metadata(settled, "champion_specialist")["decision"] != "kept"
+    assert registry(storage.storage(), "crafter").champion == "a1"
+
+
+def shard_steps(result: dg.ExecuteInProcessResult) -> list[str]:
+    return sorted(e.step_key.split(".", 1)[1] for e in result.all_events
+                  if e.event_type_value == "STEP_SUCCESS" and "_shard[" in e.step_key)

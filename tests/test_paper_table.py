@@ -13,7 +13,7 @@ from automem_dagster import cli
 from automem_dagster.commands import shared
 from automem_dagster.commands.table import log_table
 from automem_dagster.loop.paper_table import PaperTable, TableRow
-from automem_dagster.metrics.paired import paired_change
+from automem_dagster.metrics.resampling import paired_change
 from automem_dagster.tracking import Tracker
 
 storage = round_storage  # the same scratch scaffolds, runs and lineage as the rounds this table follows

@@ -8,6 +8,7 @@ model is one scripted server whose replies depend only on the prompt, so two pla
 
 import asyncio
 import shutil
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -66,7 +67,9 @@ def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, s
                             instance=dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster")))
 
     assert result.success
-    assert _shard_steps(result, "candidate_evaluation") == ["candidate_0", "candidate_1", "champion_0", "champion_1"]
+    # no A/A stored for the champion's identity: its batch and a replay beside the candidate, each sharded
+    assert _shard_steps(result, "candidate_evaluation") == ["candidate_0", "candidate_1", "champion_0", "champion_1",
+                                                            "champion_replay_0", "champion_replay_1"]
     value = result.output_for_node("candidate_evaluation")
     assert value["outcome"] == "evaluated" and len(value["seeds"]) == 3
 
@@ -75,6 +78,8 @@ def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, s
     candidate, champion = (load_scaffold("crafter", v, store.scaffolds) for v in (value["candidate"], value["champion"]))
     specs = [evaluation_spec(evaluation.settings("crafter"), scaffold, store) for scaffold in (candidate, champion)]
     whole = [_one_process(resources, tmp_path, lambda clients, spec=spec: run_batch(spec, clients)) for spec in specs]
+    # the champion was replayed beside the candidate; bit-identical (scripted), so its first play is the batch
+    assert Path(value["champion_batch"] + "-replay-v1", "batch.json").exists()
     assert [batch_content(value[f"{arm}_batch"]) for arm in ("candidate", "champion")] == \
         [batch_content(batch.out_dir) for batch in whole]
     assert value["per_seed"]["candidate"] != value["per_seed"]["champion"]  # two different batches, each merged

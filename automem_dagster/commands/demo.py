@@ -112,7 +112,8 @@ def what_a_decision_needs(result: RoundResult, settings: RoundSettings) -> str:
 def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
     """A short proficiency round on Crafter: enough decisions to train on for a few steps, the
     same two evaluation seeds and step budget as the demo's structure round (so the champion's
-    evaluation is reused). The minimum dataset size is far below the paper's 500, and every
+    evaluation and the noise floor it measured are reused; the champion is played again beside the
+    specialist unless that floor's replays were bit-identical). The minimum dataset size is far below the paper's 500, and every
     decision without a penalty is taken, on purpose: the demo shows the machinery, not a
     specialist worth keeping."""
     budget = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=12, eval_max_steps=6, eval_episodes=2,

@@ -27,7 +27,14 @@ from automem_dagster.commands.shared import (
 from automem_dagster.games import game_family
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.session import connect
-from automem_dagster.loop.evaluation import evaluate_stage
+from automem_dagster.loop.evaluation import (
+    champion_arms,
+    champion_plan,
+    evaluate_stage,
+    evaluation_batch,
+    play_interleaved,
+    round_champion,
+)
 from automem_dagster.loop.proficiency import exported_adapter
 from automem_dagster.loop.records import pass_on_too_small, write_decision, write_rejected
 from automem_dagster.loop.report import (
@@ -42,7 +49,7 @@ from automem_dagster.loop.storage import load_champion, resolve_scaffold
 from automem_dagster.loop.structure import RoundResult, decide_stage
 from automem_dagster.paths import RUNS
 from automem_dagster.plots import plot_agent_comparison
-from automem_dagster.rollout import BatchSummary
+from automem_dagster.rollout import BatchSummary, run_batch
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold import load_scaffold_file
 
@@ -87,14 +94,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
     async def go():
         async with session(args.endpoints, needs_model=args.agent != "random",
                            embed=needs_embed(args.agent, own)) as (clients, progress):
-            summary = await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, shared.STORAGE,
-                                           args.concurrency, progress, out=args.out, agent=args.agent,
-                                           window=args.window, settings=own)
-            champion = None
-            if args.decide:
-                champion = await evaluate_stage(args.game, load_champion(scaffold.game, shared.STORAGE), seeds,
-                                                args.max_steps, clients, shared.STORAGE, args.concurrency, progress)
-            return summary, champion, clients.describe()
+            mine = evaluation_batch(args.game, scaffold, seeds, args.max_steps, shared.STORAGE, args.concurrency,
+                                    out=args.out, agent=args.agent, window=args.window, settings=own)
+            if not args.decide:
+                return await run_batch(mine, clients, progress), None, clients.describe()
+            champion = evaluation_batch(args.game, load_champion(scaffold.game, shared.STORAGE), seeds, args.max_steps,
+                                        shared.STORAGE, args.concurrency)
+            arms = champion_arms(champion, f"v{scaffold.version}", shared.STORAGE)
+            Console().print(champion_plan(arms), soft_wrap=True)
+            summary, *played = await play_interleaved([(spec, clients) for spec in (mine, *arms.values())], progress)
+            return summary, round_champion(dict(zip(arms, played, strict=True)), shared.STORAGE), clients.describe()
 
     summary, champion, described = asyncio.run(go())
     print_summary(summary)
@@ -204,7 +213,7 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
 def run_decide(args: argparse.Namespace) -> int:
     """The DVC pipeline's decide stages: the loops' gate on two evaluation folders, as files."""
     record = write_decision(args.role, args.challenger, args.champion, args.record, args.progression, args.behaviour,
-                            gate_policy(args))
+                            gate_policy(args), shared.STORAGE)
     # A gate's reason opens with its outcome; a marker's (nothing played) does not.
     Console().print(record["reason"] if record["challenger"] else f"{record['outcome']}: {record['reason']}")
     return 0

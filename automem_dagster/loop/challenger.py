@@ -19,6 +19,7 @@ from typing import Generic, Protocol, TypeVar
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.gate import decide_paired, decision_evidence
+from automem_dagster.loop.noise import gate_floors, load_noise, noise_evidence
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary
@@ -73,6 +74,9 @@ class DecisionRecord:
     """The smallest gain the gate could have detected on these seeds (``metrics.power.Detectable``)."""
     metric: dict = field(default_factory=dict)
     """The equal_score gate's metric on the same seeds (``MetricComparison``); empty for the other gates."""
+    noise: dict = field(default_factory=dict)
+    """The noise floor the decision was taken under and how the champion was played (``loop.noise``);
+    empty in records from before floors were measured."""
     inconclusive: bool = False
     """The gate could not tell the two apart at this budget (the champion stays; ``reason`` says how many
     seeds would); False in records from before the gate had three outcomes."""
@@ -153,12 +157,14 @@ def decide_challenger(game: str, challenger: Challenger, batches: tuple[BatchSum
             record = DecisionRecord(**known, champion_after=book.champion(), **earlier)
         else:
             before = book.champion()
-            decision = decide_paired(mine, champion, book.role, gate)
+            noise = load_noise(storage, champion)
+            decision = decide_paired(mine, champion, book.role, gate, **gate_floors(noise, gate and gate.metric))
             evidence = decision_evidence(decision, mine, champion, book.role)  # read before anything is written
+            said = noise_evidence(noise, champion, storage)
             book.settle(challenger, decision)
             record = DecisionRecord(**known, champion_before=before, champion_after=book.champion(),
                                     keep=decision.keep, inconclusive=decision.outcome == "inconclusive",
-                                    reason=decision.reason,
-                                    comparison=asdict(decision.comparison), **evidence)
+                                    reason=f"{decision.reason}; champion {said['champion_play']}",
+                                    comparison=asdict(decision.comparison), noise=said, **evidence)
     write_json_atomic(decision_path(storage, game, record.role, challenger), asdict(record))
     return record

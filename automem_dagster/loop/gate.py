@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.metrics.behaviour import behaviour_metrics
+from automem_dagster.metrics.behaviour import gate_reading, guard_readings
 from automem_dagster.metrics.paired import GatePolicy, GateVerdict, compare_metric, compare_paired, decide
 from automem_dagster.metrics.power import detectable_gain
 from automem_dagster.rollout import BatchSummary
@@ -19,29 +19,40 @@ def per_seed(summary: BatchSummary) -> dict[int, float]:
     return {e.seed: e.progression for e in summary.episodes}
 
 
-def per_seed_metric(summary: BatchSummary, metric: str) -> dict[int, float]:
-    """A ``BehaviourMetrics`` field per seed, computed from each finished trajectory of the batch (the
-    summary pools episodes, and the equal_score gate pairs them seed by seed)."""
-    values = {}
+def episodes_of(summary: BatchSummary) -> dict[int, list[dict]]:
+    """Each finished trajectory's steps, by seed."""
+    episodes = {}
     for path in finished_episodes(Path(summary.out_dir)):
         header, steps, _ = read_trajectory(path)
-        values[header["seed"]] = behaviour_metrics([steps]).as_dict()[metric]
-    return values
+        episodes[header["seed"]] = steps
+    return episodes
+
+
+def per_seed_metric(summary: BatchSummary, metric: str) -> dict[int, float]:
+    """The equal_score gate's reading of ``metric`` per seed (``behaviour.gate_reading``), from each finished
+    trajectory of the batch (the summary pools episodes, and the gate pairs them seed by seed); a seed
+    where the rate has no denominator is left out."""
+    readings = {seed: gate_reading(steps, metric) for seed, steps in episodes_of(summary).items()}
+    return {seed: value for seed, value in readings.items() if value is not None}
 
 
 def gate_scores(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy) -> dict:
     """What the gate reads of two batches, as an evaluation asset keeps it for its check: ``per_seed``
-    progressions by role and, for a gate with a metric, ``per_seed_metric`` the same way."""
+    progressions by role and, for a gate with a metric, ``per_seed_metric`` and the ``guards`` the same way."""
     scores = {"per_seed": {role: per_seed(challenger), "champion": per_seed(champion)}}
     if gate.metric:
         scores["per_seed_metric"] = {role: per_seed_metric(challenger, gate.metric),
                                      "champion": per_seed_metric(champion, gate.metric)}
+        scores["guards"] = {name: guard_readings(list(episodes_of(batch).values()))
+                            for name, batch in ((role, challenger), ("champion", champion))}
     return scores
 
 
-def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor: float | None = None) -> GateVerdict:
-    """The gate on ``gate_scores`` with the noise floor ``floor`` (points; None: not measured), quoting the
-    seeds a decision would need (``metrics.power``); a ValueError when they cannot be paired."""
+def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor: float | None = None,
+                  metric_floor: float | None = None) -> GateVerdict:
+    """The gate on ``gate_scores`` with the noise floor ``floor`` (points; None: not measured) and, for a gate
+    with a metric, that metric's A/A floor ``metric_floor``, quoting the seeds a decision would need
+    (``metrics.power``); a ValueError when they cannot be paired."""
     gate = gate or GatePolicy()
     mine, champ = scores["per_seed"][role], scores["per_seed"]["champion"]
     comparison = compare_paired(mine, champ)
@@ -52,8 +63,10 @@ def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor
     if not metric:
         raise ValueError(f"the {gate.rule} gate reads {gate.metric} per seed, and this evaluation did not record it: "
                          "evaluate again with this gate in the round's settings")
-    return decide(comparison, gate, compare_metric(mine, champ, metric[role], metric["champion"], gate),
-                  floor=floor, detectable=detectable)
+    guards = scores.get("guards", {})
+    paired_guards = {name: (guards[role][name], guards["champion"][name]) for name in guards.get(role, {})}
+    metric = compare_metric(mine, champ, metric[role], metric["champion"], gate, guards=paired_guards)
+    return decide(comparison, gate, metric, floor=floor, detectable=detectable, metric_floor=metric_floor)
 
 
 TESTED = {"candidate": ("scaffold_hash",), "specialist": ("roles.memory",)}
@@ -80,11 +93,14 @@ def pairing_differences(challenger: BatchSummary, champion: BatchSummary, role: 
             if f not in ("seeds", "digest") and not any(f == t or f.startswith(t + ".") for t in tested)]
 
 
-def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None) -> GateVerdict:
+def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None,
+                  floor: float | None = None, metric_floor: float | None = None) -> GateVerdict:
     """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
-    beats the champion on the paired evaluation seeds under ``gate``. Refuses batches that do not cover
-    the same seeds (an interrupted evaluation), since an unpaired comparison would judge different games,
-    and batches whose identities differ in more than the round tests (``pairing_differences``)."""
+    beats the champion on the paired evaluation seeds under ``gate``, by more than the noise ``floor``
+    (points, and ``metric_floor`` for the gate's metric: the identity's A/A record, ``loop.noise``).
+    Refuses batches that do not cover the same seeds (an interrupted evaluation), since an unpaired
+    comparison would judge different games, and batches whose identities differ in more than the round
+    tests (``pairing_differences``)."""
     gate = gate or GatePolicy()
     mine, champ = per_seed(challenger), per_seed(champion)
     if set(mine) != set(champ):
@@ -96,7 +112,7 @@ def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, g
                          f"a {role} round may change only {' and '.join(TESTED[role])}, so nothing is decided; "
                          f"evaluate both with the same endpoints and game packages ({challenger.out_dir}, "
                          f"{champion.out_dir})")
-    return decide_scores(gate_scores(challenger, champion, role, gate), role, gate)
+    return decide_scores(gate_scores(challenger, champion, role, gate), role, gate, floor, metric_floor)
 
 
 def sampling_of(batch: BatchSummary) -> dict:

@@ -20,10 +20,12 @@ from automem_dagster.atomic import write_json_atomic, write_text_atomic
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.evaluation import evaluate_stage
-from automem_dagster.loop.gate import per_seed, per_seed_metric
+from automem_dagster.loop.gate import episodes_of, per_seed
 from automem_dagster.loop.report import report_dir
 from automem_dagster.loop.storage import Storage
-from automem_dagster.metrics.paired import GATE_METRICS, paired_change
+from automem_dagster.metrics.behaviour import behaviour_metrics
+from automem_dagster.metrics.paired import GATE_METRICS
+from automem_dagster.metrics.resampling import paired_change
 from automem_dagster.plots import plot_paper_table
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.runner import Progress
@@ -84,6 +86,12 @@ class PaperTable:
         return "\n".join(lines)
 
 
+def table_metric(batch: BatchSummary, metric: str) -> dict[int, float]:
+    """``metric`` per seed as the paper's Figure 4 reads it (``BehaviourMetrics``: all input tokens, a rate
+    without a denominator 0), unlike the equal_score gate's reading (``behaviour.gate_reading``)."""
+    return {seed: behaviour_metrics([steps]).as_dict()[metric] for seed, steps in episodes_of(batch).items()}
+
+
 def table_rows(first: BatchSummary, final: BatchSummary) -> list[TableRow]:
     """One paired change per ``TABLE_METRICS`` entry, final minus first, per seed."""
     rows = []
@@ -92,7 +100,7 @@ def table_rows(first: BatchSummary, final: BatchSummary) -> list[TableRow]:
             before, after = ({s: 100.0 * v for s, v in per_seed(b).items()} for b in (first, final))
             paper = "2x-4x (structure alone)"
         else:
-            before, after = per_seed_metric(first, metric), per_seed_metric(final, metric)
+            before, after = (table_metric(b, metric) for b in (first, final))
             low, high = PAPER_RANGES[metric]
             paper = f"{low:+.0f}% to {high:+.0f}%"
         c = paired_change(after, before)

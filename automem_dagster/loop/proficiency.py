@@ -3,7 +3,9 @@
 training rollouts (champion scaffold, training seeds) -> curated SFT dataset -> LoRA
 configuration (meta-LLM) -> LoRA training (+ GGUF export for the embedded server) ->
 evaluation of the two-model agent (specialist for memory, frozen game model for actions)
-against the one-model champion on the fixed evaluation seeds -> keep or roll back.
+against the agent in service (the two-model agent with the current specialist once one was kept,
+else the one-model agent) on the fixed evaluation seeds -> keep or roll back. The training
+rollouts are played by the agent in service too.
 
 Like the structure loop, each stage is a plain function writing under ``runs/`` at a path
 derived from its inputs, so rerunning resumes: a finished dataset, configuration or adapter
@@ -57,11 +59,20 @@ def start_proficiency_round(settings: ProficiencySettings, storage: Storage) -> 
 
 # --- stage 1: training rollouts (on the seeds of ``seed_blocks.round_seeds``) ---------------
 
+def in_service(storage: Storage, family: str) -> AdapterRecord | None:
+    """The specialist in service (the registry's champion pointer); None while the one-model agent serves."""
+    reg = registry(storage, family)
+    return reg.record(reg.champion) if reg.champion is not None else None
+
+
 def training_rollout_spec(settings: ProficiencySettings, scaffold: Scaffold, seeds: list[int],
                           storage: Storage) -> RolloutSpec:
-    """The training-rollout batch (played with the one-model agent): whole, or in seed shards by Dagster."""
+    """The training-rollout batch, played by the agent in service (``in_service``: the two-model agent with
+    the current specialist once one was kept, else the one-model agent): whole, or in seed shards by Dagster."""
     budget = settings.budget
     out = batch_dir(storage.runs, "training", settings.game, scaffold.version, seeds, budget.rollout_max_steps)
+    serving = in_service(storage, settings.family)
+    out = out.with_name(f"{out.name}-specialist-{serving.id}") if serving is not None else out
     return RolloutSpec(settings.game, scaffold, seeds, budget.rollout_max_steps, out, budget.concurrency)
 
 
@@ -199,13 +210,18 @@ def specialist_batch_dir(storage: Storage, game: str, version: int, seeds: list[
 
 def specialist_evaluation_specs(settings: ProficiencySettings, scaffold: Scaffold, record: AdapterRecord,
                                 storage: Storage) -> tuple[RolloutSpec, RolloutSpec]:
-    """The two batches of a specialist evaluation: the two-model agent's, and the one-model champion's
-    (the structure loop's champion batch on the same seeds and steps, reused when it was played)."""
+    """The two batches of a specialist evaluation: the new adapter's two-model agent, and the agent in
+    service (``in_service``) on the same scaffold, seeds and steps: the two-model agent with the current
+    specialist once one was kept, else the one-model agent (the structure loop's champion batch)."""
     budget = settings.budget
     seeds = budget.eval_seed_list(storage.seeds_file)
-    out = specialist_batch_dir(storage, settings.game, scaffold.version, seeds, budget.eval_max_steps, record.id)
-    specialist = RolloutSpec(settings.game, scaffold, seeds, budget.eval_max_steps, out, budget.concurrency)
-    return specialist, evaluation_spec(settings.budget, scaffold, storage)
+
+    def two_model(adapter: AdapterRecord) -> RolloutSpec:
+        out = specialist_batch_dir(storage, settings.game, scaffold.version, seeds, budget.eval_max_steps, adapter.id)
+        return RolloutSpec(settings.game, scaffold, seeds, budget.eval_max_steps, out, budget.concurrency)
+
+    serving = in_service(storage, settings.family)
+    return two_model(record), two_model(serving) if serving is not None else evaluation_spec(budget, scaffold, storage)
 
 
 # --- stage 6: the decision ------------------------------------------------------------------

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.gate import decide_paired, identity_quote, per_seed
+from automem_dagster.loop.noise import gate_floors, load_noise
+from automem_dagster.loop.storage import Storage
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.metrics.power import detectable_gain
 from automem_dagster.rollout import BatchSummary
@@ -89,21 +91,23 @@ def read_evaluation(batch_dir: Path) -> BatchSummary | None:
     return load_summary(folder)
 
 
-def decision_record(role: str, challenger_dir: Path, champion_dir: Path, gate: GatePolicy | None = None) -> dict:
+def decision_record(role: str, challenger_dir: Path, champion_dir: Path, gate: GatePolicy | None = None,
+                    storage: Storage | None = None) -> dict:
     """The flat decision record of ``_decide``."""
-    return _decide(role, challenger_dir, champion_dir, gate)[0]
+    return _decide(role, challenger_dir, champion_dir, gate, storage)[0]
 
 
-def _decide(role: str, challenger_dir: Path, champion_dir: Path,
-            gate: GatePolicy | None = None) -> tuple[dict, dict[str, BatchSummary]]:
+def _decide(role: str, challenger_dir: Path, champion_dir: Path, gate: GatePolicy | None = None,
+            storage: Storage | None = None) -> tuple[dict, dict[str, BatchSummary]]:
     """Keep or roll back the ``role`` (candidate or specialist) against the champion, as a flat record.
 
     ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, inconclusive, rejected, dataset_too_small, so
     ``dvc metrics diff`` and ``dvc exp show`` line decisions up across experiments; the comparison
     fields are AutoMem's paired statistics in percent, ``candidate_mean`` being the challenger's
     whatever its role (None when a marker left nothing to compare); ``gate`` and the ``gate_*`` fields
-    are the policy, so ``automem adopt`` can check the decision again. Also returns the evaluated
-    batches by label, read once, for the plot tables."""
+    are the policy, so ``automem adopt`` can check the decision again; ``noise_floor`` is the floor of the
+    champion's identity in ``storage`` (default: the project's), None where none was measured. Also
+    returns the evaluated batches by label, read once, for the plot tables."""
     challenger, champion = read_evaluation(challenger_dir), read_evaluation(champion_dir)
     if champion is None:
         raise ValueError(f"{champion_dir} holds a marker of nothing played, not the champion's evaluation: "
@@ -113,8 +117,10 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path,
     if challenger is None:
         outcome, why = unplayed(challenger_dir)
         return {**base, "challenger": None, "outcome": outcome, "keep": 0, "reason": f"no {role} to evaluate: {why}",
-                **dict.fromkeys(COMPARISON_FIELDS), "detectable_gain": None, "detectable": None}, batches
-    decision = decide_paired(challenger, champion, role, gate)
+                **dict.fromkeys(COMPARISON_FIELDS), "detectable_gain": None, "detectable": None,
+                "noise_floor": None}, batches
+    noise = load_noise(storage or Storage(), champion)  # the floor of the champion's identity (``automem noise``)
+    decision = decide_paired(challenger, champion, role, gate, **gate_floors(noise, gate.metric if gate else None))
     comparison = decision.comparison
     label = batch_label(challenger_dir)
     batches[label] = challenger
@@ -123,7 +129,8 @@ def _decide(role: str, challenger_dir: Path, champion_dir: Path,
             "keep": int(decision.keep), "reason": decision.reason, **gate_fields(decision.policy),
             "challenger_identity": identity_quote(challenger)["digest"], "champion_identity": identity_quote(champion)["digest"],
             **{name: getattr(comparison, name) for name in COMPARISON_FIELDS},
-            "detectable_gain": detectable.smallest_gain, "detectable": detectable.describe()}, batches
+            "detectable_gain": detectable.smallest_gain, "detectable": detectable.describe(),
+            "noise_floor": noise.points if noise else None}, batches
 
 
 def gate_fields(gate: GatePolicy) -> dict:
@@ -170,9 +177,11 @@ def loss_rows(training: dict) -> dict[str, list[dict]]:
 
 
 def write_decision(role: str, challenger_dir: Path, champion_dir: Path, record_path: Path,
-                   progression_path: Path, behaviour_path: Path, gate: GatePolicy | None = None) -> dict:
-    """Decide under ``gate`` and write the record and both plot tables; returns the record."""
-    record, batches = _decide(role, challenger_dir, champion_dir, gate)
+                   progression_path: Path, behaviour_path: Path, gate: GatePolicy | None = None,
+                   storage: Storage | None = None) -> dict:
+    """Decide under ``gate`` (against the noise floor ``storage`` holds for the champion's identity) and write
+    the record and both plot tables; returns the record."""
+    record, batches = _decide(role, challenger_dir, champion_dir, gate, storage)
     write_json_atomic(progression_path, progression_rows(batches))
     write_json_atomic(behaviour_path, behaviour_rows(batches))
     write_json_atomic(record_path, record)

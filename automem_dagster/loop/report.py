@@ -218,7 +218,7 @@ def curation_figures(data_dir: Path) -> dict[str, float]:
 def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecord, specialist: BatchSummary,
                       champion: BatchSummary, endpoints: dict, storage: Storage, tracker: Tracker | None,
                       max_steps: int, extra_plots: list[Path] = ()) -> RoundReport:
-    """Plots of the gate (progression and behaviour, specialist vs one-model champion) and, with a
+    """Plots of the gate (progression and behaviour, specialist vs the agent in service) and, with a
     tracker, one MLflow run each for the specialist (role ``specialist``) and the champion, and the
     decision on the adapter's registered model version (``champion`` alias when kept)."""
     report = RoundReport()
@@ -229,7 +229,7 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecor
         [AgentPoint(champion_label, champion.progression.mean, champion.progression.stderr, "champion"),
          AgentPoint(specialist_label, specialist.progression.mean, specialist.progression.stderr,
                     decision.outcome)],
-        f"{game}: one-model champion vs two-model specialist", out / f"{adapter.id}_progression.png")
+        f"{game}: agent in service vs new specialist", out / f"{adapter.id}_progression.png")
     report.plots["behaviour"] = plot_behaviour(
         specialist.behaviour.as_dict(), champion.behaviour.as_dict(), f"{game}: specialist {adapter.id} vs one model",
         out / f"{adapter.id}_behaviour.png", candidate_label=specialist_label, champion_label=champion_label)

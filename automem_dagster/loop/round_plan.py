@@ -69,13 +69,13 @@ STRUCTURE_ROUND = RoundPlan("structure", (
 })
 
 PROFICIENCY_ROUND = RoundPlan("proficiency", (
-    Step("training_rollouts", (), "the champion scaffold played by the one-model agent on a fresh block of "
+    Step("training_rollouts", (), "the champion scaffold played by the agent in service on a fresh block of "
                                   "training seeds; nothing while an adapter of an earlier round waits for its decision"),
     Step("sft_dataset", ("training_rollouts",), "the memory decisions that paid off, as chat examples; a dataset "
                                                 "below the minimum ends the round before training", ("curate",)),
     Step("lora_config", ("sft_dataset",), "the LoRA settings (the meta-LLM's within bounds, or given)", ("finetune",)),
     Step("lora_adapter", ("lora_config",), "the specialist trained, exported and registered as pending", ("finetune",)),
-    Step("specialist_evaluation", ("lora_adapter",), "the two-model agent against the one-model champion on the "
+    Step("specialist_evaluation", ("lora_adapter",), "the two-model agent against the agent in service on the "
                                                      "same fixed seeds", ("evaluate_specialist",)),
     Step("champion_specialist", ("specialist_evaluation",), "the gate's decision, recorded; the adapter serves the "
                                                             "memory role on a keep", ("decide_specialist",)),

@@ -37,6 +37,11 @@ class Storage:
         return cls(runs=Path(home) / "runs", scaffolds=assets / "scaffolds", lineage=assets / "lineage",
                    seeds_file=assets / "seeds" / "eval.yaml", specialists=assets / "specialists")
 
+    @property
+    def noise(self) -> Path:
+        """The measured noise floors (``loop.noise``), one file per game and batch identity, beside the lineage."""
+        return self.lineage.parent / "noise"
+
     def load_lineage(self, family: str) -> Lineage:
         return Lineage.load(family, self.lineage, self.scaffolds)
 

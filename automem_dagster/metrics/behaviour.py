@@ -84,3 +84,52 @@ def behaviour_metrics(episodes: list[list[dict]]) -> BehaviourMetrics:
         wall_s_per_step=wall / steps if steps else 0.0,
         model_s_per_step=model_s / steps if steps else 0.0,
     )
+
+
+READ_TOKENS = ("<|READ|>", "<|TAIL|>", "<|SEARCH|>", "<|COUNT|>")
+GUARDS = ("valid_action_rate", "reads_per_step", "writes_per_step")
+"""What a cheaper scaffold may not give up to be kept at an equal score (``metrics.paired``, equal_score):
+valid actions, and reading and writing its memory at all."""
+
+
+def uncached_tokens(turn: dict) -> int:
+    """Input tokens the server processed anew for one call: all of them when it did not say what it
+    cached, or when the call was retried (a retry finds its own first attempt's prompt cached)."""
+    cached = turn.get("cached_tokens")
+    return turn["input_tokens"] - (cached if cached is not None and turn.get("attempts", 1) == 1 else 0)
+
+
+def op_counts(steps: list[dict]) -> dict[str, int]:
+    """Successful memory operations of an episode: ``reads`` (READ, TAIL, SEARCH, COUNT), ``writes``
+    (APPEND, WRITE, UPSERT) and ``searches`` (SEARCH, COUNT)."""
+    counts = dict.fromkeys(("reads", "writes", "searches"), 0)
+    for op in (op for rec in steps for turn in rec["turns"] for op in turn["ops"] if op["ok"]):
+        counts["reads"] += op["op"].startswith(READ_TOKENS)
+        counts["writes"] += op["op"].startswith(WRITE_TOKENS)
+        counts["searches"] += op["op"].startswith(SEARCH_TOKENS)
+    return counts
+
+
+def gate_reading(steps: list[dict], metric: str) -> float | None:
+    """The equal_score gate's reading of ``metric`` on one episode: None where the rate has no denominator
+    (no write for ``redundant_write_rate``, no search for ``empty_search_rate``, fewer than 2 steps for
+    ``unproductive_action_rate``), so the seed is excluded rather than read as a perfect 0; input tokens
+    are counted uncached (``uncached_tokens``), since a prompt-cache hit costs the server almost nothing
+    and counting it would read fewer, longer calls as a saving."""
+    if not steps:
+        return None
+    if metric == "input_tokens_per_step":
+        return sum(uncached_tokens(t) for rec in steps for t in rec["turns"]) / len(steps)
+    counts = op_counts(steps)
+    whole = {"redundant_write_rate": counts["writes"], "empty_search_rate": counts["searches"],
+             "unproductive_action_rate": len(steps) - 1}.get(metric, 1)
+    return behaviour_metrics([steps]).as_dict()[metric] if whole else None
+
+
+def guard_readings(episodes: list[list[dict]]) -> dict[str, float]:
+    """``GUARDS`` pooled over ``episodes``: the share of valid actions, memory reads and writes per step."""
+    steps = [rec for records in episodes for rec in records]
+    counts = op_counts(steps)
+    n = max(len(steps), 1)
+    return {"valid_action_rate": sum(rec["action_valid"] for rec in steps) / n,
+            "reads_per_step": counts["reads"] / n, "writes_per_step": counts["writes"] / n}

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from automem_dagster.metrics.paired import compare_paired, paired_change
+from automem_dagster.metrics.paired import compare_paired
+from automem_dagster.metrics.resampling import paired_change
 from automem_dagster.paired_comparison import PairedComparison
 
 

@@ -46,6 +46,8 @@ GATE_RULES = ("higher_mean", "significant", "equal_score")
 OUTCOMES = ("kept", "rolled_back", "inconclusive")
 """What a gate answers: keep the candidate, roll it back, or inconclusive (the evidence cannot tell the two
 apart at this budget; the champion stays)."""
+GUARD_COLLAPSE = 0.5
+"""equal_score keeps no saving bought by a guard (``behaviour.GUARDS``) below this share of the champion's."""
 GATE_METRICS = ("input_tokens_per_step", "unproductive_action_rate", "redundant_write_rate", "empty_search_rate")
 """The ``BehaviourMetrics`` the equal_score gate can judge on; lower is better for each."""
 
@@ -141,6 +143,15 @@ class MetricComparison:
     """The ``level / 2`` quantile of the bootstrapped mean progression difference, in points (the
     non-inferiority route tests at half the gate's level)."""
     n: int
+    """Seeds the metric was read on: those where both sides have a denominator (``excluded``: the others)."""
+    excluded: tuple[int, ...] = ()
+    guards: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per guard (``behaviour.GUARDS``), the candidate's and the champion's value over the batch."""
+
+    def collapsed(self) -> list[str]:
+        """The guards the candidate let fall below ``GUARD_COLLAPSE`` of the champion's value."""
+        return [f"{name} {mine:.3g} vs {champ:.3g}" for name, (mine, champ) in self.guards.items()
+                if champ > 0 and mine < GUARD_COLLAPSE * champ]
 
     @property
     def relative_change(self) -> float | None:
@@ -150,20 +161,25 @@ class MetricComparison:
 
 def compare_metric(candidate: dict[int, float], champion: dict[int, float], candidate_metric: dict[int, float],
                    champion_metric: dict[int, float], policy: GatePolicy, n_resamples: int = 10_000,
-                   rng_seed: int = 0) -> MetricComparison:
-    """``policy.metric`` per seed (``*_metric``) beside the per-seed progressions, as ``MetricComparison``."""
+                   rng_seed: int = 0, guards: dict[str, tuple[float, float]] | None = None) -> MetricComparison:
+    """``policy.metric`` per seed (``*_metric``) beside the per-seed progressions, as ``MetricComparison``. A seed
+    missing from either metric (a rate without a denominator there) is excluded from the metric's test, not
+    read as 0; ``guards`` are the batches' ``GUARDS`` (candidate, champion)."""
     seeds = _paired_seeds(candidate, champion)
-    if set(candidate_metric) != set(seeds) or set(champion_metric) != set(seeds):
-        raise ValueError(f"{policy.metric} was not measured on the progression's seeds {seeds} (candidate: "
-                         f"{sorted(candidate_metric)}, champion: {sorted(champion_metric)}): rerun the evaluation")
-    progression = np.array([candidate[s] - champion[s] for s in seeds])
-    reduction = np.array([champion_metric[s] - candidate_metric[s] for s in seeds])
-    means = bootstrap_means(progression, n_resamples, rng_seed)
+    stray = sorted((set(candidate_metric) | set(champion_metric)) - set(seeds))
+    if stray:
+        raise ValueError(f"{policy.metric} was measured on seeds {stray} the progression's seeds {seeds} do not "
+                         "include: rerun the evaluation")
+    read = [s for s in seeds if s in candidate_metric and s in champion_metric]
+    reduction = np.array([champion_metric[s] - candidate_metric[s] for s in read])
+    means = bootstrap_means(np.array([candidate[s] - champion[s] for s in seeds]), n_resamples, rng_seed)
     return MetricComparison(
-        metric=policy.metric, candidate_mean=float(np.mean([candidate_metric[s] for s in seeds])),
-        champion_mean=float(np.mean([champion_metric[s] for s in seeds])), reduction=float(reduction.mean()),
-        p_value=permutation_p_value(reduction, rng_seed),
-        progression_lower_bound=float(np.quantile(means, policy.level / 2)), n=len(seeds))
+        metric=policy.metric, candidate_mean=float(np.mean([candidate_metric[s] for s in read])) if read else 0.0,
+        champion_mean=float(np.mean([champion_metric[s] for s in read])) if read else 0.0,
+        reduction=float(reduction.mean()) if read else 0.0,
+        p_value=permutation_p_value(reduction, rng_seed) if read else 1.0,
+        progression_lower_bound=float(np.quantile(means, policy.level / 2)), n=len(read),
+        excluded=tuple(s for s in seeds if s not in read), guards=dict(guards or {}))
 
 
 def compare_paired(
@@ -285,39 +301,6 @@ class _Judge:
                            comparison=self.c, policy=self.policy, metric=self.metric)
 
 
-@dataclass(frozen=True)
-class PairedChange:
-    """Any per-seed quantity after against before on the same seeds (the paper's table): means, the
-    mean paired difference with its bootstrap interval, and a two-sided paired permutation p-value."""
-
-    before: float
-    after: float
-    difference: float
-    ci_low: float
-    ci_high: float
-    p_value: float
-    n: int
-
-    @property
-    def relative_change(self) -> float | None:
-        """The change in percent of ``before``; None when ``before`` is 0."""
-        return 100.0 * self.difference / self.before if self.before else None
-
-
-def paired_change(after: dict[int, float], before: dict[int, float], n_resamples: int = 10_000,
-                  confidence: float = 0.95, rng_seed: int = 0) -> PairedChange:
-    """``after`` against ``before`` (any unit, keyed by seed) on their common seeds, which must be all of them."""
-    if not after or set(after) != set(before):
-        raise ValueError(f"a paired change needs the same seeds on both sides (after: {sorted(after)}, before: "
-                         f"{sorted(before)}): evaluate both on the fixed evaluation seeds")
-    seeds = sorted(after)
-    d = np.array([after[s] - before[s] for s in seeds], dtype=float)
-    low, high = bootstrap_interval(d, n_resamples, confidence, rng_seed, scale=1.0)
-    p = min(1.0, 2.0 * min(permutation_p_value(d, rng_seed), permutation_p_value(-d, rng_seed)))
-    return PairedChange(float(np.mean([before[s] for s in seeds])), float(np.mean([after[s] for s in seeds])),
-                        float(d.mean()), low, high, p, len(seeds))
-
-
 def _decide_equal_score(judge: _Judge, metric: MetricComparison | None, noise: float,
                         metric_floor: float | None) -> GateVerdict:
     """Keep a gain beyond chance and the floor, or a candidate not worse in progression (lower bound above
@@ -330,9 +313,11 @@ def _decide_equal_score(judge: _Judge, metric: MetricComparison | None, noise: f
         raise ValueError(f"the equal_score gate needs the per-seed {policy.metric} of both sides (compare_metric)")
     m = metric
     margin = max(policy.margin * c.champion_mean, noise)
-    said = (f"{m.metric} {m.candidate_mean:.4g} vs {m.champion_mean:.4g} on {m.n} seeds, permutation p "
+    unit = " (uncached: prompt-cache hits the server reported not counted)" if m.metric == "input_tokens_per_step" else ""
+    said = (f"{m.metric}{unit} {m.candidate_mean:.4g} vs {m.champion_mean:.4g} on {m.n} seeds, permutation p "
             f"{m.p_value:.3f}; progression lower bound {m.progression_lower_bound:+.2f} points, margin "
             f"{margin:.2f} points ({policy.margin:.0%} of the champion's score, at least the floor); "
+            + (f"seeds {list(m.excluded)} excluded ({m.metric} has no denominator there); " if m.excluded else "")
             + (f"{m.metric} noise floor {metric_floor:.4g}" if metric_floor is not None
                else f"{m.metric} noise floor not measured") + f"; each route at level {policy.level / 2:g}")
     judge = _Judge(c, policy, f"{judge.evidence}; {said}", judge.detectable, m)
@@ -351,6 +336,9 @@ def _decide_equal_score(judge: _Judge, metric: MetricComparison | None, noise: f
         return judge.inconclusive(f"{scores}: the champion's score is inside the noise floor, so 'not worse' "
                                   "cannot be told from noise")
     cheaper = m.reduction > (metric_floor or 0.0) and m.p_value <= half
+    if cheaper and m.collapsed():
+        return judge.rolled_back(f"{m.metric} lower beyond chance, but bought by a collapse of "
+                                 f"{', '.join(m.collapsed())} (below {GUARD_COLLAPSE:.0%} of the champion's)")
     if cheaper:
         return judge.kept(f"progression not worse ({scores}) and {m.metric} lower beyond chance")
     if c.ci_high < policy.min_gain:

@@ -1,10 +1,12 @@
 """Resampling of per-seed differences: the paired permutation (sign-flip) test and the seed bootstrap
-that the gates (``metrics.paired``) read. Plain numpy, no policy: what a p-value or an interval means
-for a keep is decided in ``paired``."""
+that the gates (``metrics.paired``) read, and the paired change of any per-seed quantity built on them
+(the paper's table, the noise floor of a gate's metric). Plain numpy, no policy: what a p-value or an
+interval means for a keep is decided in ``paired``."""
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,3 +50,36 @@ def bootstrap_interval(differences: np.ndarray, n_resamples: int, confidence: fl
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class PairedChange:
+    """Any per-seed quantity after against before on the same seeds (the paper's table): means, the
+    mean paired difference with its bootstrap interval, and a two-sided paired permutation p-value."""
+
+    before: float
+    after: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+
+    @property
+    def relative_change(self) -> float | None:
+        """The change in percent of ``before``; None when ``before`` is 0."""
+        return 100.0 * self.difference / self.before if self.before else None
+
+
+def paired_change(after: dict[int, float], before: dict[int, float], n_resamples: int = 10_000,
+                  confidence: float = 0.95, rng_seed: int = 0) -> PairedChange:
+    """``after`` against ``before`` (any unit, keyed by seed) on their common seeds, which must be all of them."""
+    if not after or set(after) != set(before):
+        raise ValueError(f"a paired change needs the same seeds on both sides (after: {sorted(after)}, before: "
+                         f"{sorted(before)}): evaluate both on the fixed evaluation seeds")
+    seeds = sorted(after)
+    d = np.array([after[s] - before[s] for s in seeds], dtype=float)
+    low, high = bootstrap_interval(d, n_resamples, confidence, rng_seed, scale=1.0)
+    p = min(1.0, 2.0 * min(permutation_p_value(d, rng_seed), permutation_p_value(-d, rng_seed)))
+    return PairedChange(float(np.mean([before[s] for s in seeds])), float(np.mean([after[s] for s in seeds])),
+                        float(d.mean()), low, high, p, len(seeds))

@@ -3,7 +3,7 @@ paired evaluation, the gate check that previews the decision, the job and the on
 take it once, and the MLflow links it shows.
 
 The structure loop's challenger is a scaffold candidate, the proficiency loop's a specialist adapter
-(``CANDIDATE``, ``SPECIALIST``); both are judged against the one-model champion on the same fixed
+(``CANDIDATE``, ``SPECIALIST``); both are judged against the champion in service on the same fixed
 seeds, so their evaluation and promotion assets present the same figures in the same way.
 """
 
@@ -23,6 +23,7 @@ from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
 from automem_dagster.loop.challenger import Challenger, DecisionRecord, load_decision_record
 from automem_dagster.loop.gate import decide_scores, gate_scores, per_seed
+from automem_dagster.loop.noise import gate_floors, load_noise
 from automem_dagster.loop.round_plan import RoundPlan
 from automem_dagster.loop.storage import Storage
 from automem_dagster.metrics.paired import GatePolicy, compare_paired
@@ -110,7 +111,8 @@ def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResul
     ``would`` says ``roll back``; it fails (an error) only when the scores cannot be paired, a fault
     the promotion would refuse too. ``label`` names the challenger."""
     try:
-        decision = decide_scores(evaluation, role, GatePolicy(**evaluation.get("gate", {})))
+        decision = decide_scores(evaluation, role, GatePolicy(**evaluation.get("gate", {})),
+                                 **evaluation.get("noise_floor", {}))
     except ValueError as exc:
         return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
                                    metadata={**label, "would": "refuse to decide", **long_text("reason", str(exc))})
@@ -167,11 +169,15 @@ def promotion_job(name: str, plan: RoundPlan, description: str):
     return dg.define_asset_job(name, selection=dg.AssetSelection.assets(plan.decision), description=description)
 
 
-def evaluated(challenge: Challenge, plan: dict, mine: BatchSummary, champion: BatchSummary, endpoints: dict) -> dict:
+def evaluated(challenge: Challenge, plan: dict, mine: BatchSummary, champion: BatchSummary, endpoints: dict,
+              store: Storage) -> dict:
     """An evaluation asset's value, what its gate check previews and ``promote`` decides on: the ``plan``,
-    both batch folders, the gate's per-seed scores under the plan's gate, and the endpoints that played."""
+    both batch folders, the gate's per-seed scores under the plan's gate, the noise floors of the champion's
+    identity (``loop.noise``) and the endpoints that played."""
+    gate = GatePolicy(**plan["gate"])
     return {**plan, "outcome": "evaluated", f"{challenge.role}_batch": mine.out_dir, "champion_batch": champion.out_dir,
-            **gate_scores(mine, champion, challenge.role, GatePolicy(**plan["gate"])), "endpoints": endpoints}
+            **gate_scores(mine, champion, challenge.role, gate), "endpoints": endpoints,
+            "noise_floor": gate_floors(load_noise(store, champion), gate.metric)}
 
 
 def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: dict, decide: Decide, store: Storage,

@@ -172,7 +172,8 @@ def challenger_decision_metadata(record: DecisionRecord, runs: dict, plots: dict
                                  plot: tuple[str, str]) -> dict:
     """What a promotion of either loop shows of its decision: the outcome and its reason, ``names`` (the
     challenger and the champion before and after, as the loop names them), the paired difference, what
-    the gate could have seen, the MLflow runs, and the progression plot as ``plot`` (entry, title)."""
+    the gate could have seen, the noise floor it was taken under and how the champion was played
+    (``loop.noise``), the MLflow runs, and the progression plot as ``plot`` (entry, title)."""
     metadata = {
         "decision": record.outcome,
         **long_text("reason", record.reason),
@@ -180,6 +181,8 @@ def challenger_decision_metadata(record: DecisionRecord, runs: dict, plots: dict
         "mean_difference": record.comparison["mean_difference"],
         "stderr_difference": record.comparison["stderr_difference"],
         **could_have_seen(record.detectable),
+        **long_text("noise_floor", record.noise.get("summary", "not recorded (a decision from before floors)")),
+        "champion_play": record.noise.get("champion_play", "not recorded"),
         **run_link_metadata(runs),
     }
     if "progression" in plots:

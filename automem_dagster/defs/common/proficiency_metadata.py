@@ -95,7 +95,7 @@ def adapter_metadata(game: str, record: AdapterRecord, training: dict, plot: Pat
 
 def specialist_evaluation_metadata(game: str, adapter: str, scaffold_version: int, specialist: BatchSummary,
                                    champion: BatchSummary, plot_path: Path, endpoints: dict) -> dict:
-    """What ``specialist_evaluation`` shows: the two-model agent against the one-model champion, paired."""
+    """What ``specialist_evaluation`` shows: the two-model agent against the agent in service, paired."""
     names = (f"v{scaffold_version} + {adapter}", f"v{scaffold_version} one-model")
     return {"outcome": "evaluated", "adapter": adapter, "scaffold": f"v{scaffold_version}",
             **paired_metadata(game, "specialist", specialist, champion, names, plot_path),
@@ -108,4 +108,4 @@ def specialist_decision_metadata(game: str, decision: DecisionRecord, runs: dict
              "specialist_before": _no_specialist(decision.champion_before),
              "specialist_after": _no_specialist(decision.champion_after)}
     return challenger_decision_metadata(decision, runs, plots, names, (
-        "progression", f"{game}: one-model champion vs two-model specialist"))
+        "progression", f"{game}: agent in service vs new specialist"))

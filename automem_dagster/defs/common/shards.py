@@ -94,17 +94,21 @@ def resumed(value) -> dict | None:
 def shard_outputs(arms: list[Arm], config: RoundConfig | None = None, extra: dict | None = None,
                   output_name: str = "shards"):
     """One ``DynamicOutput`` per shard of each arm's seeds (split as ``config.shard_plan`` says), carrying
-    ``extra`` (what the shard step's connection needs). A plan with nothing to play (no arms) still
+    ``extra`` (what the shard step's connection needs), the arms' shards alternating so an executor that
+    runs them in order plays a candidate's seeds beside its champion's (``shard_size`` 1: episode by
+    episode). A plan with nothing to play (no arms) still
     yields one empty shard, so the merge step always runs and can say why nothing was played."""
     if not arms:
         yield dg.DynamicOutput({"arm": None, "index": 0, "seeds": [], "spec": None}, mapping_key="nothing",
                                output_name=output_name)
         return
-    for arm in arms:
-        for index, seeds in enumerate(plan_shards(arm.spec.seeds, **config.shard_plan())):
-            yield dg.DynamicOutput({"arm": arm.name, "index": index, "seeds": seeds, "spec": spec_record(arm.spec),
-                                    "one_model": arm.one_model, **(extra or {})},
-                                   mapping_key=f"{arm.name}_{index}", output_name=output_name)
+    planned = [(arm, plan_shards(arm.spec.seeds, **config.shard_plan())) for arm in arms]
+    for index in range(max(len(shards) for _, shards in planned)):  # the arms' shards alternate (interleaved play)
+        for arm, shards in planned:
+            if index < len(shards):
+                yield dg.DynamicOutput({"arm": arm.name, "index": index, "seeds": shards[index],
+                                        "spec": spec_record(arm.spec), "one_model": arm.one_model, **(extra or {})},
+                                       mapping_key=f"{arm.name}_{index}", output_name=output_name)
 
 
 def shard_op(name: str, connection: Callable[[dict, LLMEndpointsResource, Storage], Connection] | None = None):

@@ -8,7 +8,7 @@ from automem_dagster.defs.common.metadata import no_candidate_metadata
 from automem_dagster.defs.common.partitions import game_of, game_partitions
 from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.defs.common.shards import Arm, fan_out, merge_arms, plan_config, shard_op, shard_outputs
-from automem_dagster.loop.evaluation import evaluation_spec
+from automem_dagster.loop.evaluation import champion_arms, champion_plan, evaluation_spec, round_champion
 from automem_dagster.loop.report import report_dir
 from automem_dagster.loop.storage import load_champion
 from automem_dagster.scaffold import load_scaffold
@@ -36,8 +36,10 @@ def evaluation_plan(context: dg.OpExecutionContext, config: RoundConfig, storage
                      f"{settings.eval_max_steps} steps each, {config.sharding()} each")
     yield dg.Output({**scaffold_candidate, "champion": champion.version, "seeds": seeds,
                      "eval_max_steps": settings.eval_max_steps, "gate": settings.gate.as_dict()}, "plan")
+    champions = champion_arms(evaluation_spec(settings, champion, store), f"v{candidate.version}", store)
+    context.log.info(champion_plan(champions))
     yield from shard_outputs([Arm("candidate", evaluation_spec(settings, candidate, store)),
-                              Arm("champion", evaluation_spec(settings, champion, store))], config)
+                              *(Arm(name, spec) for name, spec in champions.items())], config)
 
 
 @dg.op(name="candidate_evaluation_merge")
@@ -49,12 +51,12 @@ def evaluation_merge(context: dg.OpExecutionContext, storage: StorageResource, p
     game = game_of(context.partition_key)
     store = storage.storage()
     batches, described = merge_arms(store, played)
-    cand, champ = batches["candidate"], batches["champion"]
+    cand, champ = batches["candidate"], round_champion(batches, store)
     metadata = candidate_evaluation_metadata(game, cand, champ, report_dir(store, game) / f"v{plan['candidate']}_behaviour.png",
                                              plan["candidate"], plan["champion"])
     context.log.info(f"candidate v{plan['candidate']} {cand.progression} vs champion v{plan['champion']} "
                      f"{champ.progression}: {metadata['paired_difference']}")
-    return dg.Output(evaluated(CANDIDATE, plan, cand, champ, described), metadata=metadata)
+    return dg.Output(evaluated(CANDIDATE, plan, cand, champ, described, store), metadata=metadata)
 
 
 evaluation_shard = shard_op("candidate_evaluation_shard")
@@ -64,8 +66,10 @@ evaluation_shard = shard_op("candidate_evaluation_shard")
                 tags=TAGS, config=plan_config("candidate_evaluation_plan", RoundConfig))
 def candidate_evaluation(scaffold_candidate):
     """Candidate and champion on the same fixed evaluation seeds (paired), with progression ± SE and
-    behaviour metrics for both; each batch played in ``shards`` seed shards, one step each. A champion
-    batch already played with the same seeds and steps is reused. The keep-or-rollback decision is not
+    behaviour metrics for both; each batch played in ``shards`` seed shards, one step each, the candidate's
+    and the champion's alternating. The champion is played again beside the candidate unless its
+    identity's A/A replays were bit-identical (``loop.evaluation.champion_arms``); where no A/A is stored
+    yet, this round measures it. The keep-or-rollback decision is not
     taken here: the ``evaluation_gate`` check previews it and ``champion_scaffold`` takes it. Without a
     candidate (revision rejected) nothing is played."""
     return fan_out(evaluation_plan, evaluation_shard, evaluation_merge, scaffold_candidate)

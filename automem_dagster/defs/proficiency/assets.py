@@ -40,16 +40,18 @@ from automem_dagster.defs.common.shards import (
 from automem_dagster.defs.common.versions import versioned_output
 
 # specialist_evaluation sits in the evaluation group beside candidate_evaluation: both play a
-# challenger against the one-model champion on the fixed seeds.
+# challenger against the champion in service on the fixed seeds.
 from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
 from automem_dagster.defs.evaluation.assets import TAGS as EVALUATION_TAGS
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
+from automem_dagster.loop.evaluation import champion_arms, champion_plan, round_champion
 from automem_dagster.loop.proficiency import (
     curate_stage,
     curated,
     dataset_dir,
     decide_specialist_stage,
+    in_service,
     lora_config_stage,
     registry,
     specialist_evaluation_specs,
@@ -93,14 +95,23 @@ def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, sto
                                          "evaluates it, no new rollouts", {"adapter": start.pending.id})
         return
     champion, seeds = start.scaffold, start.seeds
-    context.log.info(f"champion v{champion.version} on training seeds {seeds}, {settings.budget.rollout_max_steps} "
-                     f"steps each, {config.sharding()}")
+    serving = in_service(store, settings.family)
+    agent = f"the two-model agent with specialist {serving.id}" if serving else "the one-model agent"
+    context.log.info(f"champion v{champion.version} played by {agent} (in service) on training seeds {seeds}, "
+                     f"{settings.budget.rollout_max_steps} steps each, {config.sharding()}")
     yield dg.Output({"version": champion.version, "seeds": seeds}, "plan")
     spec = training_rollout_spec(settings, champion, seeds, store)
-    yield from shard_outputs([Arm("training", spec, one_model=True)], config)
+    yield from shard_outputs([Arm("training", spec, one_model=serving is None)], config,
+                             {"champion_adapter": serving.id if serving else None})
 
 
-training_shard = shard_op("training_rollouts_shard")
+def training_connection(shard: dict, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
+    """The agent in service: the two-model agent with its specialist (``specialist_connection``) once one
+    was kept, else the endpoints file as it is (the one-model agent)."""
+    return specialist_connection(shard, endpoints, store) if shard.get("champion_adapter") else Connection()
+
+
+training_shard = shard_op("training_rollouts_shard", training_connection)
 training_merge = batch_merge_op("training_rollouts_merge")
 
 
@@ -217,28 +228,36 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
 @dg.op(name="specialist_evaluation_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
 def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, storage: StorageResource,
                     lora_adapter: dict):
-    """The two-model agent's and the one-model champion's batches on the fixed seeds, in seed shards."""
+    """The new two-model agent's and the agent in service's batches on the fixed seeds, in seed shards."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     record = registry(store, settings.family).record(lora_adapter["adapter"])
     scaffold = load_scaffold(settings.family, record.scaffold_version, store.scaffolds)
     specialist, champion = specialist_evaluation_specs(settings, scaffold, record, store)
-    context.log.info(f"specialist {record.id} + frozen game model vs the one-model champion v{scaffold.version} on "
+    serving = in_service(store, settings.family)
+    against = f"specialist {serving.id} in service" if serving else "the one-model agent in service"
+    context.log.info(f"specialist {record.id} + frozen game model vs {against}, scaffold v{scaffold.version}, on "
                      f"seeds {specialist.seeds}, {specialist.max_steps} steps each, {config.sharding()} each")
     yield dg.Output({"game": settings.game, "outcome": "evaluated", "adapter": record.id,
                      "scaffold_version": scaffold.version, "seeds": specialist.seeds,
                      "eval_max_steps": specialist.max_steps, "loss_plot": lora_adapter.get("loss_plot"),
                      "gate": settings.budget.gate.as_dict()}, "plan")
-    yield from shard_outputs([Arm("specialist", specialist), Arm("champion", champion, one_model=True)], config,
-                             {"adapter": record.id})
+    champions = champion_arms(champion, f"specialist-{record.id}", store)
+    context.log.info(champion_plan(champions))
+    yield from shard_outputs([Arm("specialist", specialist),
+                              *(Arm(name, spec, one_model=serving is None) for name, spec in champions.items())],
+                             config, {"adapter": record.id, "champion_adapter": serving.id if serving else None})
 
 
 def specialist_connection(shard: dict, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
-    """Both arms connect as the two-model agent (the champion's with its memory role removed), as the
-    one-process evaluation does: the embedded server loads the adapter's GGUF, a vLLM memory endpoint
-    loads its peft folder (already served: confirmed), and the served adapter is checked before a turn."""
+    """Every arm connects as the two-model agent: the new adapter's, and the champion's with the specialist
+    in service (``champion_adapter``) or, while none is, with its memory role removed. The embedded server
+    loads the adapter's GGUF, a vLLM memory endpoint loads its peft folder (already served: confirmed),
+    and the served adapter is checked before a turn. Training rollouts of the agent in service connect
+    the same way with its adapter."""
     family = shard["spec"]["family"]
-    record = registry(store, family).record(shard["adapter"])
+    champion = shard["arm"] != "specialist" and shard.get("champion_adapter")
+    record = registry(store, family).record(shard["champion_adapter"] if champion else shard["adapter"])
     two_model, lora = specialist_endpoints(endpoints.config(), record, family)
     return Connection(two_model, lora, two_model=True,
                       check=lambda clients: check_specialist_served(clients.memory, family, record))
@@ -250,13 +269,13 @@ def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, p
     """Both batches merged from their shards, paired, with behaviour metrics."""
     store = storage.storage()
     batches, described = merge_arms(store, played)
-    spec, champ = batches["specialist"], batches["champion"]
+    spec, champ = batches["specialist"], round_champion(batches, store)
     game, adapter = plan["game"], plan["adapter"]
     metadata = specialist_evaluation_metadata(game, adapter, plan["scaffold_version"], spec, champ,
                                               report_dir(store, game) / f"{adapter}_behaviour.png", described)
-    context.log.info(f"specialist {adapter} {spec.progression} vs one-model champion {champ.progression}: "
+    context.log.info(f"specialist {adapter} {spec.progression} vs the agent in service {champ.progression}: "
                      f"{metadata['paired_difference']}")
-    return dg.Output(evaluated(SPECIALIST, plan, spec, champ, described), metadata=metadata)
+    return dg.Output(evaluated(SPECIALIST, plan, spec, champ, described, store), metadata=metadata)
 
 
 specialist_shard = shard_op("specialist_evaluation_shard", specialist_connection)
@@ -267,8 +286,10 @@ specialist_shard = shard_op("specialist_evaluation_shard", specialist_connection
                 config=plan_config("specialist_evaluation_plan", ProficiencyConfig))
 def specialist_evaluation(lora_adapter):
     """The two-model agent (the specialist does the memory operations, the frozen game model picks
-    the actions) against the one-model champion, the same scaffold, on the same fixed evaluation
-    seeds (paired); each batch played in ``shards`` seed shards, one step each. The embedded server
+    the actions) against the agent in service (``loop.proficiency.in_service``: the specialist kept last,
+    else the one-model agent), the same scaffold, on the same fixed evaluation seeds (paired), the
+    champion played again beside it unless its A/A replays were bit-identical; each batch played in
+    ``shards`` seed shards, one step each. The embedded server
     loads the adapter's GGUF; a vLLM memory endpoint loads its peft folder at run time under a name
     carrying its content hash, verified before the first turn. The decision is not taken here: the
     ``specialist_gate`` check previews it and ``champion_specialist`` takes it."""
@@ -279,7 +300,7 @@ def specialist_evaluation(lora_adapter):
 def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
                         specialist_evaluation: dict) -> dg.Output:
     """The specialist in service after the round's gate on the evaluation: the adapter is kept only
-    when the gate (``metrics.paired``) keeps the two-model agent against the one-model champion;
+    when the gate (``metrics.paired``) keeps the two-model agent against the agent in service;
     rolled back and inconclusive leave the specialist in service. This is the only place the specialist pointer moves. Logs both
     evaluations to MLflow and plots them side by side. A decision already taken (a retried
     promotion) is shown again, not taken twice."""

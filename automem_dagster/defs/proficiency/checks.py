@@ -7,7 +7,7 @@ from automem_dagster.defs.proficiency.assets import specialist_evaluation
 
 specialist_gate = gate_check(
     SPECIALIST, specialist_evaluation, "specialist_gate",
-    "What the round's gate policy would decide about the two-model agent against the one-model champion (would: "
+    "What the round's gate policy would decide about the two-model agent against the agent in service (would: "
     "keep or roll back; the same policies as for scaffolds). A tie or a loss is an ordinary outcome and passes; "
     "only scores that cannot be paired fail.")
 

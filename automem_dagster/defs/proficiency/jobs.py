@@ -11,7 +11,7 @@ proficiency_round_job = round_job(
     "proficiency_round_job", PROFICIENCY_ROUND, ProficiencyConfig(),
     "One proficiency-loop round for a game: training rollouts of the champion scaffold, curation of the SFT "
     "dataset, the LoRA configuration, training of the memory specialist, and the two-model agent's evaluation "
-    "against the one-model champion on the fixed seeds (with the specialist_gate check). A pending adapter of an "
+    "against the agent in service on the fixed seeds (with the specialist_gate check). A pending adapter of an "
     "earlier round is evaluated instead of training another. The decision is promote_specialist_job's, started "
     "by specialist_gate_sensor.",
 )
