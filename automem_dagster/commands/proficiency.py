@@ -30,9 +30,10 @@ from automem_dagster.commands.shared import (
     proficiency_settings,
     session,
 )
-from automem_dagster.commands.worker import IN_PROCESS, Execution, add_executor_args, execution_of
+from automem_dagster.commands.worker import add_executor_args, execution_of
 from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
 from automem_dagster.llm.session import connect
+from automem_dagster.loop.execution import IN_PROCESS, Execution
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
     curate_stage,

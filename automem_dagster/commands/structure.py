@@ -23,8 +23,9 @@ from automem_dagster.commands.shared import (
     round_settings,
     session,
 )
-from automem_dagster.commands.worker import IN_PROCESS, Execution, add_executor_args, execution_of
+from automem_dagster.commands.worker import add_executor_args, execution_of
 from automem_dagster.games import families, game_family
+from automem_dagster.loop.execution import IN_PROCESS, Execution
 from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
 from automem_dagster.loop.settings import ProficiencyOptions, RoundSettings
 from automem_dagster.loop.storage import resolve_scaffold

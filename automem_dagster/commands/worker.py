@@ -17,34 +17,15 @@ import argparse
 import logging
 import os
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from automem_dagster.commands.render import console
+from automem_dagster.loop.execution import DEFAULT_BROKER, EXECUTORS, Execution
 
-DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
-EXECUTORS = ("in_process", "celery")
 HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
 """The loggers of the HTTP clients under the model calls (openai's httpx, and httpx2 of ``llm/attempts.py``)."""
-
-
-@dataclass(frozen=True)
-class Execution:
-    """How a CLI round's Dagster run executes its steps: ``in_process`` (the default: every step in this
-    process) or ``celery`` (every step a task on ``broker`` for the ``automem worker`` processes), its batches
-    split into ``shards`` seed shards; ``visibility_timeout`` in seconds, None: derived from the round's budget
-    (``defs/common/celery.py``)."""
-
-    executor: str = "in_process"
-    broker: str = DEFAULT_BROKER
-    shards: int = 1
-    visibility_timeout: int | None = None
-
-
-IN_PROCESS = Execution()
-"""A round's default: every step in the process that runs it."""
 
 
 def add_executor_args(p: argparse.ArgumentParser) -> None:

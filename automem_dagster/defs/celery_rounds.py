@@ -21,10 +21,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.commands.worker import Execution
 from automem_dagster.defs.common.celery import celery_config, visibility_timeout
 from automem_dagster.defs.definitions import defs
 from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.execution import Execution
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.rollout.seeds import eval_seeds
 

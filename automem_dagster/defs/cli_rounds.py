@@ -21,7 +21,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.commands.worker import IN_PROCESS, Execution
 from automem_dagster.defs.celery_rounds import run_on_celery
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
@@ -31,6 +30,7 @@ from automem_dagster.defs.definitions import defs
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
 from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.execution import IN_PROCESS, Execution
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
     curated,
