@@ -71,8 +71,8 @@ def scripted_pool(tmp_path_factory):
         stop_and_prove_gone(server)
 
 
-def _reload(server, rules: list[dict], provider: dict | None, request_log: Path) -> None:
-    body = json.dumps({"rules": rules, "provider": provider, "log": str(request_log)}).encode()
+def _reload(server, rules: list[dict], provider: dict | None, request_log: Path, embeddings: bool) -> None:
+    body = json.dumps({"rules": rules, "provider": provider, "log": str(request_log), "embeddings": embeddings}).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{server.port}/scripted/reload", body,
                                      {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as resp:
@@ -81,8 +81,9 @@ def _reload(server, rules: list[dict], provider: dict | None, request_log: Path)
 
 @pytest.fixture
 def scripted(tmp_path, scripted_pool):
-    """Factory: ``scripted(rules, provider=None)`` gives a scripted OpenAI-compatible server answering from
-    ``rules`` (enforcing ``provider``'s rules when given, see ``standins/scripted_provider.py``), with fresh
+    """Factory: ``scripted(rules, provider=None, embeddings=False)`` gives a scripted OpenAI-compatible server
+    answering from ``rules`` (enforcing ``provider``'s rules when given, see ``standins/scripted_provider.py``;
+    serving ``/v1/embeddings`` as a llama.cpp started with ``--embeddings`` does, with ``embeddings``), with fresh
     counters; ``server.request_log`` holds every request it received in this test, one JSON line each,
     ``server.rules`` the rules it answers from. Each call gives another server; they are this worker's
     pooled ones, reloaded (a new process only when none is idle), and go back to the pool at teardown
@@ -90,7 +91,7 @@ def scripted(tmp_path, scripted_pool):
     idle, folder = scripted_pool
     servers = []
 
-    def start(rules: list[dict], provider: dict | None = None):
+    def start(rules: list[dict], provider: dict | None = None, embeddings: bool = False):
         n = len(servers)
         request_log = tmp_path / f"requests{n}.jsonl"
         server = idle.pop() if idle else None
@@ -98,7 +99,7 @@ def scripted(tmp_path, scripted_pool):
             path = folder / f"rules-{os.getpid()}-{time.monotonic_ns()}.json"
             path.write_text(json.dumps({"rules": []}))
             server = scripted_server(path, path.with_suffix(".log")).start()
-        _reload(server, rules, provider, request_log)
+        _reload(server, rules, provider, request_log, embeddings)
         server.request_log, server.rules = request_log, rules
         servers.append(server)
         return server
