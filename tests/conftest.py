@@ -37,6 +37,7 @@ def pytest_configure(config):
     each took every core made the whole suite slower than one process (CI: 2,033 s against
     1,936 s), since llama.cpp's threads stall when another process holds a core
     (``embedded_server.default_threads``). An explicit setting in the environment wins."""
+    config.pluginmanager.register(CostOrder(), "automem-cost-order")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         share = str(max(1, (os.cpu_count() or 2) // workers))
@@ -183,6 +184,36 @@ def tier(item) -> str:
     if item.get_closest_marker("integration") or item.get_closest_marker("server") or E2E_FIXTURES & names:
         return "e2e"
     return "contract" if SERVER_FIXTURES & names else "unit"
+
+
+SLOWEST_FIRST = ("test_dvc.py", "test_ui_pages.py", "test_endpoints_command.py", "test_sft.py",
+                 "test_cli_rounds.py", "test_dagster_proficiency.py", "test_celery_executor.py", "test_benchmarks.py")
+"""The test files that take longest, longest first: they are handed to the pytest-xdist workers first
+(``make`` runs ``--dist loadfile --no-loadscope-reorder``), so the slowest file never starts last while
+the other worker has nothing left; the other files follow, those with most tests first (xdist's own
+order). Measured in the e2e tier (make e2e, 2 workers on 2 cores): see docs/install.md "Test tiers"."""
+
+
+def by_cost(items: list) -> list:
+    """``items`` with ``SLOWEST_FIRST``'s files first, in its order, then the other files by their number
+    of tests, most first; a file's tests keep their order and stay together."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+
+    def cost(path: str) -> tuple[int, int]:
+        name = path.rsplit("/", 1)[-1]
+        return (SLOWEST_FIRST.index(name) if name in SLOWEST_FIRST else len(SLOWEST_FIRST), -len(files[path]))
+
+    return [item for path in sorted(files, key=cost) for item in files[path]]
+
+
+class CostOrder:
+    """``by_cost`` after ``-m`` has deselected the other tiers, so the counts are the selected tests'."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        items[:] = by_cost(items)
 
 
 def pytest_collection_modifyitems(items):
