@@ -72,7 +72,7 @@ def scripted_pool(tmp_path_factory):
         stop_and_prove_gone(server)
 
 
-def _reload(server, rules: list[dict], provider: dict | None, request_log: Path, embeddings: bool) -> None:
+def _reload(server, rules: list[dict], provider: dict | None, request_log: Path, embeddings: bool = False) -> None:
     body = json.dumps({"rules": rules, "provider": provider, "log": str(request_log), "embeddings": embeddings}).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{server.port}/scripted/reload", body,
                                      {"Content-Type": "application/json"})
@@ -206,6 +206,25 @@ def by_cost(items: list) -> list:
         return (SLOWEST_FIRST.index(name) if name in SLOWEST_FIRST else len(SLOWEST_FIRST), -len(files[path]))
 
     return [item for path in sorted(files, key=cost) for item in files[path]]
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def folder_tier(path) -> str | None:
+    """The tier a test file's folder names: ``tests/unit/<package>/``, ``tests/contract/``, ``tests/e2e/``;
+    None for a file directly in ``tests/``, whose tests may be of several tiers."""
+    parts = Path(path).resolve().relative_to(TESTS).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+def pytest_runtest_setup(item):
+    """A test in a tier's folder that is of another tier fails, naming both: the folders say what runs
+    where, and a test that starts a server has no place under ``tests/unit/``."""
+    folder, found = folder_tier(item.path), tier(item)
+    if folder is not None and folder != found:
+        pytest.fail(f"{item.nodeid} is under tests/{folder}/ but is a {found} test (TIERS in tests/conftest.py): "
+                    f"move it to tests/{found}/ (unit: tests/unit/<package>/) or to a file directly in tests/")
 
 
 class CostOrder:
