@@ -41,10 +41,12 @@ run: install
 # LoRA training, the browser). `make test` runs all three in that order, prints each one's time and
 # fails if any failed. Two pytest-xdist workers, a test file to each in turn (a file's
 # module fixtures are built once): most tests wait on a server or a subprocess, so two share two cores.
+# The files are handed out slowest first (tests/conftest.py SLOWEST_FIRST; --no-loadscope-reorder keeps
+# that order instead of xdist's most-tests-first), so no long file starts last beside an idle worker.
 # PYTEST_WORKERS=0: one process. pytest's exit code 5 (no test selected) fails a tier: a tier that
 # lost its tests is a missing suite, not a pass.
 PYTEST_WORKERS ?= 2
-PYTEST_TIER = $(PY) -m pytest -q -rs --durations=25 -n $(PYTEST_WORKERS) --dist loadfile -m $(1) tests; \
+PYTEST_TIER = $(PY) -m pytest -q -rs --durations=25 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m $(1) tests; \
 	rc=$$?; [ $$rc -eq 5 ] && echo "make: the $(1) tier selected no tests" >&2; exit $$rc
 
 test: install dvc-install

@@ -11,11 +11,12 @@ import yaml
 from automem_dagster.defs.cli_rounds import run_structure_round
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource
 from automem_dagster.llm import EndpointConfig, LLMClient
-from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.llm.config import EndpointsConfig, load_endpoints
 from automem_dagster.loop.report import RoundReport
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import RoundResult
+from automem_dagster.paths import DEFAULT_ENDPOINTS
 from automem_dagster.scaffold import Scaffold, load_scaffold, parse_scaffold
 from automem_dagster.tracking import Tracker
 
@@ -60,6 +61,21 @@ def endpoints_file(path, server, roles=("game", "meta"), memory=None, **settings
         config["memory"] = {"name": "memory", "server": "vllm", "base_url": memory.base_url, "model": "scripted",
                             "constrained": "none"}
     path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def on_embedded(config: EndpointsConfig, server) -> EndpointsConfig:
+    """``config`` with every role it gives the embedded model served by ``server`` instead, the session's
+    running llama.cpp of the same model (conftest ``embedded``): the same settings, no server of its own."""
+    return config.model_copy(update={role: c.model_copy(update={"base_url": server.base_url, "server": "llama.cpp"})
+                                     for role, c in config.roles().items() if c.embedded})
+
+
+def shipped_on_embedded(path, server):
+    """The shipped embedded endpoints file (``assets/endpoints/embedded.yaml``) written at ``path`` with its
+    roles served by the session's embedded ``server`` (``on_embedded``)."""
+    config = on_embedded(load_endpoints(DEFAULT_ENDPOINTS), server)
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
     return path
 
 

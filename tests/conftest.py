@@ -37,6 +37,7 @@ def pytest_configure(config):
     each took every core made the whole suite slower than one process (CI: 2,033 s against
     1,936 s), since llama.cpp's threads stall when another process holds a core
     (``embedded_server.default_threads``). An explicit setting in the environment wins."""
+    config.pluginmanager.register(CostOrder(), "automem-cost-order")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         share = str(max(1, (os.cpu_count() or 2) // workers))
@@ -71,8 +72,8 @@ def scripted_pool(tmp_path_factory):
         stop_and_prove_gone(server)
 
 
-def _reload(server, rules: list[dict], provider: dict | None, request_log: Path) -> None:
-    body = json.dumps({"rules": rules, "provider": provider, "log": str(request_log)}).encode()
+def _reload(server, rules: list[dict], provider: dict | None, request_log: Path, embeddings: bool = False) -> None:
+    body = json.dumps({"rules": rules, "provider": provider, "log": str(request_log), "embeddings": embeddings}).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{server.port}/scripted/reload", body,
                                      {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as resp:
@@ -81,8 +82,9 @@ def _reload(server, rules: list[dict], provider: dict | None, request_log: Path)
 
 @pytest.fixture
 def scripted(tmp_path, scripted_pool):
-    """Factory: ``scripted(rules, provider=None)`` gives a scripted OpenAI-compatible server answering from
-    ``rules`` (enforcing ``provider``'s rules when given, see ``standins/scripted_provider.py``), with fresh
+    """Factory: ``scripted(rules, provider=None, embeddings=False)`` gives a scripted OpenAI-compatible server
+    answering from ``rules`` (enforcing ``provider``'s rules when given, see ``standins/scripted_provider.py``;
+    serving ``/v1/embeddings`` as a llama.cpp started with ``--embeddings`` does, with ``embeddings``), with fresh
     counters; ``server.request_log`` holds every request it received in this test, one JSON line each,
     ``server.rules`` the rules it answers from. Each call gives another server; they are this worker's
     pooled ones, reloaded (a new process only when none is idle), and go back to the pool at teardown
@@ -90,7 +92,7 @@ def scripted(tmp_path, scripted_pool):
     idle, folder = scripted_pool
     servers = []
 
-    def start(rules: list[dict], provider: dict | None = None):
+    def start(rules: list[dict], provider: dict | None = None, embeddings: bool = False):
         n = len(servers)
         request_log = tmp_path / f"requests{n}.jsonl"
         server = idle.pop() if idle else None
@@ -98,7 +100,7 @@ def scripted(tmp_path, scripted_pool):
             path = folder / f"rules-{os.getpid()}-{time.monotonic_ns()}.json"
             path.write_text(json.dumps({"rules": []}))
             server = scripted_server(path, path.with_suffix(".log")).start()
-        _reload(server, rules, provider, request_log)
+        _reload(server, rules, provider, request_log, embeddings)
         server.request_log, server.rules = request_log, rules
         servers.append(server)
         return server
@@ -182,6 +184,57 @@ def tier(item) -> str:
     if item.get_closest_marker("integration") or item.get_closest_marker("server") or E2E_FIXTURES & names:
         return "e2e"
     return "contract" if SERVER_FIXTURES & names else "unit"
+
+
+SLOWEST_FIRST = ("test_endpoints_command.py", "test_dvc.py", "test_cli_rounds.py", "test_agent.py",
+                 "test_benchmarks.py", "test_sft.py", "test_dagster_proficiency.py", "test_ui_pages.py",
+                 "test_celery_executor.py", "test_sharded_dagster.py", "test_gguf_lora.py", "test_rollout.py")
+"""The test files that take longest, longest first: they are handed to the pytest-xdist workers first
+(``make`` runs ``--dist loadfile --no-loadscope-reorder``), so the slowest file never starts last while
+the other worker has nothing left; the other files follow, those with most tests first (xdist's own
+order). The order is the e2e tier's, measured 2026-12-04 (``-m e2e --durations``, 2 workers on a 2-core
+machine other test runs shared: 560, 410, 385, 340, 310, 295, 280, 250, 220, 180, 160 and 160 s)."""
+
+
+def by_cost(items: list) -> list:
+    """``items`` with ``SLOWEST_FIRST``'s files first, in its order, then the other files by their number
+    of tests, most first; a file's tests keep their order and stay together."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+
+    def cost(path: str) -> tuple[int, int]:
+        name = path.rsplit("/", 1)[-1]
+        return (SLOWEST_FIRST.index(name) if name in SLOWEST_FIRST else len(SLOWEST_FIRST), -len(files[path]))
+
+    return [item for path in sorted(files, key=cost) for item in files[path]]
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def folder_tier(path) -> str | None:
+    """The tier a test file's folder names: ``tests/unit/<package>/``, ``tests/contract/``, ``tests/e2e/``;
+    None for a file directly in ``tests/``, whose tests may be of several tiers."""
+    parts = Path(path).resolve().relative_to(TESTS).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+def pytest_runtest_setup(item):
+    """A test in a tier's folder that is of another tier fails, naming both: the folders say what runs
+    where, and a test that starts a server has no place under ``tests/unit/``."""
+    folder, found = folder_tier(item.path), tier(item)
+    if folder is not None and folder != found:
+        pytest.fail(f"{item.nodeid} is under tests/{folder}/ but is a {found} test (TIERS in tests/conftest.py): "
+                    f"move it to tests/{found}/ (unit: tests/unit/<package>/) or to a file directly in tests/")
+
+
+class CostOrder:
+    """``by_cost`` after ``-m`` has deselected the other tiers, so the counts are the selected tests'."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        items[:] = by_cost(items)
 
 
 def pytest_collection_modifyitems(items):

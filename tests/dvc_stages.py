@@ -1,7 +1,7 @@
 """A copy of this checkout's DVC pipeline (dvc.yaml, params.yaml, the project data) in a folder, for
 tests that run single stages with the real ``dvc`` (``.venv-dvc``) on stand-in data, or that take a
 stage's command exactly as DVC substitutes its parameters (``dvc repro --dry``) to run it in process.
-The whole pipeline with the embedded model is tests/test_dvc.py's (integration)."""
+The whole pipeline with the embedded model is tests/e2e/test_dvc.py's (integration)."""
 
 from __future__ import annotations
 

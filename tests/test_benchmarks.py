@@ -215,7 +215,8 @@ def test_concurrency_speedup_over_sequential():
 
 def _scripted_endpoints(tmp_path, scripted):
     server = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"},
-                       {"match": "", "reply": "<|ACTION|>noop<|END|>"}])  # PLAN turns and the baselines
+                       {"match": "", "reply": "<|ACTION|>noop<|END|>"}],  # PLAN turns and the baselines
+                      embeddings=True)
     endpoints = tmp_path / "endpoints.yaml"
     endpoints.write_text(f"game: {{name: game, base_url: '{server.base_url}', constrained: none}}\n"
                          f"embed: {{name: embed, base_url: '{server.base_url}'}}\n")  # the rag baseline's embeddings

@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from builders import structure_round
+from builders import on_embedded, shipped_on_embedded, structure_round
 
 from automem_dagster.cli import main
 from automem_dagster.llm.config import EndpointsConfig
@@ -61,9 +61,9 @@ def test_check_names_an_unknown_model_and_passes_a_good_role(tmp_path, capsys, s
 
 
 @pytest.mark.integration
-@pytest.mark.server
-def test_check_passes_on_the_shipped_embedded_file(tmp_path, capsys):
-    code = main(["endpoints", "check", "--endpoints", str(DEFAULT_ENDPOINTS)])
+def test_check_passes_on_the_shipped_embedded_settings(tmp_path, capsys, embedded):
+    """The shipped embedded file's roles, served by the session's embedded model."""
+    code = main(["endpoints", "check", "--endpoints", str(shipped_on_embedded(tmp_path / "endpoints.yaml", embedded))])
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.count("mode honoured") == 2
@@ -75,15 +75,15 @@ def _json_mode(config: EndpointsConfig) -> EndpointsConfig:
 
 
 @pytest.mark.integration
-@pytest.mark.server
-def test_a_crafter_rollout_in_json_schema_mode_has_only_valid_actions(tmp_path):
+def test_a_crafter_rollout_in_json_schema_mode_has_only_valid_actions(tmp_path, embedded):
     """The embedded server (llama.cpp) takes the strict turn schemas: 1 episode x 8 steps. Under a
     JSON grammar llama.cpp decodes the 135M model at a few tokens per second, so the scaffold's LOG
     and PLAN budgets are cut to keep the test short; the turn forms are the same."""
     from automem_dagster.rollout import RolloutSpec, run_batch
     from automem_dagster.scaffold import load_scaffold
 
-    config = _json_mode(EndpointsConfig.model_validate({"game": {"name": "game", "temperature": 0.7, "max_tokens": 300}}))
+    config = on_embedded(_json_mode(EndpointsConfig.model_validate({"game": {"name": "game", "temperature": 0.7,
+                                                                             "max_tokens": 300}})), embedded)
     v0 = load_scaffold("crafter", 0)
     short = v0.model_copy(update={"limits": v0.limits.model_copy(update={"log_max_ops": 2, "plan_max_ops": 1,
                                                                           "text_max_chars": 32})})
@@ -99,14 +99,13 @@ def test_a_crafter_rollout_in_json_schema_mode_has_only_valid_actions(tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.server
-def test_a_structure_round_with_json_schema_meta_calls_completes(tmp_path):
+def test_a_structure_round_with_json_schema_meta_calls_completes(tmp_path, embedded):
     from automem_dagster.llm.config import load_endpoints
 
     scaffolds = tmp_path / "scaffolds"
     shutil.copytree(SCAFFOLDS, scaffolds)
     storage = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
-    shipped = load_endpoints(DEFAULT_ENDPOINTS)
+    shipped = on_embedded(load_endpoints(DEFAULT_ENDPOINTS), embedded)
     config = shipped.model_copy(update={"meta": shipped.meta.model_copy(update={"constrained": "json_schema"})})
     settings = RoundSettings("crafter", rollout_episodes=1, rollout_max_steps=4, eval_max_steps=4, eval_episodes=1)
 

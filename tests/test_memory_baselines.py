@@ -84,7 +84,7 @@ def test_bm25_returns_the_records_sharing_the_query_terms():
 
 @pytest.mark.parametrize("retriever", ["embedding", "bm25"])
 def test_rag_puts_the_nearest_earlier_steps_beside_its_window(tmp_path, scripted, retriever):
-    server = scripted([ACTION])
+    server = scripted([ACTION], embeddings=True)  # a llama.cpp started with --embeddings (chat and embeddings)
     observations = ["a tree and wood to the north", "water and sand", "stone and coal below", "a zombie attacks",
                     "grass everywhere", "iron ore shines", "tree wood north forest"]
     settings = RagSettings(retriever, k=2, record=("observation", "outcome"))
@@ -176,7 +176,7 @@ def play(game, out, server, agent, settings, steps=4, seeds=(42,)):
 @pytest.mark.parametrize("game", GAMES)
 def test_rag_and_summary_play_every_game_and_count_their_extra_calls(tmp_path, scripted, game):
     server = scripted([{"match": "Write the new summary.", "reply": "explored; keep going"},
-                       {"match": "Answer with the action.", "reply": f"<|ACTION|>{REPLY[game]}<|END|>"}])
+                       {"match": "Answer with the action.", "reply": f"<|ACTION|>{REPLY[game]}<|END|>"}], embeddings=True)
     every_field = ["observation", "action", "outcome"]
     for agent, settings, extra, recorded in (
             ("rag", {"k": 2}, "embed", {"retriever": "embedding", "k": 2, "record": every_field}),
@@ -238,7 +238,7 @@ def test_an_interrupted_memory_baseline_resumes_to_the_uninterrupted_trajectory(
     rules = [{"match": "Write the new summary.", "replies": ["seen a corridor", "went east twice", "searched"]},
              {"match": "Step 12:", "status": 500, "times": 1},
              *({"match": f"{d}:", "reply": f"<|ACTION|>{a}<|END|>"} for d, a in enumerate(MOVES))]
-    server = scripted(rules)
+    server = scripted(rules, embeddings=True)
     out, reference = tmp_path / "interrupted", tmp_path / "reference"
     args = ["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--max-steps", "20", "--concurrency", "1",
             "--endpoints", _endpoints(tmp_path, server), "--agent", *agent, "--window", "3"]

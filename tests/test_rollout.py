@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from builders import endpoints_file
+from builders import endpoints_file, shipped_on_embedded
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.rollout import TrajectoryError, load_summary, read_trajectory, summarize_batch
@@ -146,10 +146,11 @@ def test_bad_cli_input_is_reported(capsys):
 
 
 @pytest.mark.integration
-@pytest.mark.server
-def test_embedded_rollout_acts_validly_on_every_step(tmp_path):
+def test_embedded_rollout_acts_validly_on_every_step(tmp_path, embedded):
+    """The shipped embedded settings, served by the session's embedded model."""
     out = tmp_path / "embedded"
     assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--episodes", "2", "--max-steps", "4",
+                     "--endpoints", str(shipped_on_embedded(tmp_path / "endpoints.yaml", embedded)),
                      "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert [e["valid_action_rate"] for e in summary["episodes"]] == [1.0, 1.0]

@@ -40,6 +40,15 @@ def test_the_tier_follows_the_fixtures_a_test_uses(request, scripted):
     assert all(tier(item) == "e2e" for item in request.session.items if "embedded" in item.fixturenames)
 
 
+def test_a_test_in_a_tier_folder_is_of_that_tier(request):
+    from conftest import TESTS, folder_tier, tier
+
+    assert folder_tier(TESTS / "unit" / "memory" / "test_memory.py") == "unit"
+    assert folder_tier(TESTS / "e2e" / "test_dvc.py") == "e2e" and folder_tier(TESTS / "test_llm.py") is None
+    misplaced = [item.nodeid for item in request.session.items if folder_tier(item.path) not in (None, tier(item))]
+    assert misplaced == []
+
+
 def test_a_unit_test_that_starts_a_subprocess_or_opens_a_socket_fails_naming_the_tier(request):
     import socket
     import subprocess

@@ -370,6 +370,29 @@ def test_the_llama_cpp_stand_in_serves_props_and_its_lora_adapters(scripted):
                                                {"id": 1, "path": "/m/b.gguf", "scale": 0.0}]
 
 
+def test_the_llama_cpp_stand_in_serves_embeddings_only_when_started_for_them(scripted):
+    """llama.cpp's tools/server/server.cpp (handle_embeddings_impl): without --embeddings, /v1/embeddings
+    is 501 not_supported_error, as the installed xllamacpp answers the embedded model; a hosted
+    provider's stand-in serves them."""
+    body = json.dumps({"input": ["a wooden pickaxe"], "model": "scripted"}).encode()
+
+    def embed(server) -> tuple[int, dict]:
+        request = urllib.request.Request(f"{server.base_url}/embeddings", body, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as refused:
+            return refused.code, json.loads(refused.read())
+
+    status, answer = embed(scripted([]))
+    assert status == 501 and answer["error"] == {
+        "code": 501, "type": "not_supported_error",
+        "message": "This server does not support embeddings. Start it with `--embeddings`"}
+    status, answer = embed(scripted([], embeddings=True))
+    assert status == 200 and len(answer["data"]) == 1 and answer["data"][0]["embedding"]
+    assert embed(scripted([], {"tool_calling": "openai"}))[0] == 200
+
+
 def test_a_remote_llama_cpp_applying_a_lora_to_every_request_is_refused_for_the_game_role(scripted, tmp_path, capsys):
     """llama.cpp applies --lora at its scale to every request naming no adapter (tools/server/README.md),
     so the game role would play with the specialist; --lora-init-without-apply (scale 0) is fine."""

@@ -7,7 +7,7 @@ as one Dagster run, ``defs/cli_rounds.py``); DVC runs each as the stages ``dvc``
 calls: how a round starts (``structure.start_round``, ``proficiency.start_proficiency_round``: resume
 an undecided challenger, else play the champion on ``seed_blocks.round_seeds``), the gate
 (``loop.gate`` under the round's ``GatePolicy``) and what a decision does (``challenger.decide_challenger``).
-``tests/test_round_plan.py`` checks the Dagster asset graph and ``dvc.yaml`` against these plans.
+``tests/unit/loop/test_round_plan.py`` checks the Dagster asset graph and ``dvc.yaml`` against these plans.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the episode's seed and replays the recorded actions, re-executes the journal's o
 in a fresh store step by step, and checks at every step that the replayed observation,
 state, reward, progression and end flag, the journal entries and the memory files' digest
 equal the recorded ones. Only then are the recorded steps kept and the episode goes on where
-it stopped. Per-seed determinism (``tests/test_seeds.py``) is what makes the replay exact;
+it stopped. Per-seed determinism (``tests/unit/rollout/test_seeds.py``) is what makes the replay exact;
 where it is not (a game that does not replay, a damaged or doctored file, a journal written
 before entries carried their step), ``ResumeMismatch`` says where the two parted and the
 runner plays the episode again from step 0, with that note in the trajectory header.

@@ -29,7 +29,8 @@ platform.openai.com/docs/guides/function-calling). Fault rules for what a real e
 
 Without a provider it is a llama.cpp server in what it refuses and serves besides the chat route
 (tools/server/README.md and server-common.cpp of llama.cpp): ``llama_cpp_refusal``, ``GET /props``
-and ``GET /lora-adapters``.
+and ``GET /lora-adapters``, and ``/v1/embeddings`` only when started for embeddings (the file's
+``"embeddings": true``, llama-server's ``--embeddings``; else 501, ``llama_cpp_no_embeddings``).
 
 The file may instead be ``{"rules": [...], "provider": {...}}``: the server then also enforces
 what a hosted provider enforces before any rule is consulted (``scripted_provider.py``: served models,
@@ -97,6 +98,16 @@ def llama_cpp_adapters(lora: list[dict]) -> list[dict]:
     ``--lora``, as ``{"id", "path", "scale"}``; ``--lora-init-without-apply`` starts them at scale 0,
     else at 1, which applies them to every request that names no ``lora`` of its own."""
     return [{"id": i, "path": a["path"], "scale": float(a.get("scale", 1.0))} for i, a in enumerate(lora)]
+
+
+def llama_cpp_no_embeddings() -> tuple[int, dict]:
+    """llama.cpp's answer to ``POST /v1/embeddings`` on a server started without ``--embeddings``:
+    ``handle_embeddings_impl`` in tools/server/server.cpp of ggml-org/llama.cpp (server-context.cpp
+    after the 2026 split) refuses with ``ERROR_TYPE_NOT_SUPPORTED``, which ``format_error_response``
+    makes HTTP 501 ``not_supported_error``. The body is the one the installed xllamacpp 2026.10.11549
+    answers the embedded model with, checked on 2026-12-04."""
+    return 501, {"error": {"code": 501, "message": "This server does not support embeddings. Start it with `--embeddings`",
+                           "type": "not_supported_error"}}
 
 
 @dataclass(frozen=True)
@@ -242,21 +253,28 @@ def get_route(route: str, provider: Provider | None, llama_cpp: bool) -> tuple[i
 # keeps connections alive too. Every answer carries Content-Length (``_send``), which HTTP/1.1 needs.
 # Before, the handler's default HTTP/1.0 closed each connection, so every call paid a new TCP connection.
 class _Setup:
-    """What the server answers from: its rules, provider and request log. ``POST /scripted/reload``
-    (``make_handler(reloadable=True)``) swaps it whole, so a test suite can give one running stand-in
-    each test's own rules, counters reset, instead of starting a process per test."""
+    """What the server answers from: its rules, provider, request log and whether it was started for
+    embeddings (a llama.cpp's ``--embeddings``). ``POST /scripted/reload`` (``make_handler(reloadable=True)``)
+    swaps it whole, so a test suite can give one running stand-in each test's own rules, counters reset,
+    instead of starting a process per test."""
 
     def __init__(self, rules: _Rules, provider: Provider | None, log_path: Path | None,
-                 constrains: Callable[[dict], bool], llama_cpp_routes: bool):
-        self.rules, self.provider, self.log_path = rules, provider, log_path
+                 constrains: Callable[[dict], bool], llama_cpp_routes: bool, embeddings: bool = False):
+        self.rules, self.provider, self.log_path, self.embeddings = rules, provider, log_path, embeddings
         self.constrains = provider.constrains if provider is not None else constrains
         self.llama_cpp = llama_cpp_routes and (provider is None or provider.tool_calling == "llama.cpp")
 
     def reloaded(self, spec: dict, constrains: Callable[[dict], bool], llama_cpp_routes: bool) -> _Setup:
-        """A setup from a reload body ``{"rules": [...], "provider": {...} | null, "log": path | null}``."""
+        """A setup from a reload body ``{"rules": [...], "provider": {...} | null, "log": path | null,
+        "embeddings": bool}``."""
         provider = Provider(**spec["provider"]) if spec.get("provider") else None
         log = Path(spec["log"]) if spec.get("log") else None
-        return _Setup(_Rules(spec.get("rules", [])), provider, log, constrains, llama_cpp_routes)
+        return _Setup(_Rules(spec.get("rules", [])), provider, log, constrains, llama_cpp_routes,
+                      bool(spec.get("embeddings")))
+
+    def embedding(self, body: dict) -> tuple[int, dict]:
+        """(status, payload) of ``POST /v1/embeddings``: a llama.cpp not started for embeddings refuses it."""
+        return llama_cpp_no_embeddings() if self.llama_cpp and not self.embeddings else _embeddings(body)
 
 
 def _chat(handler: BaseHTTPRequestHandler, setup: _Setup, body: dict) -> None:
@@ -281,12 +299,13 @@ def _chat(handler: BaseHTTPRequestHandler, setup: _Setup, body: dict) -> None:
 
 def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
                  constrains: Callable[[dict], bool] = llama_cpp_constrains, llama_cpp_routes: bool = True,
-                 reloadable: bool = False):
+                 reloadable: bool = False, embeddings: bool = False):
     """The request handler; ``constrains`` is the imitated server's rule for which requests are
     decoded under a constraint (a provider's own rule wins). Without a provider, or with a llama.cpp
     provider, it is llama.cpp (``/props``, ``/lora-adapters``, ``llama_cpp_refusal``) unless
-    ``llama_cpp_routes`` is off (the vLLM stand-in). ``reloadable`` adds ``POST /scripted/reload`` (``_Setup``)."""
-    live = [_Setup(rules, provider, log_path, constrains, llama_cpp_routes)]
+    ``llama_cpp_routes`` is off (the vLLM stand-in); as llama.cpp it serves embeddings only with ``embeddings``.
+    ``reloadable`` adds ``POST /scripted/reload`` (``_Setup``)."""
+    live = [_Setup(rules, provider, log_path, constrains, llama_cpp_routes, embeddings)]
     log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -324,7 +343,7 @@ def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path
             body = json.loads(raw or b"{}")
             self._log(setup.log_path, body)
             if route == "/v1/embeddings":
-                self._send(*_embeddings(body))
+                self._send(*setup.embedding(body))
                 return
             _chat(self, setup, body)
 
@@ -361,7 +380,8 @@ def main() -> None:
         spec = {"rules": spec}
     provider = Provider(**spec["provider"]) if "provider" in spec else None
     server = ThreadingServer(("127.0.0.1", args.port),
-                             make_handler(_Rules(spec.get("rules", [])), provider, args.log, reloadable=True))
+                             make_handler(_Rules(spec.get("rules", [])), provider, args.log, reloadable=True,
+                                          embeddings=bool(spec.get("embeddings"))))
     print(f"scripted server listening on 127.0.0.1:{args.port}", flush=True)
     server.serve_forever()
 

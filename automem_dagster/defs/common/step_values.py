@@ -3,7 +3,7 @@
 Dagster's filesystem IO manager records each output's absolute path as ``path`` metadata. A path does
 not wrap on the asset page, and an absolute one (``/home/.../.dagster_home/storage/champion_scaffold/
 crafter``) is wider than the value column, so it pushed every other value of the page past its right
-edge (tests/test_ui_pages.py). Here ``path`` is the same file relative to the IO manager's base (the
+edge (tests/e2e/test_ui_pages.py). Here ``path`` is the same file relative to the IO manager's base (the
 instance's storage folder, or ``$AUTOMEM_IO_BASE``): ``champion_scaffold/crafter``.
 """
 

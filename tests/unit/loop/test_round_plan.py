@@ -42,7 +42,7 @@ def test_the_dagster_assets_are_the_plans_steps_reading_what_it_says(loop):
 
 
 def dvc_stages() -> dict[str, dict]:
-    return yaml.safe_load((Path(__file__).parents[1] / "dvc.yaml").read_text())["stages"]
+    return yaml.safe_load((Path(__file__).parents[3] / "dvc.yaml").read_text())["stages"]
 
 
 def stage_steps() -> dict[str, tuple[RoundPlan, list[str]]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from automem_dagster.cli import build_parser
 
-PACKAGE = Path(__file__).resolve().parents[1] / "automem_dagster"
+PACKAGE = Path(__file__).resolve().parents[3] / "automem_dagster"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 

@@ -12,7 +12,7 @@ import pytest
 
 from automem_dagster.cli import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MAX_README_LINES = 200
 CODE = re.compile(r"```[^\n]*\n(.*?)```|`([^`\n]+)`", re.S)
