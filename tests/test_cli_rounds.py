@@ -124,8 +124,10 @@ def test_a_cli_proficiency_round_is_one_dagster_run_with_every_asset_and_the_gat
     rules = proficiency.META_RULES + proficiency.GAME_RULES
     server, memory = scripted(rules), specialist_vllm(rules)
     monkeypatch.setattr(shared, "STORAGE", storage.storage())
+    # No counterfactual replay (round_config's reason: the round, not the replay, is tested here).
     settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=8, horizon=2, min_examples=6, max_review_batches=4,
-                                 max_train_steps=1, base="embedded", gate="higher_mean").settings("crafter")
+                                 max_train_steps=1, base="embedded", gate="higher_mean",
+                                 replay_decisions=0).settings("crafter")
     proficiency_round(settings, endpoints_file(tmp_path, server, memory=memory), tracker=None)
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
         one_cli_run(instance, list(proficiency.PROFICIENCY_ASSETS), "proficiency_full_round_job")

@@ -14,6 +14,7 @@ from builders import scripted_client, turn
 from automem_dagster.agent import prompts
 from automem_dagster.eta import eta, format_duration
 from automem_dagster.meta.curate import CurationError, CurationSettings, DatasetTooSmall, curate
+from automem_dagster.meta.dataset_card import calibration_words
 from automem_dagster.meta.decisions import MemoryDecisionError, ScoreWeights, extract_decisions
 from automem_dagster.rollout.trajectory import TrajectoryWriter, episode_id, trajectory_path
 from automem_dagster.scaffold import content_hash, load_scaffold
@@ -243,6 +244,22 @@ def test_curation_keeps_good_decisions_and_never_an_eval_seed(tmp_path):
     audit = [json.loads(line) for line in (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()]
     assert len(audit) == 9 and all(a["verdict"] and a["reason"] for a in audit)
     assert len(stats["dataset_hash"]) == 16
+    # The default budget replays 4 decisions, but without the endpoints that played the batch none is.
+    assert settings().replay.decisions == 4 and stats["calibration"]["replayed"] == 0
+    card = (tmp_path / "data" / "card.md").read_text()
+    assert "Not enough replayed decisions to say how far the cheap score can be trusted" in card
+    assert "none was replayed" in card
+
+
+def test_the_card_states_agreement_only_from_two_replayed_decisions():
+    one = {"replayed": 1, "spearman": None, "effect_above_zero": 1, "arms_never_differed": 0, "cheap_accepted": 1,
+           "cheap_accepted_effect_above_zero": 1.0}
+    assert calibration_words(one).startswith("Not enough replayed decisions") and "only 1 was replayed" in calibration_words(one)
+    two = {**one, "replayed": 2, "cheap_accepted": 2, "cheap_accepted_effect_above_zero": 0.5}
+    assert calibration_words(two) == ("2 decisions replayed: 1 with an effect above 0, 0 whose arms never differed (effect "
+                                      "exactly 0). Spearman rank correlation of cheap score and measured effect: not "
+                                      "defined (fewer than 3 decisions, or one side constant); 50% of the 2 replayed "
+                                      "decisions the cheap score alone accepts had a measured effect above 0.")
 
 
 def test_accept_score_zero_takes_no_uncredited_decision(tmp_path):

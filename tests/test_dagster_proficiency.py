@@ -65,10 +65,12 @@ def round_config(**overrides) -> dg.RunConfig:
     first writes at step 5 and the PLAN reads it there; curation credits only that, 3 examples an
     episode, so the held-out validation episode is small: on two CPU cores the trainer needs seconds
     per ~700-token Crafter prompt), a window of 2 steps, 1 optimizer step, 2 evaluation episodes of
-    10 steps."""
+    10 steps. No counterfactual replay (the default replays 4 decisions): these tests are about the
+    assets, and a replayed verdict could drop the 6 examples they train on; tests/test_counterfactual.py
+    checks the replay."""
     config = ProficiencyConfig(**{"rollout_episodes": 4, "rollout_max_steps": 8, "horizon": 2, "min_examples": 6,
                                   "max_review_batches": 4, "max_train_steps": 1, "base": "embedded",
-                                  "gate": "higher_mean", **overrides})
+                                  "gate": "higher_mean", "replay_decisions": 0, **overrides})
     return dg.RunConfig(ops={name: config for name in PROFICIENCY_ASSETS - {"champion_specialist"}})
 
 
@@ -130,10 +132,12 @@ def resources(tmp_path, storage, specialist_vllm):
 
 
 def test_too_small_a_dataset_stops_the_round_before_training(tmp_path, storage, scripted, resources):
+    """The round stops at curation; the default counterfactual budget (4 decisions) still replays its sample
+    first (about a second on the stand-in), and the asset's metadata says how the cheap score agreed."""
     server = scripted(META_RULES + GAME_RULES)
     instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster"))
     result = dg.materialize(ROUND, partition_key="crafter", resources=resources(server), instance=instance,
-                            run_config=round_config(min_examples=10_000), raise_on_error=False)
+                            run_config=round_config(min_examples=10_000, replay_decisions=4), raise_on_error=False)
 
     assert not result.success
     assert metadata(result, "training_rollouts")["episodes"] == 4
@@ -142,6 +146,7 @@ def test_too_small_a_dataset_stops_the_round_before_training(tmp_path, storage, 
     error = failure.step_failure_data.user_failure_data
     assert "fewer than the minimum of 10000" in error.description and "decisions.jsonl" in error.description
     assert error.metadata["examples"].value < 10_000
+    assert error.metadata["calibration"].value.startswith("4 decisions replayed: ")
     assert not result.asset_materializations_for_node("lora_adapter")
     assert registry(storage.storage(), "crafter").adapters == []
 

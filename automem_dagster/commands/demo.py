@@ -122,6 +122,9 @@ def demo_proficiency_settings(concurrency: int) -> ProficiencySettings:
     # demo takes every eligible decision that loses no points (credited, with a full window of 4
     # steps, which 12-step episodes leave to 9 of their steps; still deduplicated, balanced, eval
     # seeds out).
+    # The default counterfactual replay (4 decisions, K = 8, 1 pair) stays on: on the embedded model this
+    # round has reached 0 eligible decisions, so it replays none, costs nothing and its card says there are
+    # not enough replayed decisions; where some are eligible, it plays at most 4 x 2 x 8 steps, cost printed.
     curation = default_curation("crafter", min_examples=DEMO_MIN_EXAMPLES, weights=ScoreWeights(horizon=4),
                                 accept_score=0.0, review_floor=0.0, max_review_batches=2)
     # The paper's LoRA defaults for the base, one example per step: a CPU step of 4 ~1,000-token

@@ -53,8 +53,10 @@ class ReplayBudget(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    decisions: int = Field(0, ge=0, description="eligible decisions replayed (0, the default: none, since each costs "
-                                                "2 x horizon steps of model calls; the rest keep the cheap score)")
+    decisions: int = Field(4, ge=0, description="eligible decisions replayed (the rest keep the cheap score); each "
+                                                "costs 2 x horizon steps of model calls per pair. The default, 4, is "
+                                                "a small sample, so every dataset reports the cheap score's agreement "
+                                                "for 64 model-played steps; 0: none")
     horizon: int = Field(8, ge=1, description="K: steps each arm plays from the decision's step on")
     pairs: int = Field(1, ge=1, description="pairs of arms (as made, ablated) per decision, each played afresh")
     error_weight: float = Field(1.0, ge=0.0, description="what one avoided error counts, in the effect's unit")

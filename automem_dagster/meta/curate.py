@@ -45,7 +45,7 @@ from automem_dagster.llm.session import Clients
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.meta.calibration import agreement, effect_of, effect_summary, replay_sample
 from automem_dagster.meta.counterfactual import ReplayBudget
-from automem_dagster.meta.dataset_card import write_card
+from automem_dagster.meta.dataset_card import calibration_words, write_card
 from automem_dagster.meta.decisions import MemoryDecision, MemoryDecisionError, ScoreWeights, extract_decisions
 from automem_dagster.meta.replies import Attempt, describe_reply
 from automem_dagster.rollout.seeds import assert_disjoint
@@ -138,6 +138,7 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
     assert_disjoint({r["seed"] for r in rows}, eval_seeds, "curated examples", "evaluation seeds")
     stats = _stats(decisions, kept, rows, excluded, settings)
     stats["calibration"] = agreement(replayed)
+    say(f"calibration of the cheap score: {calibration_words(stats['calibration'])}")
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "decisions.jsonl", "".join(json.dumps(d.record()) + "\n" for d in decisions))
     write_json_atomic(out / "review.json", [asdict(a) for a in attempts])

@@ -48,16 +48,26 @@ def _effects_section(stats: dict) -> list[str]:
             "cheap: the window's advantage over the episode's pace, not a measured effect.", ""]
 
 
-def _calibration_section(c: dict) -> list[str]:
-    if not c.get("replayed"):
-        return ["## Calibration of the cheap score", "",
-                "No decision was replayed (no replay budget, or no endpoints given to curation), so nothing says "
-                "how far the cheap score can be trusted on this dataset."]
+MIN_REPLAYED = 2
+"""Fewer replayed decisions than this say nothing about the cheap score's agreement: the card says so."""
+
+
+def calibration_words(c: dict) -> str:
+    """The calibration of the cheap score on the replayed sample (``stats['calibration']``), in words."""
+    replayed = c.get("replayed") or 0
+    if replayed < MIN_REPLAYED:
+        why = ("none was replayed (a replay budget of 0, no endpoints given to curation, or no eligible decision)"
+               if not replayed else "only 1 was replayed")
+        return (f"Not enough replayed decisions to say how far the cheap score can be trusted on this dataset: {why}; "
+                f"at least {MIN_REPLAYED} are needed (`--replay-decisions`).")
     rho = "not defined (fewer than 3 decisions, or one side constant)" if c["spearman"] is None else f"{c['spearman']:+.2f}"
     share = ("no decision the cheap score accepts was replayed" if c["cheap_accepted_effect_above_zero"] is None
              else f"{c['cheap_accepted_effect_above_zero']:.0%} of the {c['cheap_accepted']} replayed decisions the "
                   "cheap score alone accepts had a measured effect above 0")
-    return ["## Calibration of the cheap score", "",
-            f"{c['replayed']} decisions replayed: {c['effect_above_zero']} with an effect above 0, "
+    return (f"{replayed} decisions replayed: {c['effect_above_zero']} with an effect above 0, "
             f"{c['arms_never_differed']} whose arms never differed (effect exactly 0). Spearman rank correlation of "
-            f"cheap score and measured effect: {rho}; {share}."]
+            f"cheap score and measured effect: {rho}; {share}.")
+
+
+def _calibration_section(c: dict) -> list[str]:
+    return ["## Calibration of the cheap score", "", calibration_words(c)]

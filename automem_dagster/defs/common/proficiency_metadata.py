@@ -12,6 +12,7 @@ from automem_dagster.defs.common.challenger import paired_metadata
 from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import challenger_decision_metadata, code_block, run_link_metadata
 from automem_dagster.loop.challenger import DecisionRecord
+from automem_dagster.meta.dataset_card import calibration_words
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import BatchSummary
@@ -42,6 +43,7 @@ def curation_metadata(stats: dict, out: Path) -> dict:
         "excluded_episodes": dg.MetadataValue.md(
             "\n".join(f"- {e['trajectory']}: {e['reason']}" for e in excluded) or "none"),
         "score": dg.MetadataValue.json(stats.get("score", {})),
+        "calibration": dg.MetadataValue.md(calibration_words(stats.get("calibration") or {})),
         "dataset_dir": dg.MetadataValue.path(str(out)),
     }
 
