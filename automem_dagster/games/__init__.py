@@ -1,4 +1,4 @@
-"""Game adapters behind one factory: ``make_game("crafter" | "nethack" | "minihack:<Task>" | "babyai:<Task>" | ...)``.
+"""Game adapters behind one factory: ``make_game("crafter" | "nethack" | "minihack:<Task>" | "minihack:suite" | "babyai:<Task>" | ...)``.
 
 Every game belongs to a registered environment family (``games.plugin``): the built-in ones and
 those installed plugins add through an entry point. ``env_ref`` resolves a name once into its
@@ -9,7 +9,7 @@ only when constructed, so importing this package stays cheap.
 from __future__ import annotations
 
 from automem_dagster.games.base import Game, GameState, ParsedAction, StepResult
-from automem_dagster.games.builtin import BALROG_MINIHACK_TASKS, minihack_env_id
+from automem_dagster.games.builtin import BALROG_MINIHACK_TASKS, minihack_env_id, minihack_suite_tasks
 from automem_dagster.games.plugin import (
     Environment,
     EnvRef,
@@ -38,6 +38,7 @@ __all__ = [
     "game_family",
     "make_game",
     "minihack_env_id",
+    "minihack_suite_tasks",
 ]
 
 
