@@ -4,20 +4,16 @@ plays each (task, seed) as one unit (``games.minihack_suite``), so an evaluation
 against the scripted OpenAI-compatible server, through ``automem evaluate --decide`` as a user runs it."""
 
 import json
-import shutil
 
 import pytest
-import yaml
+from builders import cli_storage, endpoints_file
 
 from automem_dagster import cli
-from automem_dagster.commands import shared
 from automem_dagster.games import BALROG_MINIHACK_TASKS, make_game
 from automem_dagster.games.minihack_suite import suite_unit, suite_units
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.settings import RoundSettings
-from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import load_decision
-from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout.seeds import eval_seeds, load_seed_config, training_seeds
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
@@ -58,19 +54,9 @@ def test_a_suite_name_that_lists_a_task_twice_or_an_unknown_task_is_refused():
         make_game("minihack:Corridor-R3+Nowhere-R9")
 
 
-@pytest.fixture
-def storage(tmp_path, monkeypatch):
-    scaffolds = tmp_path / "assets" / "scaffolds"
-    shutil.copytree(SCAFFOLDS, scaffolds)
-    store = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "assets" / "lineage")
-    monkeypatch.setattr(shared, "STORAGE", store)
-    return store
-
-
-def test_a_suite_evaluation_of_two_tasks_by_two_seeds_decides_on_four_pairs(storage, scripted, tmp_path, capsys):
-    endpoints = tmp_path / "endpoints.yaml"
-    endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": scripted(NORTH).base_url,
-                                                  "model": "scripted", "constrained": "none"}}))
+def test_a_suite_evaluation_of_two_tasks_by_two_seeds_decides_on_four_pairs(scripted, tmp_path, monkeypatch):
+    storage = cli_storage(tmp_path, monkeypatch)
+    endpoints = endpoints_file(tmp_path / "endpoints.yaml", scripted(NORTH), roles=("game",))
     champion = load_scaffold("minihack", 0, storage.scaffolds)
     candidate = champion.model_copy(update={"version": 1, "parent": 0, "plan_prompt": champion.plan_prompt + " Go."})
     save_scaffold(candidate, storage.scaffolds)

@@ -1,9 +1,10 @@
-"""Game adapters behind one factory: ``make_game("crafter" | "nethack" | "minihack:<Task>" | "minihack:suite" | "babyai:<Task>" | ...)``.
+"""Game adapters behind one factory: ``make_game("crafter" | "nethack" | "minihack:<Task>" | "babyai:<Task>" | ...)``.
 
 Every game belongs to a registered environment family (``games.plugin``): the built-in ones and
 those installed plugins add through an entry point. ``env_ref`` resolves a name once into its
 family, task and plugin; ``game_family`` is its family. The adapters import their simulators
-only when constructed, so importing this package stays cheap.
+only when constructed, so importing this package stays cheap. A MiniHack suite
+("minihack:suite", or tasks joined by '+') is one game over several tasks (``games.minihack_suite``).
 """
 
 from __future__ import annotations
