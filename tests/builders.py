@@ -5,9 +5,12 @@ runner adds (``finish_reason``) or a resource the assets need reaches every test
 
 from __future__ import annotations
 
+import shutil
+
 import dagster as dg
 import yaml
 
+from automem_dagster.commands import shared
 from automem_dagster.defs.cli_rounds import run_structure_round
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource
 from automem_dagster.llm import EndpointConfig, LLMClient
@@ -16,7 +19,7 @@ from automem_dagster.loop.report import RoundReport
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import RoundResult
-from automem_dagster.paths import DEFAULT_ENDPOINTS
+from automem_dagster.paths import DEFAULT_ENDPOINTS, SCAFFOLDS
 from automem_dagster.scaffold import Scaffold, load_scaffold, parse_scaffold
 from automem_dagster.tracking import Tracker
 
@@ -48,6 +51,16 @@ def with_routine(game: str, **routine) -> Scaffold:
 def mlflow_resource(root) -> MlflowResource:
     """A tracking store in ``root`` (an sqlite file and an artifact folder)."""
     return MlflowResource(tracking_uri=f"sqlite:///{root}/mlflow.db", artifact_root=str(root / "artifacts"))
+
+
+def cli_storage(tmp_path, monkeypatch) -> Storage:
+    """A storage under ``tmp_path`` with copies of the shipped scaffolds, which the ``automem`` commands run
+    in-process (``cli.main``) use instead of the project's own."""
+    scaffolds = tmp_path / "assets" / "scaffolds"
+    shutil.copytree(SCAFFOLDS, scaffolds)
+    store = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "assets" / "lineage")
+    monkeypatch.setattr(shared, "STORAGE", store)
+    return store
 
 
 def endpoints_file(path, server, roles=("game", "meta"), memory=None, **settings):

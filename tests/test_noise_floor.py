@@ -3,20 +3,17 @@ real Crafter episodes (2 seeds x 4 steps) against the scripted OpenAI-compatible
 game and batch identity beside the lineage, and quoted by the decisions that follow."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
+from builders import cli_storage
 
 from automem_dagster import cli
-from automem_dagster.commands import shared
 from automem_dagster.loop.evaluation import champion_arms, evaluation_spec, stored_noise
 from automem_dagster.loop.noise import differing_seeds, load_noise, measure_noise
 from automem_dagster.loop.settings import RoundSettings
-from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import load_decision
-from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout.summary import summarize_batch
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
@@ -27,11 +24,7 @@ EAST = [{"match": "Phase: LOG", "reply": "<|DONE|>"}, {"match": "", "reply": "<|
 
 @pytest.fixture
 def storage(tmp_path, monkeypatch):
-    scaffolds = tmp_path / "assets" / "scaffolds"
-    shutil.copytree(SCAFFOLDS, scaffolds)
-    store = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "assets" / "lineage")
-    monkeypatch.setattr(shared, "STORAGE", store)
-    return store
+    return cli_storage(tmp_path, monkeypatch)
 
 
 def endpoints_of(server, tmp_path) -> Path:

@@ -3,13 +3,14 @@
 Every game belongs to a registered environment family (``games.plugin``): the built-in ones and
 those installed plugins add through an entry point. ``env_ref`` resolves a name once into its
 family, task and plugin; ``game_family`` is its family. The adapters import their simulators
-only when constructed, so importing this package stays cheap.
+only when constructed, so importing this package stays cheap. A MiniHack suite
+("minihack:suite", or tasks joined by '+') is one game over several tasks (``games.minihack_suite``).
 """
 
 from __future__ import annotations
 
 from automem_dagster.games.base import Game, GameState, ParsedAction, StepResult
-from automem_dagster.games.builtin import BALROG_MINIHACK_TASKS, minihack_env_id
+from automem_dagster.games.builtin import BALROG_MINIHACK_TASKS, minihack_env_id, minihack_suite_tasks
 from automem_dagster.games.plugin import (
     Environment,
     EnvRef,
@@ -38,6 +39,7 @@ __all__ = [
     "game_family",
     "make_game",
     "minihack_env_id",
+    "minihack_suite_tasks",
 ]
 
 

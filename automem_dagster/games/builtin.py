@@ -65,18 +65,48 @@ def _minihack_canonical(name: str) -> str | None:
     return "minihack:" + minihack_env_id(name)[len("MiniHack-"):].removesuffix("-v0")
 
 
+def minihack_suite_tasks(task: str) -> tuple[str, ...] | None:
+    """The tasks of a MiniHack suite name ("suite": the BALROG tasks; "Corridor-R3+MazeWalk-9x9": those),
+    None for a single task (``games.minihack_suite``)."""
+    if task == "suite":
+        return BALROG_MINIHACK_TASKS
+    if "+" not in task:
+        return None
+    tasks = tuple(t.strip() for t in task.split("+"))
+    if any(not t for t in tasks) or len(set(tasks)) != len(tasks):
+        raise ValueError(f"MiniHack suite 'minihack:{task}' must list distinct tasks joined by '+', "
+                         "e.g. minihack:Corridor-R3+MazeWalk-9x9")
+    return tasks
+
+
 def _minihack(task: str, max_steps: int | None) -> Game:
+    """One task's game, or a suite's (``minihack_suite_tasks``), its tasks checked before anything is built."""
+    from automem_dagster.games.minihack_game import MiniHackGame
+    from automem_dagster.games.minihack_suite import MiniHackSuite
+
+    suite = minihack_suite_tasks(task)
+    if suite is None:
+        return MiniHackGame(_registered_minihack_id(task), name=f"minihack:{task}", **_budget(max_steps))
+    for member in suite:
+        _registered_minihack_id(member)
+    return MiniHackSuite(f"minihack:{task}", suite, lambda member: _minihack(member, max_steps),
+                         max_steps if max_steps is not None else 100)
+
+
+def _registered_minihack_id(task: str) -> str:
+    """The gym id of MiniHack ``task``; a ValueError names the BALROG tasks when gym has no such env."""
     import gymnasium as gym
 
-    from automem_dagster.games.minihack_game import MiniHackGame, register_minihack
+    from automem_dagster.games.minihack_game import register_minihack
 
     env_id = minihack_env_id(f"minihack:{task}")
     register_minihack()
     if env_id not in gym.registry:
         tasks = ", ".join(f"minihack:{t}" for t in BALROG_MINIHACK_TASKS)
         raise ValueError(f"unknown game 'minihack:{task}': {env_id} is not a registered MiniHack env; "
-                         f"use a registered MiniHack task (BALROG tasks: {tasks})")
-    return MiniHackGame(env_id, name=f"minihack:{task}", **_budget(max_steps))
+                         f"use a registered MiniHack task (BALROG tasks: {tasks}) or a suite "
+                         "(minihack:suite, or tasks joined by '+')")
+    return env_id
 
 
 def _babyai(task: str, max_steps: int | None) -> Game:

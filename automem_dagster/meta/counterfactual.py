@@ -150,8 +150,9 @@ async def play_arm(decision: MemoryDecision, scaffold: Scaffold, clients: Client
     game = make_game(header["game"], header["max_steps"])
     try:
         with tempfile.TemporaryDirectory(prefix="automem-arm-") as tmp:
+            start = game.reset(int(header["seed"]))  # first: a suite's actions are those of the seed's task
             agent = _arm_agent(decision, steps[decision.step], scaffold, clients, game, Path(tmp), kind, two_model)
-            play = Play(agent, agent.store, game.reset(int(header["seed"])))
+            play = Play(agent, agent.store, start)
 
             async def game_step(action: str) -> StepResult:
                 return game.step(action)

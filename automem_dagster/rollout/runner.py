@@ -323,10 +323,10 @@ async def _open_episode(spec: RolloutSpec, seed: int, clients: Clients, game: Ga
 async def _fresh_play(spec: RolloutSpec, seed: int, clients: Clients, game: Game, pool: ThreadPoolExecutor,
                       mem_root: Path, lane: int | None = None) -> Play:
     """A new agent (with an empty store under ``mem_root``) and the game reset to ``seed``."""
-    with LEDGER.phase("setup"):
+    result = await asyncio.get_running_loop().run_in_executor(pool, LEDGER.charged("setup")(game.reset), seed)
+    with LEDGER.phase("setup"):  # after the reset: a suite's actions are those of the task the seed picks
         shutil.rmtree(mem_root, ignore_errors=True)
         agent = make_agent(spec, seed, game, clients, mem_root, lane)
-    result = await asyncio.get_running_loop().run_in_executor(pool, LEDGER.charged("setup")(game.reset), seed)
     return Play(agent, agent.store if isinstance(agent, MemoryAgent) else None, result)
 
 

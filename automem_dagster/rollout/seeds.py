@@ -16,7 +16,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from automem_dagster.datafiles import load_yaml_model
-from automem_dagster.games import EnvRef, as_ref, minihack_env_id
+from automem_dagster.games import EnvRef, as_ref, minihack_env_id, minihack_suite_tasks
+from automem_dagster.games.minihack_suite import suite_units
 from automem_dagster.paths import ASSETS
 
 DEFAULT_SEEDS_FILE = ASSETS / "seeds" / "eval.yaml"
@@ -70,8 +71,15 @@ def load_seed_config(path: Path = DEFAULT_SEEDS_FILE) -> SeedConfig:
 
 def eval_seeds(game: str | EnvRef, path: Path = DEFAULT_SEEDS_FILE) -> list[int]:
     """The fixed evaluation seeds for ``game`` ("crafter", "minihack:<Task>", a plugin's game): the seed
-    file's set of its family, else its environment record's, which must stay out of the training range too."""
+    file's set of its family, else its environment record's, which must stay out of the training range too.
+    A MiniHack suite ("minihack:suite") plays every task on the family's set: its seeds are the units that
+    stand for each (task, seed) (``games.minihack_suite``), so the gate pairs tasks x seeds."""
     ref, config = as_ref(game), load_seed_config(path)
+    suite = minihack_suite_tasks(ref.task) if ref.family == "minihack" else None
+    if suite is not None:
+        units = suite_units(len(suite), config.eval.get("minihack", list(ref.plugin.eval_seeds)))
+        assert_disjoint(config.training.seeds(), units, f"training range of {path}", f"the units of {ref.name}")
+        return units
     if ref.family in config.eval:
         return list(config.eval[ref.family])
     seeds = list(ref.plugin.eval_seeds)
