@@ -4,6 +4,7 @@ and refusal of comparisons that are not paired."""
 
 import math
 
+import numpy as np
 import pytest
 
 from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
@@ -254,3 +255,14 @@ def test_dagsters_gate_check_previews_the_equal_score_gate_from_the_evaluations_
     # An evaluation recorded before the gate had a metric cannot be judged by it: refused, saying why.
     refused = evaluation_gate_result({k: v for k, v in evaluation.items() if k != "per_seed_metric"})
     assert not refused.passed and "did not record it" in refused.metadata["reason"].value
+
+
+def test_a_sampled_permutation_p_value_counts_the_observed_assignment_and_is_never_0():
+    from automem_dagster.metrics.resampling import EXACT_PERMUTATION_MAX_SEEDS, permutation_p_value
+
+    # 40 equal gains (a 40-pair MiniHack suite): no sampled flip reaches the observed mean, yet the
+    # p-value is the Monte Carlo (k + 1) / (N + 1), the smallest the test can resolve, never 0.
+    gains = np.full(40, 0.05)
+    assert len(gains) > EXACT_PERMUTATION_MAX_SEEDS
+    assert permutation_p_value(gains, n_samples=999) == pytest.approx(1 / 1000)
+    assert permutation_p_value(-gains, n_samples=999) == pytest.approx(1.0)
