@@ -178,8 +178,8 @@ STAGES: dict[str, DvcStage] = {
         metrics=(Uncached('outputs/decide/structure.json'),),
     ),
     'curate': DvcStage(
-        desc=("Score the rollout's memory decisions by what followed them and keep the good ones as an"
-              ' SFT dataset (too few is recorded, not an error).'),
+        desc=("Score the rollout's memory decisions by their effect (a replayed sample measured with and"
+              ' without them) and keep the good ones as an SFT dataset (too few is recorded, not an error).'),
         cmd=('automem curate --game ${game} --scaffold ${scaffold} --batch outputs/rollout --out '
              'outputs/curate --settings params.yaml --endpoints ${endpoints}'),
         deps=('outputs/rollout', 'assets/scaffolds/${family}/${scaffold}.yaml', 'assets/seeds/eval.yaml', '${endpoints}'),

@@ -135,8 +135,9 @@ def training_rollouts(champion_scaffold):
 def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                 storage: StorageResource, training_rollouts: Any) -> dg.Output:
     """The specialist's SFT dataset, curated from the training rollouts: each memory decision scored
-    by what followed it, borderline ones reviewed by the meta-LLM, duplicates and over-represented
-    episodes removed, evaluation seeds never included. Its content hash is the dataset's version.
+    by its effect (the cheap score, or the measured effect of a replayed sample), borderline ones
+    reviewed by the meta-LLM, duplicates and over-represented episodes removed, evaluation seeds never
+    included. Its content hash is the dataset's version.
     Below ``min_examples`` the run stops here (nothing is trained); the audit files stay for reading.
     A batch already curated is read back. The value is the dataset directory and its scaffold version."""
     if resumed(training_rollouts) is not None:
@@ -145,7 +146,8 @@ def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     batch = Path(training_rollouts)
-    version = read_manifest(batch)["scaffold_version"]
+    manifest = read_manifest(batch)
+    version = manifest["scaffold_version"]
     scaffold = load_scaffold(settings.family, version, store.scaffolds)
     context.log.info(f"curating {batch} (scaffold v{version}), at least {settings.curation.min_examples} examples")
     try:
@@ -154,7 +156,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
         data = endpoints.run(lambda clients: curate_stage(batch, scaffold, settings, clients.meta, store, context.log.info,
                                                           players=clients if replaying else None),
                              store.runs / "logs", roles=None if replaying else META_ONLY,
-                             two_model=replaying and bool(read_manifest(batch).get("two_model")))
+                             two_model=replaying and bool(manifest.get("two_model")))
     except DatasetTooSmall as exc:
         context.log.error(str(exc))
         out = dataset_dir(store, batch)
