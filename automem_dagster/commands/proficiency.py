@@ -32,7 +32,7 @@ from automem_dagster.commands.shared import (
 )
 from automem_dagster.commands.worker import add_executor_args, execution_of
 from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
-from automem_dagster.llm.session import connect
+from automem_dagster.llm.session import META_ONLY, connect
 from automem_dagster.loop.execution import IN_PROCESS, Execution
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
@@ -118,9 +118,10 @@ def run_curate(args: argparse.Namespace) -> int:
     out = args.out or dataset_dir(shared.STORAGE, args.batch)
 
     async def go():
-        async with players(args.endpoints, manifest) as clients:
+        replaying = settings.curation.replay.decisions > 0
+        async with players(args.endpoints, manifest, replaying) as clients:
             return await curate_stage(args.batch, scaffold, settings, clients.meta, shared.STORAGE, console.print, out,
-                                      players=clients)
+                                      players=clients if replaying else None)
 
     try:
         result = asyncio.run(go())
@@ -135,10 +136,12 @@ def run_curate(args: argparse.Namespace) -> int:
     return 0
 
 
-def players(endpoints: Path, manifest: dict):
+def players(endpoints: Path, manifest: dict, replaying: bool = True):
     """The clients of the endpoints that play a batch again for a counterfactual replay: with the memory
-    role's client where the batch was played by two models (``batch.json``'s ``two_model``)."""
-    return connect(endpoints_with_meta(endpoints), shared.STORAGE.runs / "logs", two_model=bool(manifest.get("two_model")))
+    role's client where the batch was played by two models (``batch.json``'s ``two_model``). Without a
+    replay only the meta role is connected, as in the Dagster round, so no game model is started."""
+    return connect(endpoints_with_meta(endpoints), shared.STORAGE.runs / "logs", two_model=bool(manifest.get("two_model")),
+                   roles=None if replaying else META_ONLY)
 
 
 def run_explain(args: argparse.Namespace, scaffold, settings: ProficiencySettings) -> int:

@@ -85,6 +85,10 @@ class ServerPool:
             server.stop()
 
 
+META_ONLY = ("meta",)
+"""The roles of a step that asks only the meta-LLM (diagnosis, revision, curation's review, LoRA settings)."""
+
+
 def connected_roles(config: EndpointsConfig, two_model: bool = False,
                     roles: tuple[str, ...] | None = None) -> dict[str, EndpointConfig]:
     """The roles of ``session_roles`` a step uses: all of them, or those named in ``roles`` (a diagnosis

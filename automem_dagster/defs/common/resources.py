@@ -26,10 +26,6 @@ from automem_dagster.training.registry import DEFAULT_ROOT as SPECIALISTS_ROOT
 
 T = TypeVar("T")
 
-META_ONLY = ("meta",)
-"""The roles of a step that asks only the meta-LLM (diagnosis, revision, curation's review, LoRA settings)."""
-
-
 class LLMEndpointsResource(dg.ConfigurableResource):
     """The game, memory and meta endpoints from an endpoints YAML file (default: the embedded model);
     ``meta: rules`` puts the rules meta (no model) in the file's meta role, as the CLI's ``--meta rules``.

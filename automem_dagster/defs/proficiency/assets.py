@@ -24,7 +24,7 @@ from automem_dagster.defs.common.proficiency_metadata import (
     specialist_decision_metadata,
     specialist_evaluation_metadata,
 )
-from automem_dagster.defs.common.resources import META_ONLY, LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.common.shards import (
     Arm,
     Connection,
@@ -45,6 +45,7 @@ from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
 from automem_dagster.defs.evaluation.assets import TAGS as EVALUATION_TAGS
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
+from automem_dagster.llm.session import META_ONLY
 from automem_dagster.loop.evaluation import champion_arms, champion_plan, round_champion
 from automem_dagster.loop.proficiency import (
     curate_stage,

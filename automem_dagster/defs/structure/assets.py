@@ -29,7 +29,7 @@ from automem_dagster.defs.common.partitions import (
     parse_version_key,
     scaffold_versions,
 )
-from automem_dagster.defs.common.resources import META_ONLY, LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.common.shards import (
     Arm,
     batch_merge_op,
@@ -47,6 +47,7 @@ from automem_dagster.defs.common.versions import (
     versioned_output,
 )
 from automem_dagster.games import game_family
+from automem_dagster.llm.session import META_ONLY
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import (
     RoundResult,
