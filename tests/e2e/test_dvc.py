@@ -5,7 +5,7 @@ folder, its ``endpoints`` parameter pointed at a scripted OpenAI-compatible serv
 roles) and a scripted vLLM that loads the specialist at runtime (memory role), and run with ``dvc``
 from its own virtual environment (``make dvc-install``: docs/install.md explains why DVC cannot
 share the main environment). The stages call the main
-environment's ``automem``; the specialist is a real two-step LoRA training on the embedded base.
+environment's ``automem``; the specialist is a real one-step LoRA training on the embedded base.
 
 One module-scoped round (both loops, through both decisions) is reproduced once and pushed to
 a local remote; the tests read it, or clone it with ``git clone`` + ``dvc pull`` and change the
@@ -89,7 +89,7 @@ class Project:
                      evaluate={"episodes": 2, "max_steps": 3},
                      curate={"min_examples": 2, "horizon": 1, "review_batches": 2, "accept_score": 1.0,
                              "replay_decisions": 0},
-                     finetune={"max_steps": 2, "base": "embedded"})
+                     finetune={"max_steps": 1, "base": "embedded"})
         p.git("init", "-q")
         p.git("config", "user.email", "test@example.invalid")
         p.git("config", "user.name", "test")
@@ -203,7 +203,7 @@ def test_dvc_repro_runs_both_rounds_to_their_decisions(reproduced):
     assert [row["agent"] for row in progression] == ["v0", "v1"]
     assert all(r["progression_low"] <= r["progression"] <= r["progression_high"] for r in progression)
     assert {row["metric"] for row in p.json("outputs/decide/proficiency-behaviour.json")} >= {"redundant_write_rate"}
-    assert [row["step"] for row in p.json("outputs/finetune-loss/train.json")][-1] == 2
+    assert [row["step"] for row in p.json("outputs/finetune-loss/train.json")][-1] == 1
     plots = json.loads(p.dvc("plots", "show", "--json"))
     assert "errors" not in plots and len(plots["data"]) == 5
     assert "up to date" in p.dvc("status")

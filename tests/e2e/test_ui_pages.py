@@ -1,8 +1,8 @@
 """What a person sees in a browser after the demo's rounds, run by the CLI: the pages ``make run``
 points to, in headless Chromium driven by Playwright.
 
-A structure round (test_cli_rounds's scripted rules: the candidate wins) and then a
-proficiency round on the new champion (test_dagster_proficiency's scripted rules and a real
+A structure round (test_dagster_defs's scripted rules: the candidate wins) and then a
+proficiency round on the new champion (tests/proficiency_round_rules.py's scripted rules and a real
 one-step LoRA training, the specialist served by a vLLM stand-in, see ``demo_rounds``: the
 specialist wins) report to a scratch Dagster instance and MLflow store, as ``make run`` does;
 ``dagster-webserver`` and ``mlflow ui`` are started on them, each in its own session and stopped
@@ -11,9 +11,13 @@ rounds' assets materialized (Crafter's partition of the games', ``GROUPS``), the
 ``champion_scaffold``, the behaviour plot and the gate check of ``candidate_evaluation``, the
 compare view of the round's two runs with the decision, and the registered specialist with its
 decision and the ``champion`` alias. With ``AUTOMEM_SCREENSHOTS=<dir>`` the screenshots are saved
-there (docs/dagster.md's and docs/mlflow.md's are made so: docs/images/). Skipped, saying why, where Chromium (Debian package
-``chromium``) or the ``playwright`` package is not installed; under CI (``AUTOMEM_CI=1``,
-``.ci/run``) that skip is a failure.
+there (docs/dagster.md's and docs/mlflow.md's are made so: docs/images/).
+
+Before the browser, the proficiency round is checked as ``automem train``'s round in the instance: one
+Dagster run with every proficiency asset and ``specialist_gate`` (the suite's one CLI proficiency round,
+with its real training: a second round of the same path only for that cost a minute of CI). The browser
+part is skipped, saying why, where Chromium (Debian package ``chromium``) or the ``playwright`` package
+is not installed; under CI (``AUTOMEM_CI=1``, ``.ci/run``) that skip is a failure.
 """
 
 import os
@@ -24,17 +28,21 @@ import sys
 import time
 from pathlib import Path
 
+import dagster as dg
+import proficiency_round_rules as proficiency
 import pytest
-import test_dagster_proficiency as proficiency
-from test_cli_rounds import SETTINGS, endpoints_file
+from cli_round_records import SETTINGS, endpoints_file, latest, one_cli_run
+from proficiency_round_rules import PROFICIENCY_ASSETS
 from test_dagster_defs import GAME_RULES, meta_rules, winning_patch
 from test_dagster_dev import _get, _stop
 
 from automem_dagster.commands import shared
 from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.structure import structure_round
+from automem_dagster.defs import defs
 from automem_dagster.defs.common.partitions import game_partitions
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
 from automem_dagster.llm.process import free_port
 from automem_dagster.tracking import Tracker
 
@@ -48,12 +56,7 @@ GROUPS = {"structure": ["rollout_batch", "diagnosis", "scaffold_candidate", "cha
           "evaluation": ["candidate_evaluation", "specialist_evaluation"],
           "proficiency": ["training_rollouts", "sft_dataset", "lora_config", "lora_adapter", "champion_specialist"]}
 """The assets the two rounds report as materialized, by the group its graph shows them in."""
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.server,
-    pytest.mark.ci_required,
-    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH: `apt-get install chromium` for the browser check"),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.server, pytest.mark.ci_required]
 
 
 def serve(command: list[str], url: str, log: Path, env: dict) -> subprocess.Popen:
@@ -102,11 +105,15 @@ def demo_rounds(tmp_path, storage, scripted, specialist_vllm, tracker: Tracker) 
 
 def test_the_pages_a_user_opens_after_make_run_show_the_rounds(tmp_path, monkeypatch, storage, scripted,
                                                              specialist_vllm):
-    playwright = pytest.importorskip("playwright.sync_api", reason="`pip install playwright` for the browser check")
     monkeypatch.setattr(shared, "STORAGE", storage.storage())
     store = f"sqlite:///{tmp_path}/mlflow.db"
     tracker = Tracker(store, artifact_root=tmp_path / "art")
     demo_rounds(tmp_path, storage, scripted, specialist_vllm, tracker)
+    with dg.DagsterInstance.from_config(os.environ["DAGSTER_HOME"]) as instance:
+        check_proficiency_run(instance)
+    if CHROMIUM is None:
+        pytest.skip("no Chromium on PATH: `apt-get install chromium` for the browser check")
+    playwright = pytest.importorskip("playwright.sync_api", reason="`pip install playwright` for the browser check")
 
     dagster_port, mlflow_port = free_port(), free_port()
     dagster_url, mlflow_url = f"http://127.0.0.1:{dagster_port}", f"http://127.0.0.1:{mlflow_port}"
@@ -129,6 +136,28 @@ def test_the_pages_a_user_opens_after_make_run_show_the_rounds(tmp_path, monkeyp
     finally:
         for process in processes:
             _stop(process)
+
+
+def check_proficiency_run(instance: dg.DagsterInstance) -> None:
+    """``automem train``'s round is one Dagster run of ``proficiency_full_round_job`` tagged as the CLI's,
+    with every proficiency asset materialized (a real one-step training, a curated dataset, the
+    meta-LLM's LoRA settings), the specialist winning and kept, ``specialist_gate`` passed, and no
+    promotion left for the sensor to start (the run decided itself)."""
+    one_cli_run(instance, list(PROFICIENCY_ASSETS), "proficiency_full_round_job")
+    shown = {a: latest(instance, a) for a in PROFICIENCY_ASSETS}
+    assert shown["training_rollouts"]["episodes"] == 4 and shown["sft_dataset"]["outcome"] == "curated"
+    assert shown["lora_config"]["source"] == "meta-LLM" and shown["lora_adapter"]["outcome"] == "trained"
+    assert "data:image/png;base64," in shown["lora_adapter"]["loss_plot"]
+    evaluation = shown["specialist_evaluation"]
+    assert evaluation["specialist_mean"] > evaluation["champion_mean"] == 0.0
+    assert "data:image/png;base64," in evaluation["behaviour_plot"]
+    assert shown["champion_specialist"]["decision"] == "kept"
+    key = dg.AssetCheckKey(dg.AssetKey("specialist_evaluation"), "specialist_gate")
+    [record] = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    gate = record.event.dagster_event.event_specific_data
+    assert gate.passed and gate.metadata["would"].value == "keep"
+    tick = specialist_gate_sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert tick.run_requests == []
 
 
 def check_dagster(page, url: str) -> None:

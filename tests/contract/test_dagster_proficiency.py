@@ -1,0 +1,30 @@
+"""A proficiency round materialized in process on real Crafter with scripted models
+(tests/proficiency_round_rules.py) that stops at curation, before any training."""
+
+import dagster as dg
+from builders import metadata
+from proficiency_round_rules import GAME_RULES, META_RULES, ROUND, proficiency_resources, round_config
+
+from automem_dagster.loop.proficiency import registry
+
+resources = proficiency_resources
+
+
+def test_too_small_a_dataset_stops_the_round_before_training(tmp_path, storage, scripted, resources):
+    """The round stops at curation; the default counterfactual budget (4 decisions) still replays its sample
+    first (about a second on the stand-in), and the asset's metadata says how the cheap score agreed."""
+    server = scripted(META_RULES + GAME_RULES)
+    instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster"))
+    result = dg.materialize(ROUND, partition_key="crafter", resources=resources(server), instance=instance,
+                            run_config=round_config(min_examples=10_000, replay_decisions=4), raise_on_error=False)
+
+    assert not result.success
+    assert metadata(result, "training_rollouts")["episodes"] == 4
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_key == "sft_dataset"
+    error = failure.step_failure_data.user_failure_data
+    assert "fewer than the minimum of 10000" in error.description and "decisions.jsonl" in error.description
+    assert error.metadata["examples"].value < 10_000
+    assert error.metadata["calibration"].value.startswith("4 decisions replayed: ")
+    assert not result.asset_materializations_for_node("lora_adapter")
+    assert registry(storage.storage(), "crafter").adapters == []
