@@ -3,7 +3,7 @@ round in process.
 
 The scripted stand-in is the game model (it idles, one step of each episode slowly), the rules meta
 diagnoses and revises; the round's batches are played in 2 seed shards each. Three ``automem worker``
-processes serve a Redis on 127.0.0.1 (``test_celery_executor.started_cluster``) with a short visibility
+processes serve a Redis on 127.0.0.1 (``tests/celery_cluster.py``) with a short visibility
 timeout, and the game endpoint pool allows 3 shards at once. While the evaluation is played, one whole
 worker (its main process and its pool process) is killed with SIGKILL in the middle of a shard's
 episodes: Redis hands the shard to another worker once the visibility timeout passes, and the shard
@@ -24,8 +24,8 @@ import dagster as dg
 import pytest
 from batch_content import batch_content
 from builders import endpoints_file
-from test_celery_executor import started_cluster
-from test_sharded_dagster import _recorded_steps
+from celery_cluster import started_cluster
+from sharded_rollouts import recorded_steps
 
 from automem_dagster import cli
 from automem_dagster.commands import shared
@@ -98,7 +98,7 @@ def _kill_a_worker_mid_episode(home: Path, workers: list, killed: list) -> None:
         while time.monotonic() < deadline and not killed:
             for key, (pid, shard) in _running_shards(instance).items():
                 partials = shard.glob("trajectories/*.jsonl.partial") if shard else []
-                if "evaluation" in key and any(_recorded_steps(p) >= 2 for p in partials):
+                if "evaluation" in key and any(recorded_steps(p) >= 2 for p in partials):
                     main = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
                     assert main in mains, (pid, main, mains)
                     os.killpg(main, signal.SIGKILL)

@@ -2,7 +2,7 @@
 steps and merged back into what one process playing every seed leaves.
 
 In-process (one process, each shard still its own step): that shards also run in processes of their
-own, and that a failed one is retried alone, is test_sharded_dagster's (the same shard op). Every
+own, and that a failed one is retried alone, is tests/e2e/test_sharded_dagster.py's (the same shard op). Every
 model is one scripted server whose replies depend only on the prompt, so two plays of one seed agree.
 """
 
@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
-import pytest
 from batch_content import batch_content
 from builders import mlflow_resource, round_resources
 from test_dagster_defs import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
@@ -56,7 +55,6 @@ def _shard_steps(result: dg.ExecuteInProcessResult, asset: str) -> list[str]:
                   if e.event_type_value == "STEP_SUCCESS" and e.step_key.startswith(prefix))
 
 
-@pytest.mark.integration
 def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, storage, scripted):
     server = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
     resources = round_resources(tmp_path, storage, server, mlflow_resource(tmp_path))

@@ -2,7 +2,7 @@
 and Debian's redis-server, both started here on 127.0.0.1 and stopped by PID.
 
 A whole round on the workers, its shards in two or more worker processes and a whole worker lost,
-is test_celery_rounds.py. Here: a worker's child killed with
+is tests/e2e/test_celery_rounds.py. Here: a worker's child killed with
 SIGKILL mid-episode gives its shard back to the broker (``task_acks_late`` with
 ``task_reject_on_worker_lost``) and the shard's next delivery resumes the interrupted episode instead
 of replaying it; with Celery's own defaults for those two settings, the same kill fails the run with
@@ -11,8 +11,6 @@ fails with a message rather than hanging.
 """
 
 import asyncio
-import contextlib
-import os
 import shutil
 import signal
 import threading
@@ -23,11 +21,11 @@ import dagster as dg
 import pytest
 import yaml
 from batch_content import batch_content
-from test_sharded_dagster import EPISODES, KILLED, RULES, STEPS, _endpoints, _kill_first_shard_mid_episode
+from celery_cluster import PATHS_ENV, celery_rollout_job_handle, started_cluster
+from sharded_rollouts import EPISODES, KILLED, RULES, STEPS, kill_first_shard_mid_episode, rollout_endpoints
 
 from automem_dagster.defs.common.celery import celery_config, visibility_timeout
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.structure.assets import rollout_batch
+from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
@@ -36,48 +34,15 @@ from automem_dagster.loop.structure import rollout_spec, start_round
 from automem_dagster.rollout import episode_id, run_batch
 from automem_dagster.rollout.shards import plan_shards, shard_dir
 from automem_dagster.rollout.trajectory import trajectory_path
-from benchmarks.celery_level import local_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.ci_required]
 
-PATHS_ENV = "AUTOMEM_TEST_CELERY_PATHS"
-"""A file naming the test's endpoints and storage: the workers, started once, read it at each step."""
 SHARDS = 4
 CELERY_DEFAULTS = {"task_acks_late": False, "task_reject_on_worker_lost": False}
 """Celery's own values of the two settings the project turns on (Celery 5.x docs, Configuration and defaults:
 task_acks_late, task_reject_on_worker_lost): a task is acknowledged when received and never given back."""
 RUN_LIMIT_S = 240
 """The longest a run that must fail may take here before the test calls it hung."""
-
-
-def celery_rollout_job():
-    """The rollout asset alone, under the Celery executor, on the files named in $AUTOMEM_TEST_CELERY_PATHS."""
-    from dagster_celery import celery_executor
-
-    paths = yaml.safe_load(Path(os.environ[PATHS_ENV]).read_text())
-    resources = {"endpoints": LLMEndpointsResource(endpoints_file=paths["endpoints"]),
-                 "storage": StorageResource(runs=paths["runs"], scaffolds=paths["scaffolds"], lineage=paths["lineage"],
-                                            specialists=paths["specialists"]),
-                 "mlflow": MlflowResource(tracking_uri=paths["mlflow"])}
-    job = dg.define_asset_job("celery_rollout", selection=[rollout_batch], executor_def=celery_executor)
-    return dg.Definitions(assets=[rollout_batch], jobs=[job], resources=resources).resolve_job_def("celery_rollout")
-
-
-@contextlib.contextmanager
-def started_cluster(tmp_path: Path, home: Path, workers: int = 2, visibility_s: int = 3600,
-                    worker_args: tuple[str, ...] = ()):
-    """redis-server and ``workers`` ``automem worker`` processes on 127.0.0.1 (``benchmarks.celery_level``'s
-    ``local_cluster``: a migrated instance in DAGSTER_HOME ``home``, each worker the leader of its own process
-    group, all stopped by PID), able to import this module's jobs; skipped where Redis or the extra is missing."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-    pytest.importorskip("dagster_celery", reason="the celery extra is not installed")
-    paths = tmp_path / "paths.yaml"
-    env = {PATHS_ENV: str(paths), "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__),
-                                                                os.environ.get("PYTHONPATH", "")])}
-    with local_cluster(tmp_path, home, workers, visibility_s, env, worker_args) as cluster:
-        cluster.paths = paths
-        yield cluster
 
 
 @pytest.fixture
@@ -94,7 +59,7 @@ def _setup(tmp_path, storage, scripted, cluster):
     shutil.copytree(storage.scaffolds, clean.scaffolds)
     server = scripted(RULES)
     cluster.paths.write_text(yaml.safe_dump({
-        "endpoints": str(_endpoints(tmp_path, server)), "runs": storage.runs, "scaffolds": storage.scaffolds,
+        "endpoints": str(rollout_endpoints(tmp_path, server)), "runs": storage.runs, "scaffolds": storage.scaffolds,
         "lineage": storage.lineage, "specialists": storage.specialists, "mlflow": f"sqlite:///{tmp_path}/mlflow.db"}))
     settings = RoundSettings("crafter", EPISODES, STEPS, STEPS, 2, 2, 3)
     return server, settings, clean
@@ -106,12 +71,6 @@ def _run_config(cluster, shards: int = SHARDS, overrides: dict | None = None) ->
     return {"ops": {"rollout_batch": {"config": {"rollout_episodes": EPISODES, "rollout_max_steps": STEPS,
                                                  "concurrency": 2, "shards": shards}}},
             "execution": {"config": celery_config(cluster.broker, visibility, overrides=overrides)}}
-
-
-def _job():
-    # Worker processes import this module by name from tests/, as pytest did.
-    return dg.build_reconstructable_job(__name__, "celery_rollout_job",
-                                        reconstructor_working_directory=os.path.dirname(__file__))
 
 
 def _one_process_batch(tmp_path, server, settings, clean):
@@ -135,9 +94,9 @@ def test_a_worker_child_killed_mid_episode_is_redelivered_and_resumes(tmp_path, 
     first_shard = shard_dir(rollout_spec(settings, start.scaffold, start.seeds, storage.storage()).out_dir, 0)
     with dg.DagsterInstance.from_config(str(celery_cluster.home)) as instance:
         killed: list[int] = []
-        killer = threading.Thread(target=_kill_first_shard_mid_episode, args=(instance, first_shard, killed))
+        killer = threading.Thread(target=kill_first_shard_mid_episode, args=(instance, first_shard, killed))
         killer.start()
-        with dg.execute_job(_job(), instance=instance,
+        with dg.execute_job(celery_rollout_job_handle(), instance=instance,
                             run_config=_run_config(celery_cluster, shards=2),
                             tags={"dagster/partition": "crafter"}) as result:
             killer.join()
@@ -179,7 +138,7 @@ def test_with_celerys_ack_defaults_a_killed_worker_child_fails_the_run(tmp_path,
         first_shard = shard_dir(rollout_spec(settings, start.scaffold, start.seeds, storage.storage()).out_dir, 0)
         killed: list[int] = []
         with dg.DagsterInstance.from_config(str(cluster.home)) as instance:
-            killer = threading.Thread(target=_kill_first_shard_mid_episode, args=(instance, first_shard, killed))
+            killer = threading.Thread(target=kill_first_shard_mid_episode, args=(instance, first_shard, killed))
             killer.start()
             outcome, seconds = _run_bounded(cluster, _run_config(cluster, shards=2, overrides=CELERY_DEFAULTS))
             killer.join()
@@ -202,7 +161,7 @@ def _run_bounded(cluster, run_config: dict) -> tuple[dict, float]:
 
     def run() -> None:
         with dg.DagsterInstance.from_config(str(cluster.home)) as instance:
-            with dg.execute_job(_job(), instance=instance, run_config=run_config,
+            with dg.execute_job(celery_rollout_job_handle(), instance=instance, run_config=run_config,
                                 tags={"dagster/partition": "crafter"}, raise_on_error=False) as result:
                 outcome.update(success=result.success, run_id=result.run_id)
                 # The engine event that ends the run carries the workers' or the broker's error beneath its message.

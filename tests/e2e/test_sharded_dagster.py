@@ -7,11 +7,8 @@ scripted endpoint are comes through environment variables, which the step proces
 """
 
 import asyncio
-import os
 import shutil
-import signal
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -19,10 +16,9 @@ import dagster as dg
 import pytest
 import yaml
 from batch_content import batch_content
-from builders import endpoints_file
+from sharded_rollouts import ENV, EPISODES, KILLED, RULES, STEPS, TESTS, kill_first_shard_mid_episode, rollout_endpoints
 
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.structure.assets import rollout_batch
+from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
@@ -32,75 +28,8 @@ from automem_dagster.rollout import episode_id, run_batch
 from automem_dagster.rollout.shards import plan_shards, shard_dir
 from automem_dagster.rollout.trajectory import trajectory_path
 
-RULES = [
-    {"match": "Phase: LOG", "reply": "<|DONE|>"},
-    {"match": "Step 2. Your previous action", "reply": "<|ACTION|>do<|END|>"},
-    # Step 4's action comes slowly (the same action as every other step's), so the first shard's
-    # process is still in the middle of its episodes when the test kills it after their step 3.
-    {"match": "Step 4. Your previous action", "reply": "<|ACTION|>move_left<|END|>", "delay_s": 3},
-    {"match": "Phase: PLAN", "reply": "<|ACTION|>move_left<|END|>"},
-]
 FAIL_ONCE = {"match": "Step 3. Your previous action", "status": 500, "times": 1}
 """One request of one episode fails: exactly one shard step fails, and its retry must finish it."""
-EPISODES, STEPS = 4, 5
-KILLED = "rollout_batch.rollout_batch_shard[rollout_0]"
-ENV = "AUTOMEM_TEST_SHARDED"
-
-
-def sharded_rollout_job():
-    """The rollout asset alone, under the multiprocess executor, on the files named in $AUTOMEM_TEST_SHARDED."""
-    paths = yaml.safe_load(os.environ[ENV])
-    resources = {"endpoints": LLMEndpointsResource(endpoints_file=paths["endpoints"]),
-                 "storage": StorageResource(runs=paths["runs"], scaffolds=paths["scaffolds"], lineage=paths["lineage"],
-                                            specialists=paths["specialists"]),
-                 "mlflow": MlflowResource(tracking_uri=paths["mlflow"])}
-    job = dg.define_asset_job("sharded_rollout", selection=[rollout_batch],
-                              executor_def=dg.multiprocess_executor.configured({"max_concurrent": 2}))
-    return dg.Definitions(assets=[rollout_batch], jobs=[job], resources=resources).resolve_job_def("sharded_rollout")
-
-
-def _kill_first_shard_mid_episode(instance: dg.DagsterInstance, shard: Path, killed: list[int]) -> None:
-    """SIGKILL the first shard's step process once one of its episodes has recorded 3 steps (as a lost
-    pod or an out-of-memory kill would end it), its process found by the step's start event."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if any(_recorded_steps(partial) >= 3 for partial in shard.glob("trajectories/*.jsonl.partial")):
-            pid = _running_attempt(instance)
-            if pid is not None:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                    return
-                except ProcessLookupError:                   # that attempt had just ended: wait for the next
-                    pass
-        time.sleep(0.05)
-
-
-def _running_attempt(instance: dg.DagsterInstance) -> int | None:
-    """The process of the first shard's attempt now running (the 500 may have ended an earlier one)."""
-    running = None
-    for run in instance.get_runs():
-        for entry in instance.all_logs(run.run_id):
-            event = entry.dagster_event
-            if event is None or entry.step_key != KILLED:
-                continue
-            if event.event_type in (dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_RESTARTED):
-                running = event.pid
-            elif event.event_type in (dg.DagsterEventType.STEP_UP_FOR_RETRY, dg.DagsterEventType.STEP_FAILURE,
-                                      dg.DagsterEventType.STEP_SUCCESS):
-                running = None
-    return running
-
-
-def _recorded_steps(partial: Path) -> int:
-    try:
-        return partial.read_text().count('"type": "step"')
-    except FileNotFoundError:                                # the episode finished: renamed meanwhile
-        return 0
-
-
-def _endpoints(tmp_path, server):
-    return endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
 
 
 @pytest.mark.integration
@@ -110,7 +39,7 @@ def test_shards_in_their_own_processes_merge_into_the_one_process_batch(tmp_path
     shutil.copytree(storage.scaffolds, clean_storage.scaffolds)
     server = scripted([FAIL_ONCE, *RULES])
     monkeypatch.setenv(ENV, yaml.safe_dump({
-        "endpoints": str(_endpoints(tmp_path, server)), "runs": storage.runs,
+        "endpoints": str(rollout_endpoints(tmp_path, server)), "runs": storage.runs,
         "scaffolds": storage.scaffolds, "lineage": storage.lineage, "specialists": storage.specialists,
         "mlflow": f"sqlite:///{tmp_path}/mlflow.db"}))
     run_config = {"ops": {"rollout_batch": {"config": {"rollout_episodes": EPISODES, "rollout_max_steps": STEPS,
@@ -121,11 +50,11 @@ def test_shards_in_their_own_processes_merge_into_the_one_process_batch(tmp_path
     (tmp_path / "dagster_home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
         killed: list[int] = []
-        killer = threading.Thread(target=_kill_first_shard_mid_episode, args=(instance, first_shard, killed))
+        killer = threading.Thread(target=kill_first_shard_mid_episode, args=(instance, first_shard, killed))
         killer.start()
-        # Step processes import this module by name from tests/, as pytest did.
-        job = dg.build_reconstructable_job(__name__, "sharded_rollout_job",
-                                           reconstructor_working_directory=os.path.dirname(__file__))
+        # Step processes import the job's module by name from tests/, as pytest did.
+        job = dg.build_reconstructable_job("sharded_rollouts", "sharded_rollout_job",
+                                           reconstructor_working_directory=str(TESTS))
         with dg.execute_job(job, instance=instance, run_config=run_config,
                             tags={"dagster/partition": "crafter"}) as result:
             killer.join()
