@@ -1,5 +1,5 @@
-"""``automem endpoints``: the schemas a user can check against a provider, and a pre-round check
-that names why a role is unusable; JSON-schema mode end to end on the embedded server."""
+"""The endpoints on the embedded server (the session's llama.cpp): the shipped settings pass the check, and
+JSON-schema mode works end to end, in a rollout and in a whole structure round."""
 
 import asyncio
 import json
@@ -10,54 +10,10 @@ from builders import on_embedded, shipped_on_embedded, structure_round
 
 from automem_dagster.cli import main
 from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.llm.process import free_port
 from automem_dagster.llm.session import connect
-from automem_dagster.llm.strict_schema import strict_violations
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
 from automem_dagster.paths import DEFAULT_ENDPOINTS, SCAFFOLDS
-
-GAMES = ("crafter", "minihack:Corridor-R3", "nethack")
-
-
-@pytest.mark.parametrize("game", GAMES)
-def test_every_schema_sent_fits_openais_strict_subset(game, capsys):
-    assert main(["endpoints", "schemas", "--game", game]) == 0
-    schemas = json.loads(capsys.readouterr().out)
-    assert {"log_turn", "plan_turn", "action_turn", "diagnosis", "revision", "review", "lora_settings"} <= set(schemas)
-    assert {name: strict_violations(s) for name, s in schemas.items()} == {name: [] for name in schemas}
-
-
-def _check(tmp_path, capsys, body: str, *extra: str) -> tuple[int, str]:
-    path = tmp_path / "endpoints.yaml"
-    path.write_text(body)
-    code = main(["endpoints", "check", "--endpoints", str(path), *extra])
-    return code, capsys.readouterr().out
-
-
-@pytest.mark.contract
-def test_check_names_a_wrong_port(tmp_path, capsys):
-    code, out = _check(tmp_path, capsys, f"game: {{name: game, base_url: 'http://127.0.0.1:{free_port()}/v1'}}\n")
-    assert code == 1 and "UNUSABLE" in out and "not reachable" in out and "check that the server is running" in out
-
-
-def test_check_names_an_unset_key_variable_without_a_request(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("AUTOMEM_NO_SUCH_KEY", raising=False)
-    body = "game: {name: game, base_url: 'http://127.0.0.1:9/v1', api_key_env: AUTOMEM_NO_SUCH_KEY}\n"
-    code, out = _check(tmp_path, capsys, body, "--dry-run")
-    assert code == 1 and "$AUTOMEM_NO_SUCH_KEY, which is not set" in out
-
-
-def test_check_names_an_unknown_model_and_passes_a_good_role(tmp_path, capsys, scripted):
-    server = scripted([{"match": "", "reply": '{"action": "north"}'}],
-                      {"models": ["served-model"], "strict_schemas": True})
-    good = f"{{name: game, base_url: '{server.base_url}', model: served-model, constrained: json_schema}}"
-    bad = f"{{name: meta, base_url: '{server.base_url}', model: typo-model, constrained: json_schema}}"
-    code, out = _check(tmp_path, capsys, f"game: {good}\nmeta: {bad}\n")
-    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
-    assert code == 1
-    assert "ok" in lines["game"] and "mode honoured" in lines["game"]
-    assert "UNUSABLE" in lines["meta"] and "typo-model` does not exist" in lines["meta"]
 
 
 @pytest.mark.integration
