@@ -2,25 +2,21 @@
 
 Scripted replies make every branch reachable on purpose: well-formed turns, reads that
 feed results back, malformed output, disabled operations, hostile file names, and the
-two-model split between a memory endpoint and a game endpoint.
-"""
+two-model split between a memory endpoint and a game endpoint; and the request seeds are the same
+in every process."""
 
 import asyncio
 import json
 
 import pytest
 from builders import with_routine
+from shipped_routine import LOG_EVERY
 
 from automem_dagster.agent import MemoryAgent
-from automem_dagster.agent.savings import log_due
-from automem_dagster.games import game_family, make_game
+from automem_dagster.games import make_game
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.memory import FilePolicy, Journal, MemoryStore
-from automem_dagster.scaffold import Routine, load_scaffold
-
-SHIPPED = load_scaffold("crafter", 0).routine
-LOG_EVERY = SHIPPED.log_every
-"""The shipped v0's ``log_every``: the tests below count LOG turns under it."""
+from automem_dagster.scaffold import load_scaffold
 
 
 def _client(server, name="game", constrained="none"):
@@ -72,24 +68,6 @@ def test_one_model_step_writes_memory_and_acts(tmp_path, scripted):
     assert second.ok and second.redundant                              # the same line again is flagged
     assert all(t.input_tokens > 0 and t.latency_s > 0 and not t.errors for d in outcomes for t in d.turns)
     assert (tmp_path / "ep" / "journal.jsonl").read_text().count("went west") == 2
-
-
-def test_log_runs_after_what_the_history_line_does_not_show():
-    """Under the shipped routine a reward, an inventory or a level change LOGs at once; a position change
-    alone does not; nothing LOGs at step 0; ``log_every`` steps after the latest LOG, LOG runs whatever
-    happened. Other triggers are the routine's to choose."""
-    start, moved = ((1, 1), (), ()), ((2, 1), (), ())
-    assert not log_due(0, [], [start], 0, SHIPPED)
-    assert not log_due(1, [("move_east", 0.0)], [start, moved], 0, SHIPPED)
-    assert not log_due(3, [("noop", 0.0)], [moved, moved], 0, SHIPPED)
-    assert log_due(1, [("do", 1.0)], [start, start], 0, SHIPPED)
-    assert log_due(2, [("do", 0.0)], [moved, ((2, 1), (("wood", 1),), ())], 0, SHIPPED)
-    assert log_due(2, [("do", 0.0)], [moved, ((2, 1), (), (("achievements", 1),))], 0, SHIPPED)
-    assert log_due(LOG_EVERY, [("move_east", 0.0)], [start, moved], 0, SHIPPED)
-    assert not log_due(LOG_EVERY + 2, [("move_east", 0.0)], [start, moved], 3, SHIPPED)
-    walker = Routine(log_every=50, log_triggers=["position"])
-    assert log_due(1, [("move_east", 0.0)], [start, moved], 0, walker)
-    assert not log_due(2, [("do", 1.0)], [moved, moved], 1, walker)
 
 
 def test_a_routine_with_log_every_1_logs_every_step_and_consults_every_step(tmp_path, scripted):
@@ -232,32 +210,6 @@ def test_synced_files_follow_game_state(tmp_path, scripted):
     assert "health" in agent.store.read_text("status.txt") and "x=" in agent.store.read_text("status.txt")
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("game_name", ["crafter", "minihack:Corridor-R3", "nethack", "babyai:GoToLocal",
-                                       "textworld:coin_collector"])
-def test_every_v0_grammar_is_accepted_by_the_embedded_server(game_name, embedded, tmp_path):
-    """Integration: the real model under the real grammars acts validly on every step."""
-    config = EndpointConfig(name="game", base_url="unused", server="llama.cpp", constrained="gbnf")
-
-    async def go(tmp):
-        game = make_game(game_name, max_steps=10)
-        store = MemoryStore(tmp / "files")
-        agent = MemoryAgent(load_scaffold(game_family(game_name), 0), store, game.actions(), game.parse_action,
-                            LLMClient(config, embedded.base_url))
-        result, outcomes = game.reset(3), []
-        for t in range(3):
-            agent.observe_state(result.state)
-            outcomes.append(await agent.step(t, result.observation))
-            result = game.step(outcomes[-1].action)
-            agent.record_outcome(outcomes[-1].action, result.reward)
-        game.close()
-        return outcomes
-
-    outcomes = asyncio.run(go(tmp_path))
-    assert all(d.valid for d in outcomes)
-    assert all(not t.errors for d in outcomes for t in d.turns)
-
-
 def test_a_phase_that_outgrows_the_context_drops_its_oldest_read_results(tmp_path, scripted):
     server = scripted([
         # Any request still holding the first read's result is refused as over the context.
@@ -293,37 +245,6 @@ def test_request_seeds_are_stable_across_processes_and_distinct_per_position():
         assert json.loads(out.stdout) == here
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("game_name", ["crafter", "nethack"])
-def test_memory_agent_rerun_at_temperature_is_identical(game_name, embedded, tmp_path):
-    """Integration: at temperature 0.7 on the embedded server, the same episode played twice gives the
-    same model replies and actions, because every request carries a seed from its position. The prompt
-    cache is off: llama.cpp's logits over a cached prefix can differ in the last bits, enough to part a
-    rerun where two tokens are nearly tied (seen on NetHack at the third step). MiniHack is left out:
-    it has NetHack's renderer and prompts, and each game costs a minute of uncached prompts."""
-    config = EndpointConfig(name="game", base_url="unused", server="llama.cpp", constrained="gbnf", temperature=0.7,
-                            cache_prompt=False)
-
-    async def play(tmp):
-        game = make_game(game_name, max_steps=10)
-        agent = MemoryAgent(load_scaffold(game_family(game_name), 0), MemoryStore(tmp / "files"), game.actions(),
-                            game.parse_action, LLMClient(config, embedded.base_url), episode_seed=5)
-        result, trace = game.reset(5), []
-        for t in range(2):
-            agent.observe_state(result.state)
-            outcome = await agent.step(t, result.observation)
-            trace.append((outcome.action, [turn.text for turn in outcome.turns]))
-            result = game.step(outcome.action)
-            agent.record_outcome(outcome.action, result.reward)
-        game.close()
-        return trace
-
-    first = asyncio.run(play(tmp_path / "first"))
-    second = asyncio.run(play(tmp_path / "second"))
-    assert first == second
-    assert sum(len(texts) for _, texts in first) >= 2
-
-
 def test_an_action_outside_the_vocabulary_in_a_well_formed_token_is_a_malformed_turn(tmp_path, scripted):
     server = scripted([
         {"match": "Phase: LOG", "reply": "<|DONE|>"},
@@ -333,22 +254,6 @@ def test_an_action_outside_the_vocabulary_in_a_well_formed_token_is_a_malformed_
     [outcome] = outcomes
     assert outcome.action == "noop" and not outcome.valid
     assert any("fly to the moon" in e and "names no action of this game" in e for e in outcome.turns[-1].errors)
-
-
-@pytest.mark.parametrize(("fields", "says"), [
-    ({"server": "llama.cpp"}, "cache_prompt: false makes reruns identical"),
-    ({"server": "llama.cpp", "cache_prompt": False}, "honoured: llama.cpp"),
-    ({"server": "vllm", "constrained": "vllm"}, "only on a vLLM started with VLLM_BATCH_INVARIANT=1"),
-    ({"server": "vllm", "temperature": 0.0, "seed": 3}, "only on a vLLM started with VLLM_BATCH_INVARIANT=1"),
-    ({"base_url": "https://api.anthropic.com/v1/", "temperature": 0.5}, "ignored: the provider accepts seed"),
-    ({"server": "openai-compatible", "constrained": "json_schema"}, "best effort"),
-    ({"server": "llama.cpp", "seed": 7}, "every request uses seed 7"),
-    ({"server": "openai-compatible", "temperature": 0.0}, "greedily"),
-])
-def test_seed_support_states_what_each_server_does_with_seeds(fields, says):
-    from automem_dagster.agent.sampling import seed_support
-
-    assert says in seed_support(EndpointConfig(name="game", **fields))
 
 
 def test_phases_with_nothing_to_do_are_skipped(tmp_path, scripted):
