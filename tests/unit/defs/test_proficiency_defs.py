@@ -11,6 +11,7 @@ from automem_dagster.defs import defs
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
 
+
 def test_definitions_load_with_the_proficiency_assets_check_jobs_and_sensor():
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()

@@ -1,16 +1,11 @@
-"""The training stage on any device: no model client needed to train, the effective batch over
-several processes, losses that do not depend on the micro-batch, the step-time meter and the
-device-sized micro-batch, all checked on the CPU."""
+"""The training stage on any device, checked on the CPU: the effective batch over several processes,
+losses that do not depend on the micro-batch, the step-time meter and the device-sized micro-batch."""
 
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_sft import TINY, _rows, _tokenizer
+from sft_examples import TINY, decision_rows, embedded_tokenizer
 
 from automem_dagster.training.device_plan import (
     CPU_PLAN,
@@ -25,50 +20,6 @@ from automem_dagster.training.runtime import per_device_batch, steps_per_epoch
 from automem_dagster.training.sft import build_trainer, longest_example, train_adapter
 from automem_dagster.training.sft_config import trainer_configs
 from automem_dagster.training.sft_result import TrainingError
-
-ROOT = Path(__file__).resolve().parents[1]
-
-BLOCKED_CLIENTS = """
-import importlib.abc, sys
-
-class Blocked(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("openai", "aiohttp"):
-            raise ImportError(f"{name} is not installed (blocked by the test)")
-
-sys.meta_path.insert(0, Blocked())
-"""
-
-
-@pytest.mark.e2e
-def test_training_the_embedded_base_needs_no_model_client(tmp_path):
-    """What `pip install .[train]` gives: with openai and aiohttp unimportable, the embedded base loads
-    and the trainer is built on it, and neither client is imported along the way."""
-    import pandas as pd
-    from test_sft import TINY, _rows
-
-    pd.DataFrame(_rows(episodes=2, per_episode=2)).to_parquet(tmp_path / "dataset.parquet")
-    script = BLOCKED_CLIENTS + f"""
-from pathlib import Path
-from automem_dagster.training.base_model import load_base
-from automem_dagster.training.settings import LoraSettings
-from automem_dagster.training.sft import build_trainer, plan_run
-
-settings = LoraSettings.model_validate_json({TINY.model_dump_json()!r})
-plan = plan_run(Path({str(tmp_path)!r}), settings, Path({str(tmp_path / "run")!r}), base="embedded", max_steps=1,
-                validation_fraction=0.5, eval_every=None, save_every=None, seed=0)
-model, tokenizer = load_base("embedded")
-trainer = build_trainer(model, tokenizer, [plan.rows[i] for i in plan.split.train],
-                        [plan.rows[i] for i in plan.split.validation], settings, Path({str(tmp_path / "ckpt")!r}),
-                        max_steps=1)
-assert len(trainer.train_dataset) == 2
-print("loaded:", sorted(m for m in ("openai", "aiohttp") if m in sys.modules))
-"""
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TQDM_DISABLE": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "loaded: []"
-
 
 # --- several processes ---------------------------------------------------------------------------
 
@@ -96,7 +47,7 @@ def test_a_batch_the_processes_cannot_share_is_refused_before_training(monkeypat
     message = rf"batch_size={batch} cannot be shared by {world} training processes.*the nearest being {nearest}$"
     with pytest.raises(TrainingError, match=message):
         per_device_batch(settings)
-    pd.DataFrame(_rows()).to_parquet(tmp_path / "dataset.parquet")
+    pd.DataFrame(decision_rows()).to_parquet(tmp_path / "dataset.parquet")
     with pytest.raises(TrainingError, match=message):  # from the run's plan, before any model is loaded
         train_adapter(tmp_path, settings, tmp_path / "run", max_steps=1)
     assert not (tmp_path / "run").exists()
@@ -107,7 +58,7 @@ def test_a_batch_the_processes_cannot_share_is_refused_before_training(monkeypat
 def _uneven_rows():
     """Eight memory decisions whose completions run from 1 to 8 operations, so a mean per micro-batch
     and a mean per token differ."""
-    rows = _rows(episodes=2, per_episode=4)
+    rows = decision_rows(episodes=2, per_episode=4)
     for i, row in enumerate(rows):
         extra = "".join(f"<|APPEND|>notes.txt|seen at step {i}, note {k}\n" for k in range(i))
         row["completion"] = [{"role": "assistant", "content": extra + row["completion"][0]["content"]}]
@@ -119,7 +70,7 @@ def _tiny_trainer(base, rows, micro, tmp_path, lora=None, padding_free=False):
     optimizer step of ``TINY``'s batch 4 in micro-batches of ``micro``; ``lora`` sets the adapter's start."""
     import copy
 
-    trainer = build_trainer(copy.deepcopy(base), _tokenizer(), rows[:4], rows[4:], TINY,
+    trainer = build_trainer(copy.deepcopy(base), embedded_tokenizer(), rows[:4], rows[4:], TINY,
                             tmp_path / f"ckpt{micro}{padding_free}", max_steps=1, eval_every=1, save_every=1,
                             evaluate_first=False, gradient_checkpointing=False, micro_batch=micro,
                             padding_free=padding_free)
@@ -139,7 +90,7 @@ def test_validation_and_training_losses_do_not_depend_on_the_micro_batch(tmp_pat
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    base = LlamaForCausalLM(LlamaConfig(vocab_size=len(_tokenizer()), hidden_size=64, intermediate_size=128,
+    base = LlamaForCausalLM(LlamaConfig(vocab_size=len(embedded_tokenizer()), hidden_size=64, intermediate_size=128,
                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4))
     rows = _uneven_rows()
     one = _tiny_trainer(base, rows, 1, tmp_path)
@@ -261,12 +212,13 @@ def test_on_the_cpu_the_trainer_keeps_fp32_one_sequence_and_checkpointing(tmp_pa
     from transformers import LlamaConfig, LlamaForCausalLM
 
     assert not native_bf16() or torch.cuda.is_available()
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(_tokenizer()), hidden_size=32, intermediate_size=64,
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(embedded_tokenizer()), hidden_size=32, intermediate_size=64,
                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
-    rows = _rows(episodes=1, per_episode=4)
-    lengths = [len(_tokenizer().apply_chat_template(r["prompt"] + r["completion"], return_dict=False)) for r in rows]
-    assert longest_example(_tokenizer(), rows, 256) == max(lengths) and longest_example(_tokenizer(), rows, 16) == 16
-    trainer = build_trainer(model, _tokenizer(), rows, rows[:1], TINY, tmp_path / "ckpt", max_steps=1)
+    rows = decision_rows(episodes=1, per_episode=4)
+    lengths = [len(embedded_tokenizer().apply_chat_template(r["prompt"] + r["completion"], return_dict=False)) for r in rows]
+    tokenizer = embedded_tokenizer()
+    assert longest_example(tokenizer, rows, 256) == max(lengths) and longest_example(tokenizer, rows, 16) == 16
+    trainer = build_trainer(model, embedded_tokenizer(), rows, rows[:1], TINY, tmp_path / "ckpt", max_steps=1)
     if not torch.cuda.is_available():
         assert trainer.device_plan == CPU_PLAN and not trainer.args.bf16
         assert (trainer.args.per_device_train_batch_size, trainer.args.gradient_accumulation_steps) == (1, 4)
