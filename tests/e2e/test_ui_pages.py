@@ -89,7 +89,7 @@ def demo_rounds(tmp_path, storage, scripted, specialist_vllm, tracker: Tracker) 
     the adapter (``loop/serving.py``)."""
     structure = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
     structure_round(SETTINGS, endpoints_file(tmp_path, structure), tracker=tracker)
-    # 8-step rollouts with a 2-step window, as tests/test_dagster_proficiency.py plays them: the routine's
+    # 8-step rollouts with a 2-step window, as tests/e2e/test_dagster_proficiency_training.py plays them: the routine's
     # first note (step 5) and the read that shows it are what curation credits. Its 2-seed evaluation
     # decides under higher_mean (the default gate calls 2 seeds inconclusive). No counterfactual replay:
     # the pages are tested here, and a replayed verdict could drop the 6 examples the round trains on.
