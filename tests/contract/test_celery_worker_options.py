@@ -1,8 +1,5 @@
-"""The Celery options as a user meets them before any worker runs: a round's bad ``--shards`` or
-``--visibility-timeout`` refused by name, a worker that cannot reach its instance or its broker saying
-which and exiting 3, a worker's ``--config-yaml`` read or refused by name, ``--migrate`` warning of a
-``game_endpoint`` pool that plays one shard at a time, and how often workers look for the shards of a
-lost worker."""
+"""A Celery worker started without its broker names it and exits 3 (the unit checks of the Celery
+options: tests/unit/defs/test_celery_options.py)."""
 
 import socket
 

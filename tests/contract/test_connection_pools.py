@@ -1,7 +1,5 @@
-"""Every lane's connection pool verifies TLS with the process's one context: building a context
-loads the CA bundle (about 30 ms of CPU), which a pool per lane paid again for every episode
-played at once (``benchmarks/rollout_scaling.py``). A pool's failures are named as httpx names them
-(a server that hangs up or answers too late: ``tests/contract/test_retries.py``)."""
+"""A refused connection through an endpoint's pool counts as a connection failure, not a timeout
+(the pools' one TLS context: tests/unit/llm/test_attempts.py)."""
 
 import asyncio
 import socket

@@ -1,10 +1,6 @@
-"""The CPU ledger (``automem_dagster.cpu_ledger``) and the breakdown both harness benchmarks report from it.
-
-A real short run against the scripted stand-in checks that the figures add up (phases plus REST are the
-process's CPU, harness is the process less the game) and, since those sums hold by construction, also
-what could be wrong: a phase charged nothing or less than nothing, the game's CPU over its own wall
-time, steps counted apart from the trajectory, the wall-based harness not the one the records give.
-"""
+"""The CPU ledger (``automem_dagster.cpu_ledger``) on a real short run against the scripted stand-in:
+the figures the harness benchmarks report add up (the ledger's own arithmetic:
+tests/unit/automem_dagster/test_cpu_ledger.py)."""
 
 import math
 

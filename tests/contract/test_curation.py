@@ -1,4 +1,5 @@
-"""Memory-decision extraction and curation on constructed trajectories (no model)."""
+"""Curation's meta review of borderline decisions against the scripted server, on constructed
+trajectories (``curation_episodes.py``): kept or dropped, an unusable reply, the calls it counts."""
 
 from __future__ import annotations
 

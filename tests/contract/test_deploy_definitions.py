@@ -1,9 +1,5 @@
-"""deploy/dagster.yaml, the instance `make dagster` uses, loads and limits what it says it limits.
-
-Validated by Dagster's own instance loader (the schema of docs.dagster.io "Run queue limits",
-"Run tag concurrency limits" and "Concurrency pools"), and checked against the jobs: a limit on a
-tag that no job carries would silently limit nothing.
-"""
+"""A job's step outputs go where ``AUTOMEM_IO_BASE`` says, a folder or an fsspec URL, in in-process
+Dagster (the instance file's limits: tests/unit/defs/test_deploy_config.py)."""
 
 import pickle
 

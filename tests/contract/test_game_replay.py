@@ -1,8 +1,5 @@
-"""Game adapters: exact reproducibility, BALROG progression, tolerant action parsing, naming.
-
-Real environments run here (NLE steps in microseconds; a Crafter world takes about a second
-to generate), so the Crafter tests share one module-scoped episode pair to keep resets few.
-"""
+"""Seeded random play is identical in fresh processes for Crafter, MiniHack and NetHack, and a Crafter
+world is the same with compiled and pure-Python noise (``replay_runs.py``)."""
 
 from __future__ import annotations
 

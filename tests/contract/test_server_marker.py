@@ -1,5 +1,5 @@
-"""The ``server`` marker and the three tiers (setup.cfg): ``server`` on every test that starts a server process, so that
-``pytest -m "not server"`` runs a subset that starts none (tests/conftest.py sets and enforces it)."""
+"""The ``server`` marker and the tiers on tests that use the scripted server: marked before they start
+one, the tier following the fixtures, a pooled server answering from reloaded rules."""
 
 
 def test_a_test_using_the_scripted_factory_is_marked_even_before_it_starts_one(request, scripted):

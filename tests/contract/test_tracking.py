@@ -1,4 +1,4 @@
-"""Tracker against a real sqlite MLflow store in a temp dir, read back with a separate MlflowClient."""
+"""The Tracker against an MLflow server that cannot be reached raises ``TrackingError``."""
 
 import re
 import socket

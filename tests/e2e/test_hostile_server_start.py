@@ -1,9 +1,4 @@
-"""Damaged files get an answer that names the file, the line and what to do, and nothing is lost.
-
-Every case starts from real files (a random-agent batch played by the CLI, a saved lineage, a
-saved specialist registry), damages one the way a person or a crash might, and checks the error
-and that the damaged file is still there byte for byte. docs/hostile_inputs.md lists the cases.
-"""
+"""A model server that fails to start names its log and what to do."""
 
 from __future__ import annotations
 

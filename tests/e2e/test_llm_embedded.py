@@ -1,4 +1,4 @@
-"""Endpoints: config validation, retries and clear errors against real local servers, no key leaks."""
+"""The embedded llama.cpp server honours a grammar, and stops when the process that started it is killed."""
 
 import pytest
 from completions import _complete

@@ -1,6 +1,4 @@
-"""The memory baselines: ``rag`` (retrieval memory, embedding or BM25) and ``summary`` (a bounded
-running summary), on real games through the shared runner, with the scripted server as the model
-and its ``/v1/embeddings`` stand-in (hashed word counts) as the embedding model."""
+"""The embedded server serves chat and ``/v1/embeddings`` from one process, as the ``rag`` baseline needs."""
 
 import asyncio
 

@@ -1,4 +1,4 @@
-"""Batches: valid trajectory files, summaries, resume after a killed process, clear failures."""
+"""A rollout on the embedded model acts validly on every step."""
 
 import json
 

@@ -1,11 +1,5 @@
-"""Exact token counts from the endpoint's server, chars/4 only as the fallback, in the meta budget.
-
-The embedded server (llama.cpp) is the real thing: its ``/apply-template`` + ``/tokenize`` count
-must equal the ``prompt_tokens`` a chat request reports. vLLM's ``/tokenize`` is the scripted
-stand-in's (``standins/scripted_vllm.py``: a word or one symbol per token, so a map of dots costs a
-token per character, four times chars/4, as dense text does under real tokenizers), and a
-server without the route is the plain scripted server, which answers 404 to unknown routes.
-"""
+"""Exact token counts from the embedded server (llama.cpp's ``/apply-template`` + ``/tokenize``) equal
+the ``prompt_tokens`` a chat request reports, and the meta budget fits its context by that count."""
 
 from __future__ import annotations
 

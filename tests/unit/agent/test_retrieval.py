@@ -1,6 +1,5 @@
-"""The memory baselines: ``rag`` (retrieval memory, embedding or BM25) and ``summary`` (a bounded
-running summary), on real games through the shared runner, with the scripted server as the model
-and its ``/v1/embeddings`` stand-in (hashed word counts) as the embedding model."""
+"""The memory baselines' parts without a server: vector and BM25 search (``agent/retrieval.py``), the
+``rag`` agent's refusal without an embedding endpoint, and the ``summary`` agent's bounded summary."""
 
 import numpy as np
 import pytest

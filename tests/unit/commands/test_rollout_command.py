@@ -1,4 +1,4 @@
-"""Batches: valid trajectory files, summaries, resume after a killed process, clear failures."""
+"""``automem rollout`` refuses bad input by name."""
 
 import pytest
 

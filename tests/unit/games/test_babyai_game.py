@@ -1,4 +1,4 @@
-"""BALROG's BabyAI and TextWorld as plugins: reset, step, score by BALROG's rule, replay in fresh processes."""
+"""BALROG's BabyAI as a game: its view in words, BALROG's actions, progression 1.0 once solved."""
 
 from automem_dagster.games import make_game
 from automem_dagster.games.babyai_game import BABYAI_ACTIONS

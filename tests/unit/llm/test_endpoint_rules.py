@@ -1,9 +1,6 @@
-"""Real servers, not lenient stand-ins: a constraint or an adapter a server would accept and
-ignore is refused before a round, the endpoints check proves the constraint is applied, and a
-provider that ignores ``response_format`` is told the reply's fields in the prompt.
-
-The stand-ins answer a rule's ``free`` text when the request carries no constraint their server
-reads (``scripted_server``, ``scripted_vllm``, ``scripted_provider`` cite what each follows)."""
+"""Endpoint files refuse what a server would accept and ignore: a constrained-decoding mode or an
+adapter field the server would not apply, fields Anthropic ignores or caps; the vLLM command and the
+docs say what the project relies on."""
 
 from pathlib import Path
 

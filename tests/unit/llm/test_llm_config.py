@@ -1,4 +1,5 @@
-"""Endpoints: config validation, retries and clear errors against real local servers, no key leaks."""
+"""Endpoint files: the shipped one loads, a bad one names its file and field, a missing key variable
+is named; the clients each role gets, cached prompt tokens, the embedded server's threads."""
 
 import asyncio
 import os

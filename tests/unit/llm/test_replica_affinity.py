@@ -1,4 +1,4 @@
-"""An endpoint role over several replicas: spread, sticky per episode, and a dead replica costs nothing."""
+"""An endpoint role's replicas are checked when the endpoints file is read."""
 
 import pytest
 from pydantic import ValidationError

@@ -1,6 +1,5 @@
-"""A shard step whose seeds an embedded model already played into the merged batch starts no model
-server: the batch's recorded identity is checked without one (``rollout.shards.played_without_server``).
-Changed endpoint settings still go to the server, which refuses the batch."""
+"""The embedded server's identity hashes its adapter files and asks the server again when its package
+changed (``llm/server_info.py``)."""
 
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.embedded_server import GGUF_NAME

@@ -1,13 +1,6 @@
-"""Endpoints against scripted servers that refuse what real providers refuse.
-
-The scripted server enforces, with each provider's error shape, the rules written down in
-``standins/scripted_provider.py`` (OpenAI's parameter rules for reasoning models, Anthropic's
-temperature/top_p rule, OpenAI's strict-schema subset, unknown models and keys) and answers a
-rate limit with ``Retry-After``. Each test here failed on the request path before this module:
-sampling parameters were always sent, ``max_tokens`` could not be renamed, schemas were sent
-without ``strict`` (and the revision schema's root was ``anyOf``), and retries ignored
-``Retry-After``.
-"""
+"""What a request carries: only what the endpoint file sets, no ``extra_body`` over the project's own
+fields, schemas rewritten to OpenAI's strict subset (``llm/strict_schema.py``) and turn schemas that
+stay valid and within the operation budget."""
 
 import pytest
 from chat_messages import HI

@@ -1,11 +1,4 @@
-"""Exact token counts from the endpoint's server, chars/4 only as the fallback, in the meta budget.
-
-The embedded server (llama.cpp) is the real thing: its ``/apply-template`` + ``/tokenize`` count
-must equal the ``prompt_tokens`` a chat request reports. vLLM's ``/tokenize`` is the scripted
-stand-in's (``standins/scripted_vllm.py``: a word or one symbol per token, so a map of dots costs a
-token per character, four times chars/4, as dense text does under real tokenizers), and a
-server without the route is the plain scripted server, which answers 404 to unknown routes.
-"""
+"""A hosted API's tokens are estimated (chars/4) without asking the server (``llm/tokens.py``)."""
 
 from __future__ import annotations
 

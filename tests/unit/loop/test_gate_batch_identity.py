@@ -1,6 +1,4 @@
-"""A batch stands for what played it (``rollout/identity.py``): two scripted OpenAI-compatible
-servers, ``model-a`` always moving east and ``model-b`` always moving west, on real Crafter
-episodes (2 episodes x 4 steps), through the CLI and the loops' own stages."""
+"""A proficiency round's gate may compare batches that differ in the memory role alone (``loop/gate.py``)."""
 
 import pytest
 from recorded_batches import recorded

@@ -1,6 +1,5 @@
-"""`make run` then `make test` in one clone: the demo plays in a project home of its own and leaves the
-checkout's versioned files as they were (issue: the demo once wrote v1.yaml, the lineage and the
-specialist registry into ``assets/``, and the tests then built their stores from that state)."""
+"""A fresh project home copies the assets again and keeps its runs, and cannot be the project it copies
+(``loop/storage.py``)."""
 
 import pytest
 

@@ -1,5 +1,5 @@
-"""``automem rounds``: structure rounds back to back on real Crafter episodes, the rules meta and a
-scripted game model that idles (so every candidate ties its parent: inconclusive, the champion stays)."""
+"""Rounds and seed blocks without a server: a round that registered nothing still moves to the next
+seed block, and ``automem rounds`` refuses a patience beyond its rounds."""
 
 from cli_round_storage import storage as cli_round_storage
 

@@ -1,20 +1,4 @@
-"""The specialist on a vLLM server: runtime LoRA loading, verified, and memory turns sent with it.
-
-No vLLM runs here, so the server is ``standins/scripted_vllm.py``, a stand-in written from vLLM's
-source: ``vllm/entrypoints/serve/lora/api_router.py`` (the load/unload routes exist
-only under ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, else FastAPI's 404
-``{"detail":"Not Found"}``; a load answers 200 with ``Success: LoRA adapter '<name>' added
-successfully.``) and ``vllm/entrypoints/openai/models/serving.py`` (errors as
-``{"error": {"message", "type", "param", "code"}}``: 400 InvalidUserInput for missing fields or a
-name already loaded, 404 NotFoundError for a missing path or an unknown adapter, 400 BadRequestError for an
-engine failure such as ``LoRA rank 64 is greater than max_lora_rank 16.``; ``/v1/models`` lists
-adapters with ``root`` = path and ``parent`` = the base model; a chat request naming an unknown
-model answers 404 ``The model `x` does not exist.``). It records the model each chat request
-named, which is how these tests see which adapter played.
-
-The adapter folders are peft folders as the trainer writes them, minus real weights: vLLM's
-routes read the config's rank and the path; the content hash covers the weight bytes.
-"""
+"""LoRA settings above the serving vLLM's ``--max-lora-rank`` are refused before training."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""An interrupted episode resumes at its last recorded step: the recorded actions are replayed
-through the game and the journal through a fresh memory store, with no model call, and the
-finished trajectory equals an uninterrupted one. A record that does not replay is played again
-from step 0, and the trajectory, the summary and the log say why."""
+"""What a killed process cut short of a trajectory and its memory journal is dropped, and other damage
+named."""
 
 import json
 

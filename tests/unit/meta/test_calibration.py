@@ -1,11 +1,4 @@
-"""Counterfactual credit, and curation checked against a known answer (not the paper's result).
-
-The key-and-door game (``examples/keydoor_plugin``, registered here through its entry point as
-``pip install`` would) shows the key's wing once; only a note of it, read at the junction, gets
-the agent through the door. Its scripted model (``standins/keydoor_rules.py``, served by the
-scripted stand-in) acts on what its PLAN read shows and writes junk beside the useful note. So
-which decisions matter is known in advance, and the method must find exactly those.
-"""
+"""Spearman's rank correlation says nothing below three pairs or on a constant side (``meta/calibration.py``)."""
 
 from automem_dagster.meta.calibration import spearman
 

@@ -1,5 +1,4 @@
-"""``automem table``: the paper's behaviour table, v0 against the final champion on real Crafter
-episodes, after a round a scripted model wins (``WIN-MARKER`` in the plan prompt makes it play ``do``)."""
+"""A paired change worked by hand (``metrics/resampling.py``)."""
 
 import pytest
 

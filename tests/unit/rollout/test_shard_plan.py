@@ -1,4 +1,4 @@
-"""Seed shards: played apart, merged into the batch one process would have written."""
+"""Seeds are planned into shards by size and by count (``rollout/shards.py``)."""
 
 import pytest
 
