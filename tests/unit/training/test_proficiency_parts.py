@@ -118,7 +118,7 @@ def test_two_model_endpoints():
     served = EndpointsConfig(game=EndpointConfig(name="game", base_url="http://127.0.0.1:8000/v1"),
                              memory=EndpointConfig(name="memory", base_url="http://127.0.0.1:8000/v1", model="specialist"))
     with pytest.raises(RoundError, match="not a peft adapter folder"):  # as given only when it proves to serve it
-        specialist_endpoints(served, _record("a1"), "crafter")           # (tests/test_server_rules.py)
+        specialist_endpoints(served, _record("a1"), "crafter")           # (tests/contract/test_server_rules.py)
     remote = EndpointsConfig(game=EndpointConfig(name="game", base_url="http://127.0.0.1:8000/v1"))
     with pytest.raises(RoundError, match="add a `memory:` endpoint"):
         specialist_endpoints(remote, _record("a1"), "crafter")
