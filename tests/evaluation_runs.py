@@ -17,7 +17,6 @@ BEHAVIOUR = {
     "model_s_per_step": 0.7,
 }
 
-
 RETRIES = {"attempts": 230.0, "retries": 30.0, "retries_http_429": 10.0, "retries_timeout": 20.0, "retry_s": 41.5,
            "model_s": 12.0}
 

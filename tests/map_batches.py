@@ -5,8 +5,6 @@ from __future__ import annotations
 from evidence_trajectories import _step, _turn, _write
 
 MAP = "\n".join(["..T....##....~~..", "..T..@.##....~~..", ".......##..c.~~..", "TTT....##.......S"])
-
-
 MESSAGES = [{"role": "system", "content": "You diagnose memory use."},
             {"role": "user", "content": f"Step 3, the map:\n{MAP}\nWhat went wrong?"}]
 

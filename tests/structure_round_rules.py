@@ -22,8 +22,6 @@ from automem_dagster.scaffold import load_scaffold
 # AutoMem's rule with no floor measured, so that a scripted win on 2 seeds is kept and the loop's keep path runs.
 SETTINGS = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=3, eval_max_steps=10, eval_episodes=2,
                          gate=GatePolicy("higher_mean"))
-
-
 GAME_RULES = [
     {"match": "Phase: LOG", "reply": "<|DONE|>"},
     {"match": "FAIL-MARKER", "status": 400},

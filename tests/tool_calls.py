@@ -3,8 +3,6 @@
 from benchmarks.meta_modes import EPISODE
 
 LIST = ("list_episodes", {})
-
-
 READ = ("read_steps", {"episode": EPISODE, "first": 10, "last": 20})
 
 

@@ -5,8 +5,6 @@ from replay_fingerprint import fingerprint
 from replay_runs import assert_all_agree, replay_fingerprints
 
 BABYAI_SEEDS = (42, 7)
-
-
 TEXTWORLD_SEEDS = (42,)
 
 

@@ -35,8 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 SEEDS = [1, 5, 6, 7]
-
-
 HORIZON, K = 4, 5
 """The cheap score's window, and the replay's: K = 5 steps from the key's note reach the junction's choice."""
 

@@ -26,8 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 EXAMPLE = ROOT / "examples" / "env_plugin"
-
-
 LOG_EVERY = yaml.safe_load((EXAMPLE / "automem_hotcold" / "scaffold_v0.yaml").read_text())["routine"]["log_every"]
 """The example plugin's v0 routine: plain moves LOG once every this many steps."""
 

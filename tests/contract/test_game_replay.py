@@ -7,8 +7,6 @@ import pytest
 from replay_runs import assert_all_agree, replay_fingerprints
 
 REPLAY_SEEDS = (44, 1234, 7)
-
-
 REPLAY_PROCESSES = 4
 
 

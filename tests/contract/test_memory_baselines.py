@@ -102,8 +102,6 @@ def test_summary_keeps_to_its_cap_and_is_rewritten_every_n_steps(tmp_path, scrip
 
 
 GAMES = ["crafter", "minihack:Corridor-R3", "nethack"]
-
-
 REPLY = {"crafter": "do", "minihack:Corridor-R3": "east", "nethack": "search"}
 
 
@@ -167,6 +165,8 @@ def test_memory_baseline_settings_name_and_guard_their_batch(tmp_path, scripted)
         RolloutSpec("crafter", load_scaffold("crafter", 0), [42], 2, out, agent="window", settings={"k": 2})
 
 
+
+
 MOVES = ["north", "east", "south", "west", "search", "west", "south", "north", "search", "west"]
 
 
@@ -207,6 +207,8 @@ def test_an_interrupted_memory_baseline_resumes_to_the_uninterrupted_trajectory(
         assert steps[15]["memory_context"]["summarised_steps"] == [10, 14] and steps[12]["memory_context"]["summary"]
     else:
         assert any(s["memory_context"]["retrieved"] for s in steps[12:])
+
+
 
 
 def test_compare_lines_up_every_agent_with_its_cost_per_step(tmp_path, scripted, monkeypatch, capsys):

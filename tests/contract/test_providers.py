@@ -21,8 +21,6 @@ from automem_dagster.meta.revise import revision_schema
 from automem_dagster.scaffold import load_scaffold
 
 REASONING_MODEL = {"models": ["o-reasoner"], "refuse_params": ["temperature", "max_tokens", "top_p"]}
-
-
 ANTHROPIC = {"models": ["claude-x"], "exclusive_params": [["temperature", "top_p"]], "error_shape": "anthropic"}
 
 

@@ -18,8 +18,6 @@ RULES = [
     {"match": "Phase: PLAN", "reply": "<|ACTION|>east<|END|>"},
     {"match": "Reply with any valid answer", "reply": "<|ACTION|>north<|END|>"},
 ]
-
-
 SEEDS = [21, 22, 23, 24, 25, 26]
 
 

@@ -21,19 +21,13 @@ from automem_dagster.scaffold import load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
 
 STEPS, STOP = 200, 120
-
-
 ACTIONS = {
     "crafter": ["move_west", "move_east", "move_north", "move_south", "do", "noop", "move_east", "do", "move_north",
                 "noop"],
     "nethack": ["north", "east", "south", "west", "search", "wait", "east", "far_west", "search", "north"],
     "minihack": ["north", "east", "south", "west", "search", "west", "south", "north", "search", "west"],
 }
-
-
 GAMES = [("crafter", "crafter"), ("nethack", "nethack"), ("minihack:Corridor-R3", "minihack")]
-
-
 _STEP = re.compile(r"Step (\d+)[.:]")
 
 

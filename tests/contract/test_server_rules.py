@@ -24,11 +24,7 @@ from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.training.registry import AdapterRecord
 
 BASE = "Qwen/Qwen2.5-0.5B-Instruct"
-
-
 SENTENCE = "The sky is blue."
-
-
 GAME_RULE = {"match": "", "reply": "<|ACTION|>north<|END|>", "free": SENTENCE}
 
 

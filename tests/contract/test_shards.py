@@ -19,8 +19,6 @@ RULES = [
     {"match": "Step 3. Your previous action", "reply": "<|ACTION|>north<|END|>"},
     {"match": "Phase: PLAN", "reply": "<|ACTION|>east<|END|>"},
 ]
-
-
 GAME, SEEDS, STEPS = "minihack:Corridor-R3", [11, 12, 13, 14, 15], 6
 
 

@@ -41,8 +41,6 @@ from automem_dagster.scaffold import load_scaffold
 from automem_dagster.training.registry import AdapterRecord
 
 BASE = "Qwen/Qwen2.5-0.5B-Instruct"
-
-
 RULES = [{"match": "Phase: PLAN. Answer with the action.", "reply": "<|ACTION|>do<|END|>"},
          {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"},
          {"match": "", "reply": "<|DONE|>"}]

@@ -26,6 +26,8 @@ def head_and_ask(scaffold) -> tuple[str, str]:
     return f"Game: crafter. Scaffold version {scaffold.version}.\n\nTrajectories:\n", "\n\nDiagnose this batch."
 
 
+
+
 @pytest.mark.integration
 def test_exact_counts_equal_the_embedded_servers_own(embedded):
     config = EndpointConfig(name="meta", max_tokens=1)

@@ -44,6 +44,9 @@ def rerun(batch):
                      "--max-steps", "4", "--out", str(batch)])
 
 
+
+
+
 def test_one_blank_line_at_the_end_of_a_trajectory_is_tolerated(batch):
     path = first_trajectory(batch)
     clean = read_trajectory(path)
@@ -87,6 +90,9 @@ def test_a_non_utf8_trajectory_names_file_byte_and_line(batch, capsys):
     assert path.read_bytes() == damaged
 
 
+
+
+
 def test_a_garbage_batch_manifest_names_the_file_and_position(batch, capsys):
     manifest = batch / "batch.json"
     manifest.write_text("{game: crafter,")
@@ -101,6 +107,9 @@ def test_a_missing_batch_manifest_says_what_a_batch_folder_is(batch, capsys):
     assert cli_main(["curate", "--game", "minihack:Corridor-R3", "--batch", str(batch)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "does not exist" in err and "is" in err and "a batch folder?" in err
+
+
+
 
 
 @pytest.fixture

@@ -27,17 +27,11 @@ CRAFTER_ACTIONS = [
     "place_furnace", "place_plant", "make_wood_pickaxe", "make_stone_pickaxe", "make_iron_pickaxe",
     "make_wood_sword", "make_stone_sword", "make_iron_sword",
 ]
-
-
 CRAFTER_SEQUENCE = ["move_north", "move_north", "do", "move_west", "do", "move_east", "move_east", "do", "noop",
                     "move_south", "do", "place_table", "move_south", "move_west", "do", "move_north", "do", "sleep",
                     "move_east", "do"]
-
-
 NLE_SEQUENCE = ["north", "east", "far_west", "search", "south", "southeast", "far_east", "west", "northwest", "esc",
                 "north", "far_south", "east", "wait", "southwest", "far_north", "west", "search", "northeast", "south"]
-
-
 CORRIDOR_SEQUENCE = ["north", "east", "east", "south", "search", "west", "southeast", "open", "kick", "north",
                      "east", "east", "east", "northeast", "search", "south", "south", "west", "east", "east"]
 
@@ -52,6 +46,9 @@ def play(game, seed: int, actions: list[str]) -> list[tuple[str, float, bool]]:
         result = game.step(action)
         trace.append((result.observation, result.progression, result.done))
     return trace
+
+
+
 
 
 def test_game_family_and_minihack_ids():
@@ -84,6 +81,9 @@ def test_make_game_names_and_budgets():
         assert nethack.max_steps == 50 and nethack.default_action == "esc"
 
 
+
+
+
 def test_crafter_progression_counts_unlocked_of_22():
     assert crafter_progression({}) == 0.0
     assert crafter_progression({"collect_wood": 3, "place_table": 1, "eat_cow": 0}) == pytest.approx(2 / 22)
@@ -106,6 +106,9 @@ def test_nethack_table_values_and_max_rule():
     assert nethack_progression(999, 0, table) == 0.0  # levels missing from the table count 0
     table["Dlvl:2"] = 1.0
     assert load_nethack_table()["Dlvl:2"] != 1.0  # callers get a copy
+
+
+
 
 
 def test_normalize_and_offsets():
@@ -177,6 +180,9 @@ def test_minihack_synonyms_follow_the_task_action_set():
         assert "search" not in maze.actions() and maze.default_action == "north"
 
 
+
+
+
 def test_action_sets(crafter, nethack):
     assert list(crafter.actions()) == CRAFTER_ACTIONS
     actions = nethack.actions()
@@ -185,6 +191,9 @@ def test_action_sets(crafter, nethack):
     with make_game("minihack:Corridor-R3") as corridor:
         assert list(corridor.actions()) == ["north", "east", "south", "west", "northeast", "southeast", "southwest",
                                             "northwest", "open", "kick", "search"]
+
+
+
 
 
 def test_crafter_same_seed_same_episode_and_progression_matches_rule(crafter):
@@ -221,6 +230,9 @@ def test_minihack_same_seed_same_episode():
         assert play(other, 42, CORRIDOR_SEQUENCE) == first
         assert play(other, 44, CORRIDOR_SEQUENCE)[0][0] != first[0][0]
         assert all(len(observation) < 600 for observation, _, _ in first)
+
+
+
 
 
 def test_minihack_solving_sets_progression_to_one():
@@ -269,6 +281,9 @@ def test_nethack_state_menu_and_budget(nethack):
     with make_game("nethack", max_steps=2) as short:
         short.reset(1)
         assert [short.step("search").done for _ in range(2)] == [False, True]
+
+
+
 
 
 def _screen(rows: list[str], width: int) -> np.ndarray:

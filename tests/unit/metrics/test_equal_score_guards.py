@@ -10,11 +10,7 @@ from automem_dagster.metrics.behaviour import gate_reading, guard_readings
 from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, decide
 
 SIX = range(6)
-
-
 SCORES = {s: 0.1 * (s % 3) for s in SIX}
-
-
 TOKENS = GatePolicy("equal_score", metric="input_tokens_per_step")
 
 

@@ -14,8 +14,6 @@ SECRET = "sk-test-DO-NOT-LOG-1234567890abcdef"
 
 ALLOWED_PARAMS = {"version", "parent", "content_hash", "game", "seeds", "n_seeds", "max_steps", "role", "round_id", "agent",
                   "window", "meta_mode"}
-
-
 ENDPOINT_FIELDS = {"name", "model", "base_url", "constrained", "temperature", "lora_id"}
 
 
