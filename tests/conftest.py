@@ -186,14 +186,17 @@ def tier(item) -> str:
     return "contract" if SERVER_FIXTURES & names else "unit"
 
 
-SLOWEST_FIRST = ("test_endpoints_command.py", "test_dvc.py", "test_cli_rounds.py", "test_agent.py",
-                 "test_benchmarks.py", "test_sft.py", "test_dagster_proficiency.py", "test_ui_pages.py",
-                 "test_celery_executor.py", "test_sharded_dagster.py", "test_gguf_lora.py", "test_rollout.py")
+SLOWEST_FIRST = ("test_benchmarks_quick.py", "test_memory_agent_embedded.py", "test_dvc.py", "test_sft_training.py",
+                 "test_endpoints_embedded.py", "test_ui_pages.py", "test_celery_rounds.py",
+                 "test_dagster_proficiency_training.py", "test_celery_executor.py", "test_sharded_dagster.py",
+                 "test_server_per_run.py", "test_rollout.py", "test_gguf_lora_served.py")
 """The test files that take longest, longest first: they are handed to the pytest-xdist workers first
 (``make`` runs ``--dist loadfile --no-loadscope-reorder``), so the slowest file never starts last while
 the other worker has nothing left; the other files follow, those with most tests first (xdist's own
-order). The order is the e2e tier's, measured 2026-12-04 (``-m e2e --durations``, 2 workers on a 2-core
-machine other test runs shared: 560, 410, 385, 340, 310, 295, 280, 250, 220, 180, 160 and 160 s)."""
+order). The order is the e2e tier's, from CI's last run (2026-12-04, ``.ci/run`` on a fresh clone, the tier's
+``--durations``) with the changes since: about 150, 145, 130, 120, 115, 115, 80, 75, 60, 50, 40, 35 and 30 s
+of test time per file on CI's 2 cores (issue 46: the JSON-schema round's meta capped at 600 tokens, the CLI
+proficiency round read from the browser check's rounds, the DVC round's training one step)."""
 
 
 def by_cost(items: list) -> list:

@@ -84,14 +84,14 @@ def test_compression_counts_on_the_server_a_few_times_not_per_probe(vllm_meta, t
 
 
 def test_the_token_counts_benchmark_counts_on_a_vllm_tokenize_route(vllm_meta, tmp_path, capsys):
-    from test_benchmarks import _run
+    from benchmark_runs import run_quick
 
     endpoints = tmp_path / "endpoints.yaml"
     endpoints.write_text(
         f"game: {{name: game, base_url: '{vllm_meta.base_url}', server: vllm, model: meta-model}}\n"
         f"meta: {{name: meta, base_url: '{vllm_meta.base_url}', server: vllm, model: meta-model, context_tokens: 4096, "
         "max_tokens: 300}\n")
-    result = _run("token_counts", tmp_path, capsys, "--endpoints", str(endpoints))
+    result = run_quick("token_counts", tmp_path, capsys, "--endpoints", str(endpoints))
     f = result["results"]
     assert f["counter"] == "exact, vllm /tokenize" and f["note"] is None
     assert f["full_batch"]["exact"] > f["full_batch"]["chars4"] and f["budget"]["exact"] > f["budget"]["chars4"]

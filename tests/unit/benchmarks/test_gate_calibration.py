@@ -2,13 +2,13 @@
 against planted gains. The quick run checks the benchmark works; the method checks below hold whatever
 the draw, by construction of the gates (they check the rules' judgment, not AutoMem's results)."""
 
-from test_benchmarks import _run
+from benchmark_runs import run_quick
 
 from benchmarks.gate_calibration import RECORDED, calibrate
 
 
 def test_gate_calibration_quick(tmp_path, capsys):
-    result = _run("gate_calibration", tmp_path, capsys)
+    result = run_quick("gate_calibration", tmp_path, capsys)
     rows = {(r["gate"], r["seeds"]): r for r in result["results"]["rows"]}
     assert set(rows) == {(g, n) for g in ("higher_mean", "significant", "equal_score") for n in (2, 10)}
     assert result["settings"]["a_a_set"].startswith("recorded Crafter v0") and result["settings"]["a_a_seeds"] == 6

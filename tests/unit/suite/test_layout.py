@@ -8,10 +8,6 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[2]
 
 ROOT_TEST_FILES_BEING_MOVED = frozenset({
-    # i46t's (CI tiers):
-    "test_agent.py", "test_benchmarks.py", "test_celery_executor.py", "test_celery_rounds.py", "test_cli_rounds.py",
-    "test_dagster_proficiency.py", "test_endpoints_command.py", "test_gguf_lora.py", "test_server_per_run.py",
-    "test_sft.py", "test_sharded_dagster.py", "test_sharded_evaluation.py", "test_training_device.py",
     # i43d's (the DVC round's decisions):
     "test_adopt.py", "test_baselines.py", "test_minihack_suite.py", "test_noise_floor.py",
     # i43p's (Dagster assets from the plan):
