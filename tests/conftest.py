@@ -195,7 +195,7 @@ SLOWEST_FIRST = ("test_benchmarks_quick.py", "test_memory_agent_embedded.py", "t
 the other worker has nothing left; the other files follow, those with most tests first (xdist's own
 order). The order is the e2e tier's, from CI's last run (2026-12-04, ``.ci/run`` on a fresh clone, the tier's
 ``--durations``) with the changes since: about 150, 145, 130, 120, 115, 115, 80, 75, 60, 50, 40, 35 and 30 s
-of test time per file on CI's 2 cores (issue 46: the JSON-schema round's meta capped at 700 tokens, the CLI
+of test time per file on CI's 2 cores (issue 46: the JSON-schema round's meta asked once, not three times, the CLI
 proficiency round read from the browser check's rounds, the DVC round's training one step)."""
 
 

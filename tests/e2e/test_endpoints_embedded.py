@@ -58,20 +58,19 @@ def test_a_crafter_rollout_in_json_schema_mode_has_only_valid_actions(tmp_path, 
 def test_a_structure_round_with_json_schema_meta_calls_completes(tmp_path, embedded):
     """The shipped settings with the meta role in JSON-schema mode: the diagnosis and the revision go
     through llama.cpp's schema-to-grammar decoding, and the round ends with a decision or a recorded
-    rejection. The meta's max_tokens is cut from 1,000 to 700: a diagnosis still fits (its schema's
-    bounds; 347 and 538 tokens for 2 and 3 findings, measured), and a revision stops near the depth
-    where llama.cpp's schema grammar slowed the 135M model from about 30 tokens/s to one or two (seen
-    from about 600 tokens of a revision whose third attempt then took 195 s); a cut-off revision is a
-    recorded rejection, as an over-long one was."""
+    rejection. One meta attempt each (``--attempts 1``): under the schema grammar the 135M model decodes
+    a revision at 4 to 30 tokens/s, and the two retries of a rejected one took 25 to 195 s each; a retry
+    after a rejection is tests/contract/test_cli_rounds.py's. The diagnosis's schema bounds its reply
+    under the shipped 1,000 max_tokens, so its one attempt is not cut off."""
     from automem_dagster.llm.config import load_endpoints
 
     scaffolds = tmp_path / "scaffolds"
     shutil.copytree(SCAFFOLDS, scaffolds)
     storage = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
     shipped = on_embedded(load_endpoints(DEFAULT_ENDPOINTS), embedded)
-    config = shipped.model_copy(update={"meta": shipped.meta.model_copy(update={"constrained": "json_schema",
-                                                                                "max_tokens": 700})})
-    settings = RoundSettings("crafter", rollout_episodes=1, rollout_max_steps=4, eval_max_steps=4, eval_episodes=1)
+    config = shipped.model_copy(update={"meta": shipped.meta.model_copy(update={"constrained": "json_schema"})})
+    settings = RoundSettings("crafter", rollout_episodes=1, rollout_max_steps=4, eval_max_steps=4, eval_episodes=1,
+                             max_attempts=1)
 
     result, _ = structure_round(storage, config, settings)
     assert result.revision is not None and (result.candidate is None or result.decision is not None)
