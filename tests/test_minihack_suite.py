@@ -1,7 +1,7 @@
 """A MiniHack suite pairs on (task, seed): ``minihack:<A>+<B>`` (and ``minihack:suite``, the BALROG tasks)
 plays each (task, seed) as one unit (``games.minihack_suite``), so an evaluation of 2 tasks x 2 seeds is
 4 pairs in the gate's decision, where one task gave 2. Played on real MiniHack episodes (2 steps each)
-against the scripted OpenAI-compatible server, through ``automem evaluate --decide`` as a user runs it."""
+against the scripted OpenAI-compatible server, through ``automem evaluate`` and ``automem decide`` as a user runs them."""
 
 import json
 
@@ -11,8 +11,6 @@ from builders import cli_storage, endpoints_file
 from automem_dagster import cli
 from automem_dagster.games import BALROG_MINIHACK_TASKS, make_game
 from automem_dagster.games.minihack_suite import suite_unit, suite_units
-from automem_dagster.loop.evaluation import evaluation_spec
-from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.structure import load_decision
 from automem_dagster.rollout.seeds import eval_seeds, load_seed_config, training_seeds
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
@@ -62,11 +60,17 @@ def test_a_suite_evaluation_of_two_tasks_by_two_seeds_decides_on_four_pairs(scri
     save_scaffold(candidate, storage.scaffolds)
     with storage.update_lineage("minihack") as lineage:
         lineage.record_candidate(1, 0, content_hash(candidate), None)
-    assert cli.main(["evaluate", "--game", SUITE, "--scaffold", "v1", "--eval-episodes", "4", "--max-steps", "2",
-                     "--endpoints", str(endpoints), "--decide", "--no-tracking"]) == 0
+    batches = {}
+    for version in ("v1", "v0"):  # each evaluated, then decided by the one deciding command (DVC's decide stage)
+        batches[version] = tmp_path / "evaluate" / version
+        assert cli.main(["evaluate", "--game", SUITE, "--scaffold", version, "--eval-episodes", "4", "--max-steps", "2",
+                         "--endpoints", str(endpoints), "--out", str(batches[version]), "--no-tracking"]) == 0
+    assert cli.main(["decide", "--role", "candidate", "--challenger", str(batches["v1"]), "--champion", str(batches["v0"]),
+                     "--record", str(tmp_path / "decision.json"), "--progression", str(tmp_path / "progression.json"),
+                     "--behaviour", str(tmp_path / "behaviour.json")]) == 0
     record = load_decision(storage, SUITE, 1)
     assert record.comparison["n"] == 4 and record.outcome == "inconclusive"
-    batch = evaluation_spec(RoundSettings(SUITE, eval_max_steps=2, eval_episodes=4), candidate, storage).out_dir
+    batch = batches["v1"]
     headers = [read_trajectory(path) for path in finished_episodes(batch)]
     assert sorted(h["seed"] for h, _, _ in headers) == [42, 43, 142, 143]
     assert {steps[0]["info"]["env_id"] for _, steps, _ in headers} == {"MiniHack-Corridor-R3-v0",

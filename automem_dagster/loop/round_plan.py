@@ -70,7 +70,8 @@ STRUCTURE_ROUND = RoundPlan("structure", (
 
 PROFICIENCY_ROUND = RoundPlan("proficiency", (
     Step("training_rollouts", (), "the champion scaffold played by the agent in service on a fresh block of "
-                                  "training seeds; nothing while an adapter of an earlier round waits for its decision"),
+                                  "training seeds; nothing while an adapter of an earlier round waits for its decision",
+         ("training_rollouts",)),
     Step("sft_dataset", ("training_rollouts",), "the memory decisions that paid off, as chat examples; a dataset "
                                                 "below the minimum ends the round before training", ("curate",)),
     Step("lora_config", ("sft_dataset",), "the LoRA settings (the meta-LLM's within bounds, or given)", ("finetune",)),
