@@ -19,15 +19,17 @@ from automem_dagster.commands.shared import (
     add_agent_args,
     add_game_arg,
     add_gate_args,
-    add_play_args,
+    add_options,
+    add_output_args,
     evaluation_metrics,
     gate_policy,
+    options_from_args,
     session,
 )
 from automem_dagster.games import game_family
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.session import connect
-from automem_dagster.loop.dvc_round import decide_evaluations, pending_adapter
+from automem_dagster.loop.dvc_round import pending_adapter, pipeline_decision
 from automem_dagster.loop.evaluation import (
     evaluate_stage,
     evaluation_batch,
@@ -39,7 +41,7 @@ from automem_dagster.loop.report import (
     report_dir,
 )
 from automem_dagster.loop.serving import specialist_endpoints
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import RoundSettings, StructureOptions
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.paths import RUNS
 from automem_dagster.plots import plot_agent_comparison
@@ -52,9 +54,8 @@ def register(sub) -> None:
     evaluate = sub.add_parser("evaluate", help="play a scaffold (or a baseline agent) on the fixed evaluation seeds")
     add_game_arg(evaluate)
     evaluate.add_argument("--scaffold", default="champion", help="v<N>, champion, or a YAML file (default champion)")
-    evaluate.add_argument("--eval-episodes", type=int, default=None, help="only the first k evaluation seeds")
     evaluate.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
-    add_play_args(evaluate, max_steps=50)
+    add_evaluation_args(evaluate)
     add_agent_args(evaluate)
     add_pipeline_evaluate_args(evaluate)
     evaluate.set_defaults(run=run_evaluate)
@@ -74,15 +75,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return run_evaluate_into(args)
     baseline = args.agent != "memory"
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
-    settings = RoundSettings(args.game, eval_max_steps=args.max_steps, eval_episodes=args.eval_episodes,
-                             concurrency=args.concurrency)
-    seeds = settings.eval_seed_list(shared.STORAGE.seeds_file)
+    budget = evaluation_budget(args)
+    seeds = budget.eval_seed_list(shared.STORAGE.seeds_file)
     own = shared.agent_settings(args)
 
     async def go():
         async with session(args.endpoints, needs_model=args.agent != "random",
                            embed=needs_embed(args.agent, own)) as (clients, progress):
-            spec = evaluation_batch(args.game, scaffold, seeds, args.max_steps, shared.STORAGE, args.concurrency,
+            spec = evaluation_batch(args.game, scaffold, seeds, args.max_steps, shared.STORAGE, budget.concurrency,
                                     out=args.out, agent=args.agent, window=args.window, settings=own)
             return await run_batch(spec, clients, progress), clients.describe()
 
@@ -120,6 +120,27 @@ def run_compare(args: argparse.Namespace) -> int:
     plot_agent_comparison(points, f"{args.game}: progression by agent ({len(seeds)} seeds, {args.max_steps} steps)", out)
     Console().print(f"plot: {out}")
     return 0
+
+
+EVALUATE_OPTIONS = ("eval_episodes", "concurrency")
+"""The evaluation budget's options of the settings model ``evaluate`` takes as they are; its step budget is
+the model's ``eval_max_steps`` under the name every playing command gives it, ``--max-steps``."""
+
+
+def add_evaluation_args(p: argparse.ArgumentParser) -> None:
+    """The evaluation budget with the settings model's defaults and help (``StructureOptions``, as a round's
+    evaluation), then endpoints and output."""
+    add_options(p, StructureOptions, EVALUATE_OPTIONS)
+    steps = StructureOptions.model_fields["eval_max_steps"]
+    p.add_argument("--max-steps", type=int, default=steps.default, help=f"{steps.description} (default {steps.default})")
+    add_output_args(p)
+
+
+def evaluation_budget(args: argparse.Namespace) -> RoundSettings:
+    """The evaluation's budget: the options given, else a ``--settings`` file's, else the model's defaults."""
+    options = options_from_args(args, StructureOptions, EVALUATE_OPTIONS)
+    return RoundSettings(args.game, eval_max_steps=args.max_steps, eval_episodes=options.eval_episodes,
+                         concurrency=options.concurrency)
 
 
 def add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
@@ -175,13 +196,14 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
         adapter = pending_adapter(shared.STORAGE, args.game)
         scaffold = load_scaffold(game_family(args.game), adapter.scaffold_version, shared.STORAGE.scaffolds)
         config, lora = specialist_endpoints(config, adapter, game_family(args.game))
-    seeds = RoundSettings(args.game, eval_episodes=args.eval_episodes).eval_seed_list(shared.STORAGE.seeds_file)
+    budget = evaluation_budget(args)
+    seeds = budget.eval_seed_list(shared.STORAGE.seeds_file)
 
     async def go() -> BatchSummary:
         async with connect(config, RUNS / "logs", lora=lora, two_model=args.specialist is not None) as clients:
             with episode_progress() as progress:
                 return await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, shared.STORAGE,
-                                            args.concurrency, progress, out=args.out)
+                                            budget.concurrency, progress, out=args.out)
 
     summary = asyncio.run(go())
     print_summary(summary)
@@ -191,8 +213,8 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
 
 def run_decide(args: argparse.Namespace) -> int:
     """The DVC pipeline's decide stages: the round's pending challenger decided on two evaluation folders
-    (``dvc_round.decide_evaluations``: the loops' one decide path), exported as files."""
-    record, batches = decide_evaluations(args.role, args.challenger, args.champion, shared.STORAGE, gate_policy(args))
+    (``dvc_round.pipeline_decision``: the loops' one decide path), exported as files."""
+    record, batches = pipeline_decision(args.role, args.challenger, args.champion, shared.STORAGE, gate_policy(args))
     write_exports((args.record, args.progression, args.behaviour), record, batches)
     # A gate's reason opens with its outcome; a marker's (nothing played) does not.
     Console().print(record["reason"] if record["challenger"] else f"{record['outcome']}: {record['reason']}")

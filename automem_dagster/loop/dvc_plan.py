@@ -112,6 +112,8 @@ REGISTRY = 'assets/specialists/${family}.json'
 """The proficiency loop's ledger: the adapters, their fates and the one in service."""
 ROUND_START = ("--seed-block '${rollout.seed_block}' --episodes ${rollout.episodes} --max-steps ${rollout.max_steps} "
                '--endpoints ${endpoints}')
+EVAL_BUDGET = "--eval-episodes '${evaluate.episodes}' --max-steps ${evaluate.max_steps}"
+"""Quoted: an empty ``evaluate.episodes`` (the whole seed set) is still a value."""
 
 STAGES: dict[str, DvcStage] = {
     'rollout': DvcStage(
@@ -146,9 +148,8 @@ STAGES: dict[str, DvcStage] = {
     ),
     'evaluate_champion': DvcStage(
         desc="The lineage's champion, one model, on the fixed evaluation seeds; both decisions compare against this batch.",
-        cmd=('automem evaluate --game ${game} --scaffold champion --eval-episodes ${evaluate.episodes} --max-steps '
-             '${evaluate.max_steps} --out outputs/evaluate/champion --metrics outputs/evaluate/champion.json '
-             '--endpoints ${endpoints}'),
+        cmd=('automem evaluate --game ${game} --scaffold champion ' + EVAL_BUDGET +
+             ' --out outputs/evaluate/champion --metrics outputs/evaluate/champion.json --endpoints ${endpoints}'),
         deps=(LINEAGE, 'assets/seeds/eval.yaml', '${endpoints}'),
         params=('game', 'endpoints', 'evaluate'),
         outs=('outputs/evaluate/champion',),
@@ -156,9 +157,8 @@ STAGES: dict[str, DvcStage] = {
     ),
     'evaluate_candidate': DvcStage(
         desc="The revise stage's candidate on the same seeds, played the same way (a rejected revision plays nothing).",
-        cmd=('automem evaluate --game ${game} --candidate outputs/revise --eval-episodes '
-             '${evaluate.episodes} --max-steps ${evaluate.max_steps} --out outputs/evaluate/candidate '
-             '--metrics outputs/evaluate/candidate.json --endpoints ${endpoints}'),
+        cmd=('automem evaluate --game ${game} --candidate outputs/revise ' + EVAL_BUDGET +
+             ' --out outputs/evaluate/candidate --metrics outputs/evaluate/candidate.json --endpoints ${endpoints}'),
         deps=('outputs/revise', 'assets/seeds/eval.yaml', '${endpoints}'),
         params=('game', 'endpoints', 'evaluate'),
         outs=('outputs/evaluate/candidate',),
@@ -208,9 +208,8 @@ STAGES: dict[str, DvcStage] = {
     'evaluate_specialist': DvcStage(
         desc=("The pending adapter's two-model agent (the adapter does LOG/PLAN memory, the frozen game model "
               'acts) on the same seeds.'),
-        cmd=('automem evaluate --game ${game} --specialist outputs/finetune --eval-episodes ${evaluate.episodes} '
-             '--max-steps ${evaluate.max_steps} --out outputs/evaluate/specialist --metrics '
-             'outputs/evaluate/specialist.json --endpoints ${endpoints}'),
+        cmd=('automem evaluate --game ${game} --specialist outputs/finetune ' + EVAL_BUDGET +
+             ' --out outputs/evaluate/specialist --metrics outputs/evaluate/specialist.json --endpoints ${endpoints}'),
         deps=('outputs/finetune', REGISTRY, 'assets/seeds/eval.yaml', '${endpoints}'),
         params=('game', 'endpoints', 'evaluate'),
         outs=('outputs/evaluate/specialist',),

@@ -24,12 +24,11 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family
-from automem_dagster.loop.challenger import DecisionRecord, load_decision_record
+from automem_dagster.loop.challenger import DecisionRecord, decide_challenger, load_decision_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.gate import identity_quote
 from automem_dagster.loop.proficiency import (
     adapter_dir,
-    decide_specialist_stage,
     exported_adapter,
     in_service,
     register_adapter,
@@ -45,7 +44,6 @@ from automem_dagster.loop.records import (
     write_resumed,
 )
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import decide_stage
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.trajectory import read_manifest
@@ -110,7 +108,7 @@ def candidate_version(storage: Storage, candidate: BatchSummary) -> int:
     return version
 
 
-def decide_evaluations(role: str, challenger_dir: Path, champion_dir: Path, storage: Storage,
+def pipeline_decision(role: str, challenger_dir: Path, champion_dir: Path, storage: Storage,
                        gate: GatePolicy | None = None) -> tuple[dict, dict[str, BatchSummary]]:
     """The decide stages: the round's pending ``role`` decided on the two evaluation folders with the loops'
     one decide path (``decide_challenger`` on the lineage or the registry), as a flat record, and the
@@ -125,10 +123,10 @@ def decide_evaluations(role: str, challenger_dir: Path, champion_dir: Path, stor
     if challenger is None:
         return unplayed_decision(role, labels[1], *unplayed(challenger_dir)), batches
     batches[labels[0]] = challenger
-    return flat_decision(decide_once(role, challenger, champion, storage, gate), labels), batches
+    return flat_decision(recorded_or_new(role, challenger, champion, storage, gate), labels), batches
 
 
-def decide_once(role: str, challenger: BatchSummary, champion: BatchSummary, storage: Storage,
+def recorded_or_new(role: str, challenger: BatchSummary, champion: BatchSummary, storage: Storage,
                 gate: GatePolicy | None) -> DecisionRecord:
     """The decision on these batches: the one already recorded for them (a decision is taken once; the
     stage ran again, e.g. after the gate's parameters changed, which apply from the next round), else
@@ -139,13 +137,13 @@ def decide_once(role: str, challenger: BatchSummary, champion: BatchSummary, sto
     if done is not None and (done.challenger_batch, done.champion_batch) == (challenger.out_dir, champion.out_dir):
         return done
     if role == "candidate":
-        return decide_stage(game, pending, challenger, champion, storage, gate)
+        return decide_challenger(role, game, pending, (challenger, champion), storage, gate)
     serving = in_service(storage, game_family(game))
     if serving is not None and not read_manifest(Path(champion.out_dir)).get("two_model"):
         raise RoundError(f"specialist {serving.id} is in service, and a specialist is judged against the agent in "
                          f"service; {champion.out_dir} is the one-model champion's evaluation, which the DVC pipeline "
                          "plays: decide this adapter with `automem train` (the CLI round evaluates both)")
-    return decide_specialist_stage(game, pending, challenger, champion, storage, gate)
+    return decide_challenger(role, game, pending, (challenger, champion), storage, gate)
 
 
 def pending_or_decided(storage: Storage, game: str) -> str:

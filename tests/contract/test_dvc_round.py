@@ -9,10 +9,11 @@ import shutil
 from builders import endpoints_file
 from dvc_stages import WIN, StageProject, register_pending, win_candidate
 
+from automem_dagster.loop.challenger import decide_challenger
 from automem_dagster.loop.records import flat_decision
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import decide_stage, load_decision
+from automem_dagster.loop.structure import load_decision
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout.summary import load_summary
 
@@ -57,10 +58,11 @@ def test_a_dvc_round_resumes_the_pending_candidate_and_decides_as_the_cli_round(
     assert json.loads((outputs / "decide" / "structure.json").read_text()) == json.loads(json.dumps(
         flat_decision(record, ("v1", "v0"))))
 
-    # The CLI round's decide step on the same two batches, in the twin project, decides the same.
+    # The CLI round's decision (Dagster's promotion calls decide_challenger) on the same two batches, in the
+    # twin project, decides the same.
     monkeypatch.chdir(project.root)  # where the stages ran: the batches name their folders from there
     batches = [load_summary(outputs / "evaluate" / side) for side in ("candidate", "champion")]
-    cli = decide_stage("crafter", 1, *batches, twin, GatePolicy("higher_mean"))
+    cli = decide_challenger("candidate", "crafter", 1, tuple(batches), twin, GatePolicy("higher_mean"))
     assert said(cli) == said(record)
     cli_lineage = twin.load_lineage("crafter")
     assert cli_lineage.record(1) == lineage.record(1) and cli_lineage.champion().version == 1

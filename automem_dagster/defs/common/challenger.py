@@ -21,8 +21,8 @@ from automem_dagster.defs.common.metadata import behaviour_table, identity_text,
 from automem_dagster.defs.common.partitions import game_of, game_partitions, partitioned_checks
 from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
-from automem_dagster.loop.challenger import Challenger, DecisionRecord, load_decision_record
-from automem_dagster.loop.gate import decide_scores, gate_scores, per_seed
+from automem_dagster.loop.challenger import Challenger, DecisionRecord, decide_challenger, load_decision_record
+from automem_dagster.loop.gate import gate_scores, per_seed, verdict_of_scores
 from automem_dagster.loop.noise import gate_floors, load_noise
 from automem_dagster.loop.round_plan import RoundPlan
 from automem_dagster.loop.storage import Storage
@@ -30,9 +30,6 @@ from automem_dagster.metrics.paired import GatePolicy, compare_paired
 from automem_dagster.plots import plot_behaviour, png_markdown
 from automem_dagster.rollout import BatchSummary, load_summary
 from automem_dagster.tracking import Tracker
-
-Decide = Callable[[str, Challenger, BatchSummary, BatchSummary, Storage, GatePolicy], DecisionRecord]
-"""A loop's decide stage (``decide_stage``, ``decide_specialist_stage``): the ledger it records in."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +108,7 @@ def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResul
     ``would`` says ``roll back``; it fails (an error) only when the scores cannot be paired, a fault
     the promotion would refuse too. ``label`` names the challenger."""
     try:
-        decision = decide_scores(evaluation, role, GatePolicy(**evaluation.get("gate", {})),
+        decision = verdict_of_scores(evaluation, role, GatePolicy(**evaluation.get("gate", {})),
                                  **evaluation.get("noise_floor", {}))
     except ValueError as exc:
         return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
@@ -180,7 +177,7 @@ def evaluated(challenge: Challenge, plan: dict, mine: BatchSummary, champion: Ba
             "noise_floor": gate_floors(load_noise(store, champion), gate.metric)}
 
 
-def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: dict, decide: Decide, store: Storage,
+def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: dict, store: Storage,
             mlflow: MlflowResource) -> tuple[DecisionRecord, BatchSummary, BatchSummary, Tracker | None]:
     """The one promote path: the decision on the evaluated challenger, taken once (``decide_once``) under
     the gate the evaluation recorded, with both batches and, for a new decision, the tracker to log it."""
@@ -189,7 +186,7 @@ def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation:
     champion = load_summary(Path(evaluation["champion_batch"]))
     gate = GatePolicy(**evaluation.get("gate", {}))
     record, tracker = decide_once(context, load_decision_record(store, game, challenge.role, challenger),
-                                  lambda: decide(game, challenger, mine, champion, store, gate), mlflow,
-                                  challenge.labelled(evaluation)[challenge.key])
+                                  lambda: decide_challenger(challenge.role, game, challenger, (mine, champion), store,
+                                                            gate), mlflow, challenge.labelled(evaluation)[challenge.key])
     context.log.info(record.reason)
     return record, mine, champion, tracker

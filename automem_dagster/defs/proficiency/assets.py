@@ -51,7 +51,6 @@ from automem_dagster.loop.proficiency import (
     curate_stage,
     curated,
     dataset_dir,
-    decide_specialist_stage,
     in_service,
     lora_config_stage,
     registry,
@@ -309,8 +308,8 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
     promotion) is shown again, not taken twice."""
     game = game_of(context.partition_key)
     store = storage.storage()
-    decision, specialist, champion, tracker = promote(context, SPECIALIST, specialist_evaluation,
-                                                      decide_specialist_stage, store, mlflow)
+    decision, specialist, champion, tracker = promote(context, SPECIALIST, specialist_evaluation, store,
+                                                      mlflow)
     record = registry(store, game_family(game)).record(decision.challenger)
     loss_plot = specialist_evaluation.get("loss_plot")
     extra = [Path(loss_plot)] if loss_plot and Path(loss_plot).exists() else []

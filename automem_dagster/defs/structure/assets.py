@@ -51,7 +51,6 @@ from automem_dagster.llm.session import META_ONLY
 from automem_dagster.loop.report import report_round
 from automem_dagster.loop.structure import (
     RoundResult,
-    decide_stage,
     diagnose_stage,
     revise_stage,
     rollout_spec,
@@ -202,7 +201,7 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
         context.log.info(f"nothing to decide ({reason}): champion stays v{before}")
         return versioned_output({"game": game, "decision": "no candidate", "champion": before},
                                 no_decision_metadata(reason, store, family), champion_data_version(store, family))
-    record, candidate, champion, tracker = promote(context, CANDIDATE, candidate_evaluation, decide_stage, store, mlflow)
+    record, candidate, champion, tracker = promote(context, CANDIDATE, candidate_evaluation, store, mlflow)
     result = RoundResult.judged(record, candidate, champion,
                                 _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"),
                                 _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"))
