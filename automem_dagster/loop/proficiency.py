@@ -192,7 +192,7 @@ def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, se
 
 def register_adapter(storage: Storage, family: str, record: AdapterRecord) -> None:
     """Add ``record`` to ``family``'s registry as pending, refusing an id another round registered
-    meanwhile; the training stage and ``automem adopt`` (a DVC round's kept adapter) both come here."""
+    meanwhile; the training stage and DVC's finetune stage (``dvc_round.register_trained``) both come here."""
     with SpecialistRegistry.updating(family, storage.specialists) as current:
         current.add(record)
 

@@ -113,7 +113,7 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
 def register_candidate(candidate: Scaffold, parent: int, diagnosis: Path | None, storage: Storage, kept_in: Path) -> None:
     """Save ``candidate`` as the next scaffold version and record it in the lineage as a pending child
     of ``parent`` (champion untouched); refused when another round took its number meanwhile. The
-    revise stage and ``automem adopt`` (a DVC round's kept candidate) both register through here."""
+    revise stage (the CLI's, Dagster's and DVC's, with ``propose --register``) registers through here."""
     with storage.update_lineage(candidate.game) as current:
         if current.next_version() != candidate.version:
             raise RoundError(f"another round registered {candidate.game} v{candidate.version} while this one was "
