@@ -12,8 +12,6 @@ ROOT_TEST_FILES_BEING_MOVED = frozenset({
     "test_agent.py", "test_benchmarks.py", "test_celery_executor.py", "test_celery_rounds.py", "test_cli_rounds.py",
     "test_dagster_proficiency.py", "test_endpoints_command.py", "test_gguf_lora.py", "test_server_per_run.py",
     "test_sft.py", "test_sharded_dagster.py", "test_sharded_evaluation.py", "test_training_device.py",
-    # i43d's (the DVC round's decisions):
-    "test_baselines.py", "test_minihack_suite.py", "test_noise_floor.py",
     # i43p's (Dagster assets from the plan):
     "test_dagster_defs.py", "test_dvc_yaml.py", "test_plan_command.py", "test_rules_reviser.py",
     "test_settings_model.py",
