@@ -33,7 +33,7 @@ from automem_dagster.commands.shared import (
 from automem_dagster.commands.worker import add_executor_args, execution_of
 from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
 from automem_dagster.llm.session import META_ONLY, connect
-from automem_dagster.loop.dvc_round import PLAYED_BY, register_trained
+from automem_dagster.loop.dvc_round import PLAYED_BY, played_by, register_trained
 from automem_dagster.loop.execution import IN_PROCESS, Execution
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
@@ -205,8 +205,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     Console().print(f"validation loss {result.initial_validation_loss:.3f} -> {result.final_validation_loss:.3f} "
                     f"after {result.global_step} steps; adapter: {result.adapter_dir}")
     if args.register:
-        version = json.loads((args.dataset / PLAYED_BY).read_text())["scaffold_version"]
-        record = register_trained(shared.STORAGE, args.game, out, version)
+        record = register_trained(shared.STORAGE, args.game, out, played_by(args.dataset))
         Console().print(f"registered as adapter {record.id}, pending its decision ({record.adapter_dir})")
     return 0
 

@@ -25,9 +25,9 @@ from automem_dagster.commands.shared import (
 )
 from automem_dagster.commands.worker import add_executor_args, execution_of
 from automem_dagster.games import families, game_family
-from automem_dagster.loop.dvc_round import resumed, write_resumed_revision
+from automem_dagster.loop.dvc_round import write_resumed_revision
 from automem_dagster.loop.execution import IN_PROCESS, Execution
-from automem_dagster.loop.records import pass_on_resumed
+from automem_dagster.loop.records import pass_on_resumed, resumed
 from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
 from automem_dagster.loop.settings import ProficiencyOptions, RoundSettings
 from automem_dagster.loop.storage import resolve_scaffold

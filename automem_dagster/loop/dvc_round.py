@@ -35,7 +35,6 @@ from automem_dagster.loop.proficiency import (
     registry,
 )
 from automem_dagster.loop.records import (
-    RESUMED,
     batch_label,
     flat_decision,
     read_evaluation,
@@ -55,10 +54,13 @@ PLAYED_BY = "played_by.json"
 version ``finetune --register`` records its adapter for."""
 
 
-def resumed(folder: Path) -> dict | None:
-    """The resumed marker in ``folder`` (``{"role", "challenger"}``); None when the round made its own."""
-    marker = Path(folder) / RESUMED
-    return json.loads(marker.read_text()) if marker.exists() else None
+def played_by(dataset: Path) -> int:
+    """The scaffold version that played the rollouts ``dataset`` was curated from (``PLAYED_BY``)."""
+    path = Path(dataset) / PLAYED_BY
+    if not path.exists():
+        raise RoundError(f"{dataset} does not say which scaffold played its rollouts (no {PLAYED_BY}): curate it "
+                         "with `automem curate --out` (the DVC curate stage) before `finetune --register`")
+    return json.loads(path.read_text())["scaffold_version"]
 
 
 def write_resumed_revision(storage: Storage, family: str, version: int, out: Path) -> None:
@@ -78,12 +80,11 @@ def register_trained(storage: Storage, game: str, folder: Path, scaffold_version
     adapter, as the CLI round's training stage does: copied under ``runs/adapters`` (the pipeline's own
     folder is replaced by the next round's), then recorded (``register_adapter``)."""
     family = game_family(game)
-    exported = exported_adapter(folder, scaffold_version)
+    exported_adapter(folder, scaffold_version)  # refuses a folder that holds no trained adapter
     target = adapter_dir(storage, game, registry(storage, family).next_id())
     shutil.copytree(folder, target, dirs_exist_ok=True)
     record = exported_adapter(target, scaffold_version)
     register_adapter(storage, family, record)
-    write_json_atomic(Path(folder) / "registered.json", {"adapter": record.id, "dataset": exported.dataset})
     return record
 
 

@@ -68,14 +68,17 @@ def write_resumed(out: Path, role: str, challenger: int | str) -> dict:
     return marker
 
 
+def resumed(folder: Path) -> dict | None:
+    """The resumed marker in ``folder`` (``{"role", "challenger"}``); None when the round made its own."""
+    marker = Path(folder) / RESUMED
+    return json.loads(marker.read_text()) if marker.exists() else None
+
+
 def pass_on_resumed(source: Path, out: Path) -> dict | None:
     """When ``source`` holds a resumed marker, write it into ``out`` and return it: the stage reading
     ``source`` makes no new challenger. None otherwise."""
-    marker = Path(source) / RESUMED
-    if not marker.exists():
-        return None
-    data = json.loads(marker.read_text())
-    return write_resumed(out, data["role"], data["challenger"])
+    data = resumed(source)
+    return write_resumed(out, data["role"], data["challenger"]) if data is not None else None
 
 
 def unplayed(folder: Path) -> tuple[str, str] | None:
