@@ -8,7 +8,7 @@ import pytest
 from builders import structure_round
 
 from automem_dagster.llm import EndpointConfig
-from automem_dagster.llm.config import EndpointsConfig
+from automem_dagster.llm.config import EndpointsConfig, RulesMeta
 from automem_dagster.loop.structure import RoundSettings, Storage
 from automem_dagster.meta.diagnosis_record import Diagnosis, Finding
 from automem_dagster.meta.evidence import ContextGrowth, EpisodeEvidence, Evidence, FailurePoint, FileUsage
@@ -201,7 +201,7 @@ def storage(tmp_path):
 def test_a_round_with_the_rules_meta_goes_through_lineage_gate_and_mlflow(storage, scripted, tmp_path):
     server = scripted(GAME_RULES)
     game = EndpointConfig(name="game", base_url=server.base_url, model="scripted", constrained="none")
-    config = EndpointsConfig(game=game, meta=EndpointConfig(name="meta", base_url="rules"))
+    config = EndpointsConfig(game=game, meta=RulesMeta(kind="rules"))
     settings = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=5, eval_max_steps=5, eval_episodes=2)
 
     tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
@@ -217,10 +217,5 @@ def test_a_round_with_the_rules_meta_goes_through_lineage_gate_and_mlflow(storag
     runs = {r["role"]: r for r in tracker.runs_for("crafter")}
     assert runs["candidate"]["meta"] == "rules" and runs["champion"]["meta"] is None
     params = tracker.client.get_run(runs["candidate"]["run_id"]).data.params
-    assert params["endpoint.meta.base_url"] == "rules" and params["endpoint.meta.model"] == "rules"
-
-
-def test_rules_serve_only_the_meta_role():
-    with pytest.raises(ValueError, match="game.base_url: 'rules' is a meta without a model"):
-        EndpointsConfig(game=EndpointConfig(name="game", base_url="rules"))
+    assert params["endpoint.meta.kind"] == "rules" and params["endpoint.meta.model"] == "rules"
 

@@ -130,7 +130,9 @@ def shard_op(name: str, connection: Callable[[dict, LLMEndpointsResource, Storag
         if played_without_server(spec, shard["seeds"], playing, how.lora):
             context.log.info(f"{shard['arm']} shard {shard['index']}: seeds {shard['seeds']} are in {spec.out_dir}, "
                              "played by these embedded endpoints and settings; nothing to play, no server started")
-            return {**shard, "endpoints": {r: endpoint_facts(r, cfg, cfg.base_url) for r, cfg in roles.items()}}
+            facts = {r: endpoint_facts(r, cfg, cfg.base_url) for r, cfg in roles.items()}
+            rules = {"meta": config.rules_meta.facts()} if config.rules_meta else {}
+            return {**shard, "endpoints": {**facts, **rules}}
         context.log.info(f"{shard['arm']} shard {shard['index']}: seeds {shard['seeds']} of {spec.out_dir}")
 
         async def play(clients: Clients) -> dict:
