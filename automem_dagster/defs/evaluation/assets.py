@@ -35,7 +35,7 @@ def evaluation_plan(context: dg.OpExecutionContext, config: RoundConfig, storage
     context.log.info(f"candidate v{candidate.version} and champion v{champion.version} on seeds {seeds}, "
                      f"{settings.eval_max_steps} steps each, {config.sharding()} each")
     yield dg.Output({**scaffold_candidate, "champion": champion.version, "seeds": seeds,
-                     "eval_max_steps": settings.eval_max_steps, "gate": settings.gate.as_dict()}, "plan")
+                     "eval_max_steps": settings.eval_max_steps, "gate": settings.gate}, "plan")
     champions = champion_arms(evaluation_spec(settings, champion, store), f"v{candidate.version}", store)
     context.log.info(champion_plan(champions))
     yield from shard_outputs([Arm("candidate", evaluation_spec(settings, candidate, store)),

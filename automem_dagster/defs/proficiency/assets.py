@@ -244,7 +244,7 @@ def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, s
     yield dg.Output({"game": settings.game, "outcome": "evaluated", "adapter": record.id,
                      "scaffold_version": scaffold.version, "seeds": specialist.seeds,
                      "eval_max_steps": specialist.max_steps, "loss_plot": lora_adapter.get("loss_plot"),
-                     "gate": settings.budget.gate.as_dict()}, "plan")
+                     "gate": settings.budget.gate}, "plan")
     champions = champion_arms(champion, f"specialist-{record.id}", store)
     context.log.info(champion_plan(champions))
     yield from shard_outputs([Arm("specialist", specialist),
