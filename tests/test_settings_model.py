@@ -91,8 +91,8 @@ ROUND_ONLY_FLAGS = sorted(option_flag(ProficiencyOptions, name) for name in Prof
                           if name not in {"rollout_episodes", "rollout_max_steps", "eval_episodes", "eval_max_steps",
                                           "concurrency", "lora_settings", "eval_every", "seed_block"})
 """Flags that mean a round option and nothing else. ``--episodes``, ``--max-steps``, ``--eval-episodes``,
-``--eval-max-steps`` and ``--concurrency`` also name the play options of ``rollout``, ``evaluate`` and
-``table`` (the paper table's 50 steps), which are no round's; ``--lora-settings`` is a file."""
+``--eval-max-steps`` and ``--concurrency`` also name the play options of ``rollout`` and ``evaluate``,
+which are no round's; ``--lora-settings`` is a file."""
 
 
 def literal_defaults_outside_the_model() -> list[str]:
