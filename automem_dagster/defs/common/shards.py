@@ -188,7 +188,8 @@ def plan_config(plan: str, config_type: type[RoundConfig]) -> dg.ConfigMapping:
                             config_schema=config_type.to_config_schema())
 
 
-def fan_out(plan: dg.OpDefinition, shard: dg.OpDefinition, merge: dg.OpDefinition, *inputs):
-    """Inside a ``graph_asset``: plan -> one ``shard`` step per planned shard -> merge."""
-    decided, shards = plan(*inputs)
+def fan_out(plan: dg.OpDefinition, shard: dg.OpDefinition, merge: dg.OpDefinition, **inputs):
+    """Inside a ``graph_asset``: plan (given the graph's ``inputs`` by name) -> one ``shard`` step per planned
+    shard -> merge."""
+    decided, shards = plan(**inputs)
     return merge(decided, shards.map(shard).collect())
