@@ -130,7 +130,7 @@ def _value(result: dg.ExecuteInProcessResult, step: str):
         return None
 
 
-def _structure_result(game: str, storage: Storage, rollout_batch, scaffold_candidate, candidate_evaluation,
+def _structure_result(game: str, storage: Storage, rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation,
                       champion_scaffold) -> tuple[RoundResult, RoundReport]:
     """The CLI's account of a structure round from its steps' values (a parameter per step of the plan)."""
     revised = scaffold_candidate
