@@ -132,49 +132,46 @@ def _value(result: dg.ExecuteInProcessResult, step: str):
 
 def _structure_result(game: str, storage: Storage, rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation,
                       champion_scaffold) -> tuple[RoundResult, RoundReport]:
-    """The CLI's account of a structure round from its steps' values (a parameter per step of the plan)."""
-    revised = scaffold_candidate
-    diagnosis, revision_dir = revised.get("diagnosis_dir"), revised.get("revision_dir")
-    result = RoundResult(game=game, parent=revised["parent"], candidate=revised.get("candidate"),
-                         diagnosis_dir=Path(diagnosis) if diagnosis else None,
+    """The CLI's account of a structure round from its steps' values (a parameter per step of the plan; the
+    diagnosis is read from the folder the revision names, as a resumed candidate's is)."""
+    diagnosis_dir, revision_dir = scaffold_candidate.get("diagnosis_dir"), scaffold_candidate.get("revision_dir")
+    result = RoundResult(game=game, parent=scaffold_candidate["parent"], candidate=scaffold_candidate.get("candidate"),
+                         diagnosis_dir=Path(diagnosis_dir) if diagnosis_dir else None,
                          revision_dir=Path(revision_dir) if revision_dir else None)
     if resumed(rollout_batch) is None:
         result.rollout = load_summary(Path(rollout_batch))
-    if revised["outcome"] == "resumed":
+    if scaffold_candidate["outcome"] == "resumed":
         result.notes.append(f"resumed pending candidate v{result.candidate} of an earlier round")
     elif revision_dir:
         result.revision = Revision.load(Path(revision_dir))
-    evaluation = candidate_evaluation
-    if evaluation and evaluation["outcome"] == "evaluated":
-        result.candidate_eval = load_summary(Path(evaluation["candidate_batch"]))
-        result.champion_eval = load_summary(Path(evaluation["champion_batch"]))
+    if candidate_evaluation and candidate_evaluation["outcome"] == "evaluated":
+        result.candidate_eval = load_summary(Path(candidate_evaluation["candidate_batch"]))
+        result.champion_eval = load_summary(Path(candidate_evaluation["champion_batch"]))
         result.decision = load_decision(storage, game, result.candidate)
     return result, RoundReport.from_json((champion_scaffold or {}).get("report", {}))
 
 
 def _proficiency_result(game: str, storage: Storage, training_rollouts, sft_dataset, lora_config, lora_adapter,
                         specialist_evaluation, champion_specialist) -> tuple[ProficiencyResult, RoundReport]:
-    """The CLI's account of a proficiency round from its steps' values (a parameter per step of the plan)."""
-    adapter = lora_adapter
-    if adapter is None:
+    """The CLI's account of a proficiency round from its steps' values (a parameter per step of the plan; the
+    dataset is read from the folder the LoRA settings name)."""
+    if lora_adapter is None:
         raise RoundError(f"{game}: the proficiency round stopped before its adapter; its run in Dagster says why")
-    record = registry(storage, game_family(game)).record(adapter["adapter"])
+    record = registry(storage, game_family(game)).record(lora_adapter["adapter"])
     result = ProficiencyResult(game, record.scaffold_version, record)
     if resumed(training_rollouts) is None:
         result.rollout = load_summary(Path(training_rollouts))
-    if adapter["outcome"] == "resumed":
+    if lora_adapter["outcome"] == "resumed":
         result.notes.append(f"resumed pending adapter {record.id} of an earlier round")
     else:
-        config = lora_config
-        result.dataset = curated(Path(config["dataset_dir"]))
-        result.choice = LoraChoice.load(Path(config["lora_config"]))
+        result.dataset = curated(Path(lora_config["dataset_dir"]))
+        result.choice = LoraChoice.load(Path(lora_config["lora_config"]))
     result.training = training_record(record)
-    evaluation = specialist_evaluation
-    report = RoundReport.from_json(adapter.get("report", {}))
-    if evaluation and evaluation["outcome"] == "evaluated":
-        result.specialist_eval = load_summary(Path(evaluation["specialist_batch"]))
-        result.champion_eval = load_summary(Path(evaluation["champion_batch"]))
-        result.endpoints = evaluation["endpoints"]
+    report = RoundReport.from_json(lora_adapter.get("report", {}))
+    if specialist_evaluation and specialist_evaluation["outcome"] == "evaluated":
+        result.specialist_eval = load_summary(Path(specialist_evaluation["specialist_batch"]))
+        result.champion_eval = load_summary(Path(specialist_evaluation["champion_batch"]))
+        result.endpoints = specialist_evaluation["endpoints"]
         result.decision = load_specialist_decision(storage, game, record.id)
         report = report | RoundReport.from_json((champion_specialist or {}).get("report", {}))
     return result, report
