@@ -147,7 +147,7 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
         write_card(out, stats, f"{scaffold.game} v{scaffold.version} curation (too small to train on)")
         (out / "dataset.parquet").unlink(missing_ok=True)
         raise DatasetTooSmall(
-            f"curation kept {len(rows)} examples from {len(kept)} decisions, fewer than the minimum of "
+            f"curation kept {len(rows)} examples from {len(kept)} of {len(decisions)} decisions, fewer than the minimum of "
             f"{settings.min_examples}: collect more training rollouts (more episodes or steps) or lower "
             f"min_examples; every decision and its verdict is in {out / 'decisions.jsonl'}"
         )

@@ -3,7 +3,7 @@
 A round job plays episodes and may train, usually against an embedded model server started
 inside the run; the instance lets one such run go at a time on a small machine. The tag lives
 here, beside no other logic, so the jobs and the queue limits cannot drift apart unnoticed
-(tests/test_deploy_config.py reads both).
+(tests/unit/defs/test_deploy_config.py reads both).
 """
 
 MODEL_ROUND_TAG = "automem/model_round"

@@ -4,7 +4,7 @@ A sign in the hallway says once which wing (west or east) holds the key, then cr
 hallway ends at a junction from which the door is out of sight, and the door opens only with
 the key. An agent that did not keep the sign's words cannot know which wing to enter, so a
 note of the key's wing (and a read that shows it at the junction) is the decision that makes
-the difference, and any other note is junk. ``tests/test_counterfactual.py`` plays it with the
+the difference, and any other note is junk. ``tests/contract/test_counterfactual.py`` plays it with the
 scripted model of ``automem_dagster.standins.keydoor_rules``.
 """
 
