@@ -247,7 +247,7 @@ def test_dagsters_gate_check_previews_the_equal_score_gate_from_the_evaluations_
     from automem_dagster.defs.evaluation.checks import evaluation_gate_result
 
     cheaper = {s: t - 80.0 for s, t in TOKENS.items()}
-    evaluation = {"outcome": "evaluated", "candidate": 1, "gate": EQUAL.as_dict(),
+    evaluation = {"outcome": "evaluated", "candidate": 1, "gate": EQUAL,
                   "per_seed": {"candidate": SCORES, "champion": SCORES},
                   "per_seed_metric": {"candidate": cheaper, "champion": TOKENS}}
     check = evaluation_gate_result(evaluation)
