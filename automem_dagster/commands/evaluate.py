@@ -16,6 +16,7 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import episode_progress, print_summary
 from automem_dagster.commands.shared import (
+    EVALUATION_OPTIONS,
     add_agent_args,
     add_game_arg,
     add_gate_args,
@@ -46,7 +47,6 @@ from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.paths import RUNS
 from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import BatchSummary, run_batch
-from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold import load_scaffold, load_scaffold_file
 
 
@@ -63,8 +63,7 @@ def register(sub) -> None:
                                              "summary, scaffold versions, specialists) from MLflow, on one seed set "
                                              "and step budget")
     add_game_arg(compare)
-    compare.add_argument("--eval-episodes", type=int, default=None, help="the first k evaluation seeds (default: all)")
-    compare.add_argument("--max-steps", type=int, default=50, help="the step budget of the evaluations (default 50)")
+    add_options(compare, StructureOptions, COMPARED_OPTIONS, aliases=MAX_STEPS)
     compare.add_argument("--out", type=Path, default=None, help="PNG path (default: runs/reports/<game>/agents.png)")
     compare.set_defaults(run=run_compare)
     add_decide_parser(sub)
@@ -82,7 +81,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     async def go():
         async with session(args.endpoints, needs_model=args.agent != "random",
                            embed=needs_embed(args.agent, own)) as (clients, progress):
-            spec = evaluation_batch(args.game, scaffold, seeds, args.max_steps, shared.STORAGE, budget.concurrency,
+            spec = evaluation_batch(args.game, scaffold, seeds, budget.eval_max_steps, shared.STORAGE, budget.concurrency,
                                     out=args.out, agent=args.agent, window=args.window, settings=own)
             return await run_batch(spec, clients, progress), clients.describe()
 
@@ -95,20 +94,21 @@ def run_evaluate(args: argparse.Namespace) -> int:
         windowed |= {"settings": own} if own else {}
         run = tracking.Tracker().log_evaluation(evaluation_run(args.game, summary, scaffold.version,
                                                                "baseline" if baseline else "evaluation", described,
-                                                               shared.STORAGE, args.max_steps, agent=args.agent,
+                                                               shared.STORAGE, budget.eval_max_steps, agent=args.agent,
                                                                **windowed))
         Console().print(f"MLflow: {run.url}")
     return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    seeds = eval_seeds(args.game, shared.STORAGE.seeds_file)[: args.eval_episodes or None]
+    compared = options_from_args(args, StructureOptions, COMPARED_OPTIONS).settings(args.game)
+    seeds, steps = compared.eval_seed_list(shared.STORAGE.seeds_file), compared.eval_max_steps
     rows = tracking.Tracker().runs_for(game_family(args.game))
-    points = agent_points(rows, args.game, ",".join(map(str, seeds)), args.max_steps)
+    points = agent_points(rows, args.game, ",".join(map(str, seeds)), steps)
     if not points:
-        raise ValueError(f"MLflow has no evaluation of {args.game} on seeds {seeds} with {args.max_steps} steps: run "
+        raise ValueError(f"MLflow has no evaluation of {args.game} on seeds {seeds} with {steps} steps: run "
                          "`automem evaluate` (with --agent for baselines) on those settings first")
-    table = Table(title=f"{args.game}: progression on seeds {seeds[0]}-{seeds[-1]} (n={len(seeds)}), {args.max_steps} steps")
+    table = Table(title=f"{args.game}: progression on seeds {seeds[0]}-{seeds[-1]} (n={len(seeds)}), {steps} steps")
     for col in ("agent", "progression % (mean ± SE)", "model calls / step", "tokens / step (in + out)", "batch identity"):
         table.add_column(col)
     for p in points:
@@ -117,30 +117,27 @@ def run_compare(args: argparse.Namespace) -> int:
                       "n/a" if tokens is None else f"{tokens:.0f}", p.identity or "unknown (played before identities)")
     Console().print(table)
     out = args.out or report_dir(shared.STORAGE, args.game) / "agents.png"
-    plot_agent_comparison(points, f"{args.game}: progression by agent ({len(seeds)} seeds, {args.max_steps} steps)", out)
+    plot_agent_comparison(points, f"{args.game}: progression by agent ({len(seeds)} seeds, {steps} steps)", out)
     Console().print(f"plot: {out}")
     return 0
 
 
-EVALUATE_OPTIONS = ("eval_episodes", "concurrency")
-"""The evaluation budget's options of the settings model ``evaluate`` takes as they are; its step budget is
-the model's ``eval_max_steps`` under the name every playing command gives it, ``--max-steps``."""
+COMPARED_OPTIONS = ("eval_episodes", "eval_max_steps")
+"""The evaluation budget ``compare`` reads runs of: by default a default round's evaluation."""
+MAX_STEPS = {"eval_max_steps": "--max-steps"}
+"""The evaluation's step budget also answers to the name every playing command gives a step budget."""
 
 
 def add_evaluation_args(p: argparse.ArgumentParser) -> None:
     """The evaluation budget with the settings model's defaults and help (``StructureOptions``, as a round's
-    evaluation), then endpoints and output."""
-    add_options(p, StructureOptions, EVALUATE_OPTIONS)
-    steps = StructureOptions.model_fields["eval_max_steps"]
-    p.add_argument("--max-steps", type=int, default=steps.default, help=f"{steps.description} (default {steps.default})")
+    evaluation, so a default ``evaluate`` plays a default round's evaluation batch), then endpoints and output."""
+    add_options(p, StructureOptions, EVALUATION_OPTIONS, aliases=MAX_STEPS)
     add_output_args(p)
 
 
 def evaluation_budget(args: argparse.Namespace) -> RoundSettings:
     """The evaluation's budget: the options given, else a ``--settings`` file's, else the model's defaults."""
-    options = options_from_args(args, StructureOptions, EVALUATE_OPTIONS)
-    return RoundSettings(args.game, eval_max_steps=args.max_steps, eval_episodes=options.eval_episodes,
-                         concurrency=options.concurrency)
+    return options_from_args(args, StructureOptions, EVALUATION_OPTIONS).settings(args.game)
 
 
 def add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
@@ -202,7 +199,7 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
     async def go() -> BatchSummary:
         async with connect(config, RUNS / "logs", lora=lora, two_model=args.specialist is not None) as clients:
             with episode_progress() as progress:
-                return await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, shared.STORAGE,
+                return await evaluate_stage(args.game, scaffold, seeds, budget.eval_max_steps, clients, shared.STORAGE,
                                             budget.concurrency, progress, out=args.out)
 
     summary = asyncio.run(go())

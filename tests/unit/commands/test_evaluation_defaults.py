@@ -1,4 +1,4 @@
-"""``automem noise`` and ``automem table`` take their evaluation budget from the round options
+"""``automem noise``, ``table``, ``evaluate`` and ``compare`` take their evaluation budget from the round options
 (``loop/settings.StructureOptions``): with default flags they play the batch a default round evaluates
 on, so a floor measured with defaults is the one a default round reads (issue 43, point 4)."""
 
@@ -6,6 +6,7 @@ import yaml
 
 from automem_dagster import cli
 from automem_dagster.commands import shared
+from automem_dagster.commands.evaluate import COMPARED_OPTIONS, evaluation_budget
 from automem_dagster.commands.noise import noise_settings
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.settings import StructureOptions
@@ -38,3 +39,17 @@ def test_table_defaults_are_the_round_options():
     args = cli.build_parser().parse_args(["table", "--game", "crafter"])
     given = shared.options_from_args(args, StructureOptions, shared.EVALUATION_OPTIONS)
     assert given == StructureOptions()
+
+
+def test_evaluate_with_default_flags_plays_the_evaluation_a_default_round_plays():
+    evaluate = evaluation_budget(cli.build_parser().parse_args(["evaluate", "--game", "crafter"]))
+    assert _evaluation(evaluate) == _evaluation(StructureOptions().settings("crafter"))
+    old = evaluation_budget(cli.build_parser().parse_args(["evaluate", "--game", "crafter", "--max-steps", "4"]))
+    assert old.eval_max_steps == 4
+
+
+def test_compare_reads_the_runs_of_a_default_rounds_evaluation():
+    args = cli.build_parser().parse_args(["compare", "--game", "crafter"])
+    compared = shared.options_from_args(args, StructureOptions, COMPARED_OPTIONS)
+    assert (compared.eval_episodes, compared.eval_max_steps) == (StructureOptions().eval_episodes,
+                                                                 StructureOptions().eval_max_steps)
