@@ -10,7 +10,6 @@ import sys
 from rich.markup import escape
 
 from automem_dagster.commands import (
-    adopt,
     demo,
     endpoints,
     evaluate,
@@ -39,7 +38,7 @@ from automem_dagster.training.base_model import BaseModelError
 from automem_dagster.training.registry import RegistryError
 from automem_dagster.training.sft_result import TrainingError
 
-COMMAND_MODULES = (rollout, demo, structure, table, evaluate, noise, adopt, proficiency, plan, params, endpoints,
+COMMAND_MODULES = (rollout, demo, structure, table, evaluate, noise, proficiency, plan, params, endpoints,
                    worker)
 """The command groups, in the order ``automem --help`` lists them."""
 

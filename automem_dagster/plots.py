@@ -272,7 +272,8 @@ def png_markdown(path: Path, alt: str) -> str:
 
 def plot_round_plans(plans, out: Path) -> Path:
     """One round's data flow per loop, drawn from its plan (``loop/round_plan.py``): a box per step, its
-    Dagster asset above the DVC stages that run it, an arrow from each step it reads. Drawn by matplotlib
+    Dagster asset above the stage function it runs and the DVC stages that run it, an arrow from each step
+    it reads. Drawn by matplotlib
     (no graphviz on a plain install), one row per loop, so the picture is the plan and cannot drift."""
     fig = _figure(figsize=(2.3 * max(len(p.steps) for p in plans), 1.3 * len(plans)))
     ax = fig.add_axes((0, 0, 1, 1))
@@ -285,7 +286,8 @@ def plot_round_plans(plans, out: Path) -> Path:
         for step in plan.steps:
             x, y = at[step.name]
             decides = step.name == plan.decision
-            ax.text(x, y, f"{step.name}\n" + ("\n".join(f"dvc: {stage}" for stage in step.dvc) or "(no DVC stage)"),
+            stages = "\n".join(f"dvc: {stage}" for stage in step.dvc) or "(no DVC stage)"
+            ax.text(x, y, f"{step.name}\n{step.stage.__name__}()\n{stages}",
                     ha="center", va="center", fontsize=8, bbox={"boxstyle": "round,pad=0.4", "linewidth": 1,
                     "facecolor": DECISION_COLOURS["champion" if decides else "pending"] + "33"})
             for read in step.reads:

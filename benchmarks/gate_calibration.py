@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from automem_dagster.metrics.noise import noise_floor
-from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, gate_verdict
 from benchmarks.common import emit, parser, start_result, table, target
 
 ACHIEVEMENT = 1 / 22
@@ -63,7 +63,7 @@ def verdicts(candidate: dict[int, float], champion: dict[int, float], floor: flo
     kept = {}
     for gate in GATES:
         metric = compare_metric(candidate, champion, flat, flat, gate, n_resamples=RESAMPLES) if gate.metric else None
-        kept[gate.rule] = decide(comparison, gate, metric, floor=floor).keep
+        kept[gate.rule] = gate_verdict(comparison, gate, metric, floor=floor).keep
     return kept
 
 

@@ -99,24 +99,46 @@ def run_stage(project: StageProject, stage: str) -> None:
         os.chdir(previous)
 
 
-def evaluated_revision(project: StageProject, monkeypatch, episodes: int = 2, max_steps: int = 10) -> None:
-    """The structure round up to its decision as the DVC stages leave it: ``outputs/revise`` holding a
-    revision of the champion (v0, so v1 on an empty lineage) that adds ``WIN-MARKER`` to the PLAN
-    prompt, and both evaluations played by the ``evaluate_candidate`` and ``evaluate_champion`` stages'
-    commands. The project's endpoints file must serve ``WIN``."""
+def win_candidate(project: StageProject):
+    """A revision of the champion (v0, so v1 on an empty lineage) that adds ``WIN-MARKER`` to the PLAN prompt."""
+    from automem_dagster.scaffold import load_scaffold
+
+    champion = load_scaffold("crafter", 0, project.storage.scaffolds)
+    return champion.model_copy(update={"version": 1, "parent": 0,
+                                       "plan_prompt": champion.plan_prompt + " WIN-MARKER: use do."})
+
+
+def register_pending(project: StageProject, candidate) -> None:
+    """``candidate`` saved and registered in the project's lineage as pending, as a round's revise stage
+    leaves it (``register_candidate``): a round that stopped before its decision."""
+    from automem_dagster.loop.structure import register_candidate
+
+    register_candidate(candidate, candidate.parent, None, project.storage, project.root)
+
+
+def track_into_project(project: StageProject, monkeypatch) -> None:
+    """The commands run in this process store into the project, and log MLflow runs there too."""
     from automem_dagster import tracking
     from automem_dagster.commands import shared
-    from automem_dagster.scaffold import load_scaffold, scaffold_yaml
     from automem_dagster.tracking.mlflow_tracking import Tracker
 
     monkeypatch.setattr(shared, "STORAGE", project.storage)
     store = project.root / "mlflow"  # evaluate_champion logs its run: into the project, not this checkout
-    store.mkdir()
+    store.mkdir(exist_ok=True)
     monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(f"sqlite:///{store}/mlflow.db", artifact_root=store / "artifacts"))
+
+
+def evaluated_revision(project: StageProject, monkeypatch, episodes: int = 2, max_steps: int = 10) -> None:
+    """The structure round up to its decision as the DVC stages leave it: ``outputs/revise`` holding the
+    ``win_candidate`` registered in the lineage, pending (as ``propose --register`` leaves it), and both
+    evaluations played by the ``evaluate_candidate`` and ``evaluate_champion`` stages' commands. The
+    project's endpoints file must serve ``WIN``."""
+    from automem_dagster.scaffold import scaffold_yaml
+
+    track_into_project(project, monkeypatch)
     project.set_params(evaluate={"episodes": episodes, "max_steps": max_steps})
-    champion = load_scaffold("crafter", 0, project.storage.scaffolds)
-    candidate = champion.model_copy(update={"version": 1, "parent": 0,
-                                            "plan_prompt": champion.plan_prompt + " WIN-MARKER: use do."})
+    candidate = win_candidate(project)
+    register_pending(project, candidate)
     revise = project.root / "outputs" / "revise"
     revise.mkdir(parents=True)
     (revise / "candidate.yaml").write_text(scaffold_yaml(candidate))

@@ -20,10 +20,10 @@ from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.long_values import link, long_text, wrapping
 from automem_dagster.defs.common.partitions import game_of, game_partitions, parse_version_key
 from automem_dagster.defs.common.resources import MlflowResource, StorageResource
-from automem_dagster.defs.evaluation.assets import candidate_evaluation
 from automem_dagster.defs.evaluation.checks import evaluation_gate
 from automem_dagster.defs.proficiency.sensors import new_champion_sensor
 from automem_dagster.defs.structure.assets import (
+    candidate_evaluation,
     champion_scaffold,
     diagnosis,
     rollout_batch,

@@ -14,56 +14,48 @@ from automem_dagster.agent.baselines import WINDOWED
 from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import shared
-from automem_dagster.commands.render import episode_progress, print_round, print_summary
+from automem_dagster.commands.render import episode_progress, print_summary
 from automem_dagster.commands.shared import (
+    EVALUATION_OPTIONS,
     add_agent_args,
     add_game_arg,
     add_gate_args,
-    add_play_args,
+    add_options,
+    add_output_args,
     evaluation_metrics,
     gate_policy,
+    options_from_args,
     session,
 )
 from automem_dagster.games import game_family
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.session import connect
+from automem_dagster.loop.dvc_round import pending_adapter, pipeline_decision
 from automem_dagster.loop.evaluation import (
-    champion_arms,
-    champion_plan,
     evaluate_stage,
     evaluation_batch,
-    play_interleaved,
-    round_champion,
 )
-from automem_dagster.loop.proficiency import exported_adapter
-from automem_dagster.loop.records import pass_on_too_small, write_decision, write_rejected
+from automem_dagster.loop.records import pass_on_too_small, write_exports, write_rejected
 from automem_dagster.loop.report import (
     agent_points,
     evaluation_run,
     report_dir,
-    report_round,
 )
 from automem_dagster.loop.serving import specialist_endpoints
-from automem_dagster.loop.settings import RoundSettings
-from automem_dagster.loop.storage import load_champion, resolve_scaffold
-from automem_dagster.loop.structure import RoundResult, decide_stage
+from automem_dagster.loop.settings import RoundSettings, StructureOptions
+from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.paths import RUNS
 from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import BatchSummary, run_batch
-from automem_dagster.rollout.seeds import eval_seeds
-from automem_dagster.scaffold import load_scaffold_file
+from automem_dagster.scaffold import load_scaffold, load_scaffold_file
 
 
 def register(sub) -> None:
-    evaluate = sub.add_parser("evaluate", help="play a scaffold on the fixed evaluation seeds; --decide for a candidate")
+    evaluate = sub.add_parser("evaluate", help="play a scaffold (or a baseline agent) on the fixed evaluation seeds")
     add_game_arg(evaluate)
     evaluate.add_argument("--scaffold", default="champion", help="v<N>, champion, or a YAML file (default champion)")
-    evaluate.add_argument("--eval-episodes", type=int, default=None, help="only the first k evaluation seeds")
-    evaluate.add_argument("--decide", action="store_true",
-                          help="also evaluate the champion, then keep or roll back this pending candidate")
     evaluate.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
-    add_gate_args(evaluate)
-    add_play_args(evaluate, max_steps=50)
+    add_evaluation_args(evaluate)
     add_agent_args(evaluate)
     add_pipeline_evaluate_args(evaluate)
     evaluate.set_defaults(run=run_evaluate)
@@ -71,8 +63,7 @@ def register(sub) -> None:
                                              "summary, scaffold versions, specialists) from MLflow, on one seed set "
                                              "and step budget")
     add_game_arg(compare)
-    compare.add_argument("--eval-episodes", type=int, default=None, help="the first k evaluation seeds (default: all)")
-    compare.add_argument("--max-steps", type=int, default=50, help="the step budget of the evaluations (default 50)")
+    add_options(compare, StructureOptions, COMPARED_OPTIONS, aliases=MAX_STEPS)
     compare.add_argument("--out", type=Path, default=None, help="PNG path (default: runs/reports/<game>/agents.png)")
     compare.set_defaults(run=run_compare)
     add_decide_parser(sub)
@@ -82,57 +73,42 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.candidate or args.specialist:
         return run_evaluate_into(args)
     baseline = args.agent != "memory"
-    if baseline and args.decide:
-        raise argparse.ArgumentTypeError(f"--decide keeps or rolls back a scaffold candidate; the {args.agent} "
-                                         "baseline has none: drop --decide")
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
-    settings = RoundSettings(args.game, eval_max_steps=args.max_steps, eval_episodes=args.eval_episodes,
-                             concurrency=args.concurrency)
-    seeds = settings.eval_seed_list(shared.STORAGE.seeds_file)
+    budget = evaluation_budget(args)
+    seeds = budget.eval_seed_list(shared.STORAGE.seeds_file)
     own = shared.agent_settings(args)
 
     async def go():
         async with session(args.endpoints, needs_model=args.agent != "random",
                            embed=needs_embed(args.agent, own)) as (clients, progress):
-            mine = evaluation_batch(args.game, scaffold, seeds, args.max_steps, shared.STORAGE, args.concurrency,
+            spec = evaluation_batch(args.game, scaffold, seeds, budget.eval_max_steps, shared.STORAGE, budget.concurrency,
                                     out=args.out, agent=args.agent, window=args.window, settings=own)
-            if not args.decide:
-                return await run_batch(mine, clients, progress), None, clients.describe()
-            champion = evaluation_batch(args.game, load_champion(scaffold.game, shared.STORAGE), seeds, args.max_steps,
-                                        shared.STORAGE, args.concurrency)
-            arms = champion_arms(champion, f"v{scaffold.version}", shared.STORAGE)
-            Console().print(champion_plan(arms), soft_wrap=True)
-            summary, *played = await play_interleaved([(spec, clients) for spec in (mine, *arms.values())], progress)
-            return summary, round_champion(dict(zip(arms, played, strict=True)), shared.STORAGE), clients.describe()
+            return await run_batch(spec, clients, progress), clients.describe()
 
-    summary, champion, described = asyncio.run(go())
+    summary, described = asyncio.run(go())
     print_summary(summary)
     write_json_atomic(args.metrics or Path(summary.out_dir) / "metrics.json", evaluation_metrics(summary))
-    tracker = None if args.no_tracking else tracking.Tracker()
-    if champion is None:
-        # A scaffold given as a file has no version in the project's lineage to file the run under.
-        if tracker is not None and (args.scaffold.removeprefix("v").isdigit() or args.scaffold == "champion"):
-            windowed = {"window": args.window} if args.agent in WINDOWED else {}
-            windowed |= {"settings": own} if own else {}
-            run = tracker.log_evaluation(evaluation_run(args.game, summary, scaffold.version,
-                                                        "baseline" if baseline else "evaluation", described,
-                                                        shared.STORAGE, args.max_steps, agent=args.agent, **windowed))
-            Console().print(f"MLflow: {run.url}")
-        return 0
-    decision = decide_stage(args.game, scaffold.version, summary, champion, shared.STORAGE, gate_policy(args))
-    result = RoundResult.judged(decision, summary, champion)
-    print_round(result, report_round(result, shared.STORAGE, tracker, described, args.max_steps))
+    # A scaffold given as a file has no version in the project's lineage to file the run under.
+    if not args.no_tracking and (args.scaffold.removeprefix("v").isdigit() or args.scaffold == "champion"):
+        windowed = {"window": args.window} if args.agent in WINDOWED else {}
+        windowed |= {"settings": own} if own else {}
+        run = tracking.Tracker().log_evaluation(evaluation_run(args.game, summary, scaffold.version,
+                                                               "baseline" if baseline else "evaluation", described,
+                                                               shared.STORAGE, budget.eval_max_steps, agent=args.agent,
+                                                               **windowed))
+        Console().print(f"MLflow: {run.url}")
     return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    seeds = eval_seeds(args.game, shared.STORAGE.seeds_file)[: args.eval_episodes or None]
+    compared = options_from_args(args, StructureOptions, COMPARED_OPTIONS).settings(args.game)
+    seeds, steps = compared.eval_seed_list(shared.STORAGE.seeds_file), compared.eval_max_steps
     rows = tracking.Tracker().runs_for(game_family(args.game))
-    points = agent_points(rows, args.game, ",".join(map(str, seeds)), args.max_steps)
+    points = agent_points(rows, args.game, ",".join(map(str, seeds)), steps)
     if not points:
-        raise ValueError(f"MLflow has no evaluation of {args.game} on seeds {seeds} with {args.max_steps} steps: run "
+        raise ValueError(f"MLflow has no evaluation of {args.game} on seeds {seeds} with {steps} steps: run "
                          "`automem evaluate` (with --agent for baselines) on those settings first")
-    table = Table(title=f"{args.game}: progression on seeds {seeds[0]}-{seeds[-1]} (n={len(seeds)}), {args.max_steps} steps")
+    table = Table(title=f"{args.game}: progression on seeds {seeds[0]}-{seeds[-1]} (n={len(seeds)}), {steps} steps")
     for col in ("agent", "progression % (mean ± SE)", "model calls / step", "tokens / step (in + out)", "batch identity"):
         table.add_column(col)
     for p in points:
@@ -141,9 +117,27 @@ def run_compare(args: argparse.Namespace) -> int:
                       "n/a" if tokens is None else f"{tokens:.0f}", p.identity or "unknown (played before identities)")
     Console().print(table)
     out = args.out or report_dir(shared.STORAGE, args.game) / "agents.png"
-    plot_agent_comparison(points, f"{args.game}: progression by agent ({len(seeds)} seeds, {args.max_steps} steps)", out)
+    plot_agent_comparison(points, f"{args.game}: progression by agent ({len(seeds)} seeds, {steps} steps)", out)
     Console().print(f"plot: {out}")
     return 0
+
+
+COMPARED_OPTIONS = ("eval_episodes", "eval_max_steps")
+"""The evaluation budget ``compare`` reads runs of: by default a default round's evaluation."""
+MAX_STEPS = {"eval_max_steps": "--max-steps"}
+"""The evaluation's step budget also answers to the name every playing command gives a step budget."""
+
+
+def add_evaluation_args(p: argparse.ArgumentParser) -> None:
+    """The evaluation budget with the settings model's defaults and help (``StructureOptions``, as a round's
+    evaluation, so a default ``evaluate`` plays a default round's evaluation batch), then endpoints and output."""
+    add_options(p, StructureOptions, EVALUATION_OPTIONS, aliases=MAX_STEPS)
+    add_output_args(p)
+
+
+def evaluation_budget(args: argparse.Namespace) -> RoundSettings:
+    """The evaluation's budget: the options given, else a ``--settings`` file's, else the model's defaults."""
+    return options_from_args(args, StructureOptions, EVALUATION_OPTIONS).settings(args.game)
 
 
 def add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
@@ -155,13 +149,15 @@ def add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_decide_parser(sub) -> None:
-    decide_p = sub.add_parser("decide", help="keep or roll back a candidate or specialist against the champion from "
-                                             "two evaluation folders; writes the decision record and plot tables")
+    decide_p = sub.add_parser("decide", help="decide the round's pending candidate or specialist against the champion "
+                                             "on two evaluation folders, in the lineage or the specialist registry as "
+                                             "every round does; exports the decision and plot tables for DVC")
     decide_p.add_argument("--role", choices=("candidate", "specialist"), required=True,
                           help="what the challenger is: a scaffold candidate or a specialist adapter")
     decide_p.add_argument("--challenger", type=Path, required=True, help="the candidate's or specialist's evaluation")
     decide_p.add_argument("--champion", type=Path, required=True, help="the champion's evaluation on the same seeds")
-    decide_p.add_argument("--record", type=Path, required=True, help="decision record (JSON, flat: DVC metrics)")
+    decide_p.add_argument("--record", type=Path, required=True,
+                          help="the decision flattened (JSON: DVC metrics); the record itself is runs/decisions/")
     decide_p.add_argument("--progression", type=Path, required=True, help="table: progression ± SE per agent")
     decide_p.add_argument("--behaviour", type=Path, required=True, help="table: behaviour rates per agent")
     add_gate_args(decide_p)
@@ -172,9 +168,9 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
     """One evaluation batch into ``--out``, as a pipeline stage needs it: no lineage, no MLflow, no
     champion lookup; ``--candidate`` with a rejected revision writes the rejection instead."""
     both = args.candidate is not None and args.specialist is not None
-    if args.out is None or args.decide or args.agent != "memory" or both:
+    if args.out is None or args.agent != "memory" or both:
         raise argparse.ArgumentTypeError("give --out and at most one of --candidate/--specialist (each plays one "
-                                         "memory-agent batch into --out), and no --decide or --agent")
+                                         "memory-agent batch into --out), and no --agent")
     metrics = args.metrics or args.out / "metrics.json"
     if args.candidate is not None:
         if not (args.candidate / "revision.json").exists():
@@ -193,16 +189,18 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
         write_json_atomic(metrics, {"episodes": 0, "too_small": 1})
         Console().print(f"no specialist was trained, nothing to evaluate: {why}")
         return 0
-    if args.specialist is not None:
-        config, lora = specialist_endpoints(config, exported_adapter(args.specialist, scaffold.version),
-                                            game_family(args.game))
-    seeds = RoundSettings(args.game, eval_episodes=args.eval_episodes).eval_seed_list(shared.STORAGE.seeds_file)
+    if args.specialist is not None:  # the adapter the finetune stage registered, or the resumed one
+        adapter = pending_adapter(shared.STORAGE, args.game)
+        scaffold = load_scaffold(game_family(args.game), adapter.scaffold_version, shared.STORAGE.scaffolds)
+        config, lora = specialist_endpoints(config, adapter, game_family(args.game))
+    budget = evaluation_budget(args)
+    seeds = budget.eval_seed_list(shared.STORAGE.seeds_file)
 
     async def go() -> BatchSummary:
         async with connect(config, RUNS / "logs", lora=lora, two_model=args.specialist is not None) as clients:
             with episode_progress() as progress:
-                return await evaluate_stage(args.game, scaffold, seeds, args.max_steps, clients, shared.STORAGE,
-                                            args.concurrency, progress, out=args.out)
+                return await evaluate_stage(args.game, scaffold, seeds, budget.eval_max_steps, clients, shared.STORAGE,
+                                            budget.concurrency, progress, out=args.out)
 
     summary = asyncio.run(go())
     print_summary(summary)
@@ -211,9 +209,10 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
 
 
 def run_decide(args: argparse.Namespace) -> int:
-    """The DVC pipeline's decide stages: the loops' gate on two evaluation folders, as files."""
-    record = write_decision(args.role, args.challenger, args.champion, args.record, args.progression, args.behaviour,
-                            gate_policy(args), shared.STORAGE)
+    """The DVC pipeline's decide stages: the round's pending challenger decided on two evaluation folders
+    (``dvc_round.pipeline_decision``: the loops' one decide path), exported as files."""
+    record, batches = pipeline_decision(args.role, args.challenger, args.champion, shared.STORAGE, gate_policy(args))
+    write_exports((args.record, args.progression, args.behaviour), record, batches)
     # A gate's reason opens with its outcome; a marker's (nothing played) does not.
     Console().print(record["reason"] if record["challenger"] else f"{record['outcome']}: {record['reason']}")
     return 0

@@ -10,10 +10,10 @@ from pathlib import Path
 from rich.console import Console
 
 from automem_dagster.commands import shared
-from automem_dagster.commands.shared import add_game_arg, session
+from automem_dagster.commands.shared import EVALUATION_OPTIONS, add_game_arg, add_options, options_from_args, session
 from automem_dagster.loop.evaluation import evaluation_spec, play_interleaved, stored_noise
 from automem_dagster.loop.noise import NoiseRecord, measure_noise, noise_path, replay_spec
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import RoundSettings, StructureOptions
 from automem_dagster.loop.storage import load_champion
 from automem_dagster.paths import DEFAULT_ENDPOINTS
 
@@ -22,19 +22,23 @@ def register(sub) -> None:
     p = sub.add_parser("noise", help="measure the noise floor: the champion against a fresh replay of itself on the "
                                      "fixed evaluation seeds (an A/A evaluation), stored per game and batch identity")
     add_game_arg(p)
-    p.add_argument("--eval-episodes", type=int, default=None, help="only the first k evaluation seeds (default: all)")
-    p.add_argument("--max-steps", type=int, default=50, help="steps per episode (default 50, as `automem evaluate`)")
-    p.add_argument("--concurrency", type=int, default=2, help="episodes played at once, per play")
+    add_options(p, StructureOptions, EVALUATION_OPTIONS, aliases={"eval_max_steps": "--max-steps"})
     p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS,
                    help="endpoints YAML (default: embedded model)")
     p.set_defaults(run=run_noise)
 
 
+def noise_settings(args: argparse.Namespace) -> RoundSettings:
+    """The evaluation budget the floor is measured on: the round options' (``loop/settings.StructureOptions``),
+    so that with its defaults the command measures the identity a default round's evaluation plays and reads
+    (with ``--settings params.yaml``, the DVC round's)."""
+    return options_from_args(args, StructureOptions, EVALUATION_OPTIONS).settings(args.game)
+
+
 def run_noise(args: argparse.Namespace) -> int:
     """Play the champion's evaluation batch (reused where it was played) and a fresh replay of it side by
     side, then store and print the floor; an identity already measured is printed, not replayed."""
-    settings = RoundSettings(args.game, eval_max_steps=args.max_steps, eval_episodes=args.eval_episodes,
-                             concurrency=args.concurrency)
+    settings = noise_settings(args)
     champion = load_champion(settings.family, shared.STORAGE)
     first = evaluation_spec(settings, champion, shared.STORAGE)
     console = Console(soft_wrap=True)
@@ -43,7 +47,7 @@ def run_noise(args: argparse.Namespace) -> int:
         console.print(f"{known.describe()}\nmeasured {known.measured_at}; stored in "
                       f"{noise_path(shared.STORAGE, known.game, known.identity)} (delete it to measure again)")
         return 0
-    console.print(f"A/A evaluation of {args.game} v{champion.version}: {len(first.seeds)} seeds x {args.max_steps} "
+    console.print(f"A/A evaluation of {args.game} v{champion.version}: {len(first.seeds)} seeds x {settings.eval_max_steps} "
                   "steps, played twice side by side (the first play is reused where it was played before)")
     started = time.monotonic()
 

@@ -31,7 +31,6 @@ def register(sub) -> None:
     params = sub.add_parser("params", help="write params.yaml (the DVC pipeline's parameters) from the round settings "
                                            "model: its defaults, the options given, or a --settings file's values")
     params.add_argument("--game", default="crafter", help="the game the pipeline plays (default crafter)")
-    params.add_argument("--scaffold", default="v0", help="the scaffold version its round starts from (default v0)")
     params.add_argument("--endpoints", default="assets/endpoints/embedded.yaml",
                         help="endpoints YAML of the pipeline's models (default assets/endpoints/embedded.yaml)")
     add_options(params, ProficiencyOptions, PARAM_OPTIONS)
@@ -41,17 +40,18 @@ def register(sub) -> None:
 
 def params_text(args: argparse.Namespace) -> str:
     options = options_from_args(args, ProficiencyOptions, PARAM_OPTIONS)
-    top = {"game": args.game, "family": game_family(args.game), "scaffold": args.scaffold, "endpoints": args.endpoints}
+    # No scaffold: a round starts from the lineage's champion (or its pending challenger), as every round does.
+    top = {"game": args.game, "family": game_family(args.game), "endpoints": args.endpoints}
     return HEADER.format(command=command_line(args)) + yaml.safe_dump({**top, **params_of(options)}, sort_keys=False)
 
 
 def command_line(args: argparse.Namespace) -> str:
-    """The command that writes this file again: the game, scaffold and endpoints, the options given (a
+    """The command that writes this file again: the game and endpoints, the options given (a
     ``--settings`` file's values spelled out) and the output."""
     options = options_from_args(args, ProficiencyOptions, PARAM_OPTIONS)
     given = [(option_flag(ProficiencyOptions, name), getattr(options, name)) for name in PARAM_OPTIONS
              if getattr(options, name) != ProficiencyOptions.model_fields[name].default]
-    words = ["automem", "params", "--game", args.game, "--scaffold", args.scaffold, "--endpoints", args.endpoints]
+    words = ["automem", "params", "--game", args.game, "--endpoints", args.endpoints]
     words += [w for flag, value in given for w in (flag, "" if value is None else str(value))]
     return shlex.join(words + (["--out", str(args.out)] if args.out else []))
 

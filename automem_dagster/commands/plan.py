@@ -16,8 +16,8 @@ PLANS = (STRUCTURE_ROUND, PROFICIENCY_ROUND)
 
 
 def register(sub) -> None:
-    plan = sub.add_parser("plan", help="the steps of each loop's round: what each reads and makes, and the DVC "
-                                       "stages that run it; --figure draws the data flow")
+    plan = sub.add_parser("plan", help="the steps of each loop's round: what each reads, makes and writes, the stage "
+                                       "function it runs and the DVC stages that run it; --figure draws the data flow")
     plan.add_argument("--figure", type=Path, default=None, help="also write the round's data flow as a PNG there")
     plan.set_defaults(run=run)
     dvc = sub.add_parser("dvc-yaml", help="write dvc.yaml, the DVC pipeline, from the loops' plans (never edit it by "
@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         for step in plan.steps:
             reads = ", ".join(step.reads) or "(the champion)"
             stages = ", ".join(step.dvc) or "none"
-            console.print(f"[bold]{step.name}[/bold]  reads {reads}; DVC: {stages}\n    {step.makes}")
+            console.print(f"[bold]{step.name}[/bold]  reads {reads}; runs {step.stage_name}; DVC: {stages}\n"
+                          f"    {step.makes}\n    writes {step.writes}")
         for outcome, meaning in plan.outcomes.items():
             console.print(f"  outcome [bold]{outcome}[/bold]: {meaning}")
     if args.figure:

@@ -33,6 +33,7 @@ from automem_dagster.commands.shared import (
 from automem_dagster.commands.worker import add_executor_args, execution_of
 from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
 from automem_dagster.llm.session import META_ONLY, connect
+from automem_dagster.loop.dvc_round import PLAYED_BY, played_by, register_trained
 from automem_dagster.loop.execution import IN_PROCESS, Execution
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
@@ -42,7 +43,7 @@ from automem_dagster.loop.proficiency import (
     lora_config_stage,
     train_into,
 )
-from automem_dagster.loop.records import TOO_SMALL, loss_rows, pass_on_too_small, write_too_small
+from automem_dagster.loop.records import TOO_SMALL, loss_rows, pass_on_resumed, pass_on_too_small, write_too_small
 from automem_dagster.loop.serving import serving_rank_limit, with_training_base
 from automem_dagster.loop.settings import ProficiencyOptions, ProficiencySettings
 from automem_dagster.loop.storage import resolve_scaffold
@@ -75,6 +76,9 @@ def register(sub) -> None:
     add_game_arg(finetune)
     finetune.add_argument("--dataset", type=Path, required=True, help="a curated dataset directory")
     add_training_args(finetune)
+    finetune.add_argument("--register", action="store_true",
+                          help="record the trained adapter in the specialist registry, pending (as a round's training "
+                               "does; the DVC finetune stage)")
     finetune.add_argument("--metrics", type=Path, default=None,
                           help="where to write the run's figures as JSON (default: <out>/metrics.json)")
     finetune.add_argument("--loss-curves", type=Path, default=None,
@@ -110,6 +114,9 @@ def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: t
 
 
 def run_curate(args: argparse.Namespace) -> int:
+    if args.out is not None and pass_on_resumed(args.batch, args.out):
+        Console().print(f"{args.batch}: the round resumes a pending adapter, nothing to curate (passed on)")
+        return 0
     manifest = read_manifest(args.batch)
     scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", shared.STORAGE)
     settings = proficiency_settings(args)
@@ -132,6 +139,7 @@ def run_curate(args: argparse.Namespace) -> int:
         Console().print(f"nothing to train (recorded in {out / TOO_SMALL}): {exc}")
         return 0
     (out / TOO_SMALL).unlink(missing_ok=True)
+    write_json_atomic(out / PLAYED_BY, {"scaffold_version": scaffold.version})  # what finetune --register records
     Console().print(f"{result.examples} examples, version {result.stats['dataset_hash']}: {result.out_dir}")
     return 0
 
@@ -168,14 +176,17 @@ def run_explain(args: argparse.Namespace, scaffold, settings: ProficiencySetting
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out, no registry."""
+    """The DVC pipeline's training stage: LoRA settings, training and GGUF export into --out; with --register,
+    the adapter is registered as pending, as the round's training stage registers it."""
     settings = with_training_base(proficiency_settings(args), load_endpoints(args.endpoints))
     out = args.out or args.dataset.parent / f"{args.dataset.name}-adapter"
     why = pass_on_too_small(args.dataset, out)
-    if why is not None:
-        write_json_atomic(args.metrics or out / "metrics.json", {"too_small": 1})
+    again = pass_on_resumed(args.dataset, out)
+    if why is not None or again is not None:
+        write_json_atomic(args.metrics or out / "metrics.json", {"too_small": 1} if why else {"resumed": 1})
         write_loss_curves(args.loss_curves, {})
-        Console().print(f"nothing to train: {why}")
+        Console().print(f"nothing to train: {why}" if why else
+                        f"nothing to train: the round resumes the pending adapter {again['challenger']}")
         return 0
     data = curated(args.dataset)
 
@@ -193,6 +204,9 @@ def run_finetune(args: argparse.Namespace) -> int:
     write_loss_curves(args.loss_curves, json.loads((out / RESULT_FILE).read_text()))
     Console().print(f"validation loss {result.initial_validation_loss:.3f} -> {result.final_validation_loss:.3f} "
                     f"after {result.global_step} steps; adapter: {result.adapter_dir}")
+    if args.register:
+        record = register_trained(shared.STORAGE, args.game, out, played_by(args.dataset))
+        Console().print(f"registered as adapter {record.id}, pending its decision ({record.adapter_dir})")
     return 0
 
 

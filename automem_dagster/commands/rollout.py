@@ -9,7 +9,7 @@ from pathlib import Path
 from automem_dagster.agent.baselines import DEFAULT_WINDOW
 from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.commands import shared
-from automem_dagster.commands.render import print_summary
+from automem_dagster.commands.render import episode_progress, print_summary
 from automem_dagster.commands.shared import (
     add_agent_args,
     add_game_arg,
@@ -17,8 +17,16 @@ from automem_dagster.commands.shared import (
     parse_seeds,
     session,
 )
+from automem_dagster.games import game_family
+from automem_dagster.llm.config import load_endpoints
+from automem_dagster.llm.session import connect
+from automem_dagster.loop.proficiency import in_service, start_proficiency_round
+from automem_dagster.loop.records import write_resumed
 from automem_dagster.loop.seed_blocks import round_seeds
+from automem_dagster.loop.serving import specialist_endpoints
+from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold, slug
+from automem_dagster.loop.structure import start_round
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 
 
@@ -30,7 +38,11 @@ def register(sub) -> None:
                         "of that loop's round, as its CLI and Dagster rounds draw it (default structure: one block per "
                         "version in the lineage; proficiency: per adapter in the specialist registry)")
     p.add_argument("--seed-block", type=lambda text: int(text) if text else None, default=None,
-                   help="with --training, this block instead of the loop's next one (empty: the next one)")
+                   help="with --training or --round, this block instead of the loop's next one (empty: the next one)")
+    p.add_argument("--round", choices=("structure", "proficiency"), default=None,
+                   help="start that loop's round into --out as the CLI and Dagster rounds start it (the DVC rollout "
+                        "stages): resume a challenger an earlier round left pending (play nothing, write resumed.json) "
+                        "or play the lineage's champion, by the agent in service, on the loop's next block of training seeds")
     add_agent_args(p)
     p.set_defaults(run=run)
 
@@ -38,6 +50,8 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.episodes is None and args.seeds is None:
         args.episodes = 4
+    if args.round:
+        return start_pipeline_round(args)
     if args.training:
         if args.seeds:
             raise argparse.ArgumentTypeError("--training draws its own seeds: give --episodes, not --seeds")
@@ -87,3 +101,35 @@ async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[Bat
     async with session(endpoints_path, needs_model=any(s.agent != "random" for s in specs),
                        embed=embed) as (clients, progress):
         return [await run_batch(spec, clients, progress) for spec in specs]
+
+
+def start_pipeline_round(args: argparse.Namespace) -> int:
+    """``--round``: the round's start (``start_round`` / ``start_proficiency_round``) into ``--out``."""
+    if args.out is None or args.seeds or args.training or args.agent != "memory":
+        raise argparse.ArgumentTypeError("--round plays the round's own seeds with the memory agent into --out: give "
+                                         "--out and --episodes, and no --seeds, --training or --agent")
+    budget = RoundSettings(args.game, rollout_episodes=args.episodes, rollout_max_steps=args.max_steps,
+                           concurrency=args.concurrency, seed_block=args.seed_block)
+    if args.round == "structure":
+        start, role, serving = start_round(budget, shared.STORAGE), "candidate", None
+        pending = start.pending.version if start.resumes else None
+    else:
+        start, role = start_proficiency_round(ProficiencySettings(budget), shared.STORAGE), "specialist"
+        pending, serving = start.pending.id if start.resumes else None, in_service(shared.STORAGE, budget.family)
+    if pending is not None:
+        write_resumed(args.out, role, pending)
+        print(f"resumes the pending {role} {pending} of an earlier round: nothing to play, its evaluation follows")
+        return 0
+    spec = RolloutSpec(args.game, start.scaffold, start.seeds, args.max_steps, Path(args.out), args.concurrency,
+                       fixed_dir=True)
+    config, lora = load_endpoints(args.endpoints), []
+    if serving is not None:  # the agent in service plays: the two-model agent with its specialist
+        config, lora = specialist_endpoints(config, serving, game_family(args.game))
+
+    async def go() -> BatchSummary:
+        async with connect(config, shared.STORAGE.runs / "logs", lora=lora, two_model=serving is not None) as clients:
+            with episode_progress() as progress:
+                return await run_batch(spec, clients, progress)
+
+    print_summary(asyncio.run(go()))
+    return 0

@@ -25,7 +25,9 @@ from automem_dagster.commands.shared import (
 )
 from automem_dagster.commands.worker import add_executor_args, execution_of
 from automem_dagster.games import families, game_family
+from automem_dagster.loop.dvc_round import write_resumed_revision
 from automem_dagster.loop.execution import IN_PROCESS, Execution
+from automem_dagster.loop.records import pass_on_resumed, resumed
 from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
 from automem_dagster.loop.settings import ProficiencyOptions, RoundSettings
 from automem_dagster.loop.storage import resolve_scaffold
@@ -68,7 +70,8 @@ def register(sub) -> None:
     propose.add_argument("--diagnosis", type=Path, required=True, help="a diagnosis directory")
     propose.add_argument("--scaffold", default="champion", help="the parent scaffold (default: champion)")
     propose.add_argument("--register", action="store_true",
-                         help="save an accepted candidate as the next version and record it in the lineage")
+                         help="save an accepted candidate as the next version and record it in the lineage, pending "
+                              "(as a round's revision does; the DVC revise stage)")
     add_output_args(propose)
     propose.set_defaults(run=run_propose)
     lineage = sub.add_parser("lineage", help="the version tree of a game family with decisions and scores")
@@ -124,6 +127,9 @@ def structure_round(settings: RoundSettings, endpoints: Path, tracker: tracking.
 
 
 def run_diagnose(args: argparse.Namespace) -> int:
+    if args.out is not None and pass_on_resumed(args.batch, args.out):
+        console.print(f"{args.batch}: the round resumes a pending candidate, nothing to diagnose (passed on)")
+        return 0
     manifest = read_manifest(args.batch)
     scaffold = resolve_scaffold(args.game, args.scaffold or f"v{manifest['scaffold_version']}", shared.STORAGE)
 
@@ -137,13 +143,18 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
 
 def run_propose(args: argparse.Namespace) -> int:
+    again = resumed(args.diagnosis)
+    if again is not None and args.out is not None:
+        write_resumed_revision(shared.STORAGE, game_family(args.game), again["challenger"], args.out)
+        console.print(f"the round resumes the pending candidate v{again['challenger']}: {args.out / 'candidate.yaml'}")
+        return 0
     parent = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
     diagnosis = Diagnosis.load(args.diagnosis)
 
     async def go():
         async with session(args.endpoints) as (clients, _):
             return await revise_stage(diagnosis, args.diagnosis, parent, clients, shared.STORAGE,
-                                      register=args.register and not args.out, out=args.out)
+                                      register=args.register, out=args.out)
 
     revision, out = asyncio.run(go())
     if not revision.accepted:

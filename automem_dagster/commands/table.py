@@ -10,10 +10,10 @@ from pathlib import Path
 from automem_dagster import tracking
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import console
-from automem_dagster.commands.shared import add_game_arg, session
+from automem_dagster.commands.shared import EVALUATION_OPTIONS, add_game_arg, add_options, options_from_args, session
 from automem_dagster.games import game_family
 from automem_dagster.loop.paper_table import PaperTable, paper_table
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureOptions
 from automem_dagster.paths import DEFAULT_ENDPOINTS
 
 
@@ -21,10 +21,7 @@ def register(sub) -> None:
     table = sub.add_parser("table", help="the paper's behaviour table: the first scaffold against the final champion "
                                          "on the fixed evaluation seeds, with a figure; logged to MLflow and Dagster")
     add_game_arg(table)
-    table.add_argument("--eval-episodes", type=int, default=None,
-                       help="the first k evaluation seeds only (default: the whole set in assets/seeds)")
-    table.add_argument("--eval-max-steps", type=int, default=50, help="steps per evaluation episode (default 50)")
-    table.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
+    add_options(table, StructureOptions, EVALUATION_OPTIONS)
     table.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS,
                        help="endpoints YAML (default: embedded model)")
     table.add_argument("--first", type=int, default=None,
@@ -37,12 +34,15 @@ def register(sub) -> None:
 
 
 def run_table(args: argparse.Namespace) -> int:
-    seeds = RoundSettings(args.game, eval_episodes=args.eval_episodes).eval_seed_list(shared.STORAGE.seeds_file)
+    """The table on the round options' evaluation budget (``loop/settings.StructureOptions``): with its
+    defaults, the seeds and steps a default round evaluated its versions on."""
+    settings = options_from_args(args, StructureOptions, EVALUATION_OPTIONS).settings(args.game)
+    seeds = settings.eval_seed_list(shared.STORAGE.seeds_file)
 
     async def go() -> PaperTable:
         async with session(args.endpoints) as (clients, progress):
-            return await paper_table(args.game, args.eval_max_steps, seeds, clients, shared.STORAGE, args.concurrency,
-                                     progress, args.first, args.final)
+            return await paper_table(args.game, settings.eval_max_steps, seeds, clients, shared.STORAGE,
+                                     settings.concurrency, progress, args.first, args.final)
 
     table = asyncio.run(go())
     console.print(table.markdown(), markup=False, highlight=False)

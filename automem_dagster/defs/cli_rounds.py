@@ -65,10 +65,10 @@ def run_structure_round(settings: RoundSettings, endpoints: Path, storage: Stora
                         meta: str = "endpoints", execution: Execution = IN_PROCESS) -> tuple[RoundResult, RoundReport, str]:
     """One structure round of ``settings.game``, whole, as a run of ``structure_full_round_job`` executed as
     ``execution`` says: what it produced, its plots and MLflow runs, and a line saying where the run shows."""
-    values = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game,
-                  RoundConfig.of_round(settings, shards=execution.shards), _resources(endpoints, storage, tracker, meta),
-                  execution)
-    return *_structure_result(settings.game, values, storage), values["run"]
+    values, run = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game,
+                       RoundConfig.of_round(settings, shards=execution.shards),
+                       _resources(endpoints, storage, tracker, meta), execution)
+    return *_structure_result(settings.game, storage, **values), run
 
 
 def run_proficiency_round(settings: ProficiencySettings, endpoints: Path, storage: Storage, tracker: Tracker | None,
@@ -78,9 +78,9 @@ def run_proficiency_round(settings: ProficiencySettings, endpoints: Path, storag
     ``execution`` says. A dataset below the minimum ends the run before training: ``meta.curate.DatasetTooSmall``
     is raised here as the CLI's rounds have always raised it, and the run shows ``sft_dataset``'s outcome."""
     config = ProficiencyConfig.of_proficiency(settings).model_copy(update={"shards": execution.shards})
-    values = _run(PROFICIENCY_ROUND, "proficiency_full_round_job", settings.game, config,
-                  _resources(endpoints, storage, tracker, meta), execution)
-    return *_proficiency_result(settings.game, values, storage), values["run"]
+    values, run = _run(PROFICIENCY_ROUND, "proficiency_full_round_job", settings.game, config,
+                       _resources(endpoints, storage, tracker, meta), execution)
+    return *_proficiency_result(settings.game, storage, **values), run
 
 
 def _resources(endpoints: Path, storage: Storage, tracker: Tracker | None, meta: str) -> dict:
@@ -91,18 +91,20 @@ def _resources(endpoints: Path, storage: Storage, tracker: Tracker | None, meta:
             "storage": StorageResource.of(storage), "mlflow": mlflow}
 
 
-def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dict, execution: Execution) -> dict:
+def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dict,
+         execution: Execution) -> tuple[dict, str]:
     """Execute ``job`` for ``game``'s partition on the project's instance with ``config`` for every step;
-    returns each step's value (None for a step the run did not reach) and, under ``run``, where the run
-    shows. A failed step raises the error the step raised (``RoundError``, an endpoint's, ``DatasetTooSmall``)."""
+    returns each step's value by step name (None for a step the run did not reach), which the result
+    builders take as parameters named after the plan's steps, and where the run shows. A failed step
+    raises the error the step raised (``RoundError``, an endpoint's, ``DatasetTooSmall``)."""
     run_config = {"ops": {step: {"config": config.model_dump()} for step in plan.round_steps},
                   "loggers": {"console": {"config": {"log_level": "INFO"}}}}
     with project_instance() as instance:
         if execution.executor == "celery":
             values, run_id = run_on_celery(job, game, plan.names, run_config, resources, instance, execution,
                                            tags={DRIVER_TAG: CLI_DRIVER, "dagster/partition": slug(game)})
-            return {**values, "run": f"Dagster: run {run_id} of {job} on Celery workers ({execution.broker}) in "
-                                     f"{instance.root_directory} (make dagster)"}
+            return values, (f"Dagster: run {run_id} of {job} on Celery workers ({execution.broker}) in "
+                            f"{instance.root_directory} (make dagster)")
         try:
             result = defs.resolve_job_def(job).execute_in_process(
                 run_config=run_config, instance=instance, partition_key=slug(game), resources=resources,
@@ -112,8 +114,8 @@ def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dic
         except dg.Failure as exc:  # re-raised as it is by an in-process run
             raise _raised(exc) from exc
         home = instance.root_directory
-    return {**{step: _value(result, step) for step in plan.names},
-            "run": f"Dagster: run {result.run_id} of {job} in {home} (make dagster)"}
+    return ({step: _value(result, step) for step in plan.names},
+            f"Dagster: run {result.run_id} of {job} in {home} (make dagster)")
 
 
 def _raised(error: BaseException) -> BaseException:
@@ -128,47 +130,48 @@ def _value(result: dg.ExecuteInProcessResult, step: str):
         return None
 
 
-def _structure_result(game: str, values: dict, storage: Storage) -> tuple[RoundResult, RoundReport]:
-    revised = values["scaffold_candidate"]
-    diagnosis, revision_dir = revised.get("diagnosis_dir"), revised.get("revision_dir")
-    result = RoundResult(game=game, parent=revised["parent"], candidate=revised.get("candidate"),
-                         diagnosis_dir=Path(diagnosis) if diagnosis else None,
+def _structure_result(game: str, storage: Storage, rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation,
+                      champion_scaffold) -> tuple[RoundResult, RoundReport]:
+    """The CLI's account of a structure round from its steps' values (a parameter per step of the plan; the
+    diagnosis is read from the folder the revision names, as a resumed candidate's is)."""
+    diagnosis_dir, revision_dir = scaffold_candidate.get("diagnosis_dir"), scaffold_candidate.get("revision_dir")
+    result = RoundResult(game=game, parent=scaffold_candidate["parent"], candidate=scaffold_candidate.get("candidate"),
+                         diagnosis_dir=Path(diagnosis_dir) if diagnosis_dir else None,
                          revision_dir=Path(revision_dir) if revision_dir else None)
-    if resumed(values["rollout_batch"]) is None:
-        result.rollout = load_summary(Path(values["rollout_batch"]))
-    if revised["outcome"] == "resumed":
+    if resumed(rollout_batch) is None:
+        result.rollout = load_summary(Path(rollout_batch))
+    if scaffold_candidate["outcome"] == "resumed":
         result.notes.append(f"resumed pending candidate v{result.candidate} of an earlier round")
     elif revision_dir:
         result.revision = Revision.load(Path(revision_dir))
-    evaluation = values["candidate_evaluation"]
-    if evaluation and evaluation["outcome"] == "evaluated":
-        result.candidate_eval = load_summary(Path(evaluation["candidate_batch"]))
-        result.champion_eval = load_summary(Path(evaluation["champion_batch"]))
+    if candidate_evaluation and candidate_evaluation["outcome"] == "evaluated":
+        result.candidate_eval = load_summary(Path(candidate_evaluation["candidate_batch"]))
+        result.champion_eval = load_summary(Path(candidate_evaluation["champion_batch"]))
         result.decision = load_decision(storage, game, result.candidate)
-    return result, RoundReport.from_json((values["champion_scaffold"] or {}).get("report", {}))
+    return result, RoundReport.from_json((champion_scaffold or {}).get("report", {}))
 
 
-def _proficiency_result(game: str, values: dict, storage: Storage) -> tuple[ProficiencyResult, RoundReport]:
-    adapter = values["lora_adapter"]
-    if adapter is None:
+def _proficiency_result(game: str, storage: Storage, training_rollouts, sft_dataset, lora_config, lora_adapter,
+                        specialist_evaluation, champion_specialist) -> tuple[ProficiencyResult, RoundReport]:
+    """The CLI's account of a proficiency round from its steps' values (a parameter per step of the plan; the
+    dataset is read from the folder the LoRA settings name)."""
+    if lora_adapter is None:
         raise RoundError(f"{game}: the proficiency round stopped before its adapter; its run in Dagster says why")
-    record = registry(storage, game_family(game)).record(adapter["adapter"])
+    record = registry(storage, game_family(game)).record(lora_adapter["adapter"])
     result = ProficiencyResult(game, record.scaffold_version, record)
-    if resumed(values["training_rollouts"]) is None:
-        result.rollout = load_summary(Path(values["training_rollouts"]))
-    if adapter["outcome"] == "resumed":
+    if resumed(training_rollouts) is None:
+        result.rollout = load_summary(Path(training_rollouts))
+    if lora_adapter["outcome"] == "resumed":
         result.notes.append(f"resumed pending adapter {record.id} of an earlier round")
     else:
-        config = values["lora_config"]
-        result.dataset = curated(Path(config["dataset_dir"]))
-        result.choice = LoraChoice.load(Path(config["lora_config"]))
+        result.dataset = curated(Path(lora_config["dataset_dir"]))
+        result.choice = LoraChoice.load(Path(lora_config["lora_config"]))
     result.training = training_record(record)
-    evaluation = values["specialist_evaluation"]
-    report = RoundReport.from_json(adapter.get("report", {}))
-    if evaluation and evaluation["outcome"] == "evaluated":
-        result.specialist_eval = load_summary(Path(evaluation["specialist_batch"]))
-        result.champion_eval = load_summary(Path(evaluation["champion_batch"]))
-        result.endpoints = evaluation["endpoints"]
+    report = RoundReport.from_json(lora_adapter.get("report", {}))
+    if specialist_evaluation and specialist_evaluation["outcome"] == "evaluated":
+        result.specialist_eval = load_summary(Path(specialist_evaluation["specialist_batch"]))
+        result.champion_eval = load_summary(Path(specialist_evaluation["champion_batch"]))
+        result.endpoints = specialist_evaluation["endpoints"]
         result.decision = load_specialist_decision(storage, game, record.id)
-        report = report | RoundReport.from_json((values["champion_specialist"] or {}).get("report", {}))
+        report = report | RoundReport.from_json((champion_specialist or {}).get("report", {}))
     return result, report

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
 from automem_dagster.datafiles import load_yaml_model
 
 EMBEDDED = "embedded"
 """A ``base_url`` of this value means: the local server the project starts itself."""
 RULES = "rules"
-"""A ``base_url`` of this value on the ``meta`` role means: no model, the deterministic rules
-meta (``meta/rules_reviser.py``), the structure loop's baseline."""
+"""The rules meta's kind and the name records give it (``RulesMeta``)."""
 
 ENDPOINT_ROLES = ("game", "memory", "meta")
 
@@ -123,16 +122,21 @@ class EndpointConfig(BaseModel):
         self._constrained_derived = self.constrained is None or self._constrained_derived  # kept on revalidation
         if self.constrained is None:
             self.constrained = DERIVED_MODE[self.server]
-        if self.rules:
-            self.model = RULES  # records name the meta, not the default model it does not use
         return self
+
+    @field_validator("base_url")
+    @classmethod
+    def _not_the_rules_meta(cls, url: str | None) -> str | None:
+        """The rules meta used to be spelled as this fake URL; it is a meta kind now (``RulesMeta``)."""
+        if url == RULES:
+            raise ValueError(f"base_url {RULES!r} is not an endpoint: the rules meta is a kind of meta, not a server; "
+                             f"write `meta: {{kind: {RULES}}}` in the endpoints file (or pass --meta {RULES})")
+        return url
 
     @model_validator(mode="after")
     def _server_reads_what_is_sent(self) -> EndpointConfig:
         """Refuse a mode or ``lora_id`` the server would accept and ignore: the round would play
         unconstrained, or on the base model, and nothing would say so."""
-        if self.rules:
-            return self
         needs = _MODE_SERVERS.get(self.constrained)
         if needs is not None and self.server != needs:
             raise ValueError(f"constrained: {self.constrained} is read by {needs} only, and this endpoint's server is "
@@ -195,15 +199,11 @@ class EndpointConfig(BaseModel):
     def embedded(self) -> bool:
         return self.base_url == EMBEDDED
 
-    @property
-    def rules(self) -> bool:
-        return self.base_url == RULES
-
     def key_source(self) -> str | None:
         """The environment variable the API key is read from, or None for a server without keys."""
         if self.api_key_env is not None:
             return self.api_key_env
-        if not self.embedded and not self.rules and os.environ.get("OPENAI_API_KEY"):
+        if not self.embedded and os.environ.get("OPENAI_API_KEY"):
             return "OPENAI_API_KEY"
         return None
 
@@ -226,6 +226,31 @@ class EndpointConfig(BaseModel):
         return {k: v for k, v in fields.items() if v is not None}
 
 
+class RulesMeta(BaseModel):
+    """The meta that is no model: the deterministic rules reviser (``meta/rules_reviser.py``), the structure
+    loop's baseline. An endpoints file names it ``meta: {kind: rules}``; ``--meta rules`` (and the Dagster
+    endpoints resource's ``meta``) puts it in place of the file's meta role. It has no server, key or
+    sampling, so none of an endpoint's fields, and a session gives it no client (``Clients.rules_meta``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["rules"]
+
+    def facts(self) -> dict:
+        """What records say of it, in place of an endpoint's facts."""
+        return {"kind": self.kind, "model": RULES}
+
+
+def _meta_kind(value: Any) -> str:
+    """``rules`` for the rules meta (a ``kind: rules`` entry or a ``RulesMeta``), else ``llm``: an endpoint."""
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return RULES if kind == RULES else "llm"
+
+
+Meta = Annotated[Annotated[EndpointConfig, Tag("llm")] | Annotated[RulesMeta, Tag(RULES)], Discriminator(_meta_kind)]
+"""The meta role: an LLM endpoint, or the rules meta (``RulesMeta``)."""
+
+
 class EndpointsConfig(BaseModel):
     """The three roles. ``memory`` defaults to the game endpoint (one-model mode). ``embed`` is the
     embeddings endpoint of the ``rag`` baseline (``/v1/embeddings``); unset, the embedded server
@@ -235,7 +260,7 @@ class EndpointsConfig(BaseModel):
 
     game: EndpointConfig
     memory: EndpointConfig | None = None
-    meta: EndpointConfig | None = None
+    meta: Meta | None = None
     embed: EndpointConfig | None = None
     embedded_parallel: int = Field(2, ge=1, le=16)
     embedded_ctx_per_slot: int = Field(4096, ge=512)
@@ -254,27 +279,21 @@ class EndpointsConfig(BaseModel):
         return self.memory is not None and self.memory != self.game
 
     def roles(self) -> dict[str, EndpointConfig]:
-        """The configured roles by name, in the order game, memory, meta."""
-        return {r: getattr(self, r) for r in ENDPOINT_ROLES if getattr(self, r) is not None}
+        """The configured endpoints by role, in the order game, memory, meta; the rules meta is none."""
+        return {r: getattr(self, r) for r in ENDPOINT_ROLES if isinstance(getattr(self, r), EndpointConfig)}
+
+    @property
+    def rules_meta(self) -> RulesMeta | None:
+        """The rules meta when it is this config's meta."""
+        return self.meta if isinstance(self.meta, RulesMeta) else None
 
     def uses_embedded(self) -> bool:
         return any(e.embedded for e in self.roles().values())
 
     @model_validator(mode="after")
-    def _rules_only_for_meta(self) -> EndpointsConfig:
-        for role in ("game", "memory"):
-            cfg = getattr(self, role)
-            if cfg is not None and cfg.rules:
-                raise ValueError(f"{role}.base_url: {RULES!r} is a meta without a model and serves only the meta "
-                                 "role; give the game and memory roles an endpoint (embedded or a URL)")
-        return self
-
-
-    @model_validator(mode="after")
     def _embed_is_one_server(self) -> EndpointsConfig:
-        if self.embed is not None and (self.embed.replicas or self.embed.rules):
-            raise ValueError("embed: an embeddings endpoint is one server (embedded or a URL), "
-                             "without replicas or the rules meta")
+        if self.embed is not None and self.embed.replicas:
+            raise ValueError("embed: an embeddings endpoint is one server (embedded or a URL), without replicas")
         return self
 
     def embed_endpoint(self) -> EndpointConfig:
@@ -293,11 +312,11 @@ def load_endpoints(path: Path) -> EndpointsConfig:
 
 
 def endpoints_with_meta(path: Path, meta: str = "endpoints") -> EndpointsConfig:
-    """The endpoints file, with its meta role replaced by the rules meta when ``meta`` is ``rules``
+    """The endpoints file, with its meta role replaced by the rules meta (``RulesMeta``) when ``meta`` is ``rules``
     (the CLI's ``--meta`` and the Dagster endpoints resource's ``meta``)."""
     config = load_endpoints(path)
     if meta == "endpoints":
         return config
     if meta != RULES:
         raise EndpointConfigError(f"meta {meta!r}: give endpoints (the file's meta role) or rules (the rules meta)")
-    return config.model_copy(update={"meta": EndpointConfig(name="meta", base_url=RULES)})
+    return config.model_copy(update={"meta": RulesMeta(kind=RULES)})

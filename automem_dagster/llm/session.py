@@ -15,7 +15,7 @@ from pathlib import Path
 from threading import Lock
 
 from automem_dagster.llm.client import LLMClient
-from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
+from automem_dagster.llm.config import EndpointConfig, EndpointsConfig, RulesMeta
 from automem_dagster.llm.embedded_server import embedded_server
 from automem_dagster.llm.process import ServerProcess
 from automem_dagster.llm.replicas import ReplicatedClient
@@ -24,13 +24,13 @@ from automem_dagster.llm.server_rules import check_servers, reply_schema_kind
 
 @dataclass
 class Clients:
-    """One client per role; a ``rules`` meta (no model) has no client, only its config in ``rules_meta``.
+    """One client per role; the rules meta (no model, ``RulesMeta``) has no client: it is ``rules_meta``.
     ``embed`` serves the ``rag`` baseline's embeddings (only when a session asks for it)."""
 
     game: LLMClient | ReplicatedClient | None
     memory: LLMClient | ReplicatedClient | None
     meta: LLMClient | ReplicatedClient | None
-    rules_meta: EndpointConfig | None = None
+    rules_meta: RulesMeta | None = None
     embed: LLMClient | None = None
 
     def describe(self) -> dict:
@@ -38,9 +38,10 @@ class Clients:
         out = {}
         for role in ("game", "memory", "meta", "embed"):
             client = getattr(self, role)
-            cfg = client.config if client is not None else self.rules_meta if role == "meta" else None
-            if cfg is not None:
-                out[role] = endpoint_facts(role, cfg, cfg.base_url)
+            if client is not None:
+                out[role] = endpoint_facts(role, client.config, client.config.base_url)
+        if self.rules_meta is not None:
+            out["meta"] = self.rules_meta.facts()
         return out
 
 
@@ -53,7 +54,7 @@ def endpoint_facts(role: str, cfg: EndpointConfig, base_url: str) -> dict:
 
 
 def session_roles(config: EndpointsConfig, two_model: bool = False) -> dict[str, EndpointConfig]:
-    """The roles ``connect(config, two_model=two_model)`` gives a client (or, a rules meta, its config)."""
+    """The roles ``connect(config, two_model=two_model)`` gives a client (the rules meta, no endpoint, is not one)."""
     return {role: cfg for role, cfg in config.roles().items() if role != "memory" or (two_model and config.two_model)}
 
 
@@ -108,7 +109,7 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
     embedded: from ``servers`` (kept for the run) when given, else here and stopped on exit. A vLLM
     server too old to honour its role's constraint is refused here, before any request (``server_rules``)."""
     used = connected_roles(config, two_model, roles)
-    check_servers({r: c for r, c in used.items() if not c.rules})
+    check_servers(used)
     embed_cfg = config.embed_endpoint() if embed else None
     embeddings = embed_cfg is not None and embed_cfg.embedded
     server, own = None, servers is None
@@ -127,9 +128,9 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
         slot = cfg.model_copy(update={"context_tokens": min(cfg.context_tokens, config.embedded_ctx_per_slot)})
         return LLMClient(slot, server.base_url, slots=config.embedded_parallel)
 
-    rules = used.get("meta") if "meta" in used and used["meta"].rules else None
-    clients = Clients(client(used.get("game")), client(used.get("memory")), None if rules else client(used.get("meta")),
-                      rules, client(embed_cfg))
+    rules = config.rules_meta if roles is None or "meta" in roles else None
+    clients = Clients(client(used.get("game")), client(used.get("memory")), client(used.get("meta")), rules,
+                      client(embed_cfg))
     try:
         yield clients
     finally:

@@ -4,24 +4,25 @@ A structure round's challenger is a scaffold version (role ``candidate``), a pro
 memory adapter (role ``specialist``). Either way the round starts the same (``RoundStart``: resume
 the challenger an earlier round left undecided, else play the champion on fresh training seeds),
 the challenger and the champion are played on the same evaluation seeds (``loop.evaluation``), the
-gate judges them pair by pair (``loop.gate``), and ``decide_challenger`` records the outcome in the
-loop's ``Ledger`` (the lineage or the specialist registry, which holds the champion pointer) and in
-one ``DecisionRecord`` file. Only the ledger differs between the loops.
+gate's verdict judges them pair by pair (``loop.gate``), and ``decide_challenger``, the one deciding
+entry point, records it in the loop's ``Ledger`` (``loop.ledgers``: the lineage or the specialist
+registry, which holds the champion pointer) and in one ``DecisionRecord`` file. Only the ledger
+differs between the loops.
 """
 
 from __future__ import annotations
 
 import json
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.loop.gate import decide_paired, decision_evidence
+from automem_dagster.loop.gate import decision_evidence, paired_verdict
+from automem_dagster.loop.ledgers import LEDGERS
 from automem_dagster.loop.noise import gate_floors, load_noise, noise_evidence
 from automem_dagster.loop.storage import Storage, slug
-from automem_dagster.metrics.paired import GatePolicy, GateVerdict
+from automem_dagster.metrics.paired import GatePolicy, Verdict
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.scaffold import Scaffold
 
@@ -137,18 +138,20 @@ class Ledger(Protocol):
         ``comparison``) when its file may be written again from the ledger; None when it is undecided.
         Raises ``RoundError`` for a challenger that may not be decided."""
 
-    def settle(self, challenger: Challenger, decision: GateVerdict) -> None:
-        """Record ``decision`` and, on a keep, make ``challenger`` the champion."""
+    def settle(self, challenger: Challenger, verdict: Verdict) -> None:
+        """Record ``verdict`` and, on a keep, make ``challenger`` the champion."""
 
 
-def decide_challenger(game: str, challenger: Challenger, batches: tuple[BatchSummary, BatchSummary],
-                      ledger: AbstractContextManager[Ledger], storage: Storage,
-                      gate: GatePolicy | None = None) -> DecisionRecord:
-    """The one decide path of both loops: the gate on the (challenger, champion) ``batches``, read,
-    checked, recorded in the ``ledger`` and the champion moved on keep as one step across processes,
-    then written as the challenger's ``DecisionRecord``. The gate refuses batches that are not paired."""
+def decide_challenger(role: str, game: str, challenger: Challenger, batches: tuple[BatchSummary, BatchSummary],
+                      storage: Storage, gate: GatePolicy | None = None) -> DecisionRecord:
+    """The one deciding entry point of both loops and every driver (the CLI's and Dagster's rounds through
+    Dagster's promotion, DVC's decide stages): the gate's verdict on the (challenger, champion) ``batches``
+    against the champion's noise floor, recorded in the ``role``'s ledger (``loop.ledgers``: the lineage or
+    the specialist registry) with the champion moved on a keep, as one step across processes, then written
+    as the challenger's ``DecisionRecord``. Refuses batches that are not paired, and a challenger its ledger
+    says may not be decided (decided already, or of another champion)."""
     mine, champion = batches
-    with ledger as book:
+    with LEDGERS[role](storage, game) as book:
         known = {"game": game, "role": book.role, "challenger": challenger,
                  "scaffold_version": book.scaffold_version(challenger),
                  "challenger_batch": mine.out_dir, "champion_batch": champion.out_dir}
@@ -156,15 +159,22 @@ def decide_challenger(game: str, challenger: Challenger, batches: tuple[BatchSum
         if earlier is not None:  # decided, but the process died before the file was written
             record = DecisionRecord(**known, champion_after=book.champion(), **earlier)
         else:
-            before = book.champion()
-            noise = load_noise(storage, champion)
-            decision = decide_paired(mine, champion, book.role, gate, **gate_floors(noise, gate and gate.metric))
-            evidence = decision_evidence(decision, mine, champion, book.role)  # read before anything is written
-            said = noise_evidence(noise, champion, storage)
-            book.settle(challenger, decision)
-            record = DecisionRecord(**known, champion_before=before, champion_after=book.champion(),
-                                    keep=decision.keep, inconclusive=decision.outcome == "inconclusive",
-                                    reason=f"{decision.reason}; champion {said['champion_play']}",
-                                    comparison=asdict(decision.comparison), noise=said, **evidence)
+            record = _settle(book, challenger, (mine, champion), storage, gate, known)
     write_json_atomic(decision_path(storage, game, record.role, challenger), asdict(record))
     return record
+
+
+def _settle(book: Ledger, challenger: Challenger, batches: tuple[BatchSummary, BatchSummary], storage: Storage,
+            gate: GatePolicy | None, known: dict) -> DecisionRecord:
+    """The verdict on ``batches``, with its evidence read before anything is written, settled in ``book``."""
+    mine, champion = batches
+    before = book.champion()
+    noise = load_noise(storage, champion)
+    verdict = paired_verdict(mine, champion, book.role, gate, **gate_floors(noise, gate and gate.metric))
+    evidence = decision_evidence(verdict, mine, champion, book.role)
+    said = noise_evidence(noise, champion, storage)
+    book.settle(challenger, verdict)
+    return DecisionRecord(**known, champion_before=before, champion_after=book.champion(), keep=verdict.keep,
+                          inconclusive=verdict.outcome == "inconclusive",
+                          reason=f"{verdict.reason}; champion {said['champion_play']}",
+                          comparison=asdict(verdict.comparison), noise=said, **evidence)

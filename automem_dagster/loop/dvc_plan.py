@@ -48,19 +48,25 @@ HEADER = """\
 #
 #   structure:   rollout -> diagnose -> revise -> evaluate_candidate --+
 #                                                 evaluate_champion ---+-> decide
-#   proficiency: rollout -> curate -> finetune -> evaluate_specialist -+-> decide_specialist
-#                                                 evaluate_champion ---+
+#   proficiency: training_rollouts -> curate -> finetune -> evaluate_specialist -+-> decide_specialist
+#                                                            evaluate_champion ---+
 #
-# The champion's evaluation is one stage shared by both decisions, so it is played once and
-# reused until the scaffold, the seeds, the endpoints or the evaluate parameters change. The
-# decide stages apply the gate of params.yaml (`gate:`) and write the decision record
-# (outputs/decide/*.json, DVC metrics) and tables for `dvc plots`; they do not touch
-# assets/lineage or assets/specialists (inputs of `rollout` and `revise`). Adopting a kept
-# decision is a person's act, one command:
-#   automem adopt --decision outputs/decide/structure.json     (the candidate: next version, champion)
-#   automem adopt --decision outputs/decide/proficiency.json   (the adapter: registered, in service)
-# then rerun the command in params.yaml's header with --scaffold at the new champion; the changed
-# lineage gives the next round fresh seeds.
+# It is the loops' round, not a copy of it (loop/dvc_round.py). The rollout stages start the round
+# as the CLI and Dagster rounds do (start_round, start_proficiency_round): a challenger an earlier
+# round left pending in the lineage or the specialist registry is resumed (nothing is played; the
+# stages up to its evaluation pass a resumed.json marker on), else the lineage's champion is played
+# on the loop's next block of training seeds. revise registers its candidate in the lineage and
+# finetune its adapter in the registry, pending, as the rounds' own stages do. The decide stages
+# decide that challenger with the loops' one decide path and ledger: the decision is recorded in
+# assets/lineage or assets/specialists (and runs/decisions/), the champion moves on a keep, and
+# outputs/decide/*.json is that decision flattened for `dvc metrics`, with tables for `dvc plots`.
+# The ledger is an input of the first stages and the round's effect, not a declared output (DVC
+# forbids a cycle of outputs): after a decided round it differs from what `rollout` read, so the
+# next `dvc repro` is the next round, on a fresh block of training seeds, as the next CLI round
+# would be; `dvc status` lists the stages that read the ledger until then. A round that changed no
+# ledger (a rejected revision, a dataset below the minimum) leaves nothing to rerun:
+# `rollout.seed_block` plays another block by hand. A decision is taken once: rerunning a decide
+# stage (a changed `gate:`) writes the recorded decision again, and the new gate decides the next round.
 # A rejected revision is an outcome: evaluate_candidate records it and decide says "rejected"; so
 # is a dataset below curate.min_examples: curate records it, finetune and evaluate_specialist pass
 # it on, and decide_specialist says "dataset_too_small". No stage fails on either.
@@ -99,121 +105,124 @@ plots:
         outputs/finetune-loss/validation.json: loss
 """
 
+LINEAGE = 'assets/lineage/${family}.json'
+"""The structure loop's ledger: the champion pointer and every scaffold version with its content hash, so it
+stands for the scaffold files too (a version is never rewritten; a new one is a new entry)."""
+REGISTRY = 'assets/specialists/${family}.json'
+"""The proficiency loop's ledger: the adapters, their fates and the one in service."""
+ROUND_START = ("--seed-block '${rollout.seed_block}' --episodes ${rollout.episodes} --max-steps ${rollout.max_steps} "
+               '--endpoints ${endpoints}')
+EVAL_BUDGET = "--eval-episodes '${evaluate.episodes}' --max-steps ${evaluate.max_steps}"
+"""Quoted: an empty ``evaluate.episodes`` (the whole seed set) is still a value."""
+
 STAGES: dict[str, DvcStage] = {
     'rollout': DvcStage(
-        desc=("Play the scaffold on the round's block of training seeds (disjoint from the evaluation "
-              'seeds) and keep the trajectories.'),
-        cmd=('automem rollout --game ${game} --scaffold ${scaffold} --training --seed-block '
-             "'${rollout.seed_block}' --episodes ${rollout.episodes} --max-steps ${rollout.max_steps} "
-             '--endpoints ${endpoints} --out outputs/rollout'),
-        deps=(
-            'assets/scaffolds/${family}/${scaffold}.yaml',
-            'assets/seeds/eval.yaml',
-            'assets/lineage/${family}.json',
-            '${endpoints}',
-        ),
-        params=('game', 'scaffold', 'endpoints', 'rollout'),
+        desc=("Start the structure round: resume a candidate an earlier round left pending, else play the "
+              "lineage's champion on the round's block of training seeds (disjoint from the evaluation seeds)."),
+        cmd=f'automem rollout --game ${{game}} --round structure {ROUND_START} --out outputs/rollout',
+        deps=('assets/seeds/eval.yaml', LINEAGE, '${endpoints}'),
+        params=('game', 'endpoints', 'rollout'),
         outs=('outputs/rollout',),
-        note=("The block is the loops' one rule (loop/seed_blocks.py), the one the CLI and Dagster "
-              'rounds follow: one block per version in the lineage, so a round adopted with `automem '
-              'adopt` changes the lineage and the next repro plays fresh episodes. It is derived from '
-              'the lineage, a dependency here, rather than kept as a number in params.yaml: a number a'
-              ' person must remember to raise after every round is the bug this replaces (every round '
-              'replayed block 0). A rolled-back round changes no input, so DVC has nothing to rerun; '
-              "`rollout.seed_block` (params.yaml, empty: the rule's) plays another block by hand. "
-              "curate reads this batch too (the CLI's proficiency round plays its own block of the "
-              'second half).'),
+        note=("start_round, the CLI's and Dagster's: the block is the loops' one rule (loop/seed_blocks.py), "
+              'one block per version in the lineage, derived from the lineage (a dependency here) rather than '
+              "kept as a number a person must remember to raise; `rollout.seed_block` (empty: the rule's) "
+              'plays another block by hand.'),
     ),
     'diagnose': DvcStage(
-        desc='The meta-LLM reads the rollout batch and diagnoses where memory was misused.',
-        cmd=('automem diagnose --game ${game} --scaffold ${scaffold} --batch outputs/rollout --out '
-             'outputs/diagnose --endpoints ${endpoints}'),
-        deps=('outputs/rollout', 'assets/scaffolds/${family}/${scaffold}.yaml', '${endpoints}'),
-        params=('game', 'scaffold', 'endpoints'),
+        desc='The meta-LLM reads the rollout batch and diagnoses where memory was misused (a resumed round: passed on).',
+        cmd=('automem diagnose --game ${game} --batch outputs/rollout --out outputs/diagnose --endpoints '
+             '${endpoints}'),
+        deps=('outputs/rollout', '${endpoints}'),
+        params=('game', 'endpoints'),
         outs=('outputs/diagnose',),
     ),
     'revise': DvcStage(
-        desc='The meta-LLM proposes a revised scaffold from the diagnosis (a rejection is recorded, not an error).',
-        cmd=('automem propose --game ${game} --scaffold ${scaffold} --diagnosis outputs/diagnose --out'
-             ' outputs/revise --endpoints ${endpoints}'),
-        deps=(
-            'outputs/diagnose',
-            'assets/scaffolds/${family}/${scaffold}.yaml',
-            'assets/lineage/${family}.json',
-            '${endpoints}',
-        ),
-        params=('game', 'scaffold', 'endpoints'),
+        desc=("The meta-LLM revises the champion from the diagnosis; the candidate is registered in the lineage, "
+              'pending (a rejection is recorded, not an error; a resumed round: the pending candidate).'),
+        cmd=('automem propose --game ${game} --diagnosis outputs/diagnose --register --out outputs/revise '
+             '--endpoints ${endpoints}'),
+        deps=('outputs/diagnose', LINEAGE, '${endpoints}'),
+        params=('game', 'endpoints'),
         outs=('outputs/revise',),
-        note='The lineage gives the candidate its version number (the next free one).',
+        note='The lineage gives the candidate its version number (the next free one) and records it.',
     ),
     'evaluate_champion': DvcStage(
-        desc='The one-model champion on the fixed evaluation seeds; both decisions compare against this batch.',
-        cmd=('automem evaluate --game ${game} --scaffold ${scaffold} --eval-episodes '
-             '${evaluate.episodes} --max-steps ${evaluate.max_steps} --out outputs/evaluate/champion '
-             '--metrics outputs/evaluate/champion.json --endpoints ${endpoints}'),
-        deps=('assets/scaffolds/${family}/${scaffold}.yaml', 'assets/seeds/eval.yaml', '${endpoints}'),
-        params=('game', 'scaffold', 'endpoints', 'evaluate'),
+        desc="The lineage's champion, one model, on the fixed evaluation seeds; both decisions compare against this batch.",
+        cmd=('automem evaluate --game ${game} --scaffold champion ' + EVAL_BUDGET +
+             ' --out outputs/evaluate/champion --metrics outputs/evaluate/champion.json --endpoints ${endpoints}'),
+        deps=(LINEAGE, 'assets/seeds/eval.yaml', '${endpoints}'),
+        params=('game', 'endpoints', 'evaluate'),
         outs=('outputs/evaluate/champion',),
         metrics=(Uncached('outputs/evaluate/champion.json'),),
     ),
     'evaluate_candidate': DvcStage(
         desc="The revise stage's candidate on the same seeds, played the same way (a rejected revision plays nothing).",
-        cmd=('automem evaluate --game ${game} --candidate outputs/revise --eval-episodes '
-             '${evaluate.episodes} --max-steps ${evaluate.max_steps} --out outputs/evaluate/candidate '
-             '--metrics outputs/evaluate/candidate.json --endpoints ${endpoints}'),
+        cmd=('automem evaluate --game ${game} --candidate outputs/revise ' + EVAL_BUDGET +
+             ' --out outputs/evaluate/candidate --metrics outputs/evaluate/candidate.json --endpoints ${endpoints}'),
         deps=('outputs/revise', 'assets/seeds/eval.yaml', '${endpoints}'),
         params=('game', 'endpoints', 'evaluate'),
         outs=('outputs/evaluate/candidate',),
         metrics=(Uncached('outputs/evaluate/candidate.json'),),
     ),
     'decide': DvcStage(
-        desc='Keep the candidate only if the gate (params gate, significant by default) passes it on the paired seeds.',
+        desc=("Decide the pending candidate under the gate (params gate) on the paired seeds, in the lineage as "
+              'every round does; the record, flattened, is the metrics file.'),
         cmd=('automem decide --role candidate --challenger outputs/evaluate/candidate --champion '
              'outputs/evaluate/champion --record outputs/decide/structure.json --progression '
              'outputs/decide/structure-progression.json --behaviour outputs/decide/structure-'
              'behaviour.json --settings params.yaml'),
-        deps=('outputs/evaluate/candidate', 'outputs/evaluate/champion'),
+        deps=('outputs/evaluate/candidate', 'outputs/evaluate/champion', LINEAGE),
         params=('gate',),
         outs=(Uncached('outputs/decide/structure-progression.json'), Uncached('outputs/decide/structure-behaviour.json')),
         metrics=(Uncached('outputs/decide/structure.json'),),
     ),
+    'training_rollouts': DvcStage(
+        desc=("Start the proficiency round: resume an adapter an earlier round left pending, else play the "
+              "champion by the agent in service on the loop's block of training seeds (the second half of the stream)."),
+        cmd=f'automem rollout --game ${{game}} --round proficiency {ROUND_START} --out outputs/training_rollouts',
+        deps=('assets/seeds/eval.yaml', LINEAGE, REGISTRY, '${endpoints}'),
+        params=('game', 'endpoints', 'rollout'),
+        outs=('outputs/training_rollouts',),
+        note='start_proficiency_round, the CLI\'s and Dagster\'s: one block per adapter in the registry.',
+    ),
     'curate': DvcStage(
         desc=("Score the rollout's memory decisions by their effect (a replayed sample measured with and"
               ' without them) and keep the good ones as an SFT dataset (too few is recorded, not an error).'),
-        cmd=('automem curate --game ${game} --scaffold ${scaffold} --batch outputs/rollout --out '
-             'outputs/curate --settings params.yaml --endpoints ${endpoints}'),
-        deps=('outputs/rollout', 'assets/scaffolds/${family}/${scaffold}.yaml', 'assets/seeds/eval.yaml', '${endpoints}'),
-        params=('game', 'scaffold', 'endpoints', 'curate'),
+        cmd=('automem curate --game ${game} --batch outputs/training_rollouts --out outputs/curate --settings '
+             'params.yaml --endpoints ${endpoints}'),
+        deps=('outputs/training_rollouts', 'assets/seeds/eval.yaml', '${endpoints}'),
+        params=('game', 'endpoints', 'curate'),
         outs=('outputs/curate',),
     ),
     'finetune': DvcStage(
-        desc='The meta-LLM picks LoRA settings within bounds; train the memory specialist and export it as GGUF.',
-        cmd=('automem finetune --game ${game} --dataset outputs/curate --out outputs/finetune '
+        desc=('The meta-LLM picks LoRA settings within bounds; train the memory specialist, export it as GGUF and '
+              'register it, pending.'),
+        cmd=('automem finetune --game ${game} --dataset outputs/curate --register --out outputs/finetune '
              '--settings params.yaml --metrics outputs/finetune-metrics.json --loss-curves '
              'outputs/finetune-loss --endpoints ${endpoints}'),
-        deps=('outputs/curate', '${endpoints}'),
+        deps=('outputs/curate', REGISTRY, '${endpoints}'),
         params=('game', 'endpoints', 'finetune'),
         outs=('outputs/finetune', Uncached('outputs/finetune-loss')),
         metrics=(Uncached('outputs/finetune-metrics.json'),),
     ),
     'evaluate_specialist': DvcStage(
-        desc='The two-model agent (the adapter does LOG/PLAN memory, the frozen game model acts) on the same seeds.',
-        cmd=('automem evaluate --game ${game} --scaffold ${scaffold} --specialist outputs/finetune '
-             '--eval-episodes ${evaluate.episodes} --max-steps ${evaluate.max_steps} --out '
-             'outputs/evaluate/specialist --metrics outputs/evaluate/specialist.json --endpoints '
-             '${endpoints}'),
-        deps=('outputs/finetune', 'assets/scaffolds/${family}/${scaffold}.yaml', 'assets/seeds/eval.yaml', '${endpoints}'),
-        params=('game', 'scaffold', 'endpoints', 'evaluate'),
+        desc=("The pending adapter's two-model agent (the adapter does LOG/PLAN memory, the frozen game model "
+              'acts) on the same seeds.'),
+        cmd=('automem evaluate --game ${game} --specialist outputs/finetune ' + EVAL_BUDGET +
+             ' --out outputs/evaluate/specialist --metrics outputs/evaluate/specialist.json --endpoints ${endpoints}'),
+        deps=('outputs/finetune', REGISTRY, 'assets/seeds/eval.yaml', '${endpoints}'),
+        params=('game', 'endpoints', 'evaluate'),
         outs=('outputs/evaluate/specialist',),
         metrics=(Uncached('outputs/evaluate/specialist.json'),),
     ),
     'decide_specialist': DvcStage(
-        desc='Keep the specialist only if the two-model agent beats the one-model champion on the paired seeds.',
+        desc=('Decide the pending adapter: kept only if the two-model agent beats the one-model champion on the '
+              'paired seeds, in the specialist registry as every round does.'),
         cmd=('automem decide --role specialist --challenger outputs/evaluate/specialist --champion '
              'outputs/evaluate/champion --record outputs/decide/proficiency.json --progression '
              'outputs/decide/proficiency-progression.json --behaviour outputs/decide/proficiency-'
              'behaviour.json --settings params.yaml'),
-        deps=('outputs/evaluate/specialist', 'outputs/evaluate/champion'),
+        deps=('outputs/evaluate/specialist', 'outputs/evaluate/champion', REGISTRY),
         params=('gate',),
         outs=(
             Uncached('outputs/decide/proficiency-progression.json'),

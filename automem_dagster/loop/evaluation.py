@@ -19,7 +19,6 @@ from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import BatchProgress, Progress
 from automem_dagster.rollout.summary import load_summary
-from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import Scaffold
 
 
@@ -53,9 +52,10 @@ def evaluation_spec(settings: RoundSettings, scaffold: Scaffold, storage: Storag
 
 def stored_noise(spec: RolloutSpec, storage: Storage) -> NoiseRecord | None:
     """The A/A record of the batch played in ``spec``'s folder, where one is played and measured."""
-    if not (Path(spec.out_dir) / "batch.json").exists() or not read_manifest(Path(spec.out_dir)).get("identity"):
+    if not (Path(spec.out_dir) / "batch.json").exists():
         return None
-    return load_noise(storage, load_summary(Path(spec.out_dir)))
+    played = load_summary(Path(spec.out_dir))  # its identity too: batch.json is read once
+    return load_noise(storage, played) if played.identity else None
 
 
 def champion_arms(champion: RolloutSpec, tag: str, storage: Storage) -> dict[str, RolloutSpec]:

@@ -7,20 +7,20 @@ from dataclasses import asdict
 from pathlib import Path
 
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.metrics.behaviour import gate_reading, guard_readings
-from automem_dagster.metrics.paired import GatePolicy, GateVerdict, compare_metric, compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, Verdict, compare_metric, compare_paired, gate_verdict
 from automem_dagster.metrics.power import detectable_gain
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.identity import differences, summarize_fields
-from automem_dagster.rollout.trajectory import finished_episodes, read_manifest, read_trajectory
+from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 
 
 def per_seed(summary: BatchSummary) -> dict[int, float]:
+    """Each episode's progression, by seed: what the gate pairs."""
     return {e.seed: e.progression for e in summary.episodes}
 
 
 def episodes_of(summary: BatchSummary) -> dict[int, list[dict]]:
-    """Each finished trajectory's steps, by seed."""
+    """Each finished trajectory's steps, by seed (for readings the summary does not carry)."""
     episodes = {}
     for path in finished_episodes(Path(summary.out_dir)):
         header, steps, _ = read_trajectory(path)
@@ -28,28 +28,19 @@ def episodes_of(summary: BatchSummary) -> dict[int, list[dict]]:
     return episodes
 
 
-def per_seed_metric(summary: BatchSummary, metric: str) -> dict[int, float]:
-    """The equal_score gate's reading of ``metric`` per seed (``behaviour.gate_reading``), from each finished
-    trajectory of the batch (the summary pools episodes, and the gate pairs them seed by seed); a seed
-    where the rate has no denominator is left out."""
-    readings = {seed: gate_reading(steps, metric) for seed, steps in episodes_of(summary).items()}
-    return {seed: value for seed, value in readings.items() if value is not None}
-
-
 def gate_scores(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy) -> dict:
     """What the gate reads of two batches, as an evaluation asset keeps it for its check: ``per_seed``
     progressions by role and, for a gate with a metric, ``per_seed_metric`` and the ``guards`` the same way."""
     scores = {"per_seed": {role: per_seed(challenger), "champion": per_seed(champion)}}
     if gate.metric:
-        scores["per_seed_metric"] = {role: per_seed_metric(challenger, gate.metric),
-                                     "champion": per_seed_metric(champion, gate.metric)}
-        scores["guards"] = {name: guard_readings(list(episodes_of(batch).values()))
-                            for name, batch in ((role, challenger), ("champion", champion))}
+        scores["per_seed_metric"] = {role: challenger.per_seed_metric(gate.metric),
+                                     "champion": champion.per_seed_metric(gate.metric)}
+        scores["guards"] = {name: batch.guards or {} for name, batch in ((role, challenger), ("champion", champion))}
     return scores
 
 
-def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor: float | None = None,
-                  metric_floor: float | None = None) -> GateVerdict:
+def verdict_of_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor: float | None = None,
+                  metric_floor: float | None = None) -> Verdict:
     """The gate on ``gate_scores`` with the noise floor ``floor`` (points; None: not measured) and, for a gate
     with a metric, that metric's A/A floor ``metric_floor``, quoting the seeds a decision would need
     (``metrics.power``); a ValueError when they cannot be paired."""
@@ -58,7 +49,7 @@ def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor
     comparison = compare_paired(mine, champ)
     detectable = detectable_gain(mine, champ, gate)
     if not gate.metric:
-        return decide(comparison, gate, floor=floor, detectable=detectable)
+        return gate_verdict(comparison, gate, floor=floor, detectable=detectable)
     metric = scores.get("per_seed_metric")
     if not metric:
         raise ValueError(f"the {gate.rule} gate reads {gate.metric} per seed, and this evaluation did not record it: "
@@ -66,7 +57,7 @@ def decide_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor
     guards = scores.get("guards", {})
     paired_guards = {name: (guards[role][name], guards["champion"][name]) for name in guards.get(role, {})}
     metric = compare_metric(mine, champ, metric[role], metric["champion"], gate, guards=paired_guards)
-    return decide(comparison, gate, metric, floor=floor, detectable=detectable, metric_floor=metric_floor)
+    return gate_verdict(comparison, gate, metric, floor=floor, detectable=detectable, metric_floor=metric_floor)
 
 
 TESTED = {"candidate": ("scaffold_hash",), "specialist": ("roles.memory",)}
@@ -76,8 +67,9 @@ role (the adapter serving it); any other difference would be credited to the cha
 
 
 def identity_of(batch: BatchSummary) -> dict | None:
-    """The identity batch.json recorded (``rollout.identity``); None for a batch from before identities."""
-    return read_manifest(Path(batch.out_dir)).get("identity")
+    """The identity batch.json recorded (``rollout.identity``, carried by the summary); None for a batch
+    from before identities."""
+    return batch.identity
 
 
 def pairing_differences(challenger: BatchSummary, champion: BatchSummary, role: str) -> list[str]:
@@ -93,8 +85,8 @@ def pairing_differences(challenger: BatchSummary, champion: BatchSummary, role: 
             if f not in ("seeds", "digest") and not any(f == t or f.startswith(t + ".") for t in tested)]
 
 
-def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None,
-                  floor: float | None = None, metric_floor: float | None = None) -> GateVerdict:
+def paired_verdict(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None,
+                  floor: float | None = None, metric_floor: float | None = None) -> Verdict:
     """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
     beats the champion on the paired evaluation seeds under ``gate``, by more than the noise ``floor``
     (points, and ``metric_floor`` for the gate's metric: the identity's A/A record, ``loop.noise``).
@@ -112,16 +104,15 @@ def decide_paired(challenger: BatchSummary, champion: BatchSummary, role: str, g
                          f"a {role} round may change only {' and '.join(TESTED[role])}, so nothing is decided; "
                          f"evaluate both with the same endpoints and game packages ({challenger.out_dir}, "
                          f"{champion.out_dir})")
-    return decide_scores(gate_scores(challenger, champion, role, gate), role, gate, floor, metric_floor)
+    return verdict_of_scores(gate_scores(challenger, champion, role, gate), role, gate, floor, metric_floor)
 
 
 def sampling_of(batch: BatchSummary) -> dict:
-    """How the batch's requests were seeded, as its batch.json recorded it (``agent.sampling``)."""
-    recorded = read_manifest(Path(batch.out_dir)).get("sampling_seeds")
-    return recorded or {"note": "not recorded: the batch was played before requests carried seeds"}
+    """How the batch's requests were seeded, as its batch.json recorded it (``agent.sampling``, carried by the summary)."""
+    return batch.sampling_seeds or {"note": "not recorded: the batch was played before requests carried seeds"}
 
 
-def decision_evidence(decision: GateVerdict, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
+def decision_evidence(decision: Verdict, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
     """What a decision record keeps beside the comparison: the gate policy it was taken under, whether
     each side's endpoints honour sampling seeds (so whether a rerun would replay it), the smallest gain
     the gate could have detected on these seeds (``metrics.power``) and the equal_score gate's metric."""

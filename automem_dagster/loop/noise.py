@@ -22,7 +22,7 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.gate import identity_of, per_seed, per_seed_metric
+from automem_dagster.loop.gate import identity_of, per_seed
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.metrics.noise import noise_floor
 from automem_dagster.metrics.paired import GATE_METRICS
@@ -114,7 +114,7 @@ def measure_noise(first: BatchSummary, replay: BatchSummary, storage: Storage) -
     floor = noise_floor(a, b)
     metrics = {}
     for name in GATE_METRICS:
-        m_first, m_replay = per_seed_metric(first, name), per_seed_metric(replay, name)
+        m_first, m_replay = first.per_seed_metric(name), replay.per_seed_metric(name)
         if set(m_first) == set(m_replay) == set(a):
             metrics[name] = noise_floor(a, b, m_first, m_replay).metric
     differ = differing_seeds(Path(first.out_dir), Path(replay.out_dir))
@@ -150,7 +150,7 @@ def noise_evidence(noise: NoiseRecord | None, champion: BatchSummary, storage: S
 
 
 def gate_floors(noise: NoiseRecord | None, metric: str | None) -> dict:
-    """The floors a gate reads from an A/A record, as ``decide_paired``/``decide_scores`` keywords: the
+    """The floors a gate reads from an A/A record, as ``paired_verdict``/``verdict_of_scores`` keywords: the
     progression floor and the floor of the gate's ``metric``; empty (not measured) without a record."""
     if noise is None:
         return {}

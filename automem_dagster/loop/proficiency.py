@@ -11,21 +11,19 @@ Like the structure loop, each stage is a plain function writing under ``runs/`` 
 derived from its inputs, so rerunning resumes: a finished dataset, configuration or adapter
 is read back, and an adapter trained but not yet judged is evaluated by the next round
 instead of training another. The specialist pointer (``assets/specialists/<family>.json``)
-moves only in ``decide_specialist_stage`` (``RegistryLedger``).
+moves only in ``decide_challenger`` (``loop.ledgers.RegistryLedger``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from automem_dagster.games import game_family
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
+from automem_dagster.loop.challenger import DecisionRecord, RoundStart, load_decision_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.seed_blocks import round_seeds
@@ -33,7 +31,6 @@ from automem_dagster.loop.settings import ProficiencySettings
 from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
 from automem_dagster.meta.curate import CurationResult, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
-from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary, RolloutSpec
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold import Scaffold, load_scaffold
@@ -195,7 +192,7 @@ def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, se
 
 def register_adapter(storage: Storage, family: str, record: AdapterRecord) -> None:
     """Add ``record`` to ``family``'s registry as pending, refusing an id another round registered
-    meanwhile; the training stage and ``automem adopt`` (a DVC round's kept adapter) both come here."""
+    meanwhile; the training stage and DVC's finetune stage (``dvc_round.register_trained``) both come here."""
     with SpecialistRegistry.updating(family, storage.specialists) as current:
         current.add(record)
 
@@ -225,47 +222,6 @@ def specialist_evaluation_specs(settings: ProficiencySettings, scaffold: Scaffol
 
 
 # --- stage 6: the decision ------------------------------------------------------------------
-
-class RegistryLedger:
-    """The proficiency loop's ``Ledger``: the family's specialist registry, whose pointer names the
-    adapter in service (None: the one-model agent)."""
-
-    role = "specialist"
-
-    def __init__(self, registry: SpecialistRegistry) -> None:
-        self.registry = registry
-
-    def champion(self) -> str | None:
-        return self.registry.champion
-
-    def scaffold_version(self, challenger: str) -> int:
-        return self.registry.record(challenger).scaffold_version
-
-    def earlier(self, challenger: str) -> dict | None:
-        """A decision the registry holds (the process died before its file was written) is written again."""
-        record = self.registry.record(challenger)
-        if record.decision is None:
-            return None
-        keep = record.decision == "kept"
-        return {"champion_before": None if keep else self.registry.champion, "keep": keep, "reason": record.reason,
-                "comparison": record.comparison, "inconclusive": record.decision == "inconclusive"}
-
-    def settle(self, challenger: str, decision: GateVerdict) -> None:
-        self.registry.decide(challenger, decision.keep, decision.reason, asdict(decision.comparison), decision.outcome)
-
-
-@contextmanager
-def registry_ledger(storage: Storage, game: str) -> Iterator[RegistryLedger]:
-    with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:
-        yield RegistryLedger(reg)
-
-
-def decide_specialist_stage(game: str, adapter_id: str, specialist: BatchSummary, champion: BatchSummary,
-                            storage: Storage, gate: GatePolicy | None = None) -> DecisionRecord:
-    """Paired comparison on the evaluation seeds under ``gate``; the specialist pointer moves only on a
-    keep (``decide_challenger``)."""
-    return decide_challenger(game, adapter_id, (specialist, champion), registry_ledger(storage, game), storage, gate)
-
 
 def load_specialist_decision(storage: Storage, game: str, adapter_id: str) -> DecisionRecord | None:
     return load_decision_record(storage, game, "specialist", adapter_id)

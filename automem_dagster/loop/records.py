@@ -1,17 +1,15 @@
-"""A round's decision and its evidence as flat files, for tools that compare runs by file (DVC).
+"""What the DVC pipeline's stages leave in their folders besides batches: markers of what was not played,
+and the flat export of a round's decision for tools that compare runs by file (``dvc metrics``, ``dvc plots``).
 
-The CLI's and Dagster's rounds record a decision in the lineage or the specialist registry and
-move the champion pointer. A DVC pipeline cannot: those files are inputs of its own stages, so a
-stage writing them would make the pipeline stale after every run. Its decide stages therefore
-apply the same gate (``decide_paired``, shared by both loops) and write what it found as a flat
-record (``dvc metrics``) and tables for ``dvc plots``; promoting a kept version stays a person's
-(or the CLI's) act.
+The DVC round decides as the CLI's and Dagster's rounds do (``loop/dvc_round.py``: ``decide_challenger``
+on the lineage or the specialist registry); the record its decide stage writes under ``outputs/decide``
+is that one ``DecisionRecord`` flattened (``flat_decision``), with no gating of its own.
 
-A revision the meta-LLM could not produce is an outcome of the round, not a failure: its
-evaluation stage leaves a ``rejected.json`` marker instead of a batch, and the record says so. So is
-a curated dataset below the minimum, as in the CLI's proficiency round (which stops before training):
-curation leaves a ``too_small.json`` marker, training and the specialist's evaluation pass it on
-instead of running, and the record says ``dataset_too_small``.
+A round that has nothing to play is an outcome, not a failure, and a marker file in a stage's folder
+says which: ``rejected.json`` (the meta-LLM made no valid revision: the candidate's evaluation played
+nothing), ``too_small.json`` (curation kept fewer examples than the minimum: nothing was trained or
+played), ``resumed.json`` (the round resumes an earlier round's pending challenger: its rollout played
+nothing, and the stages up to the challenger's evaluation pass the marker on).
 """
 
 from __future__ import annotations
@@ -20,11 +18,7 @@ import json
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.loop.gate import decide_paired, identity_quote, per_seed
-from automem_dagster.loop.noise import gate_floors, load_noise
-from automem_dagster.loop.storage import Storage
-from automem_dagster.metrics.paired import GatePolicy
-from automem_dagster.metrics.power import detectable_gain
+from automem_dagster.loop.challenger import DecisionRecord
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.summary import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
@@ -34,8 +28,11 @@ REJECTED = "rejected.json"
 TOO_SMALL = "too_small.json"
 """Written into the curation's, the training's and the specialist evaluation's folders when curation
 kept fewer examples than the minimum: nothing was trained, so nothing was played."""
+RESUMED = "resumed.json"
+"""Written into a rollout folder when the round resumes a pending challenger (``{"role", "challenger"}``),
+and passed on by the stages that would have made a new one."""
 OUTCOMES = {REJECTED: ("rejected", "rejected_reason"), TOO_SMALL: ("dataset_too_small", "too_small_reason")}
-"""Each marker's decision outcome and the field of its reason."""
+"""Each marker of nothing played and its decision outcome and the field of its reason."""
 
 COMPARISON_FIELDS = ("candidate_mean", "champion_mean", "mean_difference", "stderr_difference", "ci_low", "ci_high", "n")
 
@@ -62,6 +59,26 @@ def pass_on_too_small(source: Path, out: Path) -> str | None:
     if not marker.exists():
         return None
     return write_too_small(out, json.loads(marker.read_text())["too_small_reason"])["too_small_reason"]
+
+
+def write_resumed(out: Path, role: str, challenger: int | str) -> dict:
+    """Record in ``out`` that the round resumes the pending ``role`` ``challenger``."""
+    marker = {"role": role, "challenger": challenger}
+    write_json_atomic(Path(out) / RESUMED, marker)
+    return marker
+
+
+def resumed(folder: Path) -> dict | None:
+    """The resumed marker in ``folder`` (``{"role", "challenger"}``); None when the round made its own."""
+    marker = Path(folder) / RESUMED
+    return json.loads(marker.read_text()) if marker.exists() else None
+
+
+def pass_on_resumed(source: Path, out: Path) -> dict | None:
+    """When ``source`` holds a resumed marker, write it into ``out`` and return it: the stage reading
+    ``source`` makes no new challenger. None otherwise."""
+    data = resumed(source)
+    return write_resumed(out, data["role"], data["challenger"]) if data is not None else None
 
 
 def unplayed(folder: Path) -> tuple[str, str] | None:
@@ -91,56 +108,28 @@ def read_evaluation(batch_dir: Path) -> BatchSummary | None:
     return load_summary(folder)
 
 
-def decision_record(role: str, challenger_dir: Path, champion_dir: Path, gate: GatePolicy | None = None,
-                    storage: Storage | None = None) -> dict:
-    """The flat decision record of ``_decide``."""
-    return _decide(role, challenger_dir, champion_dir, gate, storage)[0]
+def flat_decision(record: DecisionRecord, labels: tuple[str, str]) -> dict:
+    """``record`` as one flat JSON object (``labels``: the challenger's and the champion's batch labels):
+    ``keep`` 0 or 1 and ``outcome`` so ``dvc metrics diff`` and ``dvc exp show`` line decisions up across
+    experiments; the comparison in percent (``candidate_mean`` is the challenger's whatever its role);
+    ``gate`` and ``gate_<setting>`` the policy; the identities, the smallest detectable gain and the noise floor."""
+    gate = dict(record.gate)
+    return {"role": record.role, "challenger": labels[0], "champion": labels[1], "challenger_id": record.challenger,
+            "champion_before": record.champion_before, "champion_after": record.champion_after,
+            "outcome": record.outcome, "keep": int(record.keep), "reason": record.reason,
+            "gate": gate.pop("rule", None), **{f"gate_{name}": value for name, value in gate.items()},
+            "challenger_identity": record.identity.get(record.role, {}).get("digest"),
+            "champion_identity": record.identity.get("champion", {}).get("digest"),
+            **{name: record.comparison.get(name) for name in COMPARISON_FIELDS},
+            "detectable_gain": record.detectable.get("smallest_gain"), "detectable": record.detectable.get("summary"),
+            "noise_floor": record.noise.get("floor")}
 
 
-def _decide(role: str, challenger_dir: Path, champion_dir: Path, gate: GatePolicy | None = None,
-            storage: Storage | None = None) -> tuple[dict, dict[str, BatchSummary]]:
-    """Keep or roll back the ``role`` (candidate or specialist) against the champion, as a flat record.
-
-    ``keep`` is 0 or 1 and ``outcome`` one of kept, rolled_back, inconclusive, rejected, dataset_too_small, so
-    ``dvc metrics diff`` and ``dvc exp show`` line decisions up across experiments; the comparison
-    fields are AutoMem's paired statistics in percent, ``candidate_mean`` being the challenger's
-    whatever its role (None when a marker left nothing to compare); ``gate`` and the ``gate_*`` fields
-    are the policy, so ``automem adopt`` can check the decision again; ``noise_floor`` is the floor of the
-    champion's identity in ``storage`` (default: the project's), None where none was measured. Also
-    returns the evaluated batches by label, read once, for the plot tables."""
-    challenger, champion = read_evaluation(challenger_dir), read_evaluation(champion_dir)
-    if champion is None:
-        raise ValueError(f"{champion_dir} holds a marker of nothing played, not the champion's evaluation: "
-                         "point --champion at the champion's evaluation folder")
-    base = {"role": role, "champion": batch_label(champion_dir)}
-    batches = {base["champion"]: champion}
-    if challenger is None:
-        outcome, why = unplayed(challenger_dir)
-        return {**base, "challenger": None, "outcome": outcome, "keep": 0, "reason": f"no {role} to evaluate: {why}",
-                **dict.fromkeys(COMPARISON_FIELDS), "detectable_gain": None, "detectable": None,
-                "noise_floor": None}, batches
-    noise = load_noise(storage or Storage(), champion)  # the floor of the champion's identity (``automem noise``)
-    decision = decide_paired(challenger, champion, role, gate, **gate_floors(noise, gate.metric if gate else None))
-    comparison = decision.comparison
-    label = batch_label(challenger_dir)
-    batches[label] = challenger
-    detectable = detectable_gain(per_seed(challenger), per_seed(champion), decision.policy)
-    return {**base, "challenger": label, "outcome": decision.outcome,
-            "keep": int(decision.keep), "reason": decision.reason, **gate_fields(decision.policy),
-            "challenger_identity": identity_quote(challenger)["digest"], "champion_identity": identity_quote(champion)["digest"],
-            **{name: getattr(comparison, name) for name in COMPARISON_FIELDS},
-            "detectable_gain": detectable.smallest_gain, "detectable": detectable.describe(),
-            "noise_floor": noise.points if noise else None}, batches
-
-
-def gate_fields(gate: GatePolicy) -> dict:
-    """The policy as flat record fields: ``gate`` (the rule) and ``gate_<setting>`` for the others."""
-    return {"gate": gate.rule, **{f"gate_{name}": value for name, value in gate.as_dict().items() if name != "rule"}}
-
-
-def recorded_gate(record: dict) -> GatePolicy:
-    """The policy ``gate_fields`` wrote into ``record``."""
-    return GatePolicy(record["gate"], **{name: record[f"gate_{name}"] for name in GatePolicy().as_dict() if name != "rule"})
+def unplayed_decision(role: str, champion: str, outcome: str, why: str) -> dict:
+    """The flat record of a round that had no challenger to decide (a marker's ``outcome`` and reason)."""
+    return {"role": role, "challenger": None, "champion": champion, "challenger_id": None, "outcome": outcome,
+            "keep": 0, "reason": f"no {role} to evaluate: {why}", **dict.fromkeys(COMPARISON_FIELDS),
+            "detectable_gain": None, "detectable": None, "noise_floor": None}
 
 
 def progression_rows(batches: dict[str, BatchSummary | None]) -> list[dict]:
@@ -176,13 +165,9 @@ def loss_rows(training: dict) -> dict[str, list[dict]]:
             for curve in ("train", "validation")}
 
 
-def write_decision(role: str, challenger_dir: Path, champion_dir: Path, record_path: Path,
-                   progression_path: Path, behaviour_path: Path, gate: GatePolicy | None = None,
-                   storage: Storage | None = None) -> dict:
-    """Decide under ``gate`` (against the noise floor ``storage`` holds for the champion's identity) and write
-    the record and both plot tables; returns the record."""
-    record, batches = _decide(role, challenger_dir, champion_dir, gate, storage)
+def write_exports(paths: tuple[Path, Path, Path], flat: dict, batches: dict[str, BatchSummary | None]) -> None:
+    """The flat record and both plot tables, into ``paths`` (record, progression, behaviour)."""
+    record_path, progression_path, behaviour_path = paths
     write_json_atomic(progression_path, progression_rows(batches))
     write_json_atomic(behaviour_path, behaviour_rows(batches))
-    write_json_atomic(record_path, record)
-    return record
+    write_json_atomic(record_path, flat)

@@ -10,7 +10,7 @@ assets run these stages one each (the CLI runs those assets as one Dagster run),
 through the step commands.
 
 The champion pointer (``assets/lineage/<family>.json``) is changed in exactly one place,
-``decide_stage`` (``LineageLedger``, this loop's ledger of ``loop.challenger``), by one atomic file
+``decide_challenger`` (``loop.ledgers.LineageLedger``, this loop's ledger), by one atomic file
 replace after the decision is known. A failure anywhere
 before that leaves the champion as it was and the candidate pending; the next round picks
 the pending candidate up and finishes its evaluation instead of making a new one.
@@ -18,14 +18,11 @@ the pending candidate up and finishes its evaluation instead of making a new one
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from automem_dagster.games import game_family
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.challenger import DecisionRecord, RoundStart, decide_challenger, load_decision_record
+from automem_dagster.loop.challenger import DecisionRecord, RoundStart, load_decision_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.settings import RoundSettings
@@ -34,7 +31,6 @@ from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
 from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
-from automem_dagster.metrics.paired import GatePolicy, GateVerdict
 from automem_dagster.rollout import BatchSummary, RolloutSpec
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
@@ -117,7 +113,7 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
 def register_candidate(candidate: Scaffold, parent: int, diagnosis: Path | None, storage: Storage, kept_in: Path) -> None:
     """Save ``candidate`` as the next scaffold version and record it in the lineage as a pending child
     of ``parent`` (champion untouched); refused when another round took its number meanwhile. The
-    revise stage and ``automem adopt`` (a DVC round's kept candidate) both register through here."""
+    revise stage (the CLI's, Dagster's and DVC's, with ``propose --register``) registers through here."""
     with storage.update_lineage(candidate.game) as current:
         if current.next_version() != candidate.version:
             raise RoundError(f"another round registered {candidate.game} v{candidate.version} while this one was "
@@ -167,48 +163,6 @@ def start_round(settings: RoundSettings, storage: Storage) -> RoundStart[Pending
 # --- stage 4: evaluation on fixed seeds: ``loop.evaluation.evaluation_spec``, played in shards -----
 
 # --- stage 5: the decision ------------------------------------------------------------------
-
-class LineageLedger:
-    """The structure loop's ``Ledger``: the family's lineage, whose champion a kept candidate becomes."""
-
-    role = "candidate"
-
-    def __init__(self, lineage: Lineage) -> None:
-        self.lineage = lineage
-
-    def champion(self) -> int:
-        return self.lineage.champion().version
-
-    def scaffold_version(self, challenger: int) -> int:
-        return challenger
-
-    def earlier(self, challenger: int) -> None:
-        """Refuses a candidate already decided, or one that is not a child of the current champion."""
-        record, family, champion = self.lineage.record(challenger), self.lineage.game, self.champion()
-        if record.decision is not None:
-            raise RoundError(f"{family} v{challenger} was already decided ({record.decision}); start a new round")
-        if record.parent != champion:
-            raise RoundError(f"{family} v{challenger} descends from v{record.parent}, but the champion is now "
-                             f"v{champion}: evaluate a revision of the current champion instead")
-
-    def settle(self, challenger: int, decision: GateVerdict) -> None:
-        self.lineage.record_decision(challenger, decision)
-        if decision.keep:
-            self.lineage.promote(challenger)
-
-
-@contextmanager
-def lineage_ledger(storage: Storage, game: str) -> Iterator[LineageLedger]:
-    with storage.update_lineage(game_family(game)) as lineage:
-        yield LineageLedger(lineage)
-
-
-def decide_stage(game: str, candidate_version: int, candidate: BatchSummary, champion: BatchSummary,
-                 storage: Storage, gate: GatePolicy | None = None) -> DecisionRecord:
-    """Compare on the paired seeds, record the decision, and move the champion pointer on keep
-    (``decide_challenger``); refuses a candidate that is not a pending child of the current champion."""
-    return decide_challenger(game, candidate_version, (candidate, champion), lineage_ledger(storage, game), storage, gate)
-
 
 def load_decision(storage: Storage, game: str, version: int) -> DecisionRecord | None:
     return load_decision_record(storage, game, "candidate", version)

@@ -1,8 +1,8 @@
 """The ``rules`` meta: a deterministic diagnosis and revision that needs no model.
 
 It is the structure loop's baseline, as the ``random`` agent is the game agent's: a meta-LLM
-is worth its cost only if its revisions beat these. Selected with ``base_url: rules`` on the
-``meta`` role of an endpoints file. Every rule reads only the computed evidence
+is worth its cost only if its revisions beat these. Selected with ``--meta rules`` or ``meta: {kind: rules}``
+in an endpoints file (``llm/config.RulesMeta``: a kind of meta, not an endpoint). Every rule reads only the computed evidence
 (``evidence.collect_evidence`` plus the per-operation outcomes counted here), writes a finding
 that cites the evidence it rests on (episode, step and the counts), and contributes the
 structural change that evidence calls for:

@@ -111,7 +111,7 @@ class GatePolicy:
 
 
 @dataclass(frozen=True)
-class GateVerdict:
+class Verdict:
     """What the gate answers (``OUTCOMES``), and a reason that quotes the numbers."""
 
     outcome: Literal["kept", "rolled_back", "inconclusive"]
@@ -217,15 +217,15 @@ def compare_paired(
     )
 
 
-def decide(comparison: PairedComparison, policy: GatePolicy | None = None, metric: MetricComparison | None = None,
-           floor: float | None = None, detectable: Detectable | None = None,
-           metric_floor: float | None = None) -> GateVerdict:
+def gate_verdict(comparison: PairedComparison, policy: GatePolicy | None = None,
+                 metric: MetricComparison | None = None, floor: float | None = None,
+                 detectable: Detectable | None = None, metric_floor: float | None = None) -> Verdict:
     """Keep, roll back or call inconclusive under ``policy`` (default: ``significant``), with ``floor`` the
     measured noise floor in points (``metrics.noise``; None: not measured yet, read as 0) and ``detectable``
     the power figures of these seeds (``metrics.power.detectable_gain``), quoted by an inconclusive verdict
     as the seeds a decision would need. A gain inside the floor is never kept. ``equal_score`` needs
     ``metric`` (``compare_metric``), reads ``metric_floor`` (the metric's A/A floor, in its unit) the same
-    way, and is ``_decide_equal_score``'s."""
+    way, and is ``_equal_score_verdict``'s."""
     policy = policy or GatePolicy()
     c = comparison
     noise = floor or 0.0
@@ -235,7 +235,7 @@ def decide(comparison: PairedComparison, policy: GatePolicy | None = None, metri
                 f"{c.n} paired seeds, {said_floor}; gate {policy.rule}")
     judge = _Judge(c, policy, evidence, detectable)
     if policy.rule == "equal_score":
-        return _decide_equal_score(judge, metric, noise, metric_floor)
+        return _equal_score_verdict(judge, metric, noise, metric_floor)
     gap = c.mean_difference
     scores = f"candidate {c.candidate_mean:.2f}% vs champion {c.champion_mean:.2f}%"
     if policy.rule == "higher_mean":
@@ -279,13 +279,13 @@ class _Judge:
             return "the candidate is worse beyond chance"
         return ""
 
-    def kept(self, why: str) -> GateVerdict:
+    def kept(self, why: str) -> Verdict:
         return self._verdict("kept", why)
 
-    def rolled_back(self, why: str) -> GateVerdict:
+    def rolled_back(self, why: str) -> Verdict:
         return self._verdict("rolled_back", why)
 
-    def inconclusive(self, why: str) -> GateVerdict:
+    def inconclusive(self, why: str) -> Verdict:
         """The champion stays; says how many paired seeds would detect ``policy.min_gain`` at this spread."""
         d, gain = self.detectable, f"{self.policy.min_gain:g}"
         if d is not None and d.seeds_for.get(gain) is not None:
@@ -296,13 +296,13 @@ class _Judge:
             need = f"the seeds a {gain}-point gain needs were not computed"
         return self._verdict("inconclusive", f"{why}; the champion stays, {need}")
 
-    def _verdict(self, outcome: str, why: str) -> GateVerdict:
-        return GateVerdict(outcome=outcome, reason=f"{outcome.replace('_', ' ')}: {why} ({self.evidence})",
+    def _verdict(self, outcome: str, why: str) -> Verdict:
+        return Verdict(outcome=outcome, reason=f"{outcome.replace('_', ' ')}: {why} ({self.evidence})",
                            comparison=self.c, policy=self.policy, metric=self.metric)
 
 
-def _decide_equal_score(judge: _Judge, metric: MetricComparison | None, noise: float,
-                        metric_floor: float | None) -> GateVerdict:
+def _equal_score_verdict(judge: _Judge, metric: MetricComparison | None, noise: float,
+                        metric_floor: float | None) -> Verdict:
     """Keep a gain beyond chance and the floor, or a candidate not worse in progression (lower bound above
     ``-margin``, the margin ``policy.margin`` of the champion's score and at least the floor) and lower in
     ``policy.metric`` beyond chance and beyond its own floor; each route tests at half the level, so the

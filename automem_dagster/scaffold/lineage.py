@@ -68,8 +68,8 @@ Evaluation = create_model("Evaluation", __base__=_PersistedComparison, __module_
                           **_comparison_fields())
 
 
-class GateVerdict(Protocol):
-    """What ``record_decision`` reads of a gate's decision (``metrics.paired.GateVerdict``):
+class VerdictFields(Protocol):
+    """What ``record_decision`` reads of a gate's decision (``metrics.paired.Verdict``):
     whether it keeps the candidate, why, and on what comparison. Named here so that the lineage does not
     import the metrics package (which imports the agent, which imports this package)."""
 
@@ -196,8 +196,8 @@ class Lineage:
         self._data.versions.append(record)
         return record.model_copy(deep=True)
 
-    def record_decision(self, version: int, decision: GateVerdict | str) -> VersionRecord:
-        """Record a pending version's fate: a ``GateVerdict`` from the paired evaluation (kept or
+    def record_decision(self, version: int, decision: VerdictFields | str) -> VersionRecord:
+        """Record a pending version's fate: the gate's ``Verdict`` on the paired evaluation (kept or
         rolled back, with its statistics), or a string, the reason it was rejected unevaluated."""
         record = self._find(version)
         if record.decision is not None:

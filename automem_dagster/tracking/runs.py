@@ -23,9 +23,9 @@ COST_PER_STEP = ("model_calls_per_step", "input_tokens_per_step", "output_tokens
 ROLES = ("candidate", "champion", "evaluation", "baseline", "specialist")
 """``specialist``: the two-model agent, the champion scaffold with a LoRA memory specialist."""
 
-ENDPOINT_FIELDS = ("name", "model", "base_url", "constrained", "temperature", "lora_id")
+ENDPOINT_FIELDS = ("name", "kind", "model", "base_url", "constrained", "temperature", "lora_id")
 """The endpoint facts logged as params: an allow-list, so a key or token added to an endpoint
-description later can never reach the tracking store."""
+description later can never reach the tracking store (``kind``: the rules meta's, ``RulesMeta.facts``)."""
 
 class TrackingError(RuntimeError):
     """The tracking store cannot be reached or used; the message names the URI and a fix."""

@@ -21,12 +21,13 @@ from automem_dagster.llm.server_info import endpoint_identity
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.vllm_lora import content_hash as adapter_hash
 from automem_dagster.llm.vllm_lora import serve_adapter
+from automem_dagster.loop.challenger import decide_challenger
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
-from automem_dagster.loop.gate import decide_paired
+from automem_dagster.loop.gate import paired_verdict
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import decide_stage, load_decision
+from automem_dagster.loop.structure import load_decision
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import run_batch
 from automem_dagster.rollout.runner import BatchConflict
@@ -128,14 +129,14 @@ def test_a_structure_round_refuses_to_pair_batches_of_two_models(storage, server
     champion_batch = play(config(servers["model-a"], "model-a"), storage)
     by_b = play(config(servers["model-b"], "model-b"), storage, candidate)
     with pytest.raises(RoundError, match=r"different roles\.game\.model.*nothing is decided"):
-        decide_stage("crafter", 1, by_b, champion_batch, storage)
+        decide_challenger("candidate", "crafter", 1, (by_b, champion_batch), storage)
     lineage = storage.load_lineage("crafter")
     assert lineage.champion().version == 0 and lineage.record(1).decision is None
     assert load_decision(storage, "crafter", 1) is None
     # The same candidate played by the champion's model differs in the scaffold alone: it is decided.
     shutil.rmtree(by_b.out_dir)
     by_a = play(config(servers["model-a"], "model-a"), storage, candidate)
-    record = decide_stage("crafter", 1, by_a, champion_batch, storage)
+    record = decide_challenger("candidate", "crafter", 1, (by_a, champion_batch), storage)
     assert record.identity["candidate"]["models"] == record.identity["champion"]["models"] == {"game": "model-a"}
     assert record.identity["candidate"]["scaffold_hash"] != record.identity["champion"]["scaffold_hash"]
 
@@ -152,7 +153,7 @@ def test_changing_only_the_temperature_plays_a_new_champion_batch(storage, serve
     assert {r.get("temperature") for r in requests(server)[sent:]} == {0.7}
     assert "roles.game.sampling.temperature" in caplog.text
     with pytest.raises(RoundError, match=r"roles\.game\.sampling\.temperature"):
-        decide_paired(warmer, first, "candidate")
+        paired_verdict(warmer, first, "candidate")
 
 
 def test_batches_from_before_identities_load_but_are_not_reused_or_paired(storage, servers):
@@ -164,7 +165,7 @@ def test_batches_from_before_identities_load_but_are_not_reused_or_paired(storag
     new = play(config(servers["model-a"], "model-a"), storage)
     assert new.out_dir != old.out_dir and new.out_dir.endswith(read_manifest(new.out_dir)["identity"]["digest"])
     with pytest.raises(RoundError, match="records no identity"):
-        decide_paired(new, summarize_batch(old.out_dir), "candidate")
+        paired_verdict(new, summarize_batch(old.out_dir), "candidate")
 
 
 def test_every_request_carries_the_seed_of_its_place_in_the_episode(storage, servers, tmp_path):
@@ -231,9 +232,9 @@ def test_a_batch_played_under_another_memory_routine_is_another_scaffold(storage
     with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
         other = play(config(server, "model-a"), storage, sparser)
     assert other.out_dir != first.out_dir and "scaffold_hash" in caplog.text
-    assert decide_paired(other, first, "candidate").comparison.n == 2
+    assert paired_verdict(other, first, "candidate").comparison.n == 2
     with pytest.raises(RoundError, match=r"different scaffold_hash"):
-        decide_paired(other, first, "specialist")
+        paired_verdict(other, first, "specialist")
 
 
 def test_a_batch_recorded_before_the_routine_was_scaffold_data_is_not_reused(storage, servers, caplog):
@@ -249,4 +250,4 @@ def test_a_batch_recorded_before_the_routine_was_scaffold_data_is_not_reused(sto
         again = play(config(server, "model-a"), storage)
     assert again.out_dir != first.out_dir and "identity_version, step_policy.log_every" in caplog.text
     with pytest.raises(RoundError, match=r"identity_version"):
-        decide_paired(again, summarize_batch(first.out_dir), "candidate")
+        paired_verdict(again, summarize_batch(first.out_dir), "candidate")

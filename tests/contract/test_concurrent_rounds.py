@@ -2,8 +2,8 @@
 
 Each worker is a fresh interpreter that, many times over, records a candidate of the current
 champion, keeps it and promotes it (lineage), and registers and keeps an adapter (registry),
-each as one ``updating`` step, the way ``decide_stage``, ``revise_stage``, ``train_stage`` and
-``decide_specialist_stage`` do. Without the cross-process lock, the later save of an interleaved
+each as one ``updating`` step, the way ``decide_challenger`` (both loops), ``revise_stage`` and
+``train_stage`` do. Without the cross-process lock, the later save of an interleaved
 pair drops the earlier one's records.
 """
 
@@ -25,12 +25,12 @@ ROUNDS = 25
 WORKER = """
 import sys, time
 from pathlib import Path
-from automem_dagster.metrics.paired import compare_paired, decide
+from automem_dagster.metrics.paired import compare_paired, gate_verdict
 from automem_dagster.scaffold.lineage import Lineage
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 
 lineage_root, scaffolds, registry_root, go, name, rounds = sys.argv[1:]
-WIN = decide(compare_paired(dict.fromkeys(range(5), 0.5), dict.fromkeys(range(5), 0.25), n_resamples=10))
+WIN = gate_verdict(compare_paired(dict.fromkeys(range(5), 0.5), dict.fromkeys(range(5), 0.25), n_resamples=10))
 while not Path(go).exists():
     time.sleep(0.005)
 for k in range(int(rounds)):
@@ -42,7 +42,7 @@ for k in range(int(rounds)):
     with SpecialistRegistry.updating("crafter", Path(registry_root)) as reg:
         adapter = reg.next_id()
         reg.add(AdapterRecord(adapter, 0, f"{name}-{k}", "data", "dir", None, "given"))
-        reg.decide(adapter, True, f"{name} kept {adapter}", {})
+        reg.record_decision(adapter, True, f"{name} kept {adapter}", {})
 """
 
 

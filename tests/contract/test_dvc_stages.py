@@ -1,5 +1,5 @@
-"""Single DVC stages run by the real ``dvc`` on stand-in data: the decide stage honours params.yaml's
-gate, and a too-small dataset runs the proficiency stages to a recorded outcome instead of failing.
+"""Single DVC stages run by the real ``dvc`` on stand-in data: the decide stage decides once, under
+params.yaml's gate, and a too-small dataset runs the proficiency stages to a recorded outcome instead of failing.
 Real Crafter episodes, played by a scripted game model (no embedded model, no training)."""
 
 import json
@@ -8,27 +8,29 @@ from builders import endpoints_file
 from dvc_stages import WIN, StageProject, evaluated_revision
 
 
-def test_the_decide_stage_applies_the_gate_params_yaml_names(tmp_path, scripted, monkeypatch):
-    """A candidate that wins on 2 seeds: kept under AutoMem's higher mean, inconclusive under the
-    significant gate (at least 5 seeds), each time by ``dvc repro decide`` after params.yaml changed."""
+def test_the_decide_stage_decides_once_under_the_gate_params_yaml_names(tmp_path, scripted, monkeypatch):
+    """A pending candidate that wins on 2 seeds, decided by ``dvc repro decide`` under the significant gate
+    (at least 5 seeds): inconclusive, recorded in the lineage, the champion stays. A changed gate reruns
+    the stage, which writes the recorded decision again: a decision is taken once, the new gate decides
+    the next round."""
     project = StageProject(tmp_path / "project")
     endpoints_file(project.root / "endpoints.yaml", scripted(WIN), ("game",))
     project.set_params(endpoints="endpoints.yaml")
     evaluated_revision(project, monkeypatch)
     record = project.root / "outputs" / "decide" / "structure.json"
 
-    project.set_params(gate={"rule": "higher_mean"})
-    project.dvc("repro", "--single-item", "decide")
-    kept = json.loads(record.read_text())
-    assert kept["outcome"] == "kept" and kept["gate"] == "higher_mean" and kept["mean_difference"] > 0
-
     project.set_params(gate={"rule": "significant", "min_seeds": 5})
-    assert "Running stage 'decide'" in project.dvc("repro", "--single-item", "decide")
+    project.dvc("repro", "--single-item", "decide")
     significant = json.loads(record.read_text())
-    assert significant["outcome"] == "inconclusive" and significant["keep"] == 0
-    assert significant["gate"] == "significant" and significant["gate_min_seeds"] == 5
-    assert significant["mean_difference"] == kept["mean_difference"]  # the same batches, another rule
-    assert "5" in significant["reason"]
+    assert significant["outcome"] == "inconclusive" and significant["keep"] == 0 and significant["mean_difference"] > 0
+    assert significant["gate"] == "significant" and significant["gate_min_seeds"] == 5 and "5" in significant["reason"]
+    lineage = project.storage.load_lineage("crafter")
+    assert lineage.record(1).decision == "inconclusive" and lineage.champion().version == 0
+
+    project.set_params(gate={"rule": "higher_mean"})
+    assert "Running stage 'decide'" in project.dvc("repro", "--single-item", "decide")
+    assert json.loads(record.read_text()) == significant
+    assert project.storage.load_lineage("crafter").champion().version == 0
 
 
 def test_a_dataset_below_the_minimum_is_the_proficiency_rounds_recorded_outcome(tmp_path, scripted):
@@ -39,6 +41,7 @@ def test_a_dataset_below_the_minimum_is_the_proficiency_rounds_recorded_outcome(
     project.set_params(endpoints="endpoints.yaml", rollout={"episodes": 2, "max_steps": 2},
                        evaluate={"episodes": 2, "max_steps": 2}, curate={"min_examples": 400})
     project.dvc("repro", "decide_specialist")
+    assert project.storage.load_lineage("crafter").champion().version == 0
     outputs = project.root / "outputs"
     record = json.loads((outputs / "decide" / "proficiency.json").read_text())
     assert record["outcome"] == "dataset_too_small" and record["keep"] == 0 and record["challenger"] is None

@@ -126,7 +126,7 @@ def test_the_installed_example_is_found_plays_a_rollout_and_a_rules_meta_round_a
     endpoints = tmp_path / "endpoints.yaml"
     endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": server.base_url, "constrained": "none",
                                                   "max_retries": 1},
-                                         "meta": {"name": "meta", "base_url": "rules"}}))
+                                         "meta": {"kind": "rules"}}))
     home, out = _project(tmp_path), tmp_path / "batch"
     rollout = ["rollout", "--game", "hotcold:line12", "--seeds", "42,43", "--max-steps", str(LOG_EVERY + 1),
                "--endpoints", str(endpoints), "--out", str(out)]

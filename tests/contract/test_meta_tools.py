@@ -20,6 +20,7 @@ from meta_tool_batches import (
 from meta_tool_batches import batch as played_batch
 from mlflow.tracking import MlflowClient
 from structure_round_rules import GAME_RULES, SETTINGS, patch_reply
+from tool_calls import _calls, tools_client
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.llm import EndpointConfig, LLMClient
@@ -41,14 +42,6 @@ from benchmarks.meta_modes import EPISODE, reading_rules
 batch = played_batch  # module-scoped: the 1,000-step batch these tests read (meta_tool_batches.py)
 
 
-def _client(server, **overrides):
-    return scripted_client(server, base_url="unused", meta_mode="tools", **overrides)
-
-
-def _calls(*calls):
-    return {"tool_calls": [{"name": name, "arguments": args} for name, args in calls]}
-
-
 def _reply(*steps):
     return json.dumps({"summary": "The agent walks back and forth in the corridor.", "findings": [
         {"episode": EPISODE, "step": step, "kind": "oscillation", "what_happened": "west then east",
@@ -63,7 +56,7 @@ def _read(first, last):
 def test_the_meta_reads_steps_900_to_950_cites_them_and_the_diagnosis_passes(batch, scripted, tmp_path):
     rules = reading_rules(batch, 900, 950)
     server = scripted([{"match": "--- step 950", "reply": _reply(930, 948)}, *rules])
-    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server), tmp_path / "out"))
+    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), tools_client(server), tmp_path / "out"))
     assert [f["step"] for f in result.findings] == [930, 948] and len(result.attempts) == 1
     assert result.meta_mode == "tools" and result.cost["steps_read"] == {EPISODE: "900-950"}
     reads = len(rules)  # one rule per read_steps; the first comes with list_episodes
@@ -84,7 +77,7 @@ def test_a_finding_citing_an_unread_step_is_rejected_and_asked_again(batch, scri
     server = scripted([{"match": "That reply was rejected", "reply": _reply(905)},
                        {"match": "--- step 905", "reply": _reply(905, 500)},
                        {"match": "Diagnose this batch", "reply": _calls(_read(900, 950))}])
-    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server), tmp_path / "out"))
+    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), tools_client(server), tmp_path / "out"))
     first, second = result.attempts
     assert f"{EPISODE} step 500 was never read or shown to you (you read: 900-9" in first.error
     assert second.error is None and [f["step"] for f in result.findings] == [905]
@@ -115,7 +108,7 @@ def test_the_tool_call_budget_stops_tool_use_and_asks_for_the_diagnosis(batch, s
     server = scripted([{"match": "Tool use is over", "reply": _reply(905)},
                        {"match": "Diagnose this batch", "reply": _calls(_read(900, 910), _read(911, 920),
                                                                         _read(921, 930))}])
-    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_tool_calls=2),
+    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), tools_client(server, meta_tool_calls=2),
                                   tmp_path / "out"))
     assert [c["ran"] for c in result.tool_calls] == [True, True, False] and result.cost["stops"] == ["calls"]
     assert result.cost["steps_read"] == {EPISODE: "900-920"}
@@ -128,7 +121,7 @@ def test_the_token_budget_stops_the_diagnosis_with_its_calls_kept(batch, scripte
                        {"match": "Diagnose this batch", "reply": _calls(_read(900, 950))}])
     spent = r"spent \d+ tokens of its meta_token_budget 1000 in 2 request\(s\) and 1 tool call\(s\)"
     with pytest.raises(DiagnosisError, match=spent):
-        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_token_budget=1000),
+        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), tools_client(server, meta_token_budget=1000),
                              tmp_path / "out"))
     kept = json.loads((tmp_path / "out" / "diagnosis_failed.json").read_text())
     assert kept["cost"]["stops"] == ["tokens"] and kept["tool_calls"][0]["name"] == "read_steps"
@@ -140,14 +133,14 @@ def test_a_vllm_without_a_tool_parser_gets_pointed_to_the_one_call_mode(batch, s
     --tool-call-parser (vllm/entrypoints/openai/serving_chat.py, ``create_chat_completion``)."""
     server = scripted([], provider={"refuse_auto_tools": True})
     with pytest.raises(DiagnosisError, match="cannot call tools") as err:
-        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server), tmp_path / "out"))
+        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), tools_client(server), tmp_path / "out"))
     assert '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser' in str(err.value)
     assert "meta_mode: one_call" in str(err.value)
 
 
 def test_the_scripted_server_answers_tool_calls_as_openai_documents(scripted):
     server = scripted([{"match": "hi", "reply": _calls(("list_episodes", {}))}])
-    completion = asyncio.run(_client(server).complete([{"role": "user", "content": "hi"}],
+    completion = asyncio.run(tools_client(server).complete([{"role": "user", "content": "hi"}],
                                                       tools=[{"type": "function", "function": {"name": "list_episodes"}}]))
     assert completion.finish_reason == "tool_calls" and completion.text == ""
     assert completion.tool_calls == ({"id": "call_1_0", "name": "list_episodes", "arguments": "{}"},)
@@ -167,7 +160,7 @@ def test_the_revision_reads_the_batch_through_tools_and_its_patch_is_checked_as_
                        {"match": "Propose one patch", "reply": _calls(memory, _read(928, 931))}])
     scaffold = load_scaffold("minihack", 0)
     revision = asyncio.run(propose_revision(scaffold, f"## Findings\n- `{EPISODE}` step 930: west then east",
-                                            tmp_path, _client(server), 1, tools=_tools(batch)))
+                                            tmp_path, tools_client(server), 1, tools=_tools(batch)))
     assert revision.accepted and revision.changes[0].startswith("signals: oscillation"), revision.changes
     assert "wording only" in revision.attempts[0].error and len(revision.attempts) == 2
     assert revision.meta_mode == "tools" and [c["name"] for c in revision.tool_calls] == ["read_memory", "read_steps"]
@@ -182,7 +175,7 @@ def test_a_revision_that_spends_its_token_budget_is_rejected_with_that_reason(ba
     server = scripted([{"match": "Tool use is over", "reply": "not a patch"},
                        {"match": "Propose one patch", "reply": _calls(_read(900, 950))}])
     revision = asyncio.run(propose_revision(load_scaffold("minihack", 0), "## Findings", tmp_path,
-                                            _client(server, meta_token_budget=1000), 1, tools=_tools(batch)))
+                                            tools_client(server, meta_token_budget=1000), 1, tools=_tools(batch)))
     assert not revision.accepted and revision.cost["stops"] == ["tokens"]
     assert revision.rejected_reason.startswith("the patch spent ") and "of its meta_token_budget 1000" in revision.rejected_reason
     assert revision.diff_md.startswith("No candidate: the patch spent") and revision.tool_calls[0]["name"] == "read_steps"
@@ -223,7 +216,7 @@ def test_the_endpoints_check_probes_tool_calling_on_a_meta_endpoint_in_tools_mod
 def test_a_server_that_ignores_tool_choice_none_is_stopped(batch, scripted, tmp_path):
     server = scripted([{"match": "", "reply": _calls(("list_episodes", {}))}])
     with pytest.raises(DiagnosisError, match="kept calling tools after tool use was over"):
-        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_tool_calls=1), tmp_path / "out"))
+        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), tools_client(server, meta_tool_calls=1), tmp_path / "out"))
     kept = json.loads((tmp_path / "out" / "diagnosis_failed.json").read_text())
     assert [c["ran"] for c in kept["tool_calls"]] == [True] + [False] * 8
 

@@ -17,10 +17,9 @@ from test_dagster_defs import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
 
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.resources import StorageResource
-from automem_dagster.defs.evaluation.assets import candidate_evaluation
 from automem_dagster.defs.proficiency.assets import training_rollouts
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
-from automem_dagster.defs.structure.assets import diagnosis, rollout_batch, scaffold_candidate
+from automem_dagster.defs.structure.assets import candidate_evaluation, diagnosis, rollout_batch, scaffold_candidate
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.session import connect
 from automem_dagster.loop.evaluation import evaluation_spec

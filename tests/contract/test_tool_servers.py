@@ -18,8 +18,7 @@ import asyncio
 import json
 
 import pytest
-from builders import scripted_client
-from tool_calls import LIST, READ, _calls
+from tool_calls import LIST, READ, _calls, tools_client
 
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.meta.batch_tools import BatchTools
@@ -36,10 +35,6 @@ ID_PREFIX = {"openai": "call_", "anthropic": "toolu_01", "vllm": "chatcmpl-tool-
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
     return play(tmp_path_factory.mktemp("batch40"), 40)
-
-
-def _client(server, **overrides):
-    return scripted_client(server, base_url="unused", meta_mode="tools", **overrides)
 
 
 def _finding(step):
@@ -64,7 +59,7 @@ def test_the_diagnosis_passes_on_each_servers_tool_calling(batch, scripted, tmp_
     otherwise); llama.cpp, without ``parallel_tool_calls``, gives one call per reply and the
     conversation reads on."""
     server = scripted(READING, provider={"tool_calling": kind})
-    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server), tmp_path / "out"))
+    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), tools_client(server), tmp_path / "out"))
     assert [f["step"] for f in result.findings] == [15] and result.cost["steps_read"] == {EPISODE: "10-20"}
     second = _requests(server)[1]["messages"]
     calls = second[2]["tool_calls"]
@@ -80,7 +75,7 @@ def test_the_revision_through_tools_keeps_the_pairing_openai_checks(batch, scrip
                       provider={"tool_calling": "openai"})
     scaffold = load_scaffold("minihack", 0)
     tools = BatchTools.of_episodes(finished_episodes(batch), scaffold)
-    revision = asyncio.run(propose_revision(scaffold, "## Findings", tmp_path, _client(server), 1, tools=tools))
+    revision = asyncio.run(propose_revision(scaffold, "## Findings", tmp_path, tools_client(server), 1, tools=tools))
     assert revision.accepted and revision.cost["tool_calls"] == 2 and len(_requests(server)) == 2
 
 
@@ -90,7 +85,7 @@ def test_a_server_that_honours_tool_choice_none_gets_the_diagnosis_after_the_bud
     ignores it, is stopped instead: test_meta_tools)."""
     server = scripted([{"match": "Diagnose this batch", "reply": _calls(READ)},
                        {"match": "Tool use is over", "reply": _finding(15)}], provider={"tool_calling": "openai"})
-    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, meta_tool_calls=1),
+    result = asyncio.run(diagnose(batch, load_scaffold("minihack", 0), tools_client(server, meta_tool_calls=1),
                                   tmp_path / "out"))
     assert result.cost["stops"] == ["calls"] and [c["ran"] for c in result.tool_calls] == [True]
     assert [r["tool_choice"] for r in _requests(server)] == ["auto", "none"]
@@ -99,7 +94,7 @@ def test_a_server_that_honours_tool_choice_none_gets_the_diagnosis_after_the_bud
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 def test_tool_messages_that_do_not_answer_the_calls_are_refused_in_the_servers_words(scripted, kind):
     server = scripted([{"match": "", "reply": "ok"}], provider={"tool_calling": kind})
-    client = _client(server)
+    client = tools_client(server)
     tools = [{"type": "function", "function": {"name": "list_episodes", "parameters": {"type": "object"}}}]
     ask = {"role": "user", "content": "list them"}
     call = {"role": "assistant", "content": None, "tool_calls": [
@@ -127,6 +122,6 @@ def test_tool_messages_that_do_not_answer_the_calls_are_refused_in_the_servers_w
 def test_a_llama_cpp_without_jinja_gets_pointed_to_the_one_call_mode(batch, scripted, tmp_path):
     server = scripted(READING, provider={"tool_calling": "llama.cpp", "jinja": False})
     with pytest.raises(DiagnosisError, match="cannot call tools") as err:
-        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), _client(server, max_retries=0), tmp_path / "out"))
+        asyncio.run(diagnose(batch, load_scaffold("minihack", 0), tools_client(server, max_retries=0), tmp_path / "out"))
     assert "cannot call tools: it answered HTTP 500 'tools param requires --jinja flag'; serve the model" in str(err.value)
     assert "llama.cpp: --jinja" in str(err.value) and "meta_mode: one_call" in str(err.value)

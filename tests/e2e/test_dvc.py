@@ -33,9 +33,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 PROJECT_FILES = (*STAGE_PROJECT_FILES, ".gitignore")  # this project is a git repository too
 STRUCTURE = ("rollout", "diagnose", "revise", "evaluate_champion", "evaluate_candidate", "decide")
-PROFICIENCY = ("curate", "finetune", "evaluate_specialist", "decide_specialist")
-EVALUATIONS = ("evaluate_champion", "evaluate_candidate", "evaluate_specialist", "decide", "decide_specialist")
+PROFICIENCY = ("training_rollouts", "curate", "finetune", "evaluate_specialist", "decide_specialist")
 DECISIONS = ("outputs/decide/structure.json", "outputs/decide/proficiency.json")
+NEXT_ROUND = {"rollout", "revise", "evaluate_champion", "training_rollouts", "finetune", "evaluate_specialist"}
+"""The stages that read a ledger the decide stages wrote (loop/dvc_round.py): after a decided round of both
+loops, the next ``dvc repro`` is the next round."""
 
 DIAGNOSIS = {"summary": "The agent notes trees but never acts on them.", "findings": [
     {"episode": episode_id("crafter", training_seeds("crafter", 2)[0]), "step": 1, "kind": "stuck",
@@ -195,7 +197,10 @@ def test_dvc_repro_runs_both_rounds_to_their_decisions(reproduced):
     assert candidate_batch["seeds"] == champion_batch["seeds"] == specialist_batch["seeds"]
     assert not champion_batch["two_model"] and not candidate_batch["two_model"] and specialist_batch["two_model"]
 
-    # DVC sees the records as metrics, the tables as plots, and nothing is left to run.
+    # Both decisions are in the ledgers, as a CLI round records them.
+    assert p.json("assets/lineage/crafter.json")["versions"][1]["decision"] == structure["outcome"]
+    assert p.json("assets/specialists/crafter.json")["adapters"][0]["decision"] == proficiency["outcome"]
+    # DVC sees the records as metrics, the tables as plots, and the changed ledgers make the next round.
     # (`dvc metrics show` leaves out null and list values, e.g. gate_metric under a rule that names none.)
     assert decision_metrics(p) == {path: {k: v for k, v in p.json(path).items() if v is not None and not isinstance(v, list)}
                                    for path in DECISIONS}
@@ -206,48 +211,40 @@ def test_dvc_repro_runs_both_rounds_to_their_decisions(reproduced):
     assert [row["step"] for row in p.json("outputs/finetune-loss/train.json")][-1] == 1
     plots = json.loads(p.dvc("plots", "show", "--json"))
     assert "errors" not in plots and len(plots["data"]) == 5
-    assert "up to date" in p.dvc("status")
-    assert "Running stage" not in p.dvc("repro")
+    assert p.stale() == NEXT_ROUND
 
 
 def test_an_edit_reruns_exactly_the_stages_that_depend_on_it(reproduced, tmp_path):
     original, _ = reproduced
     p = original.clone(tmp_path / "clone")
     # The endpoints file: every stage that calls a model.
+    assert p.stale() == NEXT_ROUND  # the decided round moved the ledgers
     (p.root / "endpoints.yaml").write_text((p.root / "endpoints.yaml").read_text() + "# edited\n")
-    assert p.stale() == {"rollout", "diagnose", "revise", "evaluate_champion", "evaluate_candidate", "curate",
-                         "finetune", "evaluate_specialist"}
+    assert p.stale() == NEXT_ROUND | {"diagnose", "evaluate_candidate", "curate"}  # every stage calling a model
     p.git("checkout", "--", "endpoints.yaml")
-    assert "up to date" in p.dvc("status")
 
-    # The lineage numbers the candidate (revise) and names the round's block of training seeds
-    # (rollout, loop/seed_blocks.py): those two read it; the champion's evaluation does not.
+    # The lineage starts the round (rollout, training_rollouts), numbers the candidate (revise), names the
+    # champion (evaluate_champion) and takes the structure decision (decide).
     lineage = p.root / "assets" / "lineage" / "crafter.json"
     lineage.write_text(lineage.read_text().replace('"decision": "baseline"', '"decision": "baseline" '))
-    assert p.stale() == {"rollout", "revise"}
+    assert p.stale() == NEXT_ROUND | {"decide"}
     p.git("checkout", "--", "assets/lineage/crafter.json")
-    assert "up to date" in p.dvc("status")
 
-    # A shorter evaluation reruns the three evaluations and both decisions; nothing upstream.
+    # A shorter evaluation makes the three evaluations stale; nothing upstream.
     p.set_params(evaluate={"episodes": 2, "max_steps": 2})
-    log = p.dvc("repro")
-    assert ran(log) == set(EVALUATIONS)
-    assert p.json("outputs/evaluate/champion/batch.json")["max_steps"] == 2
-    assert p.json("outputs/decide/structure.json")["n"] == 2
+    assert p.stale() == NEXT_ROUND | {"evaluate_candidate"}  # the champion's and the specialist's are stale already
 
 
-def test_a_fresh_clone_pulls_the_round_and_reproduces_the_decisions_without_running(reproduced, tmp_path):
+def test_a_fresh_clone_pulls_the_round_and_its_decisions(reproduced, tmp_path):
     original, _ = reproduced
     p = original.clone(tmp_path / "clone")
-    assert "up to date" in p.dvc("status")
+    assert p.stale() == NEXT_ROUND  # the round's outputs, and its ledgers committed: the next repro is the next round
     assert decision_metrics(p) == decision_metrics(original)
     # The dataset and the adapter came from the remote, byte for byte.
     for folder in ("outputs/curate", "outputs/finetune"):
         assert digests(p.root / folder) == digests(original.root / folder) != {}
     assert (p.root / "outputs" / "finetune" / "adapter.gguf").exists()
     assert not (p.root / "outputs" / "finetune" / "checkpoints").exists()
-    log = p.dvc("repro")
-    assert ran(log) == set() and "Data and pipelines are up to date" in log
     assert p.changed() == set()
 
 
@@ -272,3 +269,5 @@ def test_a_rejected_revision_is_a_recorded_outcome(tmp_path):
     record = p.json("outputs/decide/structure.json")
     assert record["outcome"] == "rejected" and record["keep"] == 0 and record["mean_difference"] is None
     assert [row["agent"] for row in p.json("outputs/decide/structure-progression.json")] == ["v0"]
+    # Nothing was registered or decided, so the ledger is as it was: no stage is left to rerun.
+    assert "up to date" in p.dvc("status", "decide")

@@ -9,7 +9,7 @@ import pytest
 
 from automem_dagster import cli
 from automem_dagster.commands import shared
-from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
+from automem_dagster.llm.config import EndpointConfig, EndpointsConfig, RulesMeta
 from automem_dagster.llm.session import ServerPool, connect
 
 STARTED = "embedded model server listening on"
@@ -36,7 +36,7 @@ def test_a_whole_round_with_the_rules_meta_starts_the_embedded_server_once(store
 
 @pytest.mark.server
 def test_a_pool_starts_one_server_per_model_and_a_meta_only_step_on_the_rules_meta_none(tmp_path):
-    config = EndpointsConfig(game=EndpointConfig(name="game"), meta=EndpointConfig(name="meta", base_url="rules"))
+    config = EndpointsConfig(game=EndpointConfig(name="game"), meta=RulesMeta(kind="rules"))
     pool = ServerPool()
 
     async def twice():

@@ -21,8 +21,8 @@ from automem_dagster.defs.common.metadata import behaviour_table, identity_text,
 from automem_dagster.defs.common.partitions import game_of, game_partitions, partitioned_checks
 from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
-from automem_dagster.loop.challenger import Challenger, DecisionRecord, load_decision_record
-from automem_dagster.loop.gate import decide_scores, gate_scores, per_seed
+from automem_dagster.loop.challenger import Challenger, DecisionRecord, decide_challenger, load_decision_record
+from automem_dagster.loop.gate import gate_scores, per_seed, verdict_of_scores
 from automem_dagster.loop.noise import gate_floors, load_noise
 from automem_dagster.loop.round_plan import RoundPlan
 from automem_dagster.loop.storage import Storage
@@ -30,9 +30,6 @@ from automem_dagster.metrics.paired import GatePolicy, compare_paired
 from automem_dagster.plots import plot_behaviour, png_markdown
 from automem_dagster.rollout import BatchSummary, load_summary
 from automem_dagster.tracking import Tracker
-
-Decide = Callable[[str, Challenger, BatchSummary, BatchSummary, Storage, GatePolicy], DecisionRecord]
-"""A loop's decide stage (``decide_stage``, ``decide_specialist_stage``): the ledger it records in."""
 
 
 @dataclass(frozen=True)
@@ -104,15 +101,14 @@ def log_run_links(context: dg.AssetExecutionContext, runs: dict) -> None:
 
 
 def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResult:
-    """The preview of a promotion on an evaluation (``per_seed`` scores and ``gate`` policy of the
+    """The preview of a promotion on an evaluation (``per_seed`` scores and ``gate`` (a ``GatePolicy``) of the
     ``role``, candidate or specialist, against the champion, and ``per_seed_metric`` for a gate with a
     metric, as ``gate_scores`` wrote them): what the gate would decide, with its
     reason, as metadata. A tie or a loss is an ordinary outcome of a round, so the check passes and
     ``would`` says ``roll back``; it fails (an error) only when the scores cannot be paired, a fault
     the promotion would refuse too. ``label`` names the challenger."""
     try:
-        decision = decide_scores(evaluation, role, GatePolicy(**evaluation.get("gate", {})),
-                                 **evaluation.get("noise_floor", {}))
+        decision = verdict_of_scores(evaluation, role, evaluation["gate"], **evaluation.get("noise_floor", {}))
     except ValueError as exc:
         return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
                                    metadata={**label, "would": "refuse to decide", **long_text("reason", str(exc))})
@@ -171,25 +167,26 @@ def promotion_job(name: str, plan: RoundPlan, description: str):
 
 def evaluated(challenge: Challenge, plan: dict, mine: BatchSummary, champion: BatchSummary, endpoints: dict,
               store: Storage) -> dict:
-    """An evaluation asset's value, what its gate check previews and ``promote`` decides on: the ``plan``,
-    both batch folders, the gate's per-seed scores under the plan's gate, the noise floors of the champion's
-    identity (``loop.noise``) and the endpoints that played."""
-    gate = GatePolicy(**plan["gate"])
+    """An evaluation asset's value, what its gate check previews and ``promote`` decides on: the ``plan``
+    (its ``gate``, the round's ``GatePolicy`` itself, passed on unchanged), both batch folders, the gate's
+    per-seed scores under that gate, the noise floors of the champion's identity (``loop.noise``) and the
+    endpoints that played."""
+    gate: GatePolicy = plan["gate"]
     return {**plan, "outcome": "evaluated", f"{challenge.role}_batch": mine.out_dir, "champion_batch": champion.out_dir,
             **gate_scores(mine, champion, challenge.role, gate), "endpoints": endpoints,
             "noise_floor": gate_floors(load_noise(store, champion), gate.metric)}
 
 
-def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: dict, decide: Decide, store: Storage,
+def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: dict, store: Storage,
             mlflow: MlflowResource) -> tuple[DecisionRecord, BatchSummary, BatchSummary, Tracker | None]:
     """The one promote path: the decision on the evaluated challenger, taken once (``decide_once``) under
     the gate the evaluation recorded, with both batches and, for a new decision, the tracker to log it."""
     game, challenger = game_of(context.partition_key), evaluation[challenge.key]
     mine = load_summary(Path(evaluation[f"{challenge.role}_batch"]))
     champion = load_summary(Path(evaluation["champion_batch"]))
-    gate = GatePolicy(**evaluation.get("gate", {}))
     record, tracker = decide_once(context, load_decision_record(store, game, challenge.role, challenger),
-                                  lambda: decide(game, challenger, mine, champion, store, gate), mlflow,
+                                  lambda: decide_challenger(challenge.role, game, challenger, (mine, champion), store,
+                                                            evaluation["gate"]), mlflow,
                                   challenge.labelled(evaluation)[challenge.key])
     context.log.info(record.reason)
     return record, mine, champion, tracker

@@ -130,7 +130,9 @@ def shard_op(name: str, connection: Callable[[dict, LLMEndpointsResource, Storag
         if played_without_server(spec, shard["seeds"], playing, how.lora):
             context.log.info(f"{shard['arm']} shard {shard['index']}: seeds {shard['seeds']} are in {spec.out_dir}, "
                              "played by these embedded endpoints and settings; nothing to play, no server started")
-            return {**shard, "endpoints": {r: endpoint_facts(r, cfg, cfg.base_url) for r, cfg in roles.items()}}
+            facts = {r: endpoint_facts(r, cfg, cfg.base_url) for r, cfg in roles.items()}
+            rules = {"meta": config.rules_meta.facts()} if config.rules_meta else {}
+            return {**shard, "endpoints": {**facts, **rules}}
         context.log.info(f"{shard['arm']} shard {shard['index']}: seeds {shard['seeds']} of {spec.out_dir}")
 
         async def play(clients: Clients) -> dict:
@@ -186,7 +188,8 @@ def plan_config(plan: str, config_type: type[RoundConfig]) -> dg.ConfigMapping:
                             config_schema=config_type.to_config_schema())
 
 
-def fan_out(plan: dg.OpDefinition, shard: dg.OpDefinition, merge: dg.OpDefinition, *inputs):
-    """Inside a ``graph_asset``: plan -> one ``shard`` step per planned shard -> merge."""
-    decided, shards = plan(*inputs)
+def fan_out(plan: dg.OpDefinition, shard: dg.OpDefinition, merge: dg.OpDefinition, **inputs):
+    """Inside a ``graph_asset``: plan (given the graph's ``inputs`` by name) -> one ``shard`` step per planned
+    shard -> merge."""
+    decided, shards = plan(**inputs)
     return merge(decided, shards.map(shard).collect())

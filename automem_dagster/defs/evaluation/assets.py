@@ -1,26 +1,33 @@
-"""The candidate and the champion played on the fixed evaluation seeds, side by side."""
+"""The candidate and the champion played on the fixed evaluation seeds, side by side: the body of the
+structure plan's ``candidate_evaluation`` step (built with the others in ``defs/structure/assets.py``),
+in the evaluation group beside the specialist's evaluation."""
 
 import dagster as dg
 
 from automem_dagster.defs.common.challenger import CANDIDATE, candidate_evaluation_metadata, evaluated
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.metadata import no_candidate_metadata
-from automem_dagster.defs.common.partitions import game_of, game_partitions
+from automem_dagster.defs.common.partitions import game_of
+from automem_dagster.defs.common.plan_assets import Batch
 from automem_dagster.defs.common.resources import StorageResource
-from automem_dagster.defs.common.shards import Arm, fan_out, merge_arms, plan_config, shard_op, shard_outputs
+from automem_dagster.defs.common.shards import Arm, merge_arms, shard_outputs
 from automem_dagster.loop.evaluation import champion_arms, champion_plan, evaluation_spec, round_champion
 from automem_dagster.loop.report import report_dir
 from automem_dagster.loop.storage import load_champion
 from automem_dagster.scaffold import load_scaffold
 
 GROUP = "evaluation"
-TAGS = {"domain": "evaluation"}
 
 
-@dg.op(name="candidate_evaluation_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
 def evaluation_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: StorageResource,
                     scaffold_candidate: dict):
-    """The candidate's and the champion's batches on the fixed seeds, each split into seed shards."""
+    """Candidate and champion on the same fixed evaluation seeds (paired), with progression ± SE and
+    behaviour metrics for both; each batch played in ``shards`` seed shards, one step each, the candidate's
+    and the champion's alternating. The champion is played again beside the candidate unless its
+    identity's A/A replays were bit-identical (``loop.evaluation.champion_arms``); where no A/A is stored
+    yet, this round measures it. The keep-or-rollback decision is not
+    taken here: the ``evaluation_gate`` check previews it and ``champion_scaffold`` takes it. Without a
+    candidate (revision rejected) nothing is played."""
     if scaffold_candidate.get("candidate") is None:
         reason = scaffold_candidate.get("reason") or "the revision produced no candidate"
         context.log.info(f"no candidate to evaluate: {reason}")
@@ -35,14 +42,13 @@ def evaluation_plan(context: dg.OpExecutionContext, config: RoundConfig, storage
     context.log.info(f"candidate v{candidate.version} and champion v{champion.version} on seeds {seeds}, "
                      f"{settings.eval_max_steps} steps each, {config.sharding()} each")
     yield dg.Output({**scaffold_candidate, "champion": champion.version, "seeds": seeds,
-                     "eval_max_steps": settings.eval_max_steps, "gate": settings.gate.as_dict()}, "plan")
+                     "eval_max_steps": settings.eval_max_steps, "gate": settings.gate}, "plan")
     champions = champion_arms(evaluation_spec(settings, champion, store), f"v{candidate.version}", store)
     context.log.info(champion_plan(champions))
     yield from shard_outputs([Arm("candidate", evaluation_spec(settings, candidate, store)),
                               *(Arm(name, spec) for name, spec in champions.items())], config)
 
 
-@dg.op(name="candidate_evaluation_merge")
 def evaluation_merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict,
                      played: list[dict]) -> dg.Output:
     """Both batches merged from their shards, side by side with progression ± SE and behaviour metrics."""
@@ -59,17 +65,5 @@ def evaluation_merge(context: dg.OpExecutionContext, storage: StorageResource, p
     return dg.Output(evaluated(CANDIDATE, plan, cand, champ, described, store), metadata=metadata)
 
 
-evaluation_shard = shard_op("candidate_evaluation_shard")
-
-
-@dg.graph_asset(name="candidate_evaluation", group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"},
-                tags=TAGS, config=plan_config("candidate_evaluation_plan", RoundConfig))
-def candidate_evaluation(scaffold_candidate):
-    """Candidate and champion on the same fixed evaluation seeds (paired), with progression ± SE and
-    behaviour metrics for both; each batch played in ``shards`` seed shards, one step each, the candidate's
-    and the champion's alternating. The champion is played again beside the candidate unless its
-    identity's A/A replays were bit-identical (``loop.evaluation.champion_arms``); where no A/A is stored
-    yet, this round measures it. The keep-or-rollback decision is not
-    taken here: the ``evaluation_gate`` check previews it and ``champion_scaffold`` takes it. Without a
-    candidate (revision rejected) nothing is played."""
-    return fan_out(evaluation_plan, evaluation_shard, evaluation_merge, scaffold_candidate)
+CANDIDATE_EVALUATION = Batch(evaluation_plan, evaluation_merge, group=GROUP)
+"""How the structure plan's ``candidate_evaluation`` step plays: its plan and merge, in the evaluation group."""

@@ -3,10 +3,10 @@
 from functools import partial
 
 from automem_dagster.defs.common.challenger import CANDIDATE, gate_check, gate_result
-from automem_dagster.defs.evaluation.assets import candidate_evaluation
+from automem_dagster.defs.structure.assets import ASSETS
 
 evaluation_gate = gate_check(
-    CANDIDATE, candidate_evaluation, "evaluation_gate",
+    CANDIDATE, ASSETS["candidate_evaluation"], "evaluation_gate",
     "What the round's gate policy would decide about the candidate (would: keep, roll back or inconclusive, with "
     "the reason): by default a gain beyond chance and the noise floor (significant), or with gate: higher_mean "
     "AutoMem's higher mean. A tie, a loss, an inconclusive comparison or a round without a candidate is an ordinary "

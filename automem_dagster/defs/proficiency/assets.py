@@ -1,4 +1,5 @@
-"""The proficiency loop's assets, each one stage of ``automem_dagster.loop.proficiency``.
+"""The proficiency loop's assets, built from its plan (``loop/round_plan.PROFICIENCY_ROUND``) by
+``defs/common/plan_assets.py``; this module holds each step's body: the stage it runs and what it shows.
 
 ``training_rollouts`` -> ``sft_dataset`` -> ``lora_config`` -> ``lora_adapter`` ->
 ``specialist_evaluation`` (with the ``specialist_gate`` check) -> ``champion_specialist``.
@@ -15,7 +16,8 @@ from typing import Any
 import dagster as dg
 
 from automem_dagster.defs.common.challenger import SPECIALIST, evaluated, log_run_links, promote
-from automem_dagster.defs.common.partitions import game_of, game_partitions
+from automem_dagster.defs.common.partitions import game_of
+from automem_dagster.defs.common.plan_assets import Batch, Body, Loop, plan_assets
 from automem_dagster.defs.common.proficiency_metadata import (
     adapter_metadata,
     curation_metadata,
@@ -25,24 +27,12 @@ from automem_dagster.defs.common.proficiency_metadata import (
     specialist_evaluation_metadata,
 )
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.shards import (
-    Arm,
-    Connection,
-    batch_merge_op,
-    fan_out,
-    merge_arms,
-    plan_config,
-    resumed,
-    shard_op,
-    shard_outputs,
-    skipped_plan,
-)
+from automem_dagster.defs.common.shards import Arm, Connection, merge_arms, resumed, shard_outputs, skipped_plan
 from automem_dagster.defs.common.versions import versioned_output
 
 # specialist_evaluation sits in the evaluation group beside candidate_evaluation: both play a
 # challenger against the champion in service on the fixed seeds.
 from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
-from automem_dagster.defs.evaluation.assets import TAGS as EVALUATION_TAGS
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import META_ONLY
@@ -51,7 +41,6 @@ from automem_dagster.loop.proficiency import (
     curate_stage,
     curated,
     dataset_dir,
-    decide_specialist_stage,
     in_service,
     lora_config_stage,
     registry,
@@ -62,6 +51,7 @@ from automem_dagster.loop.proficiency import (
     training_rollout_spec,
 )
 from automem_dagster.loop.report import RoundReport, report_dir, report_specialist, report_training
+from automem_dagster.loop.round_plan import PROFICIENCY_ROUND
 from automem_dagster.loop.serving import check_specialist_served, serving_rank_limit, specialist_endpoints, with_training_base
 from automem_dagster.loop.storage import Storage
 from automem_dagster.meta.curate import DatasetTooSmall
@@ -70,7 +60,6 @@ from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
 
 GROUP = "proficiency"
-TAGS = {"domain": "proficiency"}
 
 
 
@@ -84,10 +73,17 @@ def _training_log(log):
     return progress
 
 
-@dg.op(name="training_rollouts_plan", ins={"champion_scaffold": dg.In(dg.Nothing)},
-       out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
 def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, storage: StorageResource):
-    """Decide what the round does (``start_proficiency_round``) and split the training seeds into shards."""
+    """The champion scaffold played by the agent in service on fresh training seeds (disjoint from the
+    evaluation seeds and from the structure loop's diagnosis seeds): the memory decisions the
+    specialist learns from. The value is the batch directory; played in ``shards`` seed shards, one
+    step each. It depends on ``champion_scaffold``: a new champion (a new data version, its content
+    hash) makes this round's specialist stale. The plan step decides what the round does
+    (``start_proficiency_round``) and splits the training seeds into shards.
+
+    Skipped while an earlier round's adapter still waits for its decision (the value is then
+    ``{"resumes": {"adapter": id}}``, which the later steps pass on): this round
+    then evaluates that adapter instead of training a new one."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     start = start_proficiency_round(settings, store)
@@ -112,28 +108,7 @@ def training_connection(shard: dict, endpoints: LLMEndpointsResource, store: Sto
     return specialist_connection(shard, endpoints, store) if shard.get("champion_adapter") else Connection()
 
 
-training_shard = shard_op("training_rollouts_shard", training_connection)
-training_merge = batch_merge_op("training_rollouts_merge")
-
-
-@dg.graph_asset(name="training_rollouts", group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"},
-                tags=TAGS, ins={"champion_scaffold": dg.AssetIn(dagster_type=dg.Nothing)},
-                config=plan_config("training_rollouts_plan", ProficiencyConfig))
-def training_rollouts(champion_scaffold):
-    """The champion scaffold played by the one-model agent on fresh training seeds (disjoint from
-    the evaluation seeds and from the structure loop's diagnosis seeds): the memory decisions the
-    specialist learns from. The value is the batch directory; played in ``shards`` seed shards, one
-    step each. It depends on ``champion_scaffold``: a new champion (a new data version, its content
-    hash) makes this round's specialist stale.
-
-    Skipped while an earlier round's adapter still waits for its decision (the value is then
-    ``{"resumes": {"adapter": id}}``, which the later steps pass on): this round
-    then evaluates that adapter instead of training a new one."""
-    return fan_out(training_plan, training_shard, training_merge, champion_scaffold)
-
-
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "parquet"}, tags=TAGS)
-def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
+def sft_dataset_body(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                 storage: StorageResource, training_rollouts: Any) -> dg.Output:
     """The specialist's SFT dataset, curated from the training rollouts: each memory decision scored
     by its effect (the cheap score, or the measured effect of a replayed sample), borderline ones
@@ -170,8 +145,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
                             dataset_metadata(stats, Path(data.out_dir), version), dg.DataVersion(stats["dataset_hash"]))
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "json"}, tags=TAGS)
-def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
+def lora_config_body(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
                 storage: StorageResource, sft_dataset: dict) -> dg.Output:
     """The LoRA configuration of the training: the settings given in the run config, else the
     meta-LLM's recommendation from the dataset's statistics, validated against the bounds (no
@@ -191,8 +165,7 @@ def lora_config(context: dg.AssetExecutionContext, config: ProficiencyConfig, en
     return dg.Output({**sft_dataset, "lora_config": str(path)}, metadata=lora_config_metadata(choice, path))
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "pytorch", "mlflow"}, tags=TAGS)
-def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, storage: StorageResource,
+def lora_adapter_body(context: dg.AssetExecutionContext, config: ProficiencyConfig, storage: StorageResource,
                  mlflow: MlflowResource, endpoints: LLMEndpointsResource, lora_config: dict) -> dg.Output:
     """The memory specialist: a LoRA adapter trained on the dataset (completion-only loss, held-out
     validation by episode, checkpoints a rerun resumes from), exported as GGUF for the embedded
@@ -228,10 +201,16 @@ def lora_adapter(context: dg.AssetExecutionContext, config: ProficiencyConfig, s
                       "report": report.to_json()}, metadata=metadata)
 
 
-@dg.op(name="specialist_evaluation_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
 def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, storage: StorageResource,
                     lora_adapter: dict):
-    """The new two-model agent's and the agent in service's batches on the fixed seeds, in seed shards."""
+    """The two-model agent (the specialist does the memory operations, the frozen game model picks
+    the actions) against the agent in service (``loop.proficiency.in_service``: the specialist kept last,
+    else the one-model agent), the same scaffold, on the same fixed evaluation seeds (paired), the
+    champion played again beside it unless its A/A replays were bit-identical; each batch played in
+    ``shards`` seed shards, one step each. The embedded server
+    loads the adapter's GGUF; a vLLM memory endpoint loads its peft folder at run time under a name
+    carrying its content hash, verified before the first turn. The decision is not taken here: the
+    ``specialist_gate`` check previews it and ``champion_specialist`` takes it."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     record = registry(store, settings.family).record(lora_adapter["adapter"])
@@ -244,7 +223,7 @@ def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, s
     yield dg.Output({"game": settings.game, "outcome": "evaluated", "adapter": record.id,
                      "scaffold_version": scaffold.version, "seeds": specialist.seeds,
                      "eval_max_steps": specialist.max_steps, "loss_plot": lora_adapter.get("loss_plot"),
-                     "gate": settings.budget.gate.as_dict()}, "plan")
+                     "gate": settings.budget.gate}, "plan")
     champions = champion_arms(champion, f"specialist-{record.id}", store)
     context.log.info(champion_plan(champions))
     yield from shard_outputs([Arm("specialist", specialist),
@@ -266,7 +245,6 @@ def specialist_connection(shard: dict, endpoints: LLMEndpointsResource, store: S
                       check=lambda clients: check_specialist_served(clients.memory, family, record))
 
 
-@dg.op(name="specialist_evaluation_merge")
 def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict,
                      played: list[dict]) -> dg.Output:
     """Both batches merged from their shards, paired, with behaviour metrics."""
@@ -281,26 +259,7 @@ def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, p
     return dg.Output(evaluated(SPECIALIST, plan, spec, champ, described, store), metadata=metadata)
 
 
-specialist_shard = shard_op("specialist_evaluation_shard", specialist_connection)
-
-
-@dg.graph_asset(name="specialist_evaluation", group_name=EVALUATION_GROUP, partitions_def=game_partitions,
-                kinds={"python", "llm"}, tags=EVALUATION_TAGS,
-                config=plan_config("specialist_evaluation_plan", ProficiencyConfig))
-def specialist_evaluation(lora_adapter):
-    """The two-model agent (the specialist does the memory operations, the frozen game model picks
-    the actions) against the agent in service (``loop.proficiency.in_service``: the specialist kept last,
-    else the one-model agent), the same scaffold, on the same fixed evaluation seeds (paired), the
-    champion played again beside it unless its A/A replays were bit-identical; each batch played in
-    ``shards`` seed shards, one step each. The embedded server
-    loads the adapter's GGUF; a vLLM memory endpoint loads its peft folder at run time under a name
-    carrying its content hash, verified before the first turn. The decision is not taken here: the
-    ``specialist_gate`` check previews it and ``champion_specialist`` takes it."""
-    return fan_out(specialist_plan, specialist_shard, specialist_merge, lora_adapter)
-
-
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "mlflow"}, tags=TAGS)
-def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
+def champion_specialist_body(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
                         specialist_evaluation: dict) -> dg.Output:
     """The specialist in service after the round's gate on the evaluation: the adapter is kept only
     when the gate (``metrics.paired``) keeps the two-model agent against the agent in service;
@@ -309,8 +268,8 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
     promotion) is shown again, not taken twice."""
     game = game_of(context.partition_key)
     store = storage.storage()
-    decision, specialist, champion, tracker = promote(context, SPECIALIST, specialist_evaluation,
-                                                      decide_specialist_stage, store, mlflow)
+    decision, specialist, champion, tracker = promote(context, SPECIALIST, specialist_evaluation, store,
+                                                      mlflow)
     record = registry(store, game_family(game)).record(decision.challenger)
     loss_plot = specialist_evaluation.get("loss_plot")
     extra = [Path(loss_plot)] if loss_plot and Path(loss_plot).exists() else []
@@ -320,3 +279,22 @@ def champion_specialist(context: dg.AssetExecutionContext, storage: StorageResou
     log_run_links(context, report.runs)
     return dg.Output({**asdict(decision), "decision": metadata["decision"], "report": report.to_json()},
                      metadata=metadata)
+
+
+BODIES = {
+    "training_rollouts": Batch(training_plan, connection=training_connection),
+    "sft_dataset": Body(sft_dataset_body, frozenset({"python", "llm", "parquet"})),
+    "lora_config": Body(lora_config_body, frozenset({"python", "llm", "json"})),
+    "lora_adapter": Body(lora_adapter_body, frozenset({"python", "pytorch", "mlflow"})),
+    "specialist_evaluation": Batch(specialist_plan, specialist_merge, specialist_connection, group=EVALUATION_GROUP),
+    "champion_specialist": Body(champion_specialist_body, frozenset({"python", "mlflow"})),
+}
+"""What each step of the proficiency round runs in Dagster."""
+ASSETS = plan_assets(PROFICIENCY_ROUND, BODIES, Loop(GROUP, ProficiencyConfig))
+"""The proficiency round's assets, by step."""
+training_rollouts = ASSETS["training_rollouts"]
+sft_dataset = ASSETS["sft_dataset"]
+lora_config = ASSETS["lora_config"]
+lora_adapter = ASSETS["lora_adapter"]
+specialist_evaluation = ASSETS["specialist_evaluation"]
+champion_specialist = ASSETS["champion_specialist"]

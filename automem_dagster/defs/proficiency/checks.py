@@ -3,10 +3,10 @@
 from functools import partial
 
 from automem_dagster.defs.common.challenger import SPECIALIST, gate_check, gate_result
-from automem_dagster.defs.proficiency.assets import specialist_evaluation
+from automem_dagster.defs.proficiency.assets import ASSETS
 
 specialist_gate = gate_check(
-    SPECIALIST, specialist_evaluation, "specialist_gate",
+    SPECIALIST, ASSETS["specialist_evaluation"], "specialist_gate",
     "What the round's gate policy would decide about the two-model agent against the agent in service (would: "
     "keep or roll back; the same policies as for scaffolds). A tie or a loss is an ordinary outcome and passes; "
     "only scores that cannot be paired fail.")

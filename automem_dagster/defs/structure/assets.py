@@ -1,9 +1,10 @@
-"""The structure loop's assets, each one stage of ``automem_dagster.loop.structure``.
+"""The structure loop's assets, built from its plan (``loop/round_plan.STRUCTURE_ROUND``) by
+``defs/common/plan_assets.py``; this module holds each step's body: the stage it runs and what it shows.
 
-``rollout_batch`` -> ``diagnosis`` -> ``scaffold_candidate`` -> (``candidate_evaluation``, in
-the evaluation domain) -> ``champion_scaffold``. Values passed between them are paths and
-small dicts; everything else is read back from the files the stages wrote. ``scaffold_version``
-stands beside the chain: one partition per version, for looking at a version's YAML and fate.
+``rollout_batch`` -> ``diagnosis`` -> ``scaffold_candidate`` -> ``candidate_evaluation`` (its body in
+the evaluation domain) -> ``champion_scaffold``. Values passed between them are paths and small dicts;
+everything else is read back from the files the stages wrote. ``scaffold_version`` stands beside the
+chain, no step of the plan: one partition per version, for looking at a version's YAML and fate.
 """
 
 from dataclasses import asdict
@@ -25,33 +26,25 @@ from automem_dagster.defs.common.metadata import (
 from automem_dagster.defs.common.partitions import (
     ensure_version_partition,
     game_of,
-    game_partitions,
     parse_version_key,
     scaffold_versions,
 )
+from automem_dagster.defs.common.plan_assets import Batch, Body, Loop, plan_assets
 from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.shards import (
-    Arm,
-    batch_merge_op,
-    fan_out,
-    plan_config,
-    resumed,
-    shard_op,
-    shard_outputs,
-    skipped_plan,
-)
+from automem_dagster.defs.common.shards import Arm, resumed, shard_outputs, skipped_plan
 from automem_dagster.defs.common.versions import (
     champion_data_version,
     record_scaffold_versions,
     scaffold_data_version,
     versioned_output,
 )
+from automem_dagster.defs.evaluation.assets import CANDIDATE_EVALUATION
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import META_ONLY
 from automem_dagster.loop.report import report_round
+from automem_dagster.loop.round_plan import STRUCTURE_ROUND
 from automem_dagster.loop.structure import (
     RoundResult,
-    decide_stage,
     diagnose_stage,
     revise_stage,
     rollout_spec,
@@ -78,9 +71,15 @@ def scaffold_version(context: dg.AssetExecutionContext, storage: StorageResource
     return dg.MaterializeResult(metadata=metadata, data_version=scaffold_data_version(store, family, version))
 
 
-@dg.op(name="rollout_batch_plan", out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})
 def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: StorageResource):
-    """Decide what the round does (``start_round``) and split the champion's training seeds into shards."""
+    """The champion scaffold played on fresh training seeds (disjoint from the evaluation seeds): the
+    trajectories the meta-LLM diagnoses. The value is the batch directory. Played in ``shards`` seed
+    shards, one step each, merged into one batch. The plan step decides what the round does
+    (``start_round``) and splits the champion's training seeds into shards.
+
+    Skipped while an earlier round's candidate still waits for its decision (the value is then
+    ``{"resumes": {"candidate": N, ...}}``, which the later steps pass on): this round
+    then finishes that candidate instead of making a new one."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     start = start_round(settings, store)
@@ -101,25 +100,7 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
     yield from shard_outputs([Arm("rollout", spec)], config)
 
 
-rollout_shard = shard_op("rollout_batch_shard")
-rollout_merge = batch_merge_op("rollout_batch_merge")
-
-
-@dg.graph_asset(name="rollout_batch", group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"},
-                tags=TAGS, config=plan_config("rollout_batch_plan", RoundConfig))
-def rollout_batch():
-    """The champion scaffold played on fresh training seeds (disjoint from the evaluation seeds): the
-    trajectories the meta-LLM diagnoses. The value is the batch directory. Played in ``shards`` seed
-    shards, one step each, merged into one batch.
-
-    Skipped while an earlier round's candidate still waits for its decision (the value is then
-    ``{"resumes": {"candidate": N, ...}}``, which the later steps pass on): this round
-    then finishes that candidate instead of making a new one."""
-    return fan_out(rollout_plan, rollout_shard, rollout_merge)
-
-
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm"}, tags=TAGS)
-def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
+def diagnosis_body(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
               storage: StorageResource, rollout_batch: Any) -> dg.Output:
     """The meta-LLM's reading of the rollout trajectories: where the scaffold made memory go wrong,
     each finding citing an episode and step (findings citing steps that do not exist are dropped).
@@ -139,8 +120,7 @@ def diagnosis(context: dg.AssetExecutionContext, config: RoundConfig, endpoints:
     return dg.Output(str(out), metadata=diagnosis_metadata(result, out))
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "llm", "yaml"}, tags=TAGS)
-def scaffold_candidate(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
+def scaffold_candidate_body(context: dg.AssetExecutionContext, config: RoundConfig, endpoints: LLMEndpointsResource,
                        storage: StorageResource, diagnosis: Any) -> dg.Output:
     """The meta-LLM's revision of the scaffold the diagnosed batch played (the champion), answering the
     diagnosis. An accepted patch is saved as the next scaffold version, recorded in the lineage as
@@ -185,8 +165,7 @@ def _stored_dir(path: str | None, file: str) -> Path | None:
     return Path(path) if path and (Path(path) / file).exists() else None
 
 
-@dg.asset(group_name=GROUP, partitions_def=game_partitions, kinds={"python", "mlflow"}, tags=TAGS)
-def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
+def champion_scaffold_body(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
                       candidate_evaluation: dict) -> dg.Output:
     """The champion after the round's gate on the evaluation: the candidate is kept only when the gate
     (``metrics.paired``) keeps it; rolled back and inconclusive leave the champion in place. This is the only
@@ -202,7 +181,7 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
         context.log.info(f"nothing to decide ({reason}): champion stays v{before}")
         return versioned_output({"game": game, "decision": "no candidate", "champion": before},
                                 no_decision_metadata(reason, store, family), champion_data_version(store, family))
-    record, candidate, champion, tracker = promote(context, CANDIDATE, candidate_evaluation, decide_stage, store, mlflow)
+    record, candidate, champion, tracker = promote(context, CANDIDATE, candidate_evaluation, store, mlflow)
     result = RoundResult.judged(record, candidate, champion,
                                 _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"),
                                 _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"))
@@ -212,3 +191,20 @@ def champion_scaffold(context: dg.AssetExecutionContext, storage: StorageResourc
     record_scaffold_versions(context.instance, store, family, [record.champion_before, version])
     return versioned_output({**asdict(record), "decision": metadata["decision"], "report": report.to_json()}, metadata,
                             champion_data_version(store, family))
+
+
+BODIES = {
+    "rollout_batch": Batch(rollout_plan),
+    "diagnosis": Body(diagnosis_body, frozenset({"python", "llm"})),
+    "scaffold_candidate": Body(scaffold_candidate_body, frozenset({"python", "llm", "yaml"})),
+    "candidate_evaluation": CANDIDATE_EVALUATION,
+    "champion_scaffold": Body(champion_scaffold_body, frozenset({"python", "mlflow"})),
+}
+"""What each step of the structure round runs in Dagster."""
+ASSETS = plan_assets(STRUCTURE_ROUND, BODIES, Loop(GROUP))
+"""The structure round's assets, by step."""
+rollout_batch = ASSETS["rollout_batch"]
+diagnosis = ASSETS["diagnosis"]
+scaffold_candidate = ASSETS["scaffold_candidate"]
+candidate_evaluation = ASSETS["candidate_evaluation"]
+champion_scaffold = ASSETS["champion_scaffold"]

@@ -1,22 +1,54 @@
-"""Decision records and plot tables as the DVC pipeline's decide stages write them (loop/records.py),
-from real Crafter batches played by the seeded random agent (no model needed)."""
+"""The DVC pipeline's stage records (``loop/records.py``) and what its decide stages refuse or record without
+deciding (``loop/dvc_round.py``), from real Crafter batches played by the seeded random agent (no model
+needed; tests/contract/test_decide_command.py decides memory-agent batches)."""
 
 import asyncio
 import json
+import shutil
 
 import pytest
 
 from automem_dagster import cli
+from automem_dagster.commands import shared
 from automem_dagster.llm.session import Clients
+from automem_dagster.loop.dvc_round import pipeline_decision
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.proficiency import exported_adapter
-from automem_dagster.loop.records import REJECTED, decision_record, loss_rows, read_evaluation, write_rejected
+from automem_dagster.loop.records import (
+    REJECTED,
+    loss_rows,
+    pass_on_resumed,
+    read_evaluation,
+    write_rejected,
+    write_resumed,
+)
+from automem_dagster.loop.storage import Storage
+from automem_dagster.loop.structure import register_candidate
+from automem_dagster.paths import ASSETS
 from automem_dagster.rollout import RolloutSpec, run_batch
 from automem_dagster.scaffold import load_scaffold
 
 
-def play(out, seeds=(42, 43), steps=3):
-    spec = RolloutSpec("crafter", load_scaffold("crafter", 0), list(seeds), steps, out, concurrency=1, agent="random")
+@pytest.fixture
+def storage(tmp_path, monkeypatch) -> Storage:
+    """A project of its own (the committed assets), which the commands use too."""
+    shutil.copytree(ASSETS, tmp_path / "home" / "assets")
+    store = Storage.under(tmp_path / "home")
+    monkeypatch.setattr(shared, "STORAGE", store)
+    return store
+
+
+def candidate(storage: Storage, register: bool = True):
+    """v1: v0 with another PLAN prompt (the random agent plays it the same), registered pending."""
+    champion = load_scaffold("crafter", 0, storage.scaffolds)
+    v1 = champion.model_copy(update={"version": 1, "parent": 0, "plan_prompt": champion.plan_prompt + " Again."})
+    if register:
+        register_candidate(v1, 0, None, storage, storage.runs)
+    return v1
+
+
+def play(out, scaffold, seeds=(42, 43), steps=3):
+    spec = RolloutSpec("crafter", scaffold, list(seeds), steps, out, concurrency=1, agent="random")
     return asyncio.run(run_batch(spec, Clients(None, None, None)))
 
 
@@ -26,49 +58,31 @@ def rejected_revision(folder, reason="wording only: a revision needs a structura
     return folder
 
 
-def test_the_same_agent_on_the_same_seeds_is_inconclusive_on_two_seeds(tmp_path):
-    play(tmp_path / "champion")
-    play(tmp_path / "candidate")
-    record = decision_record("candidate", tmp_path / "candidate", tmp_path / "champion")
-    assert record["outcome"] == "inconclusive" and record["keep"] == 0 and record["n"] == 2
-    assert record["mean_difference"] == 0.0 and record["reason"].startswith("inconclusive: ")
-    assert "the champion stays" in record["reason"]
-    assert (record["challenger"], record["champion"]) == ("v0", "v0")
-    assert record["gate"] == "significant" and "2 seeds" in record["detectable"]
+def test_a_candidate_batch_the_lineage_did_not_register_is_refused(tmp_path, storage):
+    play(tmp_path / "champion", load_scaffold("crafter", 0, storage.scaffolds))
+    play(tmp_path / "candidate", candidate(storage, register=False))
+    with pytest.raises(RoundError, match="was not played by crafter v1 as the lineage registered it"):
+        pipeline_decision("candidate", tmp_path / "candidate", tmp_path / "champion", storage)
+    assert storage.load_lineage("crafter").next_version() == 1
 
 
-def test_the_decide_command_writes_the_record_and_both_plot_tables(tmp_path):
-    play(tmp_path / "champion")
-    play(tmp_path / "candidate")
-    out = tmp_path / "decide"
-    assert cli.main(["decide", "--role", "candidate", "--challenger", str(tmp_path / "candidate"),
-                     "--champion", str(tmp_path / "champion"), "--record", str(out / "record.json"),
-                     "--progression", str(out / "progression.json"), "--behaviour", str(out / "behaviour.json")]) == 0
-    assert json.loads((out / "record.json").read_text())["outcome"] == "inconclusive"
-    # DVC's params choose the gate: the equal_score gate reads tokens per seed, equal here, so it rolls back.
-    base = ["decide", "--role", "candidate", "--challenger", str(tmp_path / "candidate"), "--champion",
-            str(tmp_path / "champion"), "--record", str(out / "equal.json"), "--progression", str(out / "p.json"),
-            "--behaviour", str(out / "b.json"), "--gate", "equal_score", "--gate-level", "0.3", "--gate-min-seeds", "2"]
-    assert cli.main([*base, "--gate-metric", ""]) == 2  # params.yaml's empty metric is none, which equal_score needs
-    assert cli.main([*base, "--gate-metric", "input_tokens_per_step"]) == 0
-    equal = json.loads((out / "equal.json").read_text())
-    assert equal["gate"] == "equal_score" and equal["outcome"] == "rolled_back"
-    assert "input_tokens_per_step is not lower beyond chance" in equal["reason"]
-    rows = json.loads((out / "progression.json").read_text())
-    assert len(rows) == 1 and rows[0]["progression_low"] <= rows[0]["progression"] <= rows[0]["progression_high"]
-    behaviour = json.loads((out / "behaviour.json").read_text())
-    assert {r["metric"] for r in behaviour} == {"unproductive_action_rate", "redundant_write_rate", "empty_search_rate",
-                                                "invalid_action_rate", "malformed_turn_rate"}
-
-
-def test_a_rejected_revision_is_recorded_as_an_outcome(tmp_path):
-    play(tmp_path / "champion")
+def test_a_rejected_revision_is_recorded_as_an_outcome_and_the_lineage_is_untouched(tmp_path, storage):
+    play(tmp_path / "champion", load_scaffold("crafter", 0, storage.scaffolds))
+    before = storage.load_lineage("crafter").path.read_text()
     marker = write_rejected(tmp_path / "candidate", rejected_revision(tmp_path / "revise"))
     assert marker["rejected_reason"].startswith("wording only")
     assert read_evaluation(tmp_path / "candidate") is None
-    record = decision_record("candidate", tmp_path / "candidate", tmp_path / "champion")
+    record, batches = pipeline_decision("candidate", tmp_path / "candidate", tmp_path / "champion", storage)
     assert record["outcome"] == "rejected" and record["keep"] == 0 and record["challenger"] is None
-    assert record["mean_difference"] is None and "wording only" in record["reason"]
+    assert record["mean_difference"] is None and "wording only" in record["reason"] and list(batches) == ["v0"]
+    assert storage.load_lineage("crafter").path.read_text() == before
+
+
+def test_a_resumed_marker_is_passed_on_and_nothing_else_is(tmp_path):
+    assert pass_on_resumed(tmp_path / "rollout", tmp_path / "diagnose") is None
+    write_resumed(tmp_path / "rollout", "candidate", 3)
+    assert pass_on_resumed(tmp_path / "rollout", tmp_path / "diagnose") == {"role": "candidate", "challenger": 3}
+    assert json.loads((tmp_path / "diagnose" / "resumed.json").read_text())["challenger"] == 3
 
 
 def test_evaluate_candidate_with_a_rejected_revision_plays_nothing_and_exits_cleanly(tmp_path):
@@ -87,11 +101,11 @@ def test_pipeline_evaluations_need_an_out_folder_and_one_role(tmp_path, capsys):
                      "--out", str(tmp_path / "x")]) == 2
 
 
-def test_a_folder_that_is_neither_batch_nor_marker_is_named(tmp_path):
-    play(tmp_path / "champion")
+def test_a_folder_that_is_neither_batch_nor_marker_is_named(tmp_path, storage):
+    play(tmp_path / "champion", load_scaffold("crafter", 0, storage.scaffolds))
     (tmp_path / "unfinished").mkdir()
     with pytest.raises(ValueError, match="unfinished holds neither"):
-        decision_record("specialist", tmp_path / "unfinished", tmp_path / "champion")
+        pipeline_decision("specialist", tmp_path / "unfinished", tmp_path / "champion", storage)
 
 
 def test_an_adapter_folder_without_training_is_refused_by_name(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from builders import step, turn
 
 from automem_dagster.metrics.behaviour import gate_reading, guard_readings
-from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, gate_verdict
 
 SIX = range(6)
 SCORES = {s: 0.1 * (s % 3) for s in SIX}
@@ -41,7 +41,7 @@ def test_method_check_fewer_calls_with_the_prompt_cache_are_no_token_saving():
     retried = [step(turns=[turn("log", input_tokens=1000, cached_tokens=900, attempts=2)])]
     assert gate_reading(retried, "input_tokens_per_step") == 1000.0  # a retry finds its own prompt cached
     metric = compare_metric(SCORES, SCORES, dict.fromkeys(SIX, 1000.0), dict.fromkeys(SIX, 200.0), TOKENS)
-    decision = decide(compare_paired(SCORES, SCORES), TOKENS, metric)
+    decision = gate_verdict(compare_paired(SCORES, SCORES), TOKENS, metric)
     assert decision.outcome == "rolled_back" and "uncached" in decision.reason
 
 
@@ -54,10 +54,10 @@ def test_method_check_a_saving_bought_by_no_longer_writing_memory_is_rolled_back
     guards = {name: (guard_readings([silent])[name], guard_readings([writer])[name])
               for name in ("valid_action_rate", "reads_per_step", "writes_per_step")}
     metric = compare_metric(SCORES, SCORES, cheaper, {s: 2100.0 + s for s in SIX}, TOKENS, guards=guards)
-    decision = decide(compare_paired(SCORES, SCORES), TOKENS, metric)
+    decision = gate_verdict(compare_paired(SCORES, SCORES), TOKENS, metric)
     assert decision.outcome == "rolled_back"
     assert "collapse of reads_per_step 0 vs 1, writes_per_step 0 vs 1" in decision.reason
-    kept = decide(compare_paired(SCORES, SCORES), TOKENS,
+    kept = gate_verdict(compare_paired(SCORES, SCORES), TOKENS,
                   compare_metric(SCORES, SCORES, cheaper, {s: 2100.0 + s for s in SIX}, TOKENS,
                                  guards={"writes_per_step": (0.8, 1.0)}))
     assert kept.outcome == "kept", kept.reason              # 80 % of the champion's writes is no collapse

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from automem_dagster.metrics.noise import noise_floor
-from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, gate_verdict
 from automem_dagster.metrics.power import detectable_gain
 
 STEP = 1 / 22  # one Crafter achievement of 22
@@ -41,7 +41,7 @@ def verdict(candidate, champion, gate, floor, candidate_tokens=None, champion_to
     if gate.metric:
         metric = compare_metric(candidate, champion, candidate_tokens, champion_tokens, gate, n_resamples=500)
     comparison = compare_paired(candidate, champion, n_resamples=500)
-    return decide(comparison, gate, metric, floor=floor.points, detectable=detectable_gain(candidate, champion, gate),
+    return gate_verdict(comparison, gate, metric, floor=floor.points, detectable=detectable_gain(candidate, champion, gate),
                   metric_floor=floor.metric)
 
 
@@ -89,7 +89,7 @@ def test_method_check_equal_score_rolls_back_the_recorded_llm_meta_revision():
     assert metric.p_value == pytest.approx(1 / 64)
     comparison = compare_paired(candidate, champion)
     assert comparison.champion_mean == pytest.approx(0.7576, abs=1e-4) and comparison.candidate_mean == 0.0
-    decision = decide(comparison, gate, metric, detectable=detectable_gain(candidate, champion, gate))
+    decision = gate_verdict(comparison, gate, metric, detectable=detectable_gain(candidate, champion, gate))
     assert decision.outcome == "rolled_back" and "progression may be worse" in decision.reason
 
 
@@ -100,5 +100,5 @@ def test_method_check_equal_score_is_inconclusive_while_the_champion_scores_insi
     gate = GatePolicy("equal_score", metric=TOKENS)
     cheaper = {s: 1600.0 + s for s in champion}
     metric = compare_metric(candidate, champion, cheaper, {s: 2100.0 + s for s in champion}, gate)
-    decision = decide(compare_paired(candidate, champion), gate, metric, floor=1.0)
+    decision = gate_verdict(compare_paired(candidate, champion), gate, metric, floor=1.0)
     assert decision.outcome == "inconclusive" and "inside the noise floor" in decision.reason

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from automem_dagster.metrics.paired import GatePolicy, compare_paired, decide
+from automem_dagster.metrics.paired import GatePolicy, compare_paired, gate_verdict
 
 CHAMPION = {42: 0.2, 43: 0.4, 44: 0.1, 45: 0.3, 46: 0.0}
 CANDIDATE = {42: 0.3, 43: 0.4, 44: 0.3, 45: 0.3, 46: 0.1}  # differences 0.1, 0, 0.2, 0, 0.1
@@ -24,17 +24,17 @@ def test_statistics_are_paired_in_percent_with_population_stderr():
 
 
 def test_higher_mean_keeps_a_gain_above_the_floor_and_the_reason_quotes_the_means():
-    decision = decide(compare_paired(CANDIDATE, CHAMPION), HIGHER)
+    decision = gate_verdict(compare_paired(CANDIDATE, CHAMPION), HIGHER)
     assert decision.keep and decision.outcome == "kept"
     assert "28.00%" in decision.reason and "20.00%" in decision.reason and "+8.00" in decision.reason
     assert "noise floor not measured" in decision.reason
     # The same gain inside a measured floor is not a keep: the paper's rule, read against the noise.
-    inside = decide(compare_paired(CANDIDATE, CHAMPION), HIGHER, floor=9.0)
+    inside = gate_verdict(compare_paired(CANDIDATE, CHAMPION), HIGHER, floor=9.0)
     assert inside.outcome == "inconclusive" and "noise floor 9.00 points" in inside.reason
 
 
 def test_losing_candidate_rolls_back():
-    decision = decide(compare_paired(CHAMPION, CANDIDATE), HIGHER)
+    decision = gate_verdict(compare_paired(CHAMPION, CANDIDATE), HIGHER)
     assert not decision.keep and decision.outcome == "rolled_back"
     assert "below" in decision.reason and "20.00%" in decision.reason and "28.00%" in decision.reason
 
@@ -44,7 +44,7 @@ def test_tie_is_inconclusive_even_when_float_sums_differ_by_an_ulp():
     champion = {42: 0.3, 43: 0.2, 44: 0.1}
     c = compare_paired(candidate, champion)
     assert c.candidate_mean != c.champion_mean  # 0.1 + 0.2 + 0.3 != 0.3 + 0.2 + 0.1 in floats
-    decision = decide(c, HIGHER)
+    decision = gate_verdict(c, HIGHER)
     assert decision.outcome == "inconclusive" and "inside the noise floor" in decision.reason
     assert "20.00%" in decision.reason and "the champion stays" in decision.reason
     # The same rule decides a specialist: the reason names the gate's rule, not a scaffold revision.
@@ -96,7 +96,7 @@ def test_permutation_p_value_is_the_exact_share_of_sign_flips():
 
 
 def test_the_default_gate_is_significant():
-    decision = decide(compare_paired(CANDIDATE, CHAMPION))
+    decision = gate_verdict(compare_paired(CANDIDATE, CHAMPION))
     assert decision.policy == GatePolicy() and decision.policy.rule == "significant"
     assert "gate significant" in decision.reason
 
@@ -106,15 +106,15 @@ def test_significant_gate_calls_a_gain_chance_explains_inconclusive_and_says_the
 
     significant = GatePolicy("significant", level=0.05, min_seeds=5)
     detectable = detectable_gain(CANDIDATE, CHAMPION, significant)
-    decision = decide(compare_paired(CANDIDATE, CHAMPION), significant, detectable=detectable)
+    decision = gate_verdict(compare_paired(CANDIDATE, CHAMPION), significant, detectable=detectable)
     assert decision.outcome == "inconclusive" and not decision.keep and "p 0.125" in decision.reason
     assert f"{detectable.seeds_for['5']} paired seeds would detect a 5-point gain" in decision.reason
     assert decision.policy == significant
     # The case: one piece of wood on 2 seeds (2.27 % vs 0.00 %) is kept by the old rule only.
     wood = compare_paired({1: 1 / 22, 2: 0.0}, {1: 0.0, 2: 0.0})
-    assert decide(wood, HIGHER).keep  # the paper's rule with no floor measured
-    assert decide(wood, HIGHER, floor=2.5).outcome == "inconclusive"
-    few = decide(wood, significant)
+    assert gate_verdict(wood, HIGHER).keep  # the paper's rule with no floor measured
+    assert gate_verdict(wood, HIGHER, floor=2.5).outcome == "inconclusive"
+    few = gate_verdict(wood, significant)
     assert few.outcome == "inconclusive" and "on 2 seeds" in few.reason and "no fewer than 5" in few.reason
 
 
@@ -122,10 +122,10 @@ def test_significant_gate_keeps_a_consistent_gain_and_never_a_loss_or_tie():
     significant = GatePolicy("significant", level=0.05, min_seeds=5)
     better = {s: 0.3 + 0.01 * s for s in range(6)}
     worse = {s: 0.1 + 0.01 * s for s in range(6)}
-    kept = decide(compare_paired(better, worse), significant)
+    kept = gate_verdict(compare_paired(better, worse), significant)
     assert kept.keep and kept.comparison.p_value == pytest.approx(1 / 64)
-    assert decide(compare_paired(worse, better), significant).outcome == "rolled_back"
-    tie = decide(compare_paired(better, better), significant)
+    assert gate_verdict(compare_paired(worse, better), significant).outcome == "rolled_back"
+    tie = gate_verdict(compare_paired(better, better), significant)
     assert tie.outcome == "rolled_back" and "a gain of 5 points is ruled out" in tie.reason
 
 
@@ -168,12 +168,12 @@ def equal_score(candidate, champion, candidate_tokens, champion_tokens, policy=E
     from automem_dagster.metrics.paired import compare_metric
 
     metric = compare_metric(candidate, champion, candidate_tokens, champion_tokens, policy)
-    return decide(compare_paired(candidate, champion), policy, metric)
+    return gate_verdict(compare_paired(candidate, champion), policy, metric)
 
 
 def test_equal_score_keeps_a_cheaper_candidate_at_equal_score_that_the_papers_rule_ties():
     cheaper = {s: t - 80.0 for s, t in TOKENS.items()}
-    assert not decide(compare_paired(SCORES, SCORES), HIGHER).keep  # higher_mean: a tie
+    assert not gate_verdict(compare_paired(SCORES, SCORES), HIGHER).keep  # higher_mean: a tie
     decision = equal_score(SCORES, SCORES, cheaper, TOKENS)
     assert decision.keep and "not worse" in decision.reason and "input_tokens_per_step" in decision.reason
     assert decision.metric.reduction == pytest.approx(80.0) and decision.metric.p_value == pytest.approx(1 / 64)
@@ -201,7 +201,7 @@ def test_equal_score_still_keeps_a_significant_gain_and_needs_its_metric():
     better = {s: v + 0.1 for s, v in SCORES.items()}
     assert equal_score(better, SCORES, TOKENS, TOKENS).keep
     with pytest.raises(ValueError, match="input_tokens_per_step"):
-        decide(compare_paired(SCORES, SCORES), EQUAL)
+        gate_verdict(compare_paired(SCORES, SCORES), EQUAL)
 
 
 @pytest.mark.parametrize("kwargs", [{"rule": "equal_score"}, {"rule": "equal_score", "metric": "score"},
@@ -247,7 +247,7 @@ def test_dagsters_gate_check_previews_the_equal_score_gate_from_the_evaluations_
     from automem_dagster.defs.evaluation.checks import evaluation_gate_result
 
     cheaper = {s: t - 80.0 for s, t in TOKENS.items()}
-    evaluation = {"outcome": "evaluated", "candidate": 1, "gate": EQUAL.as_dict(),
+    evaluation = {"outcome": "evaluated", "candidate": 1, "gate": EQUAL,
                   "per_seed": {"candidate": SCORES, "champion": SCORES},
                   "per_seed_metric": {"candidate": cheaper, "champion": TOKENS}}
     check = evaluation_gate_result(evaluation)

@@ -7,14 +7,14 @@ import shutil
 
 import pytest
 
-from automem_dagster.metrics.paired import compare_paired, decide
+from automem_dagster.metrics.paired import compare_paired, gate_verdict
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.lineage import Lineage, LineageError, render_tree
 
 SEEDS = range(42, 47)
-WIN = decide(compare_paired(dict.fromkeys(SEEDS, 0.5), dict.fromkeys(SEEDS, 0.25), n_resamples=100))
-LOSS = decide(compare_paired(dict.fromkeys(SEEDS, 0.25), dict.fromkeys(SEEDS, 0.5), n_resamples=100))
+WIN = gate_verdict(compare_paired(dict.fromkeys(SEEDS, 0.5), dict.fromkeys(SEEDS, 0.25), n_resamples=100))
+LOSS = gate_verdict(compare_paired(dict.fromkeys(SEEDS, 0.25), dict.fromkeys(SEEDS, 0.5), n_resamples=100))
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def test_render_tree_shows_branches_decisions_scores_and_champion(dirs):
 
 
 def test_an_inconclusive_decision_is_recorded_as_such_and_cannot_be_promoted(dirs):
-    few = decide(compare_paired({42: 0.5, 43: 0.25}, {42: 0.25, 43: 0.25}, n_resamples=100))
+    few = gate_verdict(compare_paired({42: 0.5, 43: 0.25}, {42: 0.25, 43: 0.25}, n_resamples=100))
     assert few.outcome == "inconclusive"
     lineage = load(dirs)
     lineage.record_candidate(1, 0, "hash-v1", "runs/diagnosis-1.md")

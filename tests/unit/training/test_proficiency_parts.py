@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.strict_schema import strict_violations
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.gate import decide_paired
+from automem_dagster.loop.gate import paired_verdict
 from automem_dagster.loop.proficiency import start_proficiency_round
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.serving import specialist_endpoints
@@ -71,15 +71,15 @@ def test_registry_moves_the_pointer_only_on_keep(tmp_path):
     reg.save()
     reg = SpecialistRegistry.load("crafter", tmp_path)
     assert reg.pending().id == "a1"
-    reg.decide("a1", False, "tie", {})
+    reg.record_decision("a1", False, "tie", {})
     assert reg.champion is None and reg.pending() is None
     reg.add(_record("a2"))
-    reg.decide("a2", True, "win", {"mean_difference": 2.0})
+    reg.record_decision("a2", True, "win", {"mean_difference": 2.0})
     reg.save()
     reg = SpecialistRegistry.load("crafter", tmp_path)
     assert reg.champion == "a2" and reg.record("a1").decision == "rolled_back"
     with pytest.raises(RegistryError, match="already decided"):
-        reg.decide("a2", True, "again", {})
+        reg.record_decision("a2", True, "again", {})
     (tmp_path / "crafter.json").write_text("{not json")
     with pytest.raises(RegistryError, match="restore it"):
         SpecialistRegistry.load("crafter", tmp_path)
@@ -91,23 +91,23 @@ def _batch(folder, progression_by_seed: dict[int, float]) -> BatchSummary:
     identity = {"game": "crafter", "roles": {"game": {"model": "m"}}, "digest": "d"}
     (folder / "batch.json").write_text(json.dumps({"game": "crafter", "identity": identity}))
     episodes = [EpisodeSummary(f"crafter__seed{s}", s, 10, p, 0.0, 1.0, 10) for s, p in progression_by_seed.items()]
-    return BatchSummary(str(folder), "crafter", episodes, None, None)
+    return BatchSummary(str(folder), "crafter", episodes, None, None, identity=identity)
 
 
 def test_both_loops_gate_on_a_win_over_the_same_seeds(tmp_path):
     higher = GatePolicy("higher_mean")
-    win = decide_paired(_batch(tmp_path / "a", {42: 0.2, 43: 0.1}), _batch(tmp_path / "b", {42: 0.0, 43: 0.1}),
+    win = paired_verdict(_batch(tmp_path / "a", {42: 0.2, 43: 0.1}), _batch(tmp_path / "b", {42: 0.0, 43: 0.1}),
                         "specialist", higher)
     assert win.keep and win.reason.startswith("kept")
-    tie = decide_paired(_batch(tmp_path / "c", {42: 0.1, 43: 0.0}), _batch(tmp_path / "d", {42: 0.0, 43: 0.1}),
+    tie = paired_verdict(_batch(tmp_path / "c", {42: 0.1, 43: 0.0}), _batch(tmp_path / "d", {42: 0.0, 43: 0.1}),
                         "candidate", higher)
     assert tie.outcome == "inconclusive" and "inside the noise floor" in tie.reason
     # The default gate decides nothing on 2 seeds, and says how many a 5-point gain needs.
-    few = decide_paired(_batch(tmp_path / "g", {42: 0.2, 43: 0.1}), _batch(tmp_path / "h", {42: 0.0, 43: 0.1}),
+    few = paired_verdict(_batch(tmp_path / "g", {42: 0.2, 43: 0.1}), _batch(tmp_path / "h", {42: 0.0, 43: 0.1}),
                         "specialist")
     assert few.outcome == "inconclusive" and "paired seeds would detect a 5-point gain" in few.reason
     with pytest.raises(RoundError, match=r"specialist seeds \[42\] and champion seeds \[42, 43\] differ: rerun"):
-        decide_paired(_batch(tmp_path / "e", {42: 0.5}), _batch(tmp_path / "f", {42: 0.0, 43: 0.0}), "specialist")
+        paired_verdict(_batch(tmp_path / "e", {42: 0.5}), _batch(tmp_path / "f", {42: 0.0, 43: 0.0}), "specialist")
 
 
 def test_two_model_endpoints():

@@ -1,11 +1,11 @@
 """One settings model per loop (``loop/settings.py``): the only place a round option has its default and help.
 The CLI's options, the Dagster run config and params.yaml all come from it, and the DVC stages read
-params.yaml through ``--settings``."""
+params.yaml through ``--settings`` (a default edited in the model, seen everywhere in a fresh interpreter:
+tests/contract/test_settings_default_everywhere.py)."""
 
 import ast
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,41 +20,6 @@ from automem_dagster.loop.settings import ProficiencyOptions, options_of_params
 PACKAGE = Path(automem_dagster.__file__).parent
 REPO = PACKAGE.parent
 """The checkout (tests run with a scratch project home, so not ``paths.REPO``)."""
-SHOW = """
-import contextlib, io, json
-from automem_dagster import cli
-from automem_dagster.defs.proficiency.config import ProficiencyConfig
-from dagster._config.pythonic_config import infer_schema_from_config_class
-help_text = io.StringIO()
-with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
-    cli.main(["train", "--help"])
-params = io.StringIO()
-with contextlib.redirect_stdout(params):
-    cli.main(["params"])
-field = infer_schema_from_config_class(ProficiencyConfig).config_type.fields["horizon"]
-print(json.dumps({"help": " ".join(help_text.getvalue().split()), "params": params.getvalue(),
-                  "dagster": field.default_value}))
-"""
-
-
-@pytest.mark.contract
-def test_a_default_changed_in_the_model_shows_in_train_help_the_dagster_schema_and_params(tmp_path):
-    """A copy of the package with the curation horizon's default edited in ``loop/settings.py`` (and nowhere
-    else), run in a fresh interpreter as a user runs it."""
-    copy = tmp_path / "automem_dagster"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    settings = copy / "loop" / "settings.py"
-    source = settings.read_text()
-    assert source.count("horizon: int = _option(10,") == 1
-    settings.write_text(source.replace("horizon: int = _option(10,", "horizon: int = _option(37,"))
-    out = subprocess.run([sys.executable, "-c", SHOW], capture_output=True, text=True, cwd=tmp_path, check=True,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "HOME": str(tmp_path)})
-    shown = __import__("json").loads(out.stdout.splitlines()[-1])
-    assert "--horizon HORIZON K: the window" in shown["help"] and "(default 37)" in shown["help"]
-    assert yaml.safe_load(shown["params"])["curate"]["horizon"] == 37
-    assert shown["dagster"] == 37
-
-
 def test_params_yaml_is_what_automem_params_writes(tmp_path, capsys):
     """The committed params.yaml is the output of the command its header names: no value of its own."""
     committed = (REPO / "params.yaml").read_text()
@@ -91,8 +56,8 @@ ROUND_ONLY_FLAGS = sorted(option_flag(ProficiencyOptions, name) for name in Prof
                           if name not in {"rollout_episodes", "rollout_max_steps", "eval_episodes", "eval_max_steps",
                                           "concurrency", "lora_settings", "eval_every", "seed_block"})
 """Flags that mean a round option and nothing else. ``--episodes``, ``--max-steps``, ``--eval-episodes``,
-``--eval-max-steps`` and ``--concurrency`` also name the play options of ``rollout``, ``evaluate`` and
-``table`` (the paper table's 50 steps), which are no round's; ``--lora-settings`` is a file."""
+``--eval-max-steps`` and ``--concurrency`` also name the play options of ``rollout`` and ``evaluate``,
+which are no round's; ``--lora-settings`` is a file."""
 
 
 def literal_defaults_outside_the_model() -> list[str]:

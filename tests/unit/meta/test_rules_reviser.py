@@ -1,15 +1,8 @@
-"""The rules meta: one test per rule on constructed evidence, then a whole round through the
-lineage, the gate and MLflow with the rules as the meta and a scripted game model."""
+"""The rules meta: one test per rule on constructed evidence, and the revision they make
+(a whole round with the rules meta: tests/contract/test_rules_meta_round.py)."""
 
-import json
-import shutil
 
-import pytest
-from builders import structure_round
 
-from automem_dagster.llm import EndpointConfig
-from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.loop.structure import RoundSettings, Storage
 from automem_dagster.meta.diagnosis_record import Diagnosis, Finding
 from automem_dagster.meta.evidence import ContextGrowth, EpisodeEvidence, Evidence, FailurePoint, FileUsage
 from automem_dagster.meta.rules_reviser import (
@@ -27,10 +20,8 @@ from automem_dagster.meta.rules_reviser import (
     rule_stuck,
     rules_revision,
 )
-from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.scaffold.patch import ScaffoldPatch, apply_patch
-from automem_dagster.tracking import Tracker
 
 V0 = load_scaffold("crafter", 0)
 BUSY = FileUsage(reads=3, writes=4)
@@ -186,41 +177,3 @@ def test_the_rules_revision_is_validated_and_names_its_meta():
     assert "[stuck crafter__seed1 step 1]" in revision.patch["rationale"]
     nothing = rules_revision(V0, _diagnosis(evidence()), "diag", 1)
     assert not nothing.accepted and "found nothing" in nothing.rejected_reason
-
-
-GAME_RULES = [{"match": "Phase: LOG", "reply": "<|DONE|>"}, {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"}]
-
-
-@pytest.fixture
-def storage(tmp_path):
-    scaffolds = tmp_path / "scaffolds"
-    shutil.copytree(SCAFFOLDS, scaffolds)
-    return Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
-
-
-def test_a_round_with_the_rules_meta_goes_through_lineage_gate_and_mlflow(storage, scripted, tmp_path):
-    server = scripted(GAME_RULES)
-    game = EndpointConfig(name="game", base_url=server.base_url, model="scripted", constrained="none")
-    config = EndpointsConfig(game=game, meta=EndpointConfig(name="meta", base_url="rules"))
-    settings = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=5, eval_max_steps=5, eval_episodes=2)
-
-    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
-    result, _ = structure_round(storage, config, settings, tracker)
-    # The scripted model idles: the rules see stuck stretches and files nobody used.
-    diagnosis = json.loads((result.diagnosis_dir / "diagnosis.json").read_text())
-    assert {f["kind"] for f in diagnosis["findings"]} >= {"stuck", "other"} and not diagnosis["attempts"]
-    assert "rules meta" in (result.diagnosis_dir / "diagnosis.md").read_text()
-    assert result.revision.meta == "rules" and "signals: stuck.enabled False -> True" in result.revision.changes
-    # Both versions idle alike: on 2 seeds the default gate cannot tell them apart (inconclusive), v0 stays.
-    assert result.outcome == "inconclusive" and storage.load_lineage("crafter").champion().version == 0
-    assert server.request_log.read_text().count('"messages"') > 0
-    runs = {r["role"]: r for r in tracker.runs_for("crafter")}
-    assert runs["candidate"]["meta"] == "rules" and runs["champion"]["meta"] is None
-    params = tracker.client.get_run(runs["candidate"]["run_id"]).data.params
-    assert params["endpoint.meta.base_url"] == "rules" and params["endpoint.meta.model"] == "rules"
-
-
-def test_rules_serve_only_the_meta_role():
-    with pytest.raises(ValueError, match="game.base_url: 'rules' is a meta without a model"):
-        EndpointsConfig(game=EndpointConfig(name="game", base_url="rules"))
-

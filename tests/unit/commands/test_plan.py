@@ -11,6 +11,6 @@ def test_plan_prints_every_step_and_outcome_and_draws_the_figure(tmp_path, capsy
     said = " ".join((captured.out + captured.err).split())  # the console wraps its lines
     for plan in (STRUCTURE_ROUND, PROFICIENCY_ROUND):
         for step in plan.steps:
-            assert f"{step.name} reads {', '.join(step.reads) or '(the champion)'}" in said
+            assert f"{step.name} reads {', '.join(step.reads) or '(the champion)'}; runs {step.stage_name}" in said
         assert all(f"outcome {outcome}" in said for outcome in plan.outcomes)
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

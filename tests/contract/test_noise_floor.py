@@ -79,22 +79,20 @@ def test_a_replay_that_differs_is_no_bit_identical_a_a_and_rounds_play_the_champ
     assert list(arms) == ["champion_replay"] and str(arms["champion_replay"].out_dir).endswith("-replay-v1")
 
 
-def decide_candidate(storage, endpoints: Path, capsys) -> str:
-    """``automem evaluate --decide`` of a pending candidate v1 (another plan prompt) on 2 seeds x 4 steps."""
+def decide_candidate(storage, endpoints: Path, capsys) -> None:
+    """``automem revise``, the CLI round, resuming a pending candidate v1 (another plan prompt) on 2 seeds x 4 steps."""
     champion = load_scaffold("crafter", 0, storage.scaffolds)
     candidate = champion.model_copy(update={"version": 1, "parent": 0, "plan_prompt": champion.plan_prompt + " Go."})
     save_scaffold(candidate, storage.scaffolds)
     with storage.update_lineage("crafter") as lineage:
         lineage.record_candidate(1, 0, content_hash(candidate), None)
     capsys.readouterr()
-    assert cli.main(["evaluate", "--game", "crafter", "--scaffold", "v1", "--eval-episodes", "2", "--max-steps", "4",
-                     "--endpoints", str(endpoints), "--decide", "--no-tracking"]) == 0
-    return capsys.readouterr().out
+    assert cli.main(["revise", "--game", "crafter", "--eval-episodes", "2", "--eval-max-steps", "4",
+                     "--endpoints", str(endpoints), "--no-tracking"]) == 0
 
 
 def test_the_first_decision_without_a_floor_replays_the_champion_and_measures_it(storage, scripted, tmp_path, capsys):
-    out = decide_candidate(storage, endpoints_of(scripted(EAST), tmp_path), capsys)
-    assert "no noise floor is stored for its identity" in out and "at most one more champion batch of 2 seeds" in out
+    decide_candidate(storage, endpoints_of(scripted(EAST), tmp_path), capsys)
     record = load_decision(storage, "crafter", 1)
     assert record.noise["floor"] == 0.0 and record.noise["bit_identical"]      # measured by this round
     first = evaluation_spec(SETTINGS, load_scaffold("crafter", 0, storage.scaffolds), storage)
@@ -106,7 +104,7 @@ def test_the_first_decision_without_a_floor_replays_the_champion_and_measures_it
 def test_a_decision_quotes_the_stored_floor_and_says_the_champion_batch_was_reused(storage, scripted, tmp_path, capsys):
     endpoints = endpoints_of(scripted(EAST), tmp_path)
     noise(endpoints, capsys)
-    assert "batch is reused" in decide_candidate(storage, endpoints, capsys)
+    decide_candidate(storage, endpoints, capsys)
     record = load_decision(storage, "crafter", 1)
     assert record.noise["floor"] == 0.0 and record.noise["bit_identical"]
     assert "noise floor 0.00 points" in record.reason
