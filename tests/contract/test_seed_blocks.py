@@ -72,7 +72,7 @@ def test_the_dvc_rollout_stage_plays_the_rules_block(rule, tmp_path, scripted, m
     endpoints_file(project.root / "endpoints.yaml", scripted(IDLE), ("game",))
     project.set_params(endpoints="endpoints.yaml", rollout={"episodes": EPISODES, "max_steps": 2})
     command = project.command("rollout")
-    assert command[0] == "automem" and "--training" in command
+    assert command[:2] == ["automem", "rollout"] and command[command.index("--round") + 1] == "structure"
     monkeypatch.chdir(project.root)
     monkeypatch.setattr(shared, "STORAGE", project.storage)
     assert cli.main(command[1:]) == 0
