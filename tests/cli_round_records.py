@@ -4,7 +4,7 @@ Also the structure round's settings and endpoints file that the CLI-round tests 
 
 import builders
 import dagster as dg
-from test_dagster_defs import RUN_CONFIG
+from dagster_round_rules import RUN_CONFIG
 
 SETTINGS = RUN_CONFIG.ops["rollout_batch"].settings("crafter")
 

@@ -1,7 +1,7 @@
 """A round the CLI runs is a Dagster run in the project's instance: every step materialized, the gate checked.
 
 The round is ``automem revise``'s own function (``commands.structure.structure_round``) against
-one scripted server (the rules of test_dagster_defs: a patch adding ``WIN-MARKER`` wins, one
+one scripted server (the rules of dagster_round_rules: a patch adding ``WIN-MARKER`` wins, one
 without a structural change is rejected). Afterwards the instance under ``$DAGSTER_HOME`` is
 queried through Dagster's Python API: the run (its job, its tag), each asset's materialization in
 it, the ``evaluation_gate`` result, the ``scaffold_versions`` partitions, and the sensors, which
@@ -14,7 +14,7 @@ import json
 import dagster as dg
 from builders import whole
 from cli_round_records import SETTINGS, endpoints_file, latest, one_cli_run
-from test_dagster_defs import GAME_RULES, meta_rules, winning_patch
+from dagster_round_rules import GAME_RULES, meta_rules, winning_patch
 
 from automem_dagster.commands import shared
 from automem_dagster.commands.structure import structure_round

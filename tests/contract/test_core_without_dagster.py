@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from builders import endpoints_file
-from test_dagster_defs import GAME_RULES, meta_rules, winning_patch
+from dagster_round_rules import GAME_RULES, meta_rules, winning_patch
 
 CORE_WITHOUT_DAGSTER = r"""
 import contextlib, importlib, importlib.abc, io, json, pkgutil, sys

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from builders import endpoints_file
-from test_dagster_defs import GAME_RULES
+from dagster_round_rules import GAME_RULES
 
 from automem_dagster.loop.storage import Storage
 

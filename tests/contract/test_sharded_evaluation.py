@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 from batch_content import batch_content
 from builders import mlflow_resource, round_resources
-from test_dagster_defs import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
+from dagster_round_rules import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
 
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.common.resources import StorageResource

@@ -1,7 +1,7 @@
 """What a person sees in a browser after the demo's rounds, run by the CLI: the pages ``make run``
 points to, in headless Chromium driven by Playwright.
 
-A structure round (test_dagster_defs's scripted rules: the candidate wins) and then a
+A structure round (dagster_round_rules' scripted rules: the candidate wins) and then a
 proficiency round on the new champion (tests/proficiency_round_rules.py's scripted rules and a real
 one-step LoRA training, the specialist served by a vLLM stand-in, see ``demo_rounds``: the
 specialist wins) report to a scratch Dagster instance and MLflow store, as ``make run`` does;
@@ -32,8 +32,8 @@ import dagster as dg
 import proficiency_round_rules as proficiency
 import pytest
 from cli_round_records import SETTINGS, endpoints_file, latest, one_cli_run
+from dagster_round_rules import GAME_RULES, meta_rules, winning_patch
 from proficiency_round_rules import PROFICIENCY_ASSETS
-from test_dagster_defs import GAME_RULES, meta_rules, winning_patch
 from test_dagster_dev import _get, _stop
 
 from automem_dagster.commands import shared
