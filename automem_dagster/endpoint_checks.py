@@ -26,7 +26,7 @@ from automem_dagster.agent.baselines import REASONING_MAX_CHARS
 from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask, reasoning_turn
 from automem_dagster.games import make_game
 from automem_dagster.llm.client import EndpointError
-from automem_dagster.llm.config import EndpointConfig, EndpointConfigError, EndpointsConfig
+from automem_dagster.llm.config import RULES, EndpointConfig, EndpointConfigError, EndpointsConfig
 from automem_dagster.llm.replicas import ReplicatedClient
 from automem_dagster.llm.server_rules import check_server
 from automem_dagster.llm.session import connect
@@ -195,8 +195,11 @@ async def check_endpoints(config: EndpointsConfig, log_dir: Path, dry_run: bool 
         except EndpointConfigError as exc:
             check.ok, check.reason = False, str(exc)
         checks[role] = check
+    # The rules meta has no server to probe; its row says so, so every role the file names is listed.
+    rules = [RoleCheck("meta", "no server", RULES, RULES, ok=True, reason="the rules meta: no model and nothing to "
+                       "reach")] if config.rules_meta is not None else []
     if dry_run or not all(c.ok for c in checks.values()):
-        return list(checks.values())
+        return list(checks.values()) + rules
     probe = config.model_copy(update={r: _probe_config(c) for r, c in roles.items()})
     rows = []
     async with connect(probe, log_dir) as clients:
@@ -208,7 +211,7 @@ async def check_endpoints(config: EndpointsConfig, log_dir: Path, dry_run: bool 
                 row = replace(check, base_url=target.base_url)
                 await _fill(row, role, target)
                 rows.append(row)
-    return rows
+    return rows + rules
 
 
 async def _fill(check: RoleCheck, role: str, client) -> None:

@@ -25,3 +25,10 @@ def test_check_names_an_unset_key_variable_without_a_request(tmp_path, capsys, m
     body = "game: {name: game, base_url: 'http://127.0.0.1:9/v1', api_key_env: AUTOMEM_NO_SUCH_KEY}\n"
     code, out = run_check(tmp_path, capsys, body, "--dry-run")
     assert code == 1 and "$AUTOMEM_NO_SUCH_KEY, which is not set" in out
+
+
+def test_check_lists_the_rules_meta_as_a_role_with_nothing_to_reach(tmp_path, capsys):
+    body = "game: {name: game, base_url: 'http://127.0.0.1:9/v1'}\nmeta: {kind: rules}\n"
+    code, out = run_check(tmp_path, capsys, body, "--dry-run")
+    assert code == 0 and "rules meta: no model and nothing to reach" in out.splitlines()[-1]
+    assert out.splitlines()[-1].startswith("meta")
