@@ -5,12 +5,22 @@ serves), dequantized to fp32 by transformers; any other value is a Hugging Face 
 local directory, used as given on a GPU machine. A GGUF-loaded model carries transformers'
 GGUF quantizer marker, which makes peft/trl refuse to train and save it although the weights
 are plain fp32 after dequantization, so the marker is cleared here (docs/install.md).
+
+Reading the GGUF costs about 25 s on two cores (the tokenizer rebuilt from its vocabulary, every tensor
+dequantized), and every training and every reload of a logged specialist pays it. The dequantized base
+is therefore kept once in the user's cache (``base_cache_root``), under a key of the GGUF's content and
+the transformers version that converted it, and read back in well under a second: the same fp32
+weights and the same tokenizer, since they are what the conversion wrote.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from automem_dagster.cpu_threads import threads_from_env
 
@@ -51,10 +61,12 @@ def load_base(base: str = EMBEDDED_BASE):
         if base == EMBEDDED_BASE:
             from automem_dagster.llm.embedded_server import embedded_model_path
 
-            path = embedded_model_path()
-            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-            _clear_gguf_marker(model)
+            folder = embedded_base_folder()
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+            # Named as when read from the GGUF: adapters record it as their base (llm/adapter_base.py).
+            name = str(embedded_model_path().parent)
+            model.config._name_or_path = model.name_or_path = tokenizer.name_or_path = name
         else:
             tokenizer = AutoTokenizer.from_pretrained(base)
             model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
@@ -66,6 +78,47 @@ def load_base(base: str = EMBEDDED_BASE):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def base_cache_root() -> Path:
+    """Where dequantized bases are kept: ``AUTOMEM_CACHE_DIR``, else ``$XDG_CACHE_HOME/automem_dagster``,
+    else ``~/.cache/automem_dagster``."""
+    if os.environ.get("AUTOMEM_CACHE_DIR"):
+        return Path(os.environ["AUTOMEM_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "automem_dagster"
+
+
+def embedded_base_folder() -> Path:
+    """The packaged GGUF dequantized to an fp32 transformers folder (model and tokenizer), converted on the
+    first call and kept under ``base_cache_root()``. Two processes converting at once each write a folder
+    of their own and the first rename wins, so a reader never sees half a folder."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from automem_dagster.llm.embedded_server import embedded_model_path
+
+    path = embedded_model_path()
+    with path.open("rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()[:16]
+    folder = base_cache_root() / "bases" / f"{path.stem}-{digest}-transformers{transformers.__version__}"
+    if (folder / "config.json").exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".converting-"))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        _clear_gguf_marker(model)
+        model.save_pretrained(scratch)
+        tokenizer.save_pretrained(scratch)
+        os.rename(scratch, folder)
+    except OSError:
+        if not (folder / "config.json").exists():  # not another process's finished conversion: a real error
+            raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return folder
 
 
 def base_facts(model) -> BaseFacts:
