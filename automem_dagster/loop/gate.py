@@ -66,16 +66,10 @@ differs from its champion in the scaffold alone, a proficiency round's specialis
 role (the adapter serving it); any other difference would be credited to the challenger."""
 
 
-def identity_of(batch: BatchSummary) -> dict | None:
-    """The identity batch.json recorded (``rollout.identity``, carried by the summary); None for a batch
-    from before identities."""
-    return batch.identity
-
-
 def pairing_differences(challenger: BatchSummary, champion: BatchSummary, role: str) -> list[str]:
     """The identity fields in which the two batches differ beyond what a ``role`` round tests;
     raises ``RoundError`` when either batch has no identity (it is unknown what played it)."""
-    mine, champ = identity_of(challenger), identity_of(champion)
+    mine, champ = challenger.identity, champion.identity
     for name, batch, identity in ((role, challenger, mine), ("champion", champion, champ)):
         if identity is None:
             raise RoundError(f"the {name} batch {batch.out_dir} records no identity (it was played before batches "
@@ -126,7 +120,7 @@ def decision_evidence(decision: Verdict, challenger: BatchSummary, champion: Bat
 
 def identity_quote(batch: BatchSummary) -> dict:
     """What a decision record quotes of a batch's identity: its digest and, per role, the model."""
-    identity = identity_of(batch) or {}
+    identity = batch.identity or {}
     return {"digest": identity.get("digest"),
             "models": {role: facts.get("model") for role, facts in identity.get("roles", {}).items()},
             "scaffold_hash": identity.get("scaffold_hash")}

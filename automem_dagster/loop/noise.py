@@ -22,7 +22,7 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.gate import identity_of, per_seed
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.metrics.noise import noise_floor
 from automem_dagster.metrics.paired import GATE_METRICS
@@ -68,7 +68,7 @@ def noise_path(storage: Storage, game: str, identity: str) -> Path:
 
 def identity_digest(batch: BatchSummary) -> str | None:
     """The digest of the identity ``batch`` recorded; None for a batch from before identities."""
-    identity = identity_of(batch)
+    identity = batch.identity
     return identity.get("digest") if identity else None
 
 
