@@ -14,7 +14,7 @@ from automem_dagster.agent.baselines import WINDOWED
 from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.commands import shared
-from automem_dagster.commands.render import episode_progress, print_summary
+from automem_dagster.commands.render import print_summary
 from automem_dagster.commands.shared import (
     EVALUATION_OPTIONS,
     add_agent_args,
@@ -28,11 +28,8 @@ from automem_dagster.commands.shared import (
     session,
 )
 from automem_dagster.games import game_family
-from automem_dagster.llm.config import load_endpoints
-from automem_dagster.llm.session import connect
 from automem_dagster.loop.dvc_round import pending_adapter, pipeline_decision
 from automem_dagster.loop.evaluation import (
-    evaluate_stage,
     evaluation_batch,
 )
 from automem_dagster.loop.records import pass_on_too_small, write_exports, write_rejected
@@ -41,12 +38,10 @@ from automem_dagster.loop.report import (
     evaluation_run,
     report_dir,
 )
-from automem_dagster.loop.serving import specialist_endpoints
 from automem_dagster.loop.settings import RoundSettings, StructureOptions
 from automem_dagster.loop.storage import resolve_scaffold
-from automem_dagster.paths import RUNS
 from automem_dagster.plots import plot_agent_comparison
-from automem_dagster.rollout import BatchSummary, run_batch
+from automem_dagster.rollout import run_batch
 from automem_dagster.scaffold import load_scaffold, load_scaffold_file
 
 
@@ -183,26 +178,19 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
         scaffold = load_scaffold_file(args.candidate / "candidate.yaml")
     else:
         scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
-    config, lora = load_endpoints(args.endpoints), []
     why = pass_on_too_small(args.specialist, args.out) if args.specialist is not None else None
     if why is not None:
         write_json_atomic(metrics, {"episodes": 0, "too_small": 1})
         Console().print(f"no specialist was trained, nothing to evaluate: {why}")
         return 0
+    adapter = None
     if args.specialist is not None:  # the adapter the finetune stage registered, or the resumed one
         adapter = pending_adapter(shared.STORAGE, args.game)
         scaffold = load_scaffold(game_family(args.game), adapter.scaffold_version, shared.STORAGE.scaffolds)
-        config, lora = specialist_endpoints(config, adapter, game_family(args.game))
     budget = evaluation_budget(args)
-    seeds = budget.eval_seed_list(shared.STORAGE.seeds_file)
-
-    async def go() -> BatchSummary:
-        async with connect(config, RUNS / "logs", lora=lora, two_model=args.specialist is not None) as clients:
-            with episode_progress() as progress:
-                return await evaluate_stage(args.game, scaffold, seeds, budget.eval_max_steps, clients, shared.STORAGE,
-                                            budget.concurrency, progress, out=args.out)
-
-    summary = asyncio.run(go())
+    spec = evaluation_batch(args.game, scaffold, budget.eval_seed_list(shared.STORAGE.seeds_file), budget.eval_max_steps,
+                            shared.STORAGE, budget.concurrency, out=args.out)
+    summary = asyncio.run(shared.play_as(spec, args.endpoints, adapter))
     print_summary(summary)
     write_json_atomic(metrics, evaluation_metrics(summary))
     return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from automem_dagster.agent.baselines import DEFAULT_WINDOW
 from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.commands import shared
-from automem_dagster.commands.render import episode_progress, print_summary
+from automem_dagster.commands.render import print_summary
 from automem_dagster.commands.shared import (
     add_agent_args,
     add_game_arg,
@@ -17,13 +17,9 @@ from automem_dagster.commands.shared import (
     parse_seeds,
     session,
 )
-from automem_dagster.games import game_family
-from automem_dagster.llm.config import load_endpoints
-from automem_dagster.llm.session import connect
 from automem_dagster.loop.proficiency import in_service, start_proficiency_round
 from automem_dagster.loop.records import write_resumed
 from automem_dagster.loop.seed_blocks import round_seeds
-from automem_dagster.loop.serving import specialist_endpoints
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold, slug
 from automem_dagster.loop.structure import start_round
@@ -122,14 +118,6 @@ def start_pipeline_round(args: argparse.Namespace) -> int:
         return 0
     spec = RolloutSpec(args.game, start.scaffold, start.seeds, args.max_steps, Path(args.out), args.concurrency,
                        fixed_dir=True)
-    config, lora = load_endpoints(args.endpoints), []
-    if serving is not None:  # the agent in service plays: the two-model agent with its specialist
-        config, lora = specialist_endpoints(config, serving, game_family(args.game))
-
-    async def go() -> BatchSummary:
-        async with connect(config, shared.STORAGE.runs / "logs", lora=lora, two_model=serving is not None) as clients:
-            with episode_progress() as progress:
-                return await run_batch(spec, clients, progress)
-
-    print_summary(asyncio.run(go()))
+    # The agent in service plays: the two-model agent with its specialist once one was kept.
+    print_summary(asyncio.run(shared.play_as(spec, args.endpoints, serving)))
     return 0

@@ -13,9 +13,11 @@ from pydantic import BaseModel, ValidationError
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW
 from automem_dagster.agent.memory_settings import RECORD_FIELDS, RETRIEVERS, RagSettings, SummarySettings, settings_for
 from automem_dagster.commands.render import episode_progress
-from automem_dagster.llm.config import endpoints_with_meta
+from automem_dagster.games import game_family
+from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.serving import specialist_endpoints
 from automem_dagster.loop.settings import (
     ProficiencyOptions,
     ProficiencySettings,
@@ -26,7 +28,8 @@ from automem_dagster.loop.settings import (
 from automem_dagster.loop.storage import Storage
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
-from automem_dagster.rollout import BatchSummary
+from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
+from automem_dagster.training.registry import AdapterRecord
 
 STORAGE = Storage()
 """Where the commands read and write (tests point it at a temporary folder)."""
@@ -93,6 +96,17 @@ async def session(endpoints_path: Path, needs_model: bool = True, meta: str = "e
             return
         async with connect(config, RUNS / "logs", embed=embed) as clients:
             yield clients, progress
+
+
+async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecord | None) -> BatchSummary:
+    """Play ``spec`` with the endpoints file's roles or, given ``adapter``, as the two-model agent with that
+    adapter serving the memory role (``serving.specialist_endpoints``): what a pipeline stage plays."""
+    config, lora = load_endpoints(endpoints_path), []
+    if adapter is not None:
+        config, lora = specialist_endpoints(config, adapter, game_family(spec.game))
+    async with connect(config, RUNS / "logs", lora=lora, two_model=adapter is not None) as clients:
+        with episode_progress() as progress:
+            return await run_batch(spec, clients, progress)
 
 
 def add_play_args(p: argparse.ArgumentParser, max_steps: int) -> None:
