@@ -105,6 +105,7 @@ def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: t
                       meta: str = "endpoints", execution: Execution = IN_PROCESS) -> ProficiencyResult:
     """One whole round, as a Dagster run (``defs/cli_rounds.py``) executed as ``execution`` says (default: in
     this process); prints its table and where the run shows."""
+    shared.refuse_bad_round_inputs(settings.game, endpoints, meta)
     console.rule(f"proficiency-loop round: {settings.game}")
     result, report, shown = shared.dagster_rounds().run_proficiency_round(settings, endpoints, shared.STORAGE,
                                                                            tracker, meta, execution)

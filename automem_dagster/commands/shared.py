@@ -14,6 +14,7 @@ from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW
 from automem_dagster.agent.memory_settings import RECORD_FIELDS, RETRIEVERS, RagSettings, SummarySettings, settings_for
 from automem_dagster.commands.render import episode_progress
 from automem_dagster.games import game_family
+from automem_dagster.games.plugin import env_ref
 from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.errors import RoundError
@@ -25,7 +26,7 @@ from automem_dagster.loop.settings import (
     StructureOptions,
     options_of_params,
 )
-from automem_dagster.loop.storage import Storage
+from automem_dagster.loop.storage import Storage, load_champion
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
@@ -96,6 +97,16 @@ async def session(endpoints_path: Path, needs_model: bool = True, meta: str = "e
             return
         async with connect(config, RUNS / "logs", embed=embed) as clients:
             yield clients, progress
+
+
+def refuse_bad_round_inputs(game: str, endpoints: Path, meta: str = "endpoints") -> None:
+    """What a whole round reads before it plays, read before its Dagster run starts: the game, the endpoints file
+    (with ``meta``) and the game's champion scaffold. A bad one is the same one-line error ``evaluate`` gives (rc 2),
+    where inside the run it would fail a step, be retried and end in a stack trace minutes later. Budgets are
+    checked earlier still, by the options model that parses them."""
+    env_ref(game)
+    endpoints_with_meta(endpoints, meta)
+    load_champion(game_family(game), STORAGE)
 
 
 async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecord | None) -> BatchSummary:

@@ -118,6 +118,7 @@ def structure_round(settings: RoundSettings, endpoints: Path, tracker: tracking.
                     meta: str = "endpoints", execution: Execution = IN_PROCESS) -> RoundResult:
     """One whole round, as a Dagster run (``defs/cli_rounds.py``) executed as ``execution`` says (default: in
     this process); prints its table and where the run shows."""
+    shared.refuse_bad_round_inputs(settings.game, endpoints, meta)
     console.rule(f"structure-loop round: {settings.game}")
     result, report, shown = shared.dagster_rounds().run_structure_round(settings, endpoints, shared.STORAGE, tracker,
                                                                          meta, execution)

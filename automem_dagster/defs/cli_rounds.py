@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.instance.ref import InstanceRef
 
 from automem_dagster.defs.celery_rounds import run_on_celery
 from automem_dagster.defs.common.config import RoundConfig
@@ -52,13 +53,19 @@ from automem_dagster.tracking import Tracker
 
 def project_instance() -> dg.DagsterInstance:
     """The instance ``make dagster`` opens: ``$DAGSTER_HOME``, else the project's ``.dagster_home``
-    (created with ``deploy/dagster.yaml``, as ``make dagster`` does)."""
+    (created with ``deploy/dagster.yaml``, as ``make dagster`` does). Telemetry is off for the CLI's runs whatever
+    the home's ``dagster.yaml`` says: with it on, Dagster prints its welcome banner into a round's output the first
+    time a home is used, between the round's own lines."""
     home = Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster_home")
     home.mkdir(parents=True, exist_ok=True)
     config = PROJECT_ROOT / "deploy" / "dagster.yaml"
     if not (home / "dagster.yaml").exists() and config.exists():
         shutil.copy(config, home / "dagster.yaml")
-    return dg.DagsterInstance.from_config(str(home))
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=NO_TELEMETRY))
+
+
+NO_TELEMETRY = {"telemetry": {"enabled": False}}
+"""The instance setting that keeps Dagster's telemetry (and its banner) out of the CLI's runs."""
 
 
 def run_structure_round(settings: RoundSettings, endpoints: Path, storage: Storage, tracker: Tracker | None,

@@ -106,3 +106,18 @@ def test_the_kubernetes_instance_keeps_step_outputs_and_logs_on_the_shared_volum
 
     artifacts = LocalArtifactStorage.from_config_value(None, config["local_artifact_storage"]["config"])
     assert artifacts.storage_dir == "/data/automem/dagster/storage"
+
+
+def test_the_cli_rounds_instance_keeps_telemetry_off_whatever_the_home_says(tmp_path, monkeypatch):
+    """A user's own ``$DAGSTER_HOME/dagster.yaml`` without a telemetry block turns Dagster's telemetry on, and
+    with it the welcome banner printed into the round's output; the CLI's instance overrides it."""
+    from automem_dagster.defs.cli_rounds import project_instance
+
+    home = tmp_path / "own_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("run_queue:\n  max_concurrent_runs: 2\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    assert dg.DagsterInstance.from_config(str(home)).telemetry_enabled
+    with project_instance() as instance:
+        assert not instance.telemetry_enabled
+        assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 2

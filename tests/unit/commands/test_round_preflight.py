@@ -1,0 +1,40 @@
+"""Every command that starts a whole round refuses bad settings before its Dagster run starts, with the one-line
+message (rc 2) that ``automem evaluate`` gives: inside the run the same file failed a step, was retried three
+times and ended in a stack trace two minutes later. Nothing here may reach a run: a check that let one start
+would try to play (and fail, or hang on a server) instead of returning 2."""
+
+import pytest
+
+from automem_dagster.cli import main as cli_main
+from automem_dagster.commands import shared
+
+ROUND_COMMANDS = [["revise", "--no-tracking"], ["rounds", "--no-tracking", "--max-rounds", "1", "--patience", "1"],
+                  ["train", "--no-tracking"]]
+
+
+@pytest.fixture
+def scratch_storage(tmp_path, monkeypatch, storage):
+    monkeypatch.setattr(shared, "STORAGE", storage.storage())
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", ROUND_COMMANDS, ids=lambda c: c[0])
+def test_a_refused_endpoints_file_stops_a_round_before_it_starts(command, scratch_storage, capsys):
+    bad = scratch_storage / "endpoints.yaml"
+    bad.write_text("game:\n  base_url: not-a-url\n  model: [1, 2]\n")
+    assert cli_main([*command, "--game", "crafter", "--endpoints", str(bad)]) == 2
+    out = capsys.readouterr()
+    assert f"endpoints file {bad}" in out.out + out.err
+    assert "Traceback" not in out.out + out.err
+
+
+@pytest.mark.parametrize("command", ROUND_COMMANDS, ids=lambda c: c[0])
+def test_an_unknown_game_stops_a_round_before_it_starts(command, scratch_storage, capsys):
+    assert cli_main([*command, "--game", "nosuch"]) == 2
+    assert "unknown game 'nosuch'" in "".join(capsys.readouterr())
+
+
+def test_an_invalid_champion_scaffold_stops_a_round_before_it_starts(scratch_storage, capsys):
+    (scratch_storage / "scaffolds" / "crafter" / "v0.yaml").write_text("version: 0\nlog_prompt: [broken\n")
+    assert cli_main(["revise", "--no-tracking", "--game", "crafter"]) == 2
+    assert "v0.yaml" in "".join(capsys.readouterr())
