@@ -152,7 +152,7 @@ def test_explain_prints_a_decisions_two_arms_side_by_side(played, tmp_path, caps
     shown = capsys.readouterr().out
     assert "as made" in shown and "ablated" in shown and "<|APPEND|>notes.txt|key: east wing" in shown
     assert f"{EPISODE}/step1/log: effect +50 progression" in shown
-    assert f"{EPISODE}/step1/plan: the arms' actions never differed: effect exactly 0" in shown.replace("\n", " ")
+    assert f"{EPISODE}/step1/plan: the arms' actions never differed: effect exactly 0" in " ".join(shown.split())
     assert cli_main([*args, "--explain", f"{EPISODE}:1"]) == 0  # the same replay prints the same figures
     assert f"{EPISODE}/step1/log: effect +50 progression" in capsys.readouterr().out
     assert cli_main([*args, "--explain", f"{EPISODE}:40"]) == 2
