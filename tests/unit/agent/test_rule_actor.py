@@ -31,3 +31,16 @@ def test_it_answers_in_the_token_syntax_and_names_itself():
     reply = asyncio.run(RuleActor().complete(_request("key: east wing")))
     assert reply.text == "<|ACTION|>east<|END|>" and reply.input_tokens == 0
     assert RuleActor.identity() == {"actor": "rules", "rule_version": 1}
+
+
+def test_a_log_turn_can_be_held_to_a_least_number_of_writes():
+    """``limits.log_min_writes``: the grammar and the JSON schema of a LOG turn both refuse an early DONE."""
+    from automem_dagster.agent.turn_format import TurnFormats
+    from automem_dagster.memory.ops import OpName
+
+    formats = TurnFormats([OpName.READ, OpName.APPEND], 64, 24, 24)
+    free, held = formats.log_turn(["notes.txt"], ["notes.txt"], 5), formats.log_turn(["notes.txt"], ["notes.txt"], 5, 1)
+    assert '(write "\\n"){0,5} "<|DONE|>"' in free.grammar and '(write "\\n"){1,5} "<|DONE|>"' in held.grammar
+    assert "minItems" not in str(free.schema) and held.schema["properties"]["writes"]["minItems"] == 1
+    nothing = formats.log_turn(["notes.txt"], [], 5, 1)  # nothing writable: DONE alone, whatever the least
+    assert nothing.grammar.startswith('root ::= "<|DONE|>"')
