@@ -13,6 +13,7 @@ from automem_dagster.commands import (
     demo,
     endpoints,
     evaluate,
+    headroom,
     noise,
     params,
     plan,
@@ -38,7 +39,7 @@ from automem_dagster.training.base_model import BaseModelError
 from automem_dagster.training.registry import RegistryError
 from automem_dagster.training.sft_result import TrainingError
 
-COMMAND_MODULES = (rollout, demo, structure, table, evaluate, noise, proficiency, plan, params, endpoints,
+COMMAND_MODULES = (rollout, demo, structure, table, evaluate, headroom, noise, proficiency, plan, params, endpoints,
                    worker)
 """The command groups, in the order ``automem --help`` lists them."""
 

@@ -8,6 +8,8 @@
 * ``rag`` and ``summary`` (``rag_agent.py``, ``summary_agent.py``): the same window plus a memory
   that goes beyond it, retrieved records of earlier steps or a running summary; these are the
   memory designs people use already, the comparison a file memory has to win.
+* ``oracle`` (``oracle_agent.py``): the same window with the needed facts of a memory game always
+  in memory, the ceiling of memory's headroom.
 
 They play through the same runner as the memory agent and record the same step records (turns
 with tokens and latency, the action, its validity and note), so trajectories, summaries,
@@ -30,9 +32,9 @@ from automem_dagster.games.base import GameState
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.memory import parse_ops
 
-BASELINES = ("random", "window", "cot", "rag", "summary")
+BASELINES = ("random", "window", "cot", "rag", "summary", "oracle")
 AGENTS = ("memory", *BASELINES)
-WINDOWED = ("window", "cot", "rag", "summary")
+WINDOWED = ("window", "cot", "rag", "summary", "oracle")
 """The agents whose history length (``window``) is a setting."""
 
 DEFAULT_WINDOW = 8

@@ -80,14 +80,14 @@ class TurnGrammar:
             if op in kinds and (has_writable or op not in _NEEDS_WRITABLE_FILE)
         ]
 
-    def log_turn(self, files: list[str], writable: list[str], remaining: int) -> str:
-        """Up to ``remaining`` writes, then DONE."""
+    def log_turn(self, files: list[str], writable: list[str], remaining: int, least: int = 0) -> str:
+        """At least ``least`` (where there is something to write) and up to ``remaining`` writes, then DONE."""
         writes = self._ops(WRITE_OPS, bool(writable))
         lines = self._common(files, writable)
         root = '"<|DONE|>"'
         if writes:
             lines.append("write ::= " + " | ".join(f"({w})" for w in writes))
-            root = f'(write "\\n"){{0,{remaining}}} "<|DONE|>"'
+            root = f'(write "\\n"){{{min(least, remaining)},{remaining}}} "<|DONE|>"'
         return "\n".join([f"root ::= {root}", *lines]) + "\n"
 
     def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False,

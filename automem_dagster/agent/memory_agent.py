@@ -223,7 +223,8 @@ class MemoryAgent:
         budget = self.scaffold.limits.log_max_ops
         if budget == 0:
             return []
-        constraint = self.formats.log_turn(self.store.files(), self._writable(), budget)
+        constraint = self.formats.log_turn(self.store.files(), self._writable(), budget,
+                                           self.scaffold.limits.log_min_writes)
         comp, dropped = await _complete_within_context(client, messages, constraint,
                                                        request_seed(self.episode_seed, step, "log", 0), self.lane)
         turn = TurnRecord.from_completion("log", endpoint, comp)

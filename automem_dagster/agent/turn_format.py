@@ -102,12 +102,14 @@ class TurnFormats:
         return out
 
     @LEDGER.charged("request")
-    def log_turn(self, files: list[str], writable: list[str], remaining: int) -> TurnConstraint:
-        """Up to ``remaining`` writes, then DONE (an empty list is DONE alone)."""
+    def log_turn(self, files: list[str], writable: list[str], remaining: int, least: int = 0) -> TurnConstraint:
+        """At least ``least`` and up to ``remaining`` writes, then DONE (an empty list is DONE alone)."""
         writes = self._op_schemas(WRITE_OPS, files, writable)
         items = {"anyOf": writes} if writes else {"type": "null"}
-        props = {"writes": {"type": "array", "items": items, "maxItems": remaining if writes else 0}}
-        return TurnConstraint("log_turn", self.grammar.log_turn(files, writable, remaining), _obj(props))
+        least = min(least, remaining) if writes else 0
+        props = {"writes": {"type": "array", "items": items, "maxItems": remaining if writes else 0,
+                            **({"minItems": least} if least else {})}}
+        return TurnConstraint("log_turn", self.grammar.log_turn(files, writable, remaining, least), _obj(props))
 
     @LEDGER.charged("request")
     def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from automem_dagster.games import courier, keydoor
 from automem_dagster.games.base import Game
 from automem_dagster.games.registration import Environment
 from automem_dagster.paths import SCAFFOLDS
@@ -25,6 +26,9 @@ BALROG_MINIHACK_TASKS = (
     "Quest-Medium",
 )
 """The MiniHack tasks of the BALROG benchmark (each ``MiniHack-<task>-v0``)."""
+
+MEMORY_GAME_SEEDS = tuple(range(42, 82))
+"""The memory games' evaluation seeds (40: a gate pairs at least 30), as ``assets/seeds/eval.yaml`` lists them."""
 
 _MINIHACK_ID = re.compile(r"^MiniHack-(.+?)(-v\d+)$")
 
@@ -109,6 +113,18 @@ def _registered_minihack_id(task: str) -> str:
     return env_id
 
 
+def _keydoor(task: str, max_steps: int | None) -> Game:
+    from automem_dagster.games.keydoor import make
+
+    return make(task, max_steps)
+
+
+def _courier(task: str, max_steps: int | None) -> Game:
+    from automem_dagster.games.courier import make
+
+    return make(task, max_steps)
+
+
 def _babyai(task: str, max_steps: int | None) -> Game:
     from automem_dagster.games.babyai_game import BabyAIGame
 
@@ -154,6 +170,22 @@ BUILTIN = (
         eval_seeds=tuple(range(42, 52)), tasks=("coin_collector",),
         goal=("You are an agent playing a TextWorld text adventure. Reach the objective given at the start by "
               "moving between rooms and acting on objects, in as few steps as you can."),
+    ),
+    Environment(
+        family="keydoor", make=_keydoor, scaffold=SCAFFOLDS / "keydoor" / "v0.yaml",
+        eval_seeds=MEMORY_GAME_SEEDS, tasks=(keydoor.knob_task(keydoor.DEFAULTS),), canonical=keydoor.canonical,
+        knobs=keydoor.knobs, min_examples=30,
+        goal=("You are an agent in a hallway that leads to a junction and on to a locked door. A sign in the hallway "
+              "says once which wing (west or east) holds the key; other notes speak of other keys. At the junction "
+              "choose the key's wing, once; then walk on and open the door."),
+    ),
+    Environment(
+        family="courier", make=_courier, scaffold=SCAFFOLDS / "courier" / "v0.yaml",
+        eval_seeds=MEMORY_GAME_SEEDS, tasks=(courier.knob_task(courier.DEFAULTS),), canonical=courier.canonical,
+        knobs=courier.knobs, min_examples=30,
+        goal=("You are a courier. At the depot each parcel's label says once where it goes (the mill, the farm or "
+              "the dock); after a walk, each crossroads asks once which way a parcel goes, in the order loaded. "
+              "Deliver every parcel to its place."),
     ),
 )
 """The built-in families. Partitions and demos run each one's first task; any registered task can be played."""

@@ -24,6 +24,8 @@ class Environment:
     without the ``family:`` prefix by returning ``family:task``) so results key on one name per task.
     ``replays_exactly`` says that a seed and the same actions always give the same steps; where it
     is False an interrupted episode is played again from step 0 instead of being resumed.
+    ``knobs(task)`` gives the settings a task's name carries (a memory game's distance and distractors,
+    ``games/recall.py``) for the batch identity to record; None for a family whose tasks have none.
     """
 
     family: str
@@ -35,6 +37,7 @@ class Environment:
     replays_exactly: bool = True
     min_examples: int = 300
     canonical: Callable[[str], str | None] | None = None
+    knobs: Callable[[str], dict[str, int]] | None = None
 
     def default_game(self) -> str:
         """The game Dagster partitions and demos run for this family: its first task, or the family."""

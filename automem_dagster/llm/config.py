@@ -254,11 +254,15 @@ Meta = Annotated[Annotated[EndpointConfig, Tag("llm")] | Annotated[RulesMeta, Ta
 class EndpointsConfig(BaseModel):
     """The three roles. ``memory`` defaults to the game endpoint (one-model mode). ``embed`` is the
     embeddings endpoint of the ``rag`` baseline (``/v1/embeddings``); unset, the embedded server
-    serves them from its own model."""
+    serves them from its own model. ``actor: rules`` puts the rule actor (``agent/rule_actor.py``) in
+    the game role of the two-model agent: the ``memory`` endpoint (else the ``game`` one) does the
+    memory operations and the rules choose the actions."""
 
     model_config = ConfigDict(extra="forbid")
 
     game: EndpointConfig
+    actor: Literal["model", "rules"] = Field("model", description="model: the game endpoint acts; rules: the rule "
+                                             "actor acts on what memory shows, the model plays memory")
     memory: EndpointConfig | None = None
     meta: Meta | None = None
     embed: EndpointConfig | None = None
@@ -276,7 +280,7 @@ class EndpointsConfig(BaseModel):
 
     @property
     def two_model(self) -> bool:
-        return self.memory is not None and self.memory != self.game
+        return self.actor == RULES or (self.memory is not None and self.memory != self.game)
 
     def roles(self) -> dict[str, EndpointConfig]:
         """The configured endpoints by role, in the order game, memory, meta; the rules meta is none."""

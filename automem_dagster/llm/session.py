@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 
+from automem_dagster.agent.rule_actor import RuleActor
 from automem_dagster.llm.client import LLMClient
-from automem_dagster.llm.config import EndpointConfig, EndpointsConfig, RulesMeta
+from automem_dagster.llm.config import RULES, EndpointConfig, EndpointsConfig, RulesMeta
 from automem_dagster.llm.embedded_server import embedded_server
 from automem_dagster.llm.process import ServerProcess
 from automem_dagster.llm.replicas import ReplicatedClient
@@ -27,7 +28,7 @@ class Clients:
     """One client per role; the rules meta (no model, ``RulesMeta``) has no client: it is ``rules_meta``.
     ``embed`` serves the ``rag`` baseline's embeddings (only when a session asks for it)."""
 
-    game: LLMClient | ReplicatedClient | None
+    game: LLMClient | ReplicatedClient | RuleActor | None
     memory: LLMClient | ReplicatedClient | None
     meta: LLMClient | ReplicatedClient | None
     rules_meta: RulesMeta | None = None
@@ -38,7 +39,9 @@ class Clients:
         out = {}
         for role in ("game", "memory", "meta", "embed"):
             client = getattr(self, role)
-            if client is not None:
+            if isinstance(client, RuleActor):
+                out[role] = client.identity()
+            elif client is not None:
                 out[role] = endpoint_facts(role, client.config, client.config.base_url)
         if self.rules_meta is not None:
             out["meta"] = self.rules_meta.facts()
@@ -54,7 +57,10 @@ def endpoint_facts(role: str, cfg: EndpointConfig, base_url: str) -> dict:
 
 
 def session_roles(config: EndpointsConfig, two_model: bool = False) -> dict[str, EndpointConfig]:
-    """The roles ``connect(config, two_model=two_model)`` gives a client (the rules meta, no endpoint, is not one)."""
+    """The roles ``connect(config, two_model=two_model)`` gives a client (the rules meta, no endpoint, is not one).
+    Under the rule actor (``actor: rules``) the file's model always plays memory, and the game role is no endpoint."""
+    if config.actor == RULES:
+        return {"memory": config.memory or config.game, **{r: c for r, c in config.roles().items() if r == "meta"}}
     return {role: cfg for role, cfg in config.roles().items() if role != "memory" or (two_model and config.two_model)}
 
 
@@ -129,8 +135,9 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
         return LLMClient(slot, server.base_url, slots=config.embedded_parallel)
 
     rules = config.rules_meta if roles is None or "meta" in roles else None
-    clients = Clients(client(used.get("game")), client(used.get("memory")), client(used.get("meta")), rules,
-                      client(embed_cfg))
+    acting = config.actor == RULES and (roles is None or "game" in roles)
+    clients = Clients(RuleActor() if acting else client(used.get("game")), client(used.get("memory")),
+                      client(used.get("meta")), rules, client(embed_cfg))
     try:
         yield clients
     finally:

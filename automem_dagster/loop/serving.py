@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from automem_dagster.agent.rule_actor import RuleActor
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.replicas import ReplicatedClient
@@ -19,7 +20,10 @@ from automem_dagster.training.registry import AdapterRecord
 
 
 def one_model(clients: Clients) -> Clients:
-    """The same server, with the agent doing its own memory operations."""
+    """The same server, with the agent doing its own memory operations; under the rule actor
+    (``actor: rules``), which cannot, the clients as they are: the model plays memory, the rules act."""
+    if isinstance(clients.game, RuleActor):
+        return clients
     return Clients(clients.game, None, clients.meta)
 
 

@@ -13,7 +13,8 @@ structural change that evidence calls for:
 - stuck stretches switch the stuck warning on, back-and-forth moves the oscillation warning;
 - an operation whose every use failed (refused, or a SEARCH that found nothing) is disabled;
 - memory written or read on few steps, where the routine (not the model) held LOG or the
-  consultation back, makes LOG run more often or stops reusing consultations;
+  consultation back, makes LOG run more often or stops reusing consultations; a LOG that ran and
+  wrote nothing on most steps makes a LOG turn write at least once (``meta/routine_rules.py``);
 - invalid actions and malformed turns are reported; no scaffold change of the repertoire fixes them.
 
 The diagnosis and the patch go through the same ``Finding`` model, ``apply_patch`` validation,
@@ -25,7 +26,6 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.llm.config import RULES
@@ -33,6 +33,8 @@ from automem_dagster.memory.ops import OpName
 from automem_dagster.meta.diagnosis_record import Diagnosis, DiagnosisError, Finding
 from automem_dagster.meta.evidence import collect_evidence, recorded_op, tally
 from automem_dagster.meta.revise import Revision
+from automem_dagster.meta.routine_rules import routine_outcomes, rule_silent_log, rule_sparse_memory
+from automem_dagster.meta.rule_finding import RuleFinding, end_of_first
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold.io import diff_scaffolds, revision_changes, scaffold_yaml
 from automem_dagster.scaffold.model import Scaffold
@@ -59,35 +61,8 @@ REVERSALS_MIN = 2
 """Direction reversals in a row before the oscillation warning is switched on."""
 FAILING_MIN = 2
 """Uses of an operation, all failed, before it is disabled."""
-SPARSE_MIN_STEPS = 10
-"""Steps in the batch before the routine is judged on its reads and writes per step."""
-SPARSE_PER_STEP = 0.25
-"""Reads (or writes) per step below which memory counts as sparsely used..."""
-ROUTINE_HELD_SHARE = 0.5
-"""...and the share of steps without a LOG (or with a reused consultation) at or above which the
-routine, rather than the model's choice in its turns, is what held them back."""
-
 _NEEDED_BY_MODE = {"keyed": OpName.UPSERT, "append_only": OpName.APPEND}
 _WRITE_OPS = (OpName.APPEND, OpName.WRITE, OpName.UPSERT)
-
-
-@dataclass
-class RuleFinding:
-    """What one rule found, the evidence it cites, and its share of the patch."""
-
-    kind: str
-    episode: str
-    step: int
-    what_happened: str
-    scaffold_cause: str
-    proposed_change: str
-    patch: dict = field(default_factory=dict)
-
-    def as_finding(self) -> dict:
-        """The finding in the ``diagnose.Finding`` fields (texts cut to its 160 characters)."""
-        return {"episode": self.episode, "step": self.step, "kind": self.kind,
-                "what_happened": self.what_happened[:160], "scaffold_cause": self.scaffold_cause[:160],
-                "proposed_change": self.proposed_change[:160]}
 
 
 def operation_outcomes(paths: list[Path]) -> dict[str, dict[str, int]]:
@@ -105,19 +80,6 @@ def operation_outcomes(paths: list[Path]) -> dict[str, dict[str, int]]:
                     c["uses"] += 1
                     c["failed"] += (not op["ok"]) or bool(op["empty"])
     return {name: {"uses": c["uses"], "failed": c["failed"]} for name, c in sorted(counts.items())}
-
-
-def routine_outcomes(paths: list[Path]) -> dict[str, int]:
-    """What the memory routine let happen: the steps, those with a LOG turn, and those that showed a
-    reused consultation instead of consulting (``agent/savings.py``)."""
-    counts = Counter()
-    for path in paths:
-        _, steps, _ = read_trajectory(path)
-        for record in steps:
-            counts["steps"] += 1
-            counts["log_steps"] += any(t["phase"] == "log" for t in record["turns"])
-            counts["reused_consultations"] += "reused_consultation" in (record.get("memory_context") or {})
-    return {key: counts[key] for key in ("steps", "log_steps", "reused_consultations")}
 
 
 def rules_evidence(paths: list[Path], scaffold: Scaffold) -> dict:
@@ -138,12 +100,6 @@ def _first_point_on(points: list[dict], file: str) -> dict | None:
     return next((p for p in points if f"|>{file}|" in p["detail"] or f"|>{file}'" in p["detail"]), None)
 
 
-def _end_of_first(evidence: dict) -> tuple[str, int]:
-    """Where a batch-wide fact is cited: the last step of the first episode (the fact holds there)."""
-    first = evidence["episodes"][0]
-    return first["episode"], max(first["steps"] - 1, 0)
-
-
 def rule_dead_files(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
     """Drop model-writable files that no step read or wrote (keeping at least one writable file)."""
     writable = scaffold.model_writable_files()
@@ -152,7 +108,7 @@ def rule_dead_files(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
     dead = dead[: len(writable) - 1]
     if not dead:
         return []
-    episode, step = _end_of_first(evidence)
+    episode, step = end_of_first(evidence)
     steps = sum(e["steps"] for e in evidence["episodes"])
     return [RuleFinding(
         "other", episode, step,
@@ -169,7 +125,7 @@ def rule_redundant_writes(evidence: dict, scaffold: Scaffold) -> list[RuleFindin
             continue
         if usage["redundant_writes"] < REDUNDANT_MIN or usage["redundant_writes"] < REDUNDANT_SHARE * usage["writes"]:
             continue
-        cited = _first_point_on(points, name) or {"episode": _end_of_first(evidence)[0], "step_start": 0}
+        cited = _first_point_on(points, name) or {"episode": end_of_first(evidence)[0], "step_start": 0}
         policy = scaffold.file(name).policy.model_dump(mode="json", exclude_none=True) | {"mode": "keyed"}
         out.append(RuleFinding(
             "redundant_write", cited["episode"], cited["step_start"],
@@ -258,7 +214,7 @@ def rule_failing_operations(evidence: dict, scaffold: Scaffold) -> list[RuleFind
     for op in failing:
         kinds = ("refused_op", "empty_search")
         cited = next((p for p in evidence["failure_points"] if p["kind"] in kinds and f"<|{op.value}|>" in p["detail"]),
-                     {"episode": _end_of_first(evidence)[0], "step_start": 0, "kind": "refused_op"})
+                     {"episode": end_of_first(evidence)[0], "step_start": 0, "kind": "refused_op"})
         n = outcomes[op.value]["uses"]
         out.append(RuleFinding(
             cited["kind"], cited["episode"], cited["step_start"],
@@ -267,37 +223,6 @@ def rule_failing_operations(evidence: dict, scaffold: Scaffold) -> list[RuleFind
             f"{op.value} is enabled but never worked here; each failed use costs a turn's operation budget",
             f"disable_operations [{op.value}]", {"disable_operations": [op.value]}))
     return out
-
-
-def rule_sparse_memory(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
-    """Revise the routine when memory was written or read on few steps and the routine held it back:
-    few writes while most steps ran no LOG halve ``log_every``; few reads while most steps reused a
-    consultation switch ``reuse_consultation`` off. Silent without the ``routine`` counts (a meta-LLM's
-    diagnosis) or on a batch shorter than ``SPARSE_MIN_STEPS``."""
-    counts, routine = evidence.get("routine"), scaffold.routine
-    if not counts or counts["steps"] < SPARSE_MIN_STEPS:
-        return []
-    steps = counts["steps"]
-    writes = sum(u["writes"] for u in evidence["files"].values())
-    reads = sum(u["reads"] for u in evidence["files"].values())
-    changes, causes = {}, []
-    if (writes < SPARSE_PER_STEP * steps and routine.log_every > 1 and scaffold.limits.log_max_ops > 0
-            and steps - counts["log_steps"] >= ROUTINE_HELD_SHARE * steps):
-        changes["log_every"] = max(1, routine.log_every // 2)
-        causes.append(f"LOG runs at most every {routine.log_every} steps unless {routine.log_triggers} happen")
-    if (reads < SPARSE_PER_STEP * steps and routine.reuse_consultation and scaffold.limits.plan_max_ops > 0
-            and counts["reused_consultations"] >= ROUTINE_HELD_SHARE * steps):
-        changes["reuse_consultation"] = False
-        causes.append("a consultation is reused while the files are unchanged")
-    if not changes:
-        return []
-    episode, step = _end_of_first(evidence)
-    return [RuleFinding(
-        "other", episode, step,
-        f"evidence routine: {writes} writes, {reads} reads in {steps} steps; LOG ran at {counts['log_steps']} "
-        f"steps, {counts['reused_consultations']} reused a consultation",
-        "the routine asks for few memory decisions: " + "; ".join(causes),
-        "routine " + ", ".join(f"{k} {v}" for k, v in changes.items()), {"routine": changes})]
 
 
 def rule_invalid_actions(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
@@ -317,7 +242,7 @@ def rule_invalid_actions(evidence: dict, scaffold: Scaffold) -> list[RuleFinding
 
 ALL_RULES: tuple[Callable[[dict, Scaffold], list[RuleFinding]], ...] = (
     rule_dead_files, rule_redundant_writes, rule_context_growth, rule_stuck, rule_oscillation,
-    rule_failing_operations, rule_sparse_memory, rule_invalid_actions,
+    rule_failing_operations, rule_sparse_memory, rule_silent_log, rule_invalid_actions,
 )
 
 

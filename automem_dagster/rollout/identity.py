@@ -20,8 +20,9 @@ import json
 from typing import Any
 
 from automem_dagster.agent.memory_settings import needs_embed
+from automem_dagster.agent.rule_actor import RuleActor
 from automem_dagster.agent.turn_format import TurnFormats, action_turn, reasoning_turn
-from automem_dagster.games import make_game
+from automem_dagster.games import as_ref, make_game
 from automem_dagster.llm.server_info import embedded_identity, endpoint_identity, package_version
 from automem_dagster.memory.ops import OpName
 
@@ -109,6 +110,9 @@ def identity_of(spec: Any, world: dict, roles: dict[str, dict]) -> dict:
         "packages": world["packages"],
         "worlds": world["worlds"],
     }
+    knobs = as_ref(spec.game).plugin.knobs
+    if knobs is not None:  # a memory game's distance and distractors (recorded only where a family has knobs)
+        identity["knobs"] = knobs(as_ref(spec.game).task)
     return {**identity, "digest": digest_of(identity)}
 
 
@@ -119,7 +123,9 @@ async def batch_identity(spec: Any, clients: Any) -> dict:
     playing = {}
     for role in PLAYING_ROLES:
         client = getattr(clients, role, None)
-        if client is not None and plays(role, spec):
+        if isinstance(client, RuleActor):
+            playing[role] = client.identity()
+        elif client is not None and plays(role, spec):
             endpoint = await asyncio.to_thread(endpoint_identity, client.config, client.base_url)
             playing[role] = role_identity(endpoint, client.config, world["actions"])
     return identity_of(spec, world, playing)

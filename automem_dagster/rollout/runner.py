@@ -29,7 +29,9 @@ from typing import Protocol, runtime_checkable
 from automem_dagster.agent import MemoryAgent
 from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
 from automem_dagster.agent.memory_settings import settings_for, settings_record
+from automem_dagster.agent.oracle_agent import OracleAgent
 from automem_dagster.agent.rag_agent import RagAgent
+from automem_dagster.agent.rule_actor import RuleActor
 from automem_dagster.agent.sampling import sampling_record
 from automem_dagster.agent.summary_agent import SummaryAgent
 from automem_dagster.atomic import write_json_atomic
@@ -124,6 +126,9 @@ class RolloutSpec:
             "sampling_seeds": sampling_record(clients) if self.agent != "random" else {"random": "seeded by the episode seed"},
         }
 
+
+RULE_ACTED = ("memory", "window", "oracle", "random")
+"""The agents the rule actor can play: those whose model calls only choose an action."""
 
 Progress = Callable[[str, int, bool], None]
 """Called as ``progress(episode_id, steps_done, finished)`` when an episode starts (with the steps
@@ -342,7 +347,17 @@ def make_agent(spec: RolloutSpec, seed: int, game: Game, clients: Clients, mem_r
         return RandomAgent(game.actions(), seed)
     if clients.game is None:
         raise RolloutError(f"the {spec.agent} baseline needs a game endpoint: pass --endpoints with a `game:` entry")
+    if isinstance(clients.game, RuleActor) and spec.agent not in RULE_ACTED:
+        raise RolloutError(f"the rule actor (actor: rules) chooses actions only: it plays the {', '.join(RULE_ACTED)} "
+                           f"agents, not {spec.agent}; use an endpoints file without `actor: rules` for it")
     family, settings = game_family(spec.game), settings_for(spec.agent, spec.settings)
+    if spec.agent == "oracle":
+        notes = getattr(game, "oracle_notes", None)
+        if notes is None:
+            raise RolloutError(f"the oracle baseline needs the game to name its needed facts: {spec.game} does not "
+                               "(the memory games keydoor and courier do)")
+        return OracleAgent(notes(), family, game.actions(), game.parse_action, clients.game, spec.window,
+                           episode_seed=seed)
     if spec.agent == "rag":
         embed = clients.embed if settings.retriever == "embedding" else None
         if settings.retriever == "embedding" and embed is None:

@@ -82,7 +82,11 @@ def save_scaffold(scaffold: Scaffold, root: Path = DEFAULT_ROOT) -> Path:
 
 
 def content_hash(scaffold: Scaffold) -> str:
+    """A digest of everything but the lineage fields. ``limits.log_min_writes`` at its default (0) is left
+    out, so the scaffolds written before the setting existed keep their hashes, and their batches their identity."""
     data = scaffold.model_dump(mode="json", exclude=_LINEAGE_FIELDS)
+    if data["limits"].get("log_min_writes") == 0:
+        del data["limits"]["log_min_writes"]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -1,8 +1,8 @@
 """Counterfactual credit, and curation checked against a known answer (not the paper's result).
 
-The key-and-door game (``examples/keydoor_plugin``, registered here through its entry point as
-``pip install`` would) shows the key's wing once; only a note of it, read at the junction, gets
-the agent through the door. Its scripted model (``standins/keydoor_rules.py``, served by the
+The key-and-door game (the built-in ``keydoor``, played as ``keydoor:hall5-decoys0``: no decoys, so
+the scripted notes below are the only ones) shows the key's wing once; only a note of it, read at the
+junction, gets the agent through the door. Its scripted model (``standins/keydoor_rules.py``, served by the
 scripted stand-in) acts on what its PLAN read shows and writes junk beside the useful note. So
 which decisions matter is known in advance, and the method must find exactly those.
 """
@@ -10,8 +10,6 @@ which decisions matter is known in advance, and the method must find exactly tho
 import asyncio
 import json
 import re
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +17,7 @@ import yaml
 from builders import scripted_client
 
 from automem_dagster.cli import main as cli_main
-from automem_dagster.games import plugin
-from automem_dagster.games.plugin import ENTRY_POINT_GROUP, env_ref
+from automem_dagster.games.plugin import env_ref
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.report import curation_figures
 from automem_dagster.meta.counterfactual import ReplayBudget, measure
@@ -34,35 +31,17 @@ from automem_dagster.standins.keydoor_rules import game_rules, memory_rules
 ROOT = Path(__file__).resolve().parents[2]
 
 
+GAME = "keydoor:hall5-decoys0"
+EPISODE = "keydoor-hall5-decoys0__seed5"
 SEEDS = [1, 5, 6, 7]
 HORIZON, K = 4, 5
 """The cheap score's window, and the replay's: K = 5 steps from the key's note reach the junction's choice."""
 
 
-def _clear_registry() -> None:
-    plugin._registry.cache_clear()
-    plugin.env_ref.cache_clear()
-    plugin._reference.cache_clear()
-
-
 @pytest.fixture
-def keydoor(tmp_path):
-    """The key-and-door plugin found through its entry point: its package and a distribution's metadata
-    naming it in the entry point group, on ``sys.path`` for this test only."""
-    site = tmp_path / "site"
-    shutil.copytree(ROOT / "examples" / "keydoor_plugin" / "automem_keydoor", site / "automem_keydoor")
-    meta = site / "automem_keydoor-0.1.0.dist-info"
-    meta.mkdir(parents=True)
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: automem-keydoor\nVersion: 0.1.0\n")
-    (meta / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nkeydoor = automem_keydoor:ENVIRONMENT\n")
-    sys.path.insert(0, str(site))
-    _clear_registry()
-    try:
-        yield env_ref("keydoor")
-    finally:
-        sys.path.remove(str(site))
-        sys.modules.pop("automem_keydoor", None)
-        _clear_registry()
+def keydoor():
+    """The built-in key-and-door game without decoys, its hall as long as the scripted rules expect."""
+    return env_ref(GAME)
 
 
 def with_clients(servers, work):
@@ -83,7 +62,7 @@ def played(keydoor, scripted, tmp_path):
     servers = (scripted(game_rules()), scripted(memory_rules()))
     scaffold = load_scaffold_file(keydoor.plugin.scaffold)
     batch = tmp_path / "batch"
-    with_clients(servers, lambda clients: run_batch(RolloutSpec("keydoor", scaffold, SEEDS, 14, batch,
+    with_clients(servers, lambda clients: run_batch(RolloutSpec(GAME, scaffold, SEEDS, 14, batch,
                                                                 concurrency=1), clients))
     return batch, scaffold, servers
 
@@ -167,14 +146,14 @@ def test_explain_prints_a_decisions_two_arms_side_by_side(played, tmp_path, caps
     endpoints = tmp_path / "endpoints.yaml"
     endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": servers[0].base_url, **endpoint},
                                          "memory": {"name": "memory", "base_url": servers[1].base_url, **endpoint}}))
-    args = ["curate", "--game", "keydoor", "--batch", str(batch), "--endpoints", str(endpoints),
+    args = ["curate", "--game", GAME, "--batch", str(batch), "--endpoints", str(endpoints),
             "--horizon", str(HORIZON), "--replay-horizon", str(K)]
-    assert cli_main([*args, "--explain", "keydoor__seed5:1"]) == 0
+    assert cli_main([*args, "--explain", f"{EPISODE}:1"]) == 0
     shown = capsys.readouterr().out
     assert "as made" in shown and "ablated" in shown and "<|APPEND|>notes.txt|key: east wing" in shown
-    assert "keydoor__seed5/step1/log: effect +50 progression" in shown
-    assert "keydoor__seed5/step1/plan: the arms' actions never differed: effect exactly 0" in shown.replace("\n", " ")
-    assert cli_main([*args, "--explain", "keydoor__seed5:1"]) == 0  # the same replay prints the same figures
-    assert "keydoor__seed5/step1/log: effect +50 progression" in capsys.readouterr().out
-    assert cli_main([*args, "--explain", "keydoor__seed5:40"]) == 2
+    assert f"{EPISODE}/step1/log: effect +50 progression" in shown
+    assert f"{EPISODE}/step1/plan: the arms' actions never differed: effect exactly 0" in " ".join(shown.split())
+    assert cli_main([*args, "--explain", f"{EPISODE}:1"]) == 0  # the same replay prints the same figures
+    assert f"{EPISODE}/step1/log: effect +50 progression" in capsys.readouterr().out
+    assert cli_main([*args, "--explain", f"{EPISODE}:40"]) == 2
     assert "no memory decision at step 40: decisions are at steps 0, 1, 2" in " ".join(capsys.readouterr().out.split())

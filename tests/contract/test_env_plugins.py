@@ -134,10 +134,11 @@ def test_the_installed_example_is_found_plays_a_rollout_and_a_rules_meta_round_a
               "--eval-episodes", "2", "--eval-max-steps", "4", "--endpoints", str(endpoints), "--no-tracking"]
     shown = json.loads(_run(installed, ["-c", PROBE, json.dumps([rollout, revise])], home).stdout.splitlines()[-1])
 
-    assert shown["families"] == ["crafter", "minihack", "nethack", "babyai", "textworld", "hotcold"]
+    assert shown["families"] == ["crafter", "minihack", "nethack", "babyai", "textworld", "keydoor", "courier", "hotcold"]
     assert shown["plugin"] == "automem_hotcold" and shown["game"] == "hotcold:line12"
     assert shown["partitions"] == ["crafter", "minihack-Corridor-R3", "nethack", "babyai-GoToLocal",
-                                   "textworld-coin_collector", "hotcold-line12"]
+                                   "textworld-coin_collector", "keydoor-hall4-decoys2", "courier-walk3-parcels3",
+                                   "hotcold-line12"]
 
     header, steps, end = read_trajectory(out / "trajectories" / "hotcold-line12__seed42.jsonl")
     assert header["game"] == "hotcold:line12" and header["scaffold"]["game"] == "hotcold"

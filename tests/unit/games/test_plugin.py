@@ -67,7 +67,7 @@ def test_a_game_lacking_contract_members_is_named_when_built():
 
 
 def test_names_resolve_once_into_references():
-    assert families() == ("crafter", "minihack", "nethack", "babyai", "textworld")
+    assert families() == ("crafter", "minihack", "nethack", "babyai", "textworld", "keydoor", "courier")
     ref = env_ref("MiniHack-Quest-Easy-v0")
     assert (ref.name, ref.family, ref.task) == ("minihack:Quest-Easy", "minihack", "Quest-Easy")
     assert env_ref("minihack:Quest-Easy") is ref  # one reference per name, made once

@@ -16,6 +16,7 @@ from automem_dagster.meta.rules_reviser import (
     rule_invalid_actions,
     rule_oscillation,
     rule_redundant_writes,
+    rule_silent_log,
     rule_sparse_memory,
     rule_stuck,
     rules_revision,
@@ -157,6 +158,23 @@ def test_invalid_actions_and_malformed_turns_are_reported_without_a_change():
     findings = rule_invalid_actions(data, V0)
     assert [(f.kind, f.patch) for f in findings] == [("invalid_action", {}), ("malformed_turn", {})]
     assert_cites_evidence(findings, data)
+
+
+def test_a_log_that_never_writes_must_write_once():
+    """LOG ran at 36 of 40 steps and wrote nothing (the embedded model on key and door): a LOG turn must
+    make one write. A LOG that wrote at a tenth of its turns, or must write already, is left alone."""
+    silent = evidence({name: FileUsage() for name in (f.name for f in V0.files)},
+                      routine={"steps": 40, "log_steps": 36, "reused_consultations": 0})
+    findings = rule_silent_log(silent, V0)
+    assert patch_of(findings) == {"limits": {"log_min_writes": 1}} and "made 0 writes" in findings[0].what_happened
+    assert_cites_evidence(findings, silent)
+    revision = rules_revision(V0, _diagnosis(silent), "diag", 1)
+    assert revision.accepted and any("log_min_writes" in change for change in revision.changes)
+    writing = evidence({"strategy.txt": FileUsage(writes=4)}, routine={"steps": 40, "log_steps": 36,
+                                                                       "reused_consultations": 0})
+    assert rule_silent_log(writing, V0) == []
+    forced = V0.model_copy(update={"limits": V0.limits.model_copy(update={"log_min_writes": 1})})
+    assert rule_silent_log(silent, forced) == []
 
 
 def test_every_rule_is_tested_here():

@@ -1,0 +1,83 @@
+"""``automem headroom``: how much a memory can be worth in a game, measured before any loop runs.
+
+Three arms on the same evaluation seeds: ``oracle`` (the needed facts always in memory: the ceiling
+with this actor), ``none`` (the window baseline with no history: no memory at all) and the scaffold
+(v0 by default: what the memory model makes of it). If the oracle is no better than none, the actor
+cannot use a note and no memory decision can matter; if the scaffold sits at none, its memory
+model keeps nothing useful yet, which is the room the loops have. The table gives each arm's mean
+± standard error and the paired differences (``metrics.paired.compare_paired``: mean, bootstrap
+interval, one-sided permutation p), and names the actor that chose the actions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+from automem_dagster.atomic import write_text_atomic
+from automem_dagster.commands import shared
+from automem_dagster.commands.shared import add_game_arg, add_play_args, session
+from automem_dagster.loop.gate import per_seed
+from automem_dagster.loop.storage import batch_dir, resolve_scaffold
+from automem_dagster.metrics.paired import compare_paired
+from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
+from automem_dagster.rollout.seeds import eval_seeds
+
+PAIRS = (("oracle", "none"), ("scaffold", "none"), ("oracle", "scaffold"))
+"""The paired differences the table shows: the ceiling's room, the scaffold's gain, what is left."""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("headroom", help="memory's headroom in a game: oracle, no memory and a scaffold on the same "
+                                        "evaluation seeds, with paired differences")
+    add_game_arg(p)
+    p.add_argument("--episodes", type=int, default=30, help="the first N evaluation seeds (default 30)")
+    p.add_argument("--scaffold", default="v0", help="the scaffold arm: v<N>, champion, or a YAML file (default v0)")
+    add_play_args(p, max_steps=30)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    seeds = eval_seeds(args.game, shared.STORAGE.seeds_file)
+    if not 1 <= args.episodes <= len(seeds):
+        raise argparse.ArgumentTypeError(f"--episodes {args.episodes}: {args.game} has {len(seeds)} evaluation seeds")
+    seeds = seeds[:args.episodes]
+    scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
+    root = Path(args.out) if args.out else None
+    arms = {"oracle": ("oracle", 0), "none": ("window", 0), "scaffold": ("memory", 0)}
+    specs = {arm: RolloutSpec(args.game, scaffold, seeds, args.max_steps,
+                              root / arm if root else batch_dir(shared.STORAGE.runs, "headroom", args.game,
+                                                                scaffold.version, seeds, args.max_steps, agent, window),
+                              concurrency=args.concurrency, agent=agent, window=window, fixed_dir=root is not None)
+             for arm, (agent, window) in arms.items()}
+
+    async def go() -> tuple[dict[str, BatchSummary], dict]:
+        async with session(args.endpoints) as (clients, progress):
+            return {arm: await run_batch(spec, clients, progress) for arm, spec in specs.items()}, clients.describe()
+
+    played, endpoints = asyncio.run(go())
+    text = headroom_table(args.game, f"v{scaffold.version}", played, endpoints.get("game", {}))
+    print(text)
+    out = root or specs["scaffold"].out_dir.parent.parent
+    write_text_atomic(Path(out) / "headroom.md", text + "\n")
+    return 0
+
+
+def headroom_table(game: str, version: str, played: dict[str, BatchSummary], actor: dict) -> str:
+    """The table as markdown: each arm's progression, then the paired differences."""
+    acting = "rules (rule_version {})".format(actor["rule_version"]) if actor.get("actor") == "rules" \
+        else f"{actor.get('model', '?')} (temperature {actor.get('temperature')})"
+    name = {"oracle": "oracle", "none": "none (window 0)", "scaffold": version}
+    seeds = len(played["none"].episodes)
+    lines = [f"memory's headroom in {game}: actor {acting}, {seeds} paired seeds", "",
+             "| arm | progression % (mean ± se) |", "|---|---|"]
+    lines += [f"| {name[arm]} | {b.progression.mean:.1f} ± {b.progression.stderr:.1f} |" for arm, b in played.items()]
+    lines += ["", "| paired difference | mean (points) | 95% CI | p (one-sided) |", "|---|---|---|---|"]
+    for a, b in PAIRS:
+        c = compare_paired(per_seed(played[a]), per_seed(played[b]))
+        lines.append(f"| {name[a]} − {name[b]} | {c.mean_difference:+.1f} | [{c.ci_low:+.1f}, {c.ci_high:+.1f}] "
+                     f"| {c.p_value:.3f} |")
+    lines += ["", "batches: " + json.dumps({arm: b.out_dir for arm, b in played.items()})]
+    return "\n".join(lines)
