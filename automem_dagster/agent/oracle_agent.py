@@ -11,7 +11,7 @@ a memory agent's consultation.
 from __future__ import annotations
 
 from automem_dagster.agent.baselines import WindowAgent
-from automem_dagster.agent.rule_actor import CONSULTED
+from automem_dagster.llm.rule_actor import CONSULTED
 
 
 class OracleAgent(WindowAgent):

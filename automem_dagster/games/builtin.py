@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from automem_dagster.games import courier, keydoor
+import automem_dagster.games.courier as courier
+import automem_dagster.games.keydoor as keydoor
 from automem_dagster.games.base import Game
 from automem_dagster.games.registration import Environment
 from automem_dagster.paths import SCAFFOLDS

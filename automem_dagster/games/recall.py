@@ -7,7 +7,7 @@ once, distractor facts that make a note of everything a poor strategy, and at ea
 one question, ``Which way on for <subject>? <a> or <b>.``, whose answer is final. Its knobs (the
 distance between fact and decision, the distractors) are part of its name, ``keydoor:hall8-decoys3``,
 so every batch, scaffold and result keys on them, and the batch identity records them
-(``Environment.knobs``). ``agent/rule_actor.py`` reads the same question line.
+(``Environment.knobs``). ``llm/rule_actor.py`` reads the same question line.
 """
 
 from __future__ import annotations

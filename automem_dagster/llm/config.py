@@ -254,7 +254,7 @@ Meta = Annotated[Annotated[EndpointConfig, Tag("llm")] | Annotated[RulesMeta, Ta
 class EndpointsConfig(BaseModel):
     """The three roles. ``memory`` defaults to the game endpoint (one-model mode). ``embed`` is the
     embeddings endpoint of the ``rag`` baseline (``/v1/embeddings``); unset, the embedded server
-    serves them from its own model. ``actor: rules`` puts the rule actor (``agent/rule_actor.py``) in
+    serves them from its own model. ``actor: rules`` puts the rule actor (``llm/rule_actor.py``) in
     the game role of the two-model agent: the ``memory`` endpoint (else the ``game`` one) does the
     memory operations and the rules choose the actions."""
 

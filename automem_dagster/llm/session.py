@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 
-from automem_dagster.agent.rule_actor import RuleActor
+from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import RULES, EndpointConfig, EndpointsConfig, RulesMeta
 from automem_dagster.llm.embedded_server import embedded_server

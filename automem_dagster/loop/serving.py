@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from automem_dagster.agent.rule_actor import RuleActor
+from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.replicas import ReplicatedClient

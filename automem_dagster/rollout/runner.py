@@ -31,7 +31,7 @@ from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Ag
 from automem_dagster.agent.memory_settings import settings_for, settings_record
 from automem_dagster.agent.oracle_agent import OracleAgent
 from automem_dagster.agent.rag_agent import RagAgent
-from automem_dagster.agent.rule_actor import RuleActor
+from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.agent.sampling import sampling_record
 from automem_dagster.agent.summary_agent import SummaryAgent
 from automem_dagster.atomic import write_json_atomic

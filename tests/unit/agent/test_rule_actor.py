@@ -2,7 +2,7 @@
 
 import asyncio
 
-from automem_dagster.agent.rule_actor import RuleActor, act
+from automem_dagster.llm.rule_actor import RuleActor, act
 
 SYSTEM = "Answer with:\n<|ACTION|>action<|END|>\nActions:\nforward: walk on\nwest: enter the west wing\neast: go east"
 ASK = "Step 4. Now:\n\n[junction] You reach a junction. Which way on for the key? west or east."

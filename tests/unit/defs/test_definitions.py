@@ -39,9 +39,10 @@ def test_definitions_load_with_every_asset_check_job_sensor_and_schedule():
     assert defs.resolve_assets_def("candidate_evaluation").group_names_by_key[dg.AssetKey("candidate_evaluation")] == \
         "evaluation"
     assert game_partitions.get_partition_keys() == ["crafter", "minihack-Corridor-R3", "nethack", "babyai-GoToLocal",
-                                                    "textworld-coin_collector"]
+                                                    "textworld-coin_collector", "keydoor-hall4-decoys2", "courier-walk3-parcels3"]
     assert [game_of(k) for k in game_partitions.get_partition_keys()] == ["crafter", "minihack:Corridor-R3", "nethack",
-                                                                          "babyai:GoToLocal", "textworld:coin_collector"]
+                                                                          "babyai:GoToLocal", "textworld:coin_collector",
+                                                                          "keydoor:hall4-decoys2", "courier:walk3-parcels3"]
     assert parse_version_key("minihack-v12") == ("minihack", 12)
     # Assets that play episodes do so in shard steps that retry (a shard resumes, so a retry replays
     # only its unfinished episodes) and take a slot of the model endpoints' pool.
@@ -111,8 +112,8 @@ def test_weekly_schedule_starts_one_round_per_game():
                                        repository_def=defs.get_repository_def())
     requests = weekly_structure_round.evaluate_tick(context).run_requests
     assert [r.partition_key for r in requests] == ["crafter", "minihack-Corridor-R3", "nethack", "babyai-GoToLocal",
-                                                   "textworld-coin_collector"]
-    assert len({r.run_key for r in requests}) == 5
+                                                   "textworld-coin_collector", "keydoor-hall4-decoys2", "courier-walk3-parcels3"]
+    assert len({r.run_key for r in requests}) == 7
 
 def test_gate_sensor_requests_one_promotion_per_evaluated_game(tmp_path):
     """Evaluations of several games between two ticks each get a promotion; one without a candidate none."""
