@@ -20,7 +20,7 @@ The effect is the paired difference of the arms over what they played, in one un
 points, or the game's reward where progression moves in neither the episode nor the arms; never
 both), plus the errors the decision avoided (invalid or malformed turns, stuck or oscillation
 warnings, deaths, health lost), each counted as ``error_weight`` of that unit. ``pairs`` pairs of
-arms are played afresh and averaged. With ``again`` a third arm, as made once more, plays beside the
+arms are played afresh and averaged. With ``again`` a third arm, as made once more, plays after the
 first pair: the difference of two as-made arms is the drift that curation's credit floor is measured
 from (``meta/curation_review.py``); on a server whose sampling follows the seeds it is 0.
 """
@@ -119,23 +119,22 @@ async def measure(decision: MemoryDecision, scaffold: Scaffold, clients: Clients
     pair) and return its effect (see the module doc)."""
     pairs: list[list[Arm]] = []
     for number in range(budget.pairs):
-        kinds = ("made", "ablated", "again") if again and number == 0 else ("made", "ablated")
-        pairs.append(await _play_pair(decision, scaffold, clients, budget, kinds))
+        pairs.append(await _play_pair(decision, scaffold, clients, budget, again and number == 0))
     moved = any(s["progression"] != s["progression_before"] for arms in pairs for arm in arms for s in arm.steps)
     unit = "progression" if moved or decision.score.unit == "progression" else "reward"
     for arms in pairs:
         for arm in arms:
             arm.gain = gain(arm.steps, unit)
-    differ = any(arms[0].actions != arms[1].actions for arms in pairs)
+    differ = any(_diverged(arms[0], arms[1]) for arms in pairs)
     w = budget.error_weight
     gained = sum(arms[0].gain - arms[1].gain for arms in pairs) / len(pairs)
     avoided = sum(arms[1].errors - arms[0].errors for arms in pairs) / len(pairs)
-    window = max(len(arm.steps) for arms in pairs for arm in arms)
+    window = max(len(arms[1].steps) for arms in pairs)
     memory_differed = any(m["memory"] != a["memory"]
                           for arms in pairs for m, a in zip(arms[0].steps, arms[1].steps, strict=False))
     last = decision.score.last_read
     capped = window >= budget.horizon and (last is None or last - decision.step + 1 > budget.horizon)
-    unresolved = not differ and memory_differed and capped and not any(s["done"] for s in pairs[0][0].steps)
+    unresolved = not differ and memory_differed and capped and not any(s["done"] for s in pairs[0][1].steps)
     drift = round(abs(pairs[0][0].value(w) - pairs[0][2].value(w)), 4) if len(pairs[0]) == 3 else None
     return Effect(round(gained + w * avoided, 4) if differ else 0.0, unit, window,
                   round(gained, 4) if differ else 0.0, round(avoided, 4) if differ else 0.0, differ, unresolved,
@@ -145,21 +144,33 @@ async def measure(decision: MemoryDecision, scaffold: Scaffold, clients: Clients
 
 
 async def _play_pair(decision: MemoryDecision, scaffold: Scaffold, clients: Clients, budget: ReplayBudget,
-                     kinds: tuple[str, ...]) -> list[Arm]:
-    """The arms of one pair, played at once (under the same load, on the server's slots): to the content's
-    last read, then on to the cap where any two arms' actions differ by then."""
+                     again: bool) -> list[Arm]:
+    """The made and ablated arms, played at once (under the same load, on the server's slots): to the
+    content's last read, then on to the cap where their actions differ by then. With ``again`` the made arm
+    plays to the cap, and an A/A arm as made after it (a rerun, as a second replay would be): the floor is
+    the drift over the longest window."""
     async with AsyncExitStack() as stack:
-        runs = [await stack.enter_async_context(ArmRun(decision, scaffold, clients, kind)) for kind in kinds]
+        runs = [await stack.enter_async_context(ArmRun(decision, scaffold, clients, kind)) for kind in ("made", "ablated")]
         first = reach(decision, budget)
         await asyncio.gather(*(run.advance(first) for run in runs))
-        actions = [[s["action"] for s in run.steps] for run in runs]
-        if any(a != actions[0] for a in actions[1:]):
-            await asyncio.gather(*(run.advance(budget.horizon - first) for run in runs))
+        diverged = _diverged(runs[0].arm(), runs[1].arm())
+        await asyncio.gather(*(run.advance(budget.horizon - first) for run in runs
+                               if diverged or (again and run.kind == "made")))
         arms = [run.arm() for run in runs]
+    if again:
+        async with ArmRun(decision, scaffold, clients, "again") as run:
+            await run.advance(budget.horizon)
+            arms.append(run.arm())
     if not shares_seeds(decision, arms):
         raise CounterfactualError(f"{decision.id}: the arms did not share the episode's sampling seeds, so their "
                                   "difference would mix the decision's effect with sampling noise")
     return arms
+
+
+def _diverged(made: Arm, ablated: Arm) -> bool:
+    """Whether two arms' actions differ over the steps both played."""
+    n = min(len(made.steps), len(ablated.steps))
+    return made.actions[:n] != ablated.actions[:n]
 
 
 async def explain(trajectory: Path, scaffold: Scaffold, step: int, clients: Clients, budget: ReplayBudget,

@@ -3,7 +3,7 @@
 Only what was measured trains. Every eligible decision (credited and well formed,
 ``meta/decisions.py``) is replayed with and without it (``meta/counterfactual.py``), best cheap
 scores first (the cheap score only orders the replay), up to ``ReplayBudget.decisions`` (None:
-all). The first ``floor_pairs`` replayed decisions also play an A/A arm, as made against as made
+all). ``floor_pairs`` replayed decisions, spread over that order, also play an A/A arm, as made against as made
 with the same seeds and nothing removed; the largest difference of those pairs is the **credit
 floor**, how far two arms drift when nothing was changed (0 on a server whose sampling follows the
 seeds; above 0 where reruns differ, e.g. llama.cpp with ``cache_prompt``). The rule: a decision is
@@ -19,6 +19,7 @@ calls it made and the seconds it took); both are kept in ``stats.json``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -52,10 +53,11 @@ async def measured_review(decisions: list[MemoryDecision], scaffold: Scaffold, c
             f"{estimate['steps_played']} steps with the model (about {estimate['model_calls_estimate']} model calls), "
             f"{estimate['steps_restored_without_model']} steps restored without it")
     started, calls, drifts, played = time.perf_counter(), 0, [], []
+    floor_at = floor_positions(len(order), budget.floor_pairs)
     for number, d in enumerate(order):
         say(f"replaying {d.id} ({number + 1}/{len(order)}), eta {eta(number, len(order), time.perf_counter() - started)}")
         try:
-            effect = await measure(d, scaffold, clients, budget, again=len(drifts) < budget.floor_pairs)
+            effect = await measure(d, scaffold, clients, budget, again=number in floor_at)
         except CounterfactualError as exc:  # this decision stays unmeasured; the others are replayed
             say(f"{d.id} not replayed: {exc}")
             d.notes.append(f"not replayed: {exc}")
@@ -79,6 +81,13 @@ async def measured_review(decisions: list[MemoryDecision], scaffold: Scaffold, c
             "floor_pairs": len(drifts), "drifts": drifts, "replayed": len(played), "unmeasured": len(unmeasured),
             "left_by_budget": left, "unmeasured_why": why if unmeasured else None,
             "cost": {"estimate": estimate, "model_calls": calls, "seconds": seconds}}
+
+
+def floor_positions(n: int, pairs: int) -> set[int]:
+    """Which of ``n`` replayed decisions also play an A/A arm: ``pairs`` of them spread evenly over the replay
+    order, so the floor sees decisions with high and low cheap scores, early and late in their episodes."""
+    k = min(n, pairs)
+    return {math.floor(i * n / k) for i in range(k)} if k else set()
 
 
 def _judge(d: MemoryDecision, floor: float) -> None:
