@@ -11,8 +11,8 @@ resources = proficiency_resources
 
 
 def test_too_small_a_dataset_stops_the_round_before_training(tmp_path, storage, scripted, resources):
-    """The round stops at curation; the default counterfactual budget (4 decisions) still replays its sample
-    first (about a second on the stand-in), and the asset's metadata says how the cheap score agreed."""
+    """The round stops at curation; a replay budget of 4 decisions still replays them first (about a second
+    on the stand-in), and the asset's metadata says how the cheap score agreed."""
     server = scripted(META_RULES + GAME_RULES)
     instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster"))
     result = dg.materialize(ROUND, partition_key="crafter", resources=resources(server), instance=instance,
