@@ -115,8 +115,8 @@ def reach(decision: MemoryDecision, budget: ReplayBudget) -> int:
 
 async def measure(decision: MemoryDecision, scaffold: Scaffold, clients: Clients, budget: ReplayBudget,
                   again: bool = False) -> Effect:
-    """Play ``budget.pairs`` pairs of arms for ``decision`` (with ``again``, an A/A arm beside the first
-    pair) and return its effect (see the module doc)."""
+    """Play ``budget.pairs`` pairs of arms for ``decision`` (with ``again``, an A/A arm for the first
+    pair, after it) and return its effect (see the module doc)."""
     pairs: list[list[Arm]] = []
     for number in range(budget.pairs):
         pairs.append(await _play_pair(decision, scaffold, clients, budget, again and number == 0))
