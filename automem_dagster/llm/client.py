@@ -23,6 +23,7 @@ import openai
 from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.llm.attempts import CURRENT_CALL, CallLog, CountingHttpClient, describe_failures
 from automem_dagster.llm.config import EndpointConfig
+from automem_dagster.llm.progress import ServerProgress
 
 _TRANSIENT = (
     openai.APIConnectionError,
@@ -154,6 +155,9 @@ class LLMClient:
         self.first_reply: dict | None = None
         """The ``model`` and ``system_fingerprint`` of the first answer: what a hosted API says of the model
         that served it (``llm/server_info.py``), recorded in the batch's identity as observed."""
+        self.progress = ServerProgress(base_url.removesuffix("/").removesuffix("/v1"), config.timeout_s) \
+            if config.server == "llama.cpp" else None
+        """A llama.cpp server's slots, watched so that a slow server is waited for (``llm/progress.py``)."""
         self._pools: dict[int | None, openai.AsyncOpenAI] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -173,7 +177,7 @@ class LLMClient:
         if lane not in self._pools:
             self._pools[lane] = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.config.api_key(),
                                                    timeout=self.config.timeout_s, max_retries=self.config.max_retries,
-                                                   http_client=CountingHttpClient())
+                                                   http_client=CountingHttpClient(self.progress))
         return self._pools[lane]
 
     def _where(self) -> str:

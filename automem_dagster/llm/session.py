@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 
-from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import RULES, EndpointConfig, EndpointsConfig, RulesMeta
 from automem_dagster.llm.embedded_server import embedded_server
 from automem_dagster.llm.process import ServerProcess
 from automem_dagster.llm.replicas import ReplicatedClient
+from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.server_rules import check_servers, reply_schema_kind
 
 

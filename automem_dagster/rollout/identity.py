@@ -20,9 +20,9 @@ import json
 from typing import Any
 
 from automem_dagster.agent.memory_settings import needs_embed
-from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.agent.turn_format import TurnFormats, action_turn, reasoning_turn
 from automem_dagster.games import as_ref, make_game
+from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.server_info import embedded_identity, endpoint_identity, package_version
 from automem_dagster.memory.ops import OpName
 

@@ -31,7 +31,6 @@ from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Ag
 from automem_dagster.agent.memory_settings import settings_for, settings_record
 from automem_dagster.agent.oracle_agent import OracleAgent
 from automem_dagster.agent.rag_agent import RagAgent
-from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.agent.sampling import sampling_record
 from automem_dagster.agent.summary_agent import SummaryAgent
 from automem_dagster.atomic import write_json_atomic
@@ -39,6 +38,7 @@ from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.games import env_ref, game_family, make_game
 from automem_dagster.games.base import Game, StepResult, state_record
 from automem_dagster.llm.replicas import episode_affinity
+from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
 from automem_dagster.rollout.failure import failure_message
