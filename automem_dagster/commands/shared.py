@@ -282,8 +282,16 @@ def evaluation_metrics(summary: BatchSummary) -> dict:
 
 
 
-GAME_HELP = ("crafter, nethack, minihack:<Task>, babyai:<Task>, textworld:coin_collector, or an installed plugin's game "
-             "(docs/environments.md)")
+GAME_HELP = ("crafter, nethack, minihack:<Task>, babyai:<Task>, textworld:coin_collector, keydoor[:hall<N>-decoys<N>], "
+             "courier[:walk<N>-parcels<N>], or an installed plugin's game (docs/environments.md)")
+
+
+def canonical_game(args: argparse.Namespace) -> None:
+    """``--game`` as the game's canonical name (``keydoor`` -> ``keydoor:hall4-decoys2``), the one spelling
+    of its partition, batch folders and records; run by ``cli.main`` before the command, so an unknown game
+    is its one-line error (``PluginError``)."""
+    if getattr(args, "game", None):
+        args.game = env_ref(args.game).name
 
 
 def add_game_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
