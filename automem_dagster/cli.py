@@ -13,6 +13,7 @@ from automem_dagster.commands import (
     demo,
     endpoints,
     evaluate,
+    facts,
     headroom,
     noise,
     params,
@@ -40,8 +41,8 @@ from automem_dagster.training.base_model import BaseModelError
 from automem_dagster.training.registry import RegistryError
 from automem_dagster.training.sft_result import TrainingError
 
-COMMAND_MODULES = (rollout, demo, structure, table, evaluate, headroom, noise, proficiency, plan, params, endpoints,
-                   worker)
+COMMAND_MODULES = (rollout, demo, structure, table, evaluate, headroom, facts, noise, proficiency, plan, params,
+                   endpoints, worker)
 """The command groups, in the order ``automem --help`` lists them."""
 
 USER_ERRORS = (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,

@@ -109,13 +109,15 @@ def refuse_bad_round_inputs(game: str, endpoints: Path, meta: str = "endpoints")
     load_champion(game_family(game), STORAGE)
 
 
-async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecord | None) -> BatchSummary:
+async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecord | None,
+                  log_dir: Path = RUNS / "logs") -> BatchSummary:
     """Play ``spec`` with the endpoints file's roles or, given ``adapter``, as the two-model agent with that
-    adapter serving the memory role (``serving.specialist_endpoints``): what a pipeline stage plays."""
+    adapter serving the memory role (``serving.specialist_endpoints``): what a pipeline stage plays. The
+    embedded server's log goes to ``log_dir``."""
     config, lora = load_endpoints(endpoints_path), []
     if adapter is not None:
         config, lora = specialist_endpoints(config, adapter, game_family(spec.game))
-    async with connect(config, RUNS / "logs", lora=lora, two_model=adapter is not None) as clients:
+    async with connect(config, log_dir, lora=lora, two_model=adapter is not None) as clients:
         with episode_progress() as progress:
             return await run_batch(spec, clients, progress)
 
