@@ -117,8 +117,10 @@ up() {
                      --rules "$rules") ;;
   esac
   if [ ${#serve[@]} -gt 0 ]; then
-    (cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" \
-       setsid ip netns exec "$NAME-main" "${serve[@]}" >"$DIR/main/model.log" 2>&1 </dev/null & echo $! >"$DIR/main/model.pid")
+    # Every descriptor to the log, none left to the caller's pipes: `up` returns when the hosts are up.
+    (cd "$REPO" && export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" \
+       && exec setsid ip netns exec "$NAME-main" "${serve[@]}") >"$DIR/main/model.log" 2>&1 </dev/null &
+    echo $! >"$DIR/main/model.pid"
     wait_for "the model server (log $DIR/main/model.log)" 120 ip netns exec "$NAME-main" "$PYTHON" -c \
       "import urllib.request; urllib.request.urlopen('http://$MAIN_ADDR:$MODEL_PORT/health', timeout=2)"
   fi
