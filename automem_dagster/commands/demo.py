@@ -26,6 +26,7 @@ from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings, default_curation
 from automem_dagster.loop.storage import fresh_project_home, resolve_scaffold
 from automem_dagster.loop.structure import RoundResult
+from automem_dagster.meta.counterfactual import ReplayBudget
 from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.metrics.power import detectable_gain
@@ -51,6 +52,10 @@ class DemoCuts:
     """The dataset's minimum (the game's own: 30)."""
     train_steps: int = 3
     """LoRA optimizer steps, of one example each."""
+    replayed: int = 2
+    """Eligible decisions whose effect is measured by replay (full: every eligible one)."""
+    floor_pairs: int = 1
+    """A/A pairs measuring the credit floor (full: 3)."""
 
     def describe(self) -> str:
         endpoints = f"--endpoints {DEMO_ENDPOINTS.relative_to(ASSETS.parent)}"
@@ -63,8 +68,12 @@ class DemoCuts:
             f"  structure:   one round, rules meta: diagnose {self.rollout_episodes} x {self.max_steps} steps, decide on "
             f"{self.seeds} seeds\n"
             f"               (full: automem rounds --game {self.game} --meta rules {endpoints})\n"
-            f"  proficiency: curate {self.rollout_episodes} x {self.max_steps} steps, >= {self.min_examples} examples, "
-            f"{self.train_steps} LoRA steps of one example, decide on {self.seeds} seeds\n"
+            f"  proficiency: curate {self.rollout_episodes} x {self.max_steps} steps: replay {self.replayed} eligible "
+            f"decisions against {self.floor_pairs} A/A pair and also train on\n"
+            "               unmeasured ones (marked 'unmeasured' in every row, the card and MLflow; full: measured "
+            "only),\n"
+            f"               >= {self.min_examples} examples, {self.train_steps} LoRA steps of one example, decide on "
+            f"{self.seeds} seeds\n"
             f"               (full: automem train --game {self.game} {endpoints})")
 
 
@@ -144,11 +153,12 @@ def what_a_decision_needs(result: RoundResult, settings: RoundSettings) -> str:
 
 
 def demo_proficiency_settings(budget: RoundSettings) -> ProficiencySettings:
-    """A short proficiency round: the structure round's budget, a dataset minimum far below the game's
-    and every eligible decision that loses no points, on purpose: the demo shows the machinery train
-    and evaluate a specialist, not a specialist worth keeping."""
+    """A short proficiency round: the structure round's budget, a dataset minimum far below the game's, a
+    replay of a few decisions, and unmeasured decisions kept (the opt-in, so marked), on purpose: the demo
+    shows the machinery train and evaluate a specialist, not a specialist worth keeping."""
     curation = default_curation(DEMO.game, min_examples=DEMO.min_examples, weights=ScoreWeights(horizon=4),
-                                accept_score=0.0, review_floor=0.0, max_review_batches=2)
+                                accept_score=0.0, review_floor=0.0, max_review_batches=2, keep_unmeasured=True,
+                                replay=ReplayBudget(decisions=DEMO.replayed, floor_pairs=DEMO.floor_pairs))
     # The paper's LoRA defaults for the base, one example per step: a CPU step of 4 ~1,000-token
     # examples takes minutes, and the demo only needs the adapter trained, exported and served.
     base = describe_base("embedded")
