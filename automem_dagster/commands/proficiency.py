@@ -131,7 +131,7 @@ def run_curate(args: argparse.Namespace) -> int:
     out = args.out or dataset_dir(shared.STORAGE, args.batch)
 
     async def go():
-        replaying = settings.curation.replay.decisions > 0
+        replaying = settings.curation.replay.decisions != 0
         async with players(args.endpoints, manifest, replaying) as clients:
             return await curate_stage(args.batch, scaffold, settings, clients.meta, shared.STORAGE, console.print, out,
                                       players=clients if replaying else None)

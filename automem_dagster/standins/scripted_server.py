@@ -332,15 +332,17 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--rules", type=Path, required=True)
     parser.add_argument("--log", type=Path, default=None)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="the address to listen on (a host's private address in deploy/two-hosts.sh)")
     args = parser.parse_args()
     spec = json.loads(args.rules.read_text())
     if isinstance(spec, list):
         spec = {"rules": spec}
     provider = Provider(**spec["provider"]) if "provider" in spec else None
-    server = ThreadingServer(("127.0.0.1", args.port),
+    server = ThreadingServer((args.host, args.port),
                              make_handler(Rules(spec.get("rules", [])), provider, args.log, reloadable=True,
                                           embeddings=bool(spec.get("embeddings"))))
-    print(f"scripted server listening on 127.0.0.1:{args.port}", flush=True)
+    print(f"scripted server listening on {args.host}:{args.port}", flush=True)
     server.serve_forever()
 
 

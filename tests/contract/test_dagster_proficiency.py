@@ -12,8 +12,8 @@ resources = proficiency_resources
 
 def test_too_small_a_dataset_stops_the_round_before_training(tmp_path, storage, scripted, resources):
     """The round stops at curation as designed: the run succeeds, training and evaluation are skipped, and
-    an observation of the dataset says why (no step failure, so no stack trace in the run's log); the default
-    counterfactual budget still replays its sample first (about a second on the stand-in)."""
+    an observation of the dataset says why (no step failure, so no stack trace in the run's log); a replay
+    budget of 4 decisions still replays them first (about a second on the stand-in)."""
     server = scripted(META_RULES + GAME_RULES)
     instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster"))
     result = dg.materialize(ROUND, partition_key="crafter", resources=resources(server), instance=instance,

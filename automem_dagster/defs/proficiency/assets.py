@@ -132,7 +132,7 @@ def sft_dataset_body(context: dg.AssetExecutionContext, config: ProficiencyConfi
     context.log.info(f"curating {batch} (scaffold v{version}), at least {settings.curation.min_examples} examples")
     try:
         # A counterfactual replay plays the batch's decisions again: it needs the roles that played it.
-        replaying = settings.curation.replay.decisions > 0
+        replaying = settings.curation.replay.decisions != 0
         data = endpoints.run(lambda clients: curate_stage(batch, scaffold, settings, clients.meta, store, context.log.info,
                                                           players=clients if replaying else None),
                              store.runs / "logs", roles=None if replaying else META_ONLY,
