@@ -60,7 +60,11 @@ def run(args: argparse.Namespace) -> int:
     arms: dict[str, AdapterRecord | None] = {BASE: None}
     for ref in args.specialist:
         record = specialist(ref, args.game, scaffold)
-        arms[Path(ref).name if Path(ref).is_dir() else record.id] = record
+        name = Path(ref).name if Path(ref).is_dir() else record.id
+        if name in arms:
+            raise argparse.ArgumentTypeError(f"--specialist {ref}: another arm is already named {name!r}; give "
+                                             "adapters whose folders have different names")
+        arms[name] = record
     root = Path(args.out) if args.out else batch_dir(shared.STORAGE.runs, "facts", args.game, scaffold.version, seeds,
                                                      steps)
     rates = {}
