@@ -21,6 +21,7 @@ from automem_dagster.commands import (
     proficiency,
     rollout,
     rollout_view,
+    shared,
     structure,
     table,
     worker,
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
+        shared.canonical_game(args)
         return args.run(args)
     except RolloutError as exc:
         report = rollout_view.failure_report(exc, argv)

@@ -187,7 +187,7 @@ def tier(item) -> str:
 
 
 SLOWEST_FIRST = ("test_benchmarks_quick.py", "test_memory_agent_embedded.py", "test_dvc.py", "test_sft_training.py",
-                 "test_endpoints_embedded.py", "test_ui_pages.py", "test_celery_rounds.py",
+                 "test_endpoints_embedded.py", "test_ui_pages.py", "test_two_hosts.py", "test_celery_rounds.py",
                  "test_dagster_proficiency_training.py", "test_celery_executor.py", "test_sharded_dagster.py",
                  "test_server_per_run.py", "test_rollout.py", "test_gguf_lora_served.py")
 """The test files that take longest, longest first: they are handed to the pytest-xdist workers first
