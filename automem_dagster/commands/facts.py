@@ -98,6 +98,6 @@ def facts_table(game: str, version: str, endpoints: Path, rates: dict[str, FactR
             if arm != BASE:
                 c = compare_paired(r.per_seed, rates[BASE].per_seed)
                 lines.append(f"| {arm} − {BASE} | {c.mean_difference:+.1f} | [{c.ci_low:+.1f}, {c.ci_high:+.1f}] "
-                             f"| {c.p_value:.4f} |")
+                             f"| {c.p_value:.2g} |")
     lines += ["", "batches: " + json.dumps({arm: str(root / arm) for arm in rates})]
     return "\n".join(lines)
