@@ -29,6 +29,7 @@ THREE_SE = 0.00135
 
 
 @pytest.mark.integration
+@pytest.mark.server
 def test_training_on_useful_notes_raises_their_rate_and_junk_does_not(tmp_path):
     scaffold = load_scaffold(GAME, 0, SCAFFOLDS)
     train, held = training_seeds(GAME, TRAINING_SEEDS), eval_seeds(GAME)[:HELD_OUT]
