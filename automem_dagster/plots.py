@@ -193,12 +193,12 @@ def plot_losses(train: list[list[float]], validation: list[list[float]], title: 
     return save_figure(fig, out)
 
 
-EFFECT_COLOURS = {"replayed": "#2ca02c", "cheap": "#7f7f7f"}
+EFFECT_COLOURS = {"replayed": "#2ca02c", "unmeasured": "#7f7f7f"}
 """How a kept decision's effect was measured (``meta/calibration.effect_of``)."""
 
 
 def plot_effects(values: list[list], title: str, out: Path) -> Path:
-    """The kept decisions' effects as histograms, one panel per unit, replayed and cheap effects stacked
+    """The kept decisions' effects as histograms, one panel per unit, replayed and unmeasured effects stacked
     in their own colours. ``values`` are ``[effect, unit, method]`` (curation's ``kept_effect_values``)."""
     if not values:
         raise ValueError(f"no kept decisions to plot for {title!r}")

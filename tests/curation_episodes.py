@@ -71,4 +71,7 @@ def write_episode(batch, seed, steps=None, scaffold=SCAFFOLD, agent="memory"):
 
 
 def settings(**overrides):
-    return CurationSettings(**{"weights": ScoreWeights(horizon=2), "min_examples": 1, **overrides})
+    """Settings that score with a window of 2 and, since these tests replay nothing (no endpoints), keep the
+    unmeasured decisions by the cheap score (``keep_unmeasured``), which is what they check."""
+    return CurationSettings(**{"weights": ScoreWeights(horizon=2), "min_examples": 1, "keep_unmeasured": True,
+                               **overrides})

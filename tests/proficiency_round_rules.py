@@ -54,12 +54,14 @@ def round_config(**overrides) -> dg.RunConfig:
     first writes at step 5 and the PLAN reads it there; curation credits only that, 3 examples an
     episode, so the held-out validation episode is small: on two CPU cores the trainer needs seconds
     per ~700-token Crafter prompt), a window of 2 steps, 1 optimizer step, 2 evaluation episodes of
-    10 steps. No counterfactual replay (the default replays 4 decisions): these tests are about the
-    assets, and a replayed verdict could drop the 6 examples they train on; tests/test_counterfactual.py
-    checks the replay."""
-    config = ProficiencyConfig(**{"rollout_episodes": 4, "rollout_max_steps": 8, "horizon": 2, "min_examples": 6,
+    10 steps. No counterfactual replay (the default replays every eligible decision), so the round opts in
+    to train on unmeasured decisions (``keep_unmeasured``): these tests are about the assets, and a replayed
+    verdict could drop the 6 examples they train on; tests/contract/test_known_answer_variants.py checks
+    the replay."""
+    config = ProficiencyConfig(**{"rollout_episodes": 4, "rollout_max_steps": 8, "score_window": 2, "min_examples": 6,
                                   "max_review_batches": 4, "max_train_steps": 1, "base": "embedded",
-                                  "gate": "higher_mean", "replay_decisions": 0, **overrides})
+                                  "gate": "higher_mean", "replay_decisions": 0,
+                                  "keep_unmeasured": True, **overrides})
     return dg.RunConfig(ops={name: config for name in PROFICIENCY_ASSETS - {"champion_specialist"}})
 
 

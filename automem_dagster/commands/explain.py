@@ -43,8 +43,14 @@ def print_arms(decision: MemoryDecision, effect: Effect) -> None:
         table.add_row("gain", f"{pair['made']['gain']:+g} {effect.unit}", f"{pair['ablated']['gain']:+g} {effect.unit}")
         table.add_row("errors", str(pair["made"]["errors"]), str(pair["ablated"]["errors"]))
         console.print(table)
-    verdict = ("the arms' actions never differed: effect exactly 0" if not effect.differ else
-               f"effect {effect.effect:+g} {effect.unit} (gain {effect.gain:+g}, errors avoided {effect.errors_avoided:+g})")
+    if effect.unresolved:
+        verdict = (f"unresolved at horizon {effect.horizon}: the arms' memory differed but their play did not "
+                   f"diverge within {effect.horizon} steps (its content was last read at step {effect.last_read})")
+    elif not effect.differ:
+        verdict = "the arms' play never diverged up to the last read of its content: effect exactly 0"
+    else:
+        verdict = (f"effect {effect.effect:+g} {effect.unit} over {effect.window} steps (gain {effect.gain:+g}, "
+                   f"errors avoided {effect.errors_avoided:+g})")
     console.print(f"{decision.id}: {verdict}; cheap score {decision.score.score:+g} "
                   f"(advantage {decision.score.advantage:+g} {decision.score.unit})")
 

@@ -102,13 +102,18 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: tracking.Tracker | None,
-                      meta: str = "endpoints", execution: Execution = IN_PROCESS) -> ProficiencyResult:
+                      meta: str = "endpoints", execution: Execution = IN_PROCESS) -> ProficiencyResult | None:
     """One whole round, as a Dagster run (``defs/cli_rounds.py``) executed as ``execution`` says (default: in
-    this process); prints its table and where the run shows."""
+    this process); prints its table and where the run shows. A dataset below the minimum is the round's
+    designed end before training: one line says so and there is no result (None)."""
     shared.refuse_bad_round_inputs(settings.game, endpoints, meta)
     console.rule(f"proficiency-loop round: {settings.game}")
-    result, report, shown = shared.dagster_rounds().run_proficiency_round(settings, endpoints, shared.STORAGE,
-                                                                           tracker, meta, execution)
+    try:
+        result, report, shown = shared.dagster_rounds().run_proficiency_round(settings, endpoints, shared.STORAGE,
+                                                                               tracker, meta, execution)
+    except DatasetTooSmall as exc:
+        console.print(f"proficiency round ended before training, as designed: {exc}")
+        return None
     print_proficiency(result, report)
     console.print(shown)
     return result
@@ -126,7 +131,7 @@ def run_curate(args: argparse.Namespace) -> int:
     out = args.out or dataset_dir(shared.STORAGE, args.batch)
 
     async def go():
-        replaying = settings.curation.replay.decisions > 0
+        replaying = settings.curation.replay.decisions != 0
         async with players(args.endpoints, manifest, replaying) as clients:
             return await curate_stage(args.batch, scaffold, settings, clients.meta, shared.STORAGE, console.print, out,
                                       players=clients if replaying else None)

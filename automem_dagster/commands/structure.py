@@ -32,7 +32,6 @@ from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
 from automem_dagster.loop.settings import ProficiencyOptions, RoundSettings
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.loop.structure import RoundResult, diagnose_stage, revise_stage
-from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.diagnose import Diagnosis
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold.lineage import render_tree
@@ -95,10 +94,7 @@ def run_rounds_command(args: argparse.Namespace) -> int:
                       shared.STORAGE, say=lambda line: console.rule(line))
     print_rounds(done)
     if args.proficiency:
-        try:
-            proficiency_round(shared.proficiency_settings(args), args.endpoints, tracker, args.meta, execution)
-        except DatasetTooSmall as exc:
-            console.print(f"proficiency round stopped before training: {exc}")
+        proficiency_round(shared.proficiency_settings(args), args.endpoints, tracker, args.meta, execution)
     print_where_to_look(shared.STORAGE)
     return 0
 

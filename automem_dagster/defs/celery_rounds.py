@@ -8,10 +8,10 @@ endpoints file, the storage folders, the tracking store: paths every worker must
 executor's settings (``defs/common/celery.py``). The workers are ``automem worker`` processes with the
 same ``DAGSTER_HOME``, broker and visibility timeout.
 
-A step that fails on a worker reaches this process as an event, not an exception: the round raises
-``DatasetTooSmall`` where the step's error was one (the CLI's rounds stop on it as in process), else a
+A step that fails on a worker reaches this process as an event, not an exception: the round raises a
 ``RoundError`` with the step's error, and a run that fails outside its steps (a broker gone) with the
-run's own message.
+run's own message. A dataset below the minimum is no failure: the run succeeds without the steps after
+curation, as in process.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from automem_dagster.defs.common.celery import celery_config, visibility_timeout
 from automem_dagster.defs.definitions import defs
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.execution import Execution
-from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.rollout.seeds import eval_seeds
 
 
@@ -73,9 +72,6 @@ def failure(result, broker: str) -> Exception:
     """The error a failed run raises here: the first failed step's, else the run's own."""
     for event in result.get_step_failure_events():
         chain = _chain(event.step_failure_data.error)
-        too_small = next((e for e in chain if e.cls_name == "DatasetTooSmall"), None)
-        if too_small is not None:
-            return DatasetTooSmall(too_small.message.strip().removeprefix(f"{DatasetTooSmall.__module__}.DatasetTooSmall: "))
         return RoundError(f"step {event.step_key} failed on a Celery worker: "
                           f"{' <- '.join(e.message.strip() for e in chain)}")
     errors = [e for event in result.all_events for e in _chain(getattr(event.event_specific_data, "error", None))]

@@ -15,6 +15,7 @@ runs the stage commands (``rollout``, ``diagnose``, ``propose``, ``evaluate``, `
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -35,15 +36,18 @@ from automem_dagster.loop.execution import IN_PROCESS, Execution
 from automem_dagster.loop.proficiency import (
     ProficiencyResult,
     curated,
+    dataset_dir,
     load_specialist_decision,
     registry,
     training_record,
 )
+from automem_dagster.loop.records import TOO_SMALL
 from automem_dagster.loop.report import RoundReport
 from automem_dagster.loop.round_plan import PROFICIENCY_ROUND, STRUCTURE_ROUND, RoundPlan
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.loop.structure import RoundResult, load_decision
+from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.meta.revise import Revision
 from automem_dagster.paths import PROJECT_ROOT
@@ -82,8 +86,9 @@ def run_proficiency_round(settings: ProficiencySettings, endpoints: Path, storag
                           meta: str = "endpoints", execution: Execution = IN_PROCESS
                           ) -> tuple[ProficiencyResult, RoundReport, str]:
     """One proficiency round of ``settings.game``, whole, as a run of ``proficiency_full_round_job`` executed as
-    ``execution`` says. A dataset below the minimum ends the run before training: ``meta.curate.DatasetTooSmall``
-    is raised here as the CLI's rounds have always raised it, and the run shows ``sft_dataset``'s outcome."""
+    ``execution`` says. A dataset below the minimum ends the run before training, and the run succeeds
+    (``sft_dataset`` observed as ``dataset_too_small``, the steps after it skipped); here it is
+    ``meta.curate.DatasetTooSmall``, the designed stop the CLI's rounds print in one line."""
     config = ProficiencyConfig.of_proficiency(settings).model_copy(update={"shards": execution.shards})
     values, run = _run(PROFICIENCY_ROUND, "proficiency_full_round_job", settings.game, config,
                        _resources(endpoints, storage, tracker, meta), execution)
@@ -162,6 +167,10 @@ def _proficiency_result(game: str, storage: Storage, training_rollouts, sft_data
                         specialist_evaluation, champion_specialist) -> tuple[ProficiencyResult, RoundReport]:
     """The CLI's account of a proficiency round from its steps' values (a parameter per step of the plan; the
     dataset is read from the folder the LoRA settings name)."""
+    if sft_dataset is None and training_rollouts is not None and resumed(training_rollouts) is None:
+        marker = dataset_dir(storage, Path(training_rollouts)) / TOO_SMALL
+        if marker.exists():
+            raise DatasetTooSmall(json.loads(marker.read_text())["too_small_reason"])
     if lora_adapter is None:
         raise RoundError(f"{game}: the proficiency round stopped before its adapter; its run in Dagster says why")
     record = registry(storage, game_family(game)).record(lora_adapter["adapter"])

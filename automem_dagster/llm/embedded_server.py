@@ -96,6 +96,7 @@ def serve(port: int, parallel: int, ctx_per_slot: int, threads: int, lora: list[
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.cache_prompt = True
+    params.cache_ram_mib = 0  # no RAM prompt cache: a request would restore another's prompt (llm/slot_turns.py)
     if embeddings:
         params.embedding = True
         params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN

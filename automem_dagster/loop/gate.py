@@ -84,10 +84,16 @@ def paired_verdict(challenger: BatchSummary, champion: BatchSummary, role: str, 
     """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
     beats the champion on the paired evaluation seeds under ``gate``, by more than the noise ``floor``
     (points, and ``metric_floor`` for the gate's metric: the identity's A/A record, ``loop.noise``).
-    Refuses batches that do not cover the same seeds (an interrupted evaluation), since an unpaired
+    Refuses a batch with an unfinished episode (``BatchSummary.unfinished``) and batches that do not
+    cover the same seeds (an interrupted evaluation), since an unpaired
     comparison would judge different games, and batches whose identities differ in more than the round
     tests (``pairing_differences``)."""
     gate = gate or GatePolicy()
+    for name, batch in ((role, challenger), ("champion", champion)):
+        if batch.unfinished:
+            raise RoundError(f"the {name} batch {batch.out_dir} has unfinished episodes (seeds {batch.unfinished}: "
+                             "abandoned after their endpoint's retries, or not played yet), so nothing is decided; "
+                             "rerun its evaluation, which resumes them, once the endpoint answers")
     mine, champ = per_seed(challenger), per_seed(champion)
     if set(mine) != set(champ):
         raise RoundError(f"{role} seeds {sorted(mine)} and champion seeds {sorted(champ)} differ: "

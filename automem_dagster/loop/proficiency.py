@@ -103,7 +103,7 @@ async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySet
                        out: Path | None = None, players: Clients | None = None) -> CurationResult:
     """The curated dataset of ``batch`` (into ``out``, else a folder derived from the batch): read
     back when it exists, else curated (DatasetTooSmall stops here). ``players``, the endpoints that
-    played the batch, let curation replay a sample of decisions (``settings.curation.replay``)."""
+    played the batch, let curation replay its decisions (``settings.curation.replay``)."""
     out = Path(out) if out else dataset_dir(storage, batch)
     return read_curation(out) or await curate([Path(batch)], scaffold, eval_seeds(settings.game, storage.seeds_file),
                                               out, settings.curation, meta, say, players)

@@ -202,7 +202,8 @@ def report_training(game: str, adapter: AdapterRecord, training: dict, storage: 
 def curation_figures(data_dir: Path) -> dict[str, float]:
     """The dataset's calibration and effect figures as the training run's metrics (``curation.*``):
     decisions replayed, their Spearman agreement with the cheap score, the share of cheap acceptances
-    with an effect above 0, and the kept decisions' effects above 0 by how they were measured."""
+    with an effect above 0, the credit floor, the eligible decisions left unmeasured, and the kept
+    decisions by how they were measured (``curation.kept_unmeasured``: kept by request, unmeasured)."""
     path = Path(data_dir) / "stats.json"
     if not path.exists():
         return {}
@@ -210,6 +211,8 @@ def curation_figures(data_dir: Path) -> dict[str, float]:
     calibration = stats.get("calibration") or {}
     figures = {f"curation.{k}": calibration.get(k) for k in (
         "replayed", "spearman", "effect_above_zero", "cheap_accepted_effect_above_zero")}
+    replay = stats.get("replay") or {}
+    figures.update({"curation.floor": replay.get("floor"), "curation.unmeasured": replay.get("unmeasured")})
     for method, count in (stats.get("kept_effects") or {}).get("method", {}).items():
         figures[f"curation.kept_{method}"] = count
     return {k: float(v) for k, v in figures.items() if v is not None}

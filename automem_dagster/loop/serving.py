@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.config import EndpointConfig, EndpointsConfig
 from automem_dagster.llm.replicas import ReplicatedClient
+from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.vllm_lora import VllmLoraError, adapter_name, confirm_served, list_models, serve_adapter, served_base
 from automem_dagster.loop.errors import RoundError

@@ -9,9 +9,10 @@ by ``settings(game)``; their defaults are read from the options, never written a
 One set of defaults for every entry point: the small local round (2 training episodes, 2 evaluation seeds
 of 10 steps) that the embedded 135M model on a CPU plays in minutes, as Dagster and DVC already had; the
 CLI's larger ones (4 x 50 steps, the whole evaluation set; train: 8 x 100 and the paper's 300 to 800
-examples) are what a real round sets explicitly (docs/design.md). The curation horizon is 10, not the
-CLI's 50: only a decision with K full steps before the episode ends is eligible (``meta/curate.py``), so
-K = 50 left nothing eligible in Dagster's 20-step training rollouts, while 10 leaves half of each one.
+examples) are what a real round sets explicitly (docs/design.md). Curation has two horizons with names
+that say which is which: ``score_window`` (10), the steps whose advantage the cheap score reads, which
+only orders the replay, and ``replay_horizon`` (32), the cap on the steps a replayed arm plays
+(``meta/counterfactual.py``: it stops sooner where the decision's content was last read).
 """
 
 from __future__ import annotations
@@ -97,14 +98,15 @@ def default_curation(game: str, **overrides) -> CurationSettings:
     return CurationSettings(**{"min_examples": environment(game_family(game)).min_examples, **overrides})
 
 
-def proficiency_settings(budget: RoundSettings, *, horizon: int, review_batches: int, min_examples: int | None = None,
-                         accept_score: float | None = None, lora_json: str | None = None, base: str | None = None,
-                         max_train_steps: int | None = None, replay: ReplayBudget | None = None) -> ProficiencySettings:
+def proficiency_settings(budget: RoundSettings, *, score_window: int, review_batches: int,
+                         min_examples: int | None = None, accept_score: float | None = None,
+                         lora_json: str | None = None, base: str | None = None, max_train_steps: int | None = None,
+                         replay: ReplayBudget | None = None, keep_unmeasured: bool = False) -> ProficiencySettings:
     """The settings of a proficiency round from the options a person gives (CLI flags or Dagster run
     config): absent minimum and acceptance score take the curation's defaults, ``lora_json`` (a JSON
     object of LoRA settings within bounds) replaces the meta-LLM's recommendation."""
-    overrides = {"weights": ScoreWeights(horizon=horizon), "max_review_batches": review_batches,
-                 "replay": replay or ReplayBudget()}
+    overrides = {"weights": ScoreWeights(horizon=score_window), "max_review_batches": review_batches,
+                 "replay": replay or ReplayBudget(), "keep_unmeasured": keep_unmeasured}
     if min_examples is not None:
         overrides["min_examples"] = min_examples
     if accept_score is not None:
@@ -191,27 +193,33 @@ class ProficiencyOptions(StructureOptions):
     """A proficiency round's options: a structure round's, then curation and training (the AutoMem paper:
     300 to 800 curated examples and full epochs for a real round)."""
 
-    rollout_max_steps: int = _option(20, "steps per training-rollout episode (room for the curation horizon)",
+    rollout_max_steps: int = _option(20, "steps per training-rollout episode (room for the score window)",
                                      "--max-steps", "rollout.max_steps", ge=1)
     min_examples: int | None = _option(16, "stop before training below this many curated examples; empty (null): "
                                        "the game's minimum from the paper (300 MiniHack to 800 NetHack)",
                                        param="curate.min_examples", ge=1)
-    horizon: int = _option(10, "K: the window, in steps from a memory decision on, whose advantage it is credited "
-                           "with; decisions fewer than K steps before an episode's end are not eligible",
-                           param="curate.horizon", ge=1)
-    max_review_batches: int = _option(2, "meta-LLM calls reviewing borderline decisions, at most", "--review-batches",
-                                      "curate.review_batches", ge=0)
-    accept_score: float | None = _option(None, "take credited decisions scoring at least this without review; empty "
-                                         "(null): the curation's default (1.0); 0 takes every credited decision "
-                                         "that loses no points", param="curate.accept_score")
-    replay_decisions: int = _option(_REPLAY.decisions, "eligible decisions replayed with and without them "
-                                    "(counterfactual credit: their verdict follows the measured effect, and the "
-                                    "dataset reports how the cheap score agrees); each costs 2 x replay_horizon "
-                                    "steps of model calls per pair; 0: none", param="curate.replay_decisions", ge=0)
-    replay_horizon: int = _option(_REPLAY.horizon, "K of the replay: steps each arm plays from the decision's step",
+    score_window: int = _option(10, "the cheap score's window: steps from a memory decision on whose advantage "
+                                "orders the replay (not the replay's horizon)", param="curate.score_window", ge=1)
+    max_review_batches: int = _option(2, "meta-LLM calls reviewing borderline unmeasured decisions (with "
+                                      "--keep-unmeasured), at most", "--review-batches", "curate.review_batches", ge=0)
+    accept_score: float | None = _option(None, "with --keep-unmeasured: take unmeasured decisions scoring at least "
+                                         "this without review; empty (null): the curation's default (1.0)",
+                                         param="curate.accept_score")
+    replay_decisions: int | None = _option(_REPLAY.decisions, "eligible decisions replayed with and without them, best "
+                                           "cheap scores first (only a replayed decision whose effect clears the floor "
+                                           "trains); empty (null): every one; 0: none", param="curate.replay_decisions",
+                                           ge=0)
+    replay_horizon: int = _option(_REPLAY.horizon, "the replay's cap: most steps an arm plays from the decision's step "
+                                  "(it stops sooner where the decision's content was last read)",
                                   param="curate.replay_horizon", ge=1)
     replay_pairs: int = _option(_REPLAY.pairs, "pairs of arms (as made, ablated) per replayed decision, averaged",
                                 param="curate.replay_pairs", ge=1)
+    replay_floor_pairs: int = _option(_REPLAY.floor_pairs, "A/A pairs (as made against as made, same seeds) whose "
+                                      "largest difference is the credit floor an effect must clear; 0: floor 0",
+                                      param="curate.replay_floor_pairs", ge=0)
+    keep_unmeasured: bool = _option(False, "also train on eligible decisions the replay did not measure, by the cheap "
+                                    "score; every such row, the dataset card and the MLflow run say unmeasured",
+                                    param="curate.keep_unmeasured")
     max_train_steps: int | None = _option(20, "cap on optimizer steps; empty (null): the full epochs",
                                           param="finetune.max_steps", ge=1)
     base: str | None = _option(None, "base model: embedded (the packaged SmolLM2) or a Hugging Face model directory; "
@@ -224,12 +232,13 @@ class ProficiencyOptions(StructureOptions):
                                         "meta-LLM is then not asked. null: the meta-LLM recommends")
 
     def settings(self, game: str) -> ProficiencySettings:
-        built = proficiency_settings(super().settings(game), horizon=self.horizon,
+        replay = ReplayBudget(decisions=self.replay_decisions, horizon=self.replay_horizon, pairs=self.replay_pairs,
+                              floor_pairs=self.replay_floor_pairs)
+        built = proficiency_settings(super().settings(game), score_window=self.score_window,
                                      review_batches=self.max_review_batches, min_examples=self.min_examples,
                                      accept_score=self.accept_score, lora_json=self.lora_settings, base=self.base,
-                                     max_train_steps=self.max_train_steps,
-                                     replay=ReplayBudget(decisions=self.replay_decisions, horizon=self.replay_horizon,
-                                                         pairs=self.replay_pairs))
+                                     max_train_steps=self.max_train_steps, replay=replay,
+                                     keep_unmeasured=self.keep_unmeasured)
         return replace(built, eval_every=self.eval_every)
 
     @classmethod
@@ -237,9 +246,10 @@ class ProficiencyOptions(StructureOptions):
         """The options that give ``settings`` (a CLI round handed to Dagster), plus ``fields`` of a subclass."""
         curation = settings.curation
         return cls.of_round(settings.budget, min_examples=curation.min_examples,
-                   horizon=curation.weights.horizon, max_review_batches=curation.max_review_batches,
+                   score_window=curation.weights.horizon, max_review_batches=curation.max_review_batches,
                    replay_decisions=curation.replay.decisions, replay_horizon=curation.replay.horizon,
-                   replay_pairs=curation.replay.pairs,
+                   replay_pairs=curation.replay.pairs, replay_floor_pairs=curation.replay.floor_pairs,
+                   keep_unmeasured=curation.keep_unmeasured,
                    accept_score=curation.accept_score, max_train_steps=settings.max_train_steps, base=settings.base,
                    eval_every=settings.eval_every,
                    lora_settings=settings.lora.model_dump_json() if settings.lora else None, **fields)

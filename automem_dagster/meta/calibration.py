@@ -1,75 +1,23 @@
-"""The replayed sample of a curation: which decisions are replayed, their verdicts, and how well the
-cheap score agrees with what the replay measured.
+"""How well the cheap score agrees with what the replay measured, and the kept effects' summary.
 
-The cheap score decides for every decision; a counterfactual replay (``meta/counterfactual.py``)
-measures a sample of the eligible ones. A replayed decision's verdict follows its measured effect
-(kept when it is above 0, dropped otherwise), since that is the faithful measure; the others keep
-the cheap verdict. Every dataset reports the agreement on the sample: the Spearman rank correlation
-of cheap score and measured effect, and the share of the decisions the cheap score accepts whose
-measured effect is above 0. A low share says the cheap score's acceptances are not to be trusted.
+Curation replays every eligible decision it can (``meta/curation_review.py``); the cheap score only
+orders that replay. Every dataset still reports how the two agree on the replayed decisions: the
+Spearman rank correlation of cheap score and measured effect, and the share of the decisions the
+cheap score alone would accept whose measured effect is above 0. A low share says the cheap score's
+acceptances are not to be trusted, which is why an unmeasured decision trains only on request.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable
-
-from automem_dagster.eta import eta
-from automem_dagster.llm.session import Clients
-from automem_dagster.meta.counterfactual import CounterfactualError, ReplayBudget, measure, replay_cost
 from automem_dagster.meta.decisions import MemoryDecision
-from automem_dagster.scaffold import Scaffold
-
-Say = Callable[[str], None]
-
-
-def select(decisions: list[MemoryDecision], budget: ReplayBudget) -> list[MemoryDecision]:
-    """Up to ``budget.decisions`` eligible, well-formed decisions, evenly spread over the batch in the
-    order (episode, step, phase), so the sample covers early and late decisions of every episode."""
-    pool = sorted((d for d in decisions if d.score.eligible and not d.score.malformed),
-                  key=lambda d: (d.episode, d.step, d.phase))
-    n = min(budget.decisions, len(pool))
-    return [pool[math.floor(i * len(pool) / n)] for i in range(n)] if n else []
-
-
-async def replay_sample(decisions: list[MemoryDecision], scaffold: Scaffold, clients: Clients,
-                        budget: ReplayBudget, say: Say) -> list[MemoryDecision]:
-    """Replay the sample (``select``), its cost said first, and set each replayed decision's verdict
-    from its measured effect. Returns the replayed decisions (one that cannot be replayed, say on an
-    endpoint taking JSON-schema turns, keeps its cheap verdict with a note saying why)."""
-    sample = select(decisions, budget)
-    if not sample:
-        return []
-    cost = replay_cost(sample, budget)
-    say(f"counterfactual replay: {cost['decisions']} decisions x {cost['pairs']} pair(s) of arms x "
-        f"{cost['horizon']} steps = {cost['steps_played']} steps with the model (about "
-        f"{cost['model_calls_estimate']} model calls), {cost['steps_restored_without_model']} steps restored without it")
-    started = time.perf_counter()
-    for number, d in enumerate(sample):
-        say(f"replaying {d.id} ({number + 1}/{len(sample)}), eta {eta(number, len(sample), time.perf_counter() - started)}")
-        try:
-            effect = await measure(d, scaffold, clients, budget)
-        except CounterfactualError as exc:  # this decision keeps its cheap verdict; the others are replayed
-            say(f"{d.id} not replayed: {exc}")
-            d.notes.append(f"not replayed: {exc}")
-            continue
-        d.replayed = effect.record()
-        if effect.effect > 0:
-            d.verdict, d.reason = "accepted", f"replayed effect {effect.effect:+g} {effect.unit} > 0"
-        elif not effect.differ:
-            d.verdict, d.reason = "rejected", "replayed: the arms' actions never differed, effect 0"
-        else:
-            d.verdict, d.reason = "rejected", f"replayed effect {effect.effect:+g} {effect.unit} <= 0"
-    return [d for d in sample if d.replayed is not None]
 
 
 def effect_of(d: MemoryDecision) -> tuple[float, str, str, int]:
-    """(effect, unit, method, window) of a decision: the replayed effect where it was replayed,
-    else the cheap score's advantage."""
+    """(effect, unit, method, window) of a decision: the replayed effect where it was replayed, else
+    ``unmeasured`` with the cheap score's advantage (what a decision kept by ``keep_unmeasured`` carries)."""
     if d.replayed is not None:
         return d.replayed["effect"], d.replayed["unit"], "replayed", d.replayed["window"]
-    return d.score.advantage, d.score.unit, "cheap", d.score.window
+    return d.score.advantage, d.score.unit, "unmeasured", d.score.window
 
 
 def agreement(replayed: list[MemoryDecision]) -> dict:

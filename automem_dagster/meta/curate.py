@@ -1,27 +1,26 @@
-"""Curation: from training rollouts to the specialist's SFT dataset.
+"""Curation: from training rollouts to the specialist's SFT dataset. Only what was measured trains.
 
-Only eligible decisions (``meta/decisions.py``: credited, with a full window) are considered: an
-uncredited one is neither accepted nor reviewed, whatever ``accept_score`` says. Eligible
-decisions at or above ``accept_score`` are taken; those between ``review_floor`` and
-``accept_score`` are borderline and go to the meta-LLM in batches, which keeps or drops each
-with a reason; the rest, and every decision with a malformed turn, are dropped. Given the
-endpoints that played the batch, a sample of eligible decisions (``replay``) is replayed with and
-without the decision (``meta/counterfactual.py``) and its verdict follows the measured effect
-instead (``meta/calibration.py``), which also reports how well the cheap score agreed. Then identical
-examples are removed, no completion may repeat more than ``max_repeats`` times (a dataset of a
-thousand ``<|DONE|>`` teaches nothing), and no episode may contribute more than
-``episode_balance`` times its fair share. Episodes on evaluation seeds never enter: they are
-excluded before extraction and the finished dataset is checked again. Below ``min_examples``
-curation stops with ``DatasetTooSmall`` after writing its audit files, because training on too
-little teaches the specialist noise.
+Every eligible decision (``meta/decisions.py``: credited, well formed) is replayed with and without
+it and kept only when its effect clears the credit floor (``meta/curation_review.py``); the cheap
+score only orders that replay. Eligible decisions left unreplayed (a budget, no endpoints) are
+``unmeasured`` and none of them trains, unless the curation opts in with ``keep_unmeasured``: then
+they take the cheap score's verdict (at or above ``accept_score`` taken; between ``review_floor``
+and ``accept_score`` borderline, sent to the meta-LLM in batches, which keeps or drops each with a
+reason), and every such row, the card and the training run's MLflow record say "unmeasured". Then
+identical examples are removed, no completion may repeat more than ``max_repeats`` times (a dataset
+of a thousand ``<|DONE|>`` teaches nothing), and no episode may contribute more than
+``episode_balance`` times its fair share, the largest measured effects kept first. Episodes on
+evaluation seeds never enter: they are excluded before extraction and the finished dataset is
+checked again. Below ``min_examples`` curation stops with ``DatasetTooSmall`` after writing its audit
+files, because training on too little teaches the specialist noise.
 
-The dataset folder holds ``dataset.parquet`` (trl's conversational prompt/completion format
-plus provenance: episode, seed, step, phase, turn, score, and the decision's effect with its
-unit, how it was measured and its window), ``decisions.jsonl`` (every
-decision with its score, verdict and reason), ``review.json`` (every meta-LLM call) and
-``stats.json`` (counts, score distribution, the kept effects, the calibration of the cheap score on the
-replayed sample and the dataset's content hash, its version), and ``card.md`` with ``effects.png``
-(``meta/dataset_card.py``: the same in words, and the effects' histogram).
+The dataset folder holds ``dataset.parquet`` (trl's conversational prompt/completion format plus
+provenance: episode, seed, step, phase, turn, score, and the decision's effect with its unit, how it
+was measured, ``replayed`` or ``unmeasured``, and its window), ``decisions.jsonl`` (every decision
+with its score, verdict and reason), ``review.json`` (every meta-LLM call) and ``stats.json``
+(counts, score distribution, the kept effects, the replay's floor and cost, the calibration of the
+cheap score on the replayed decisions and the dataset's content hash, its version), and ``card.md``
+with ``effects.png`` (``meta/dataset_card.py``: the same in words, and the effects' histogram).
 """
 
 from __future__ import annotations
@@ -43,8 +42,9 @@ from automem_dagster.eta import eta
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.strict_schema import to_strict
-from automem_dagster.meta.calibration import agreement, effect_of, effect_summary, replay_sample
+from automem_dagster.meta.calibration import agreement, effect_of, effect_summary
 from automem_dagster.meta.counterfactual import ReplayBudget
+from automem_dagster.meta.curation_review import measured_review
 from automem_dagster.meta.dataset_card import calibration_words, write_card
 from automem_dagster.meta.decisions import MemoryDecision, MemoryDecisionError, ScoreWeights, extract_decisions
 from automem_dagster.meta.replies import Attempt, describe_reply
@@ -75,6 +75,8 @@ class CurationSettings(BaseModel):
     review_batch: int = Field(8, ge=1, le=32)
     max_review_batches: int = Field(10, ge=0, description="meta-LLM calls at most; borderline decisions beyond them are dropped")
     replay: ReplayBudget = Field(default_factory=ReplayBudget)
+    keep_unmeasured: bool = Field(False, description="also keep eligible decisions the replay did not measure, by "
+                                                     "the cheap score (their rows, the card and the run say so)")
 
     @model_validator(mode="after")
     def _ordered(self) -> CurationSettings:
@@ -119,25 +121,30 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
                  settings: CurationSettings | None = None, meta: LLMClient | None = None,
                  progress: Say | None = None, players: Clients | None = None) -> CurationResult:
     """Curate the finished episodes of ``batches`` into ``out_dir`` (see the module doc). ``players``
-    are the endpoints that played the batches: with them a sample of ``settings.replay.decisions``
-    decisions is replayed (``meta/calibration.py``); without them no decision is replayed."""
+    are the endpoints that played the batches, which the replay plays again; without them no decision
+    is measured, so nothing trains unless ``settings.keep_unmeasured``."""
     settings = settings or CurationSettings()
     say = progress or (lambda _msg: None)
     out = Path(out_dir)
     decisions, excluded = _collect(batches, scaffold, set(eval_seeds), settings.weights)
     say(f"{len(decisions)} memory decisions from {len({d.episode for d in decisions})} episodes "
-        f"({len(excluded)} episodes excluded)")
+        f"({len(excluded)} episodes excluded), {sum(d.score.eligible for d in decisions)} eligible")
     _cheap_verdicts(decisions, settings)
-    replayed = (await replay_sample(decisions, scaffold, players, settings.replay, say)
-                if players is not None and settings.replay.decisions else [])
-    borderline = [d for d in decisions if d.cheap_verdict == "borderline" and d.replayed is None]
+    replay = await measured_review(decisions, scaffold, players, settings.replay, say)
+    if settings.keep_unmeasured:
+        for d in decisions:
+            if d.verdict == "unmeasured":
+                d.verdict = d.cheap_verdict
+                d.reason = f"unmeasured (keep_unmeasured): cheap score {d.score.score:g}, verdict {d.cheap_verdict}"
+    borderline = [d for d in decisions if d.verdict == "borderline"]
     attempts = await _review(borderline, settings, meta, say)
     kept = [d for d in decisions if d.verdict in ("accepted", "reviewed_kept")]
     kept = _balance(_dedupe(kept, settings.max_repeats), settings.episode_balance)
     rows = [_row(d, e) for d in kept for e in d.examples]
     assert_disjoint({r["seed"] for r in rows}, eval_seeds, "curated examples", "evaluation seeds")
     stats = _stats(decisions, kept, rows, excluded, settings)
-    stats["calibration"] = agreement(replayed)
+    stats["replay"] = replay
+    stats["calibration"] = agreement([d for d in decisions if d.replayed is not None])
     say(f"calibration of the cheap score: {calibration_words(stats['calibration'])}")
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "decisions.jsonl", "".join(json.dumps(d.record()) + "\n" for d in decisions))
@@ -146,9 +153,12 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
         write_json_atomic(out / "stats.json", stats)
         write_card(out, stats, f"{scaffold.game} v{scaffold.version} curation (too small to train on)")
         (out / "dataset.parquet").unlink(missing_ok=True)
+        unmeasured = (f"; {replay['unmeasured']} eligible decisions were left unmeasured ({replay['unmeasured_why']}): "
+                      "give the endpoints that played the batch, raise --replay-decisions, or opt in with "
+                      "--keep-unmeasured" if replay["unmeasured"] and not settings.keep_unmeasured else "")
         raise DatasetTooSmall(
             f"curation kept {len(rows)} examples from {len(kept)} of {len(decisions)} decisions, fewer than the minimum of "
-            f"{settings.min_examples}: collect more training rollouts (more episodes or steps) or lower "
+            f"{settings.min_examples}{unmeasured}: collect more training rollouts (more episodes or steps) or lower "
             f"min_examples; every decision and its verdict is in {out / 'decisions.jsonl'}"
         )
     stats["dataset_hash"] = write_dataset(out / "dataset.parquet", rows)
@@ -159,14 +169,12 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
 
 
 def _cheap_verdicts(decisions: list[MemoryDecision], settings: CurationSettings) -> None:
-    """Each decision's verdict by the cheap score alone (``borderline`` ones go to review), also kept
-    as ``cheap_verdict`` for the calibration against replayed effects."""
+    """Each decision's verdict by the cheap score alone, kept as ``cheap_verdict`` (the calibration against
+    replayed effects compares them; an unmeasured decision kept by request takes it). The replay then
+    replaces an eligible decision's verdict with its measured one, or ``unmeasured``."""
     for d in decisions:
         if d.score.malformed:
             d.verdict, d.reason = "rejected", "a turn of this decision was malformed"
-        elif not d.score.full_window:
-            d.verdict, d.reason = "ineligible", (f"its window has {d.score.window} of {settings.weights.horizon} "
-                                                 "steps (the episode ended): no advantage to measure")
         elif not d.score.credited:
             d.verdict, d.reason = "ineligible", ("uncredited: no write shown by a later PLAN read, "
                                                  "no read that showed a line")
@@ -262,11 +270,11 @@ def _describe(i: int, d: MemoryDecision) -> str:
 
 def _dedupe(kept: list[MemoryDecision], max_repeats: int) -> list[MemoryDecision]:
     """Drop decisions whose examples all repeat already-kept ones exactly, and cap identical
-    completions at ``max_repeats`` (best scores kept)."""
+    completions at ``max_repeats`` (the largest measured effects kept)."""
     seen: set[str] = set()
     repeats: Counter[str] = Counter()
     out = []
-    for d in sorted(kept, key=lambda d: -d.score.score):
+    for d in sorted(kept, key=_measured_first):
         keys = [_example_key(e) for e in d.examples]
         completion = "\n".join(e["completion"][0]["content"] for e in d.examples)
         if all(k in seen for k in keys):
@@ -289,12 +297,17 @@ def _balance(kept: list[MemoryDecision], balance: float) -> list[MemoryDecision]
     cap = max(1, math.ceil(balance * len(kept) / len(by_episode)))
     out = []
     for episode_decisions in by_episode.values():
-        for rank, d in enumerate(sorted(episode_decisions, key=lambda d: -d.score.score)):
+        for rank, d in enumerate(sorted(episode_decisions, key=_measured_first)):
             if rank < cap:
                 out.append(d)
             else:
                 d.verdict, d.reason = "balanced_out", f"episode already contributes {cap} decisions"
     return sorted(out, key=lambda d: (d.episode, d.step, d.phase))
+
+
+def _measured_first(d: MemoryDecision) -> tuple:
+    """The order dedupe and balance keep decisions in: measured before unmeasured, largest effect first."""
+    return (d.replayed is None, -effect_of(d)[0], d.episode, d.step, d.phase)
 
 
 def _example_key(example: dict) -> str:
@@ -326,6 +339,7 @@ def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: li
         "credited_decisions": sum(d.score.credited for d in decisions),
         "eligible_decisions": sum(d.score.eligible for d in decisions),
         "kept_effects": effect_summary(kept),
+        "unmeasured_kept": sum(d.replayed is None for d in kept),
         "kept_effect_values": [list(effect_of(d)[:3]) for d in kept],
         "mean_prompt_chars": round(sum(len(m["content"]) for r in rows for m in r["prompt"]) / len(rows)) if rows else 0,
         "mean_completion_chars": round(sum(len(r["completion"][0]["content"]) for r in rows) / len(rows)) if rows else 0,

@@ -25,6 +25,7 @@ def write_card(out: Path, stats: dict, title: str) -> Path:
              f"{stats['eligible_decisions']} eligible (credited, full window); {stats['kept_decisions']} kept, "
              f"{stats['examples']} examples.", "", "Verdicts: " + ", ".join(
                  f"{k} {v}" for k, v in sorted(stats["verdicts"].items())) + ".", ""]
+    lines += _replay_section(stats)
     lines += _effects_section(stats)
     lines += _calibration_section(stats.get("calibration") or {})
     if stats.get("kept_effect_values"):
@@ -45,7 +46,29 @@ def _effects_section(stats: dict) -> list[str]:
     for key, e in effects["by_unit"].items():
         rows.append(f"| {key} | {e['decisions']} | {e['min']:+g} | {e['median']:+g} | {e['max']:+g} | {e['above_zero']} |")
     return [*rows, "", "Replayed: the episode restored to the decision's step and played on with and without it; "
-            "cheap: the window's advantage over the episode's pace, not a measured effect.", ""]
+            "unmeasured: the cheap score's advantage over its window, not a measured effect (kept only by "
+            "request, --keep-unmeasured).", ""]
+
+
+def _replay_section(stats: dict) -> list[str]:
+    """How the effects were measured: the floor and its rule, what was left unmeasured, what the replay cost."""
+    r = stats.get("replay")
+    if not r:
+        return []
+    lines = ["## How the effects were measured", "",
+             f"{r['replayed']} eligible decisions replayed with and without them. Credit floor {r['floor']:g}: the "
+             f"largest difference of {r['floor_pairs']} A/A pair(s) (as made against as made, same seeds, nothing "
+             f"removed). Rule: {r['floor_rule']}."]
+    if r["unmeasured"]:
+        kept = stats.get("unmeasured_kept", 0)
+        fate = (f"{kept} of them are in the dataset, marked unmeasured (--keep-unmeasured)" if kept
+                else "none of them trains")
+        lines.append(f"{r['unmeasured']} eligible decisions were left unmeasured ({r['unmeasured_why']}): {fate}.")
+    cost = r["cost"]
+    lines += [f"Cost: estimated at most {cost['estimate']['steps_played']} steps with the model (about "
+              f"{cost['estimate']['model_calls_estimate']} calls); spent {cost['model_calls']} model calls in "
+              f"{cost['seconds']:g} s.", ""]
+    return lines
 
 
 MIN_REPLAYED = 2

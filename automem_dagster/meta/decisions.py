@@ -7,19 +7,20 @@ one prompt/completion example, the prompt rebuilt with the same ``prompts.phase_
 the agent uses, in the specialist's role, so training sees what inference shows.
 
 The score is a cheap stand-in for the causal effect (the episode replayed with and without the
-decision), to be calibrated against it, not trusted. Over a full window of ``horizon`` steps
-from the decision on, it is what the window gained beyond the episode's own pace (the episode's
-per-step return times the window's length), in one unit: progression points, or the game's
-reward where progression never moved. A constant time penalty therefore cancels out, and a
-decision late in an episode, whose window the episode's end cuts short, is not eligible rather
-than paid less.
+decision, ``meta/counterfactual.py``): curation only orders the replay by it and never trains on it
+unless a person opts in (``meta/curate.py``). Over the score window of ``horizon`` steps from the
+decision on (fewer where the episode ends first), it is what the window gained beyond the
+episode's own pace (the episode's per-step return times the window's length), in one unit:
+progression points, or the game's reward where progression never moved. A constant time penalty
+therefore cancels out.
 
-A decision earns that advantage only when its effect reached the game: a write that a PLAN
-read inside the window showed as a line of the file it wrote, or (for a decision that wrote
-nothing) a READ, TAIL or SEARCH that showed at least one line. An empty file's "(0 lines)",
-a search that matched nothing, CREATE and COUNT show no line and credit nothing. An
-uncredited decision is not eligible for a dataset at all. Redundant writes, empty reads,
-failed operations and malformed turns cost points.
+A decision earns that advantage only when its effect reached the game: a write that a later PLAN
+read showed as a line of the file it wrote, at any distance (a note read 40 steps on counts, and
+the step of its last such read is kept, ``last_read``: the counterfactual replay plays that far),
+or (for a decision that wrote nothing) a READ, TAIL or SEARCH that showed at least one line. An
+empty file's "(0 lines)", a search that matched nothing, CREATE and COUNT show no line and credit
+nothing. Only a credited, well-formed decision is eligible: replayed, and so possibly in a dataset.
+Redundant writes, empty reads, failed operations and malformed turns cost points.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class ScoreWeights(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    horizon: int = Field(50, ge=1, description="K: steps after the decision whose outcome it is credited with")
+    horizon: int = Field(50, ge=1, description="the score window: steps from the decision on whose advantage the "
+                                               "cheap score credits it with (not the replay's horizon)")
     redundant_penalty: float = Field(1.0, ge=0.0)
     empty_penalty: float = Field(1.0, ge=0.0)
     failed_penalty: float = Field(1.0, ge=0.0)
@@ -70,7 +72,7 @@ class MemoryDecisionScore:
     """``window_return - baseline``: what the window gained beyond the episode's pace."""
     writes: int = 0
     writes_used: int = 0
-    """Writes that a PLAN read inside the window showed as a line of the file they wrote."""
+    """Writes that a later PLAN read (at any distance) showed as a line of the file they wrote."""
     reads: int = 0
     reads_with_content: int = 0
     """READ, TAIL or SEARCH results that showed at least one line of the file."""
@@ -80,13 +82,16 @@ class MemoryDecisionScore:
     malformed: int = 0
     credited: bool = False
     """The decision's effect reached the game: a write used (when it wrote) or a read with content."""
+    last_read: int | None = None
+    """The last step whose PLAN showed the decision's content: its last later read that showed a line it
+    wrote, or its own step for a read; None when uncredited."""
     score: float = 0.0
     """``advantage`` minus penalties when credited; minus penalties alone otherwise."""
 
     @property
     def eligible(self) -> bool:
-        """Only a credited decision with a full window may enter a dataset or be reviewed."""
-        return self.credited and self.full_window
+        """Only a credited, well-formed decision is replayed, and so may enter a dataset."""
+        return self.credited and not self.malformed
 
 
 @dataclass
@@ -252,9 +257,11 @@ def _score(decision: MemoryDecision, steps: list[dict], t: int, reads: list[list
     s.window_return = round(sum(gains[t:end]), 4)
     s.baseline = round(sum(gains) / len(gains) * window, 4)
     s.advantage = round(s.window_return - s.baseline, 4)
-    # PLAN reads inside the window that follow this decision: a LOG write can be read by the same step's PLAN.
-    plan_reads = [(file, lines) for step_reads in reads[t + (decision.phase == "plan"):end]
+    # Later PLAN reads, at any distance: a LOG write can be read by the same step's PLAN.
+    start = t + (decision.phase == "plan")
+    plan_reads = [(start + i, file, lines) for i, step_reads in enumerate(reads[start:])
                   for phase, file, lines in step_reads if phase == "plan"]
+    shown_at: list[int] = []
     turns = [turn for turn in steps[t]["turns"] if turn["phase"] == decision.phase]
     for turn in turns:
         for rec in turn["ops"]:
@@ -267,12 +274,16 @@ def _score(decision: MemoryDecision, steps: list[dict], t: int, reads: list[list
             if op.name in WRITE_OPS:
                 s.writes += 1
                 line = written_line(op).strip()
-                s.writes_used += any(file == op.file and line in lines for file, lines in plan_reads)
+                seen = [at for at, file, lines in plan_reads if file == op.file and line in lines]
+                s.writes_used += bool(seen)
+                shown_at += seen
             elif op.name in CONTENT_READS:
                 s.reads += 1
                 s.reads_with_content += bool(shown_lines(rec))
     s.malformed = sum(1 for turn in turns if turn["errors"])
     s.credited = s.writes_used > 0 if s.writes else s.reads_with_content > 0
+    if s.credited:
+        s.last_read = max(shown_at) if s.writes else t
     penalties = (weights.redundant_penalty * s.redundant + weights.empty_penalty * s.empty
                  + weights.failed_penalty * s.failed + weights.malformed_penalty * s.malformed)
     s.score = round((s.advantage if s.credited else 0.0) - penalties, 4)

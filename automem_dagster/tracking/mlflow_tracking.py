@@ -272,9 +272,12 @@ def _training_tags(run: TrainingRun) -> list[RunTag]:
             f"`{run.base}`, settings from the {run.settings_source}. {run.examples_train} training and "
             f"{run.examples_validation} validation examples (dataset {run.dataset_hash}); validation loss "
             f"{first:.3f} -> {last:.3f}.")
+    unmeasured = int(run.figures.get("curation.kept_unmeasured", 0))
+    effects = (f"unmeasured: {unmeasured} kept decisions have no replayed effect (keep_unmeasured)" if unmeasured
+               else "measured: every kept decision's effect was replayed")
     values = {"automem.game": run.game, "automem.family": run.family, "automem.version": str(run.scaffold_version),
               "automem.role": "training", "automem.agent": "memory", "automem.adapter": run.adapter,
-              "mlflow.note.content": note}
+              "automem.effects": effects, "mlflow.note.content": f"{note} Effects: {effects}."}
     return [RunTag(key, value) for key, value in values.items()]
 
 

@@ -1,15 +1,13 @@
-"""Counterfactual credit, and curation checked against a known answer (not the paper's result).
+"""Counterfactual credit on the key-and-door game: arms that never differ, a consequence beyond the replay's
+cap, the side-by-side view. Curation's known-answer checks are tests/contract/test_known_answer_variants.py.
 
 The key-and-door game (the built-in ``keydoor``, played as ``keydoor:hall5-decoys0``: no decoys, so
 the scripted notes below are the only ones) shows the key's wing once; only a note of it, read at the
 junction, gets the agent through the door. Its scripted model (``standins/keydoor_rules.py``, served by the
-scripted stand-in) acts on what its PLAN read shows and writes junk beside the useful note. So
-which decisions matter is known in advance, and the method must find exactly those.
+scripted stand-in) acts on what its PLAN read shows and writes junk beside the useful note.
 """
 
 import asyncio
-import json
-import re
 from pathlib import Path
 
 import pytest
@@ -19,12 +17,9 @@ from builders import scripted_client
 from automem_dagster.cli import main as cli_main
 from automem_dagster.games.plugin import env_ref
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.report import curation_figures
 from automem_dagster.meta.counterfactual import ReplayBudget, measure
-from automem_dagster.meta.curate import CurationSettings, curate
 from automem_dagster.meta.decisions import ScoreWeights, extract_decisions
 from automem_dagster.rollout.runner import RolloutSpec, run_batch
-from automem_dagster.rollout.trajectory import read_trajectory
 from automem_dagster.scaffold import load_scaffold_file
 from automem_dagster.standins.keydoor_rules import game_rules, memory_rules
 
@@ -67,64 +62,6 @@ def played(keydoor, scripted, tmp_path):
     return batch, scaffold, servers
 
 
-def _known_answer(batch: Path) -> set[tuple[str, int, str]]:
-    """The decisions that matter, by the game's design: the LOG that wrote the key's wing, and the
-    PLAN at the junction (the first step there) whose read showed it."""
-    out = set()
-    for path in sorted((batch / "trajectories").glob("*.jsonl")):
-        header, steps, _ = read_trajectory(path)
-        junction = next(t for t, s in enumerate(steps) if s["observation"].startswith("[junction]"))
-        out.add((header["episode"], junction, "plan"))
-        for t, s in enumerate(steps):
-            if any("key:" in r["op"] for turn in s["turns"] if turn["phase"] == "log" for r in turn["ops"]):
-                out.add((header["episode"], t, "log"))
-    return out
-
-
-@pytest.mark.contract
-def test_curation_keeps_the_key_decisions_a_check_against_a_known_answer(played, tmp_path):
-    batch, scaffold, servers = played
-    wings = {re.search(r"in the (\w+) wing", read_trajectory(p)[1][1]["observation"])[1]
-             for p in (batch / "trajectories").glob("*")}
-    assert len(wings) == 2, f"the seeds must put the key in both wings: {wings}"
-    settings = CurationSettings(weights=ScoreWeights(horizon=HORIZON), accept_score=0.0, review_floor=0.0,
-                                min_examples=1, max_repeats=50, episode_balance=10.0,
-                                replay=ReplayBudget(decisions=100, horizon=K))
-    out = tmp_path / "dataset"
-    result = with_clients(servers, lambda clients: curate([batch], scaffold, [900, 901], out, settings, None, print,
-                                                          clients))
-    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
-    known = _known_answer(batch)
-    kept = [d for d in decisions if d["verdict"] in ("accepted", "reviewed_kept")]
-    right = [d for d in kept if (d["episode"], d["step"], d["phase"]) in known]
-    precision = len(right) / len(kept)
-    cheap = [d for d in decisions if d["cheap_verdict"] == "accepted"]
-    cheap_right = sum((d["episode"], d["step"], d["phase"]) in known for d in cheap) / max(1, len(cheap))
-    print(f"known-answer check (key and door, {len(SEEDS)} episodes): kept {len(kept)} decisions, precision "
-          f"{precision:.2f} ({len(right)} of the known key decisions); the cheap score alone would keep "
-          f"{len(cheap)} at precision {cheap_right:.2f}; calibration {result.stats['calibration']}")
-    assert precision >= 0.9
-    # every key decision is kept, or left out only as an exact repeat of a kept one (the same wing's note)
-    found = {(d["episode"], d["step"], d["phase"]) for d in decisions if d["verdict"] in ("accepted", "duplicate")}
-    assert found == known
-    for d in decisions:
-        if d["replayed"] is None:
-            continue
-        junk = d["phase"] == "log" and not any("key:" in op for op in d["ops"])
-        if (d["episode"], d["step"], d["phase"]) in known:
-            assert d["replayed"]["effect"] > 0, d
-        elif junk:
-            assert d["replayed"]["effect"] == 0 and not d["replayed"]["differ"], d
-    calibration = result.stats["calibration"]
-    assert calibration["replayed"] == sum(d["replayed"] is not None for d in decisions)
-    assert set(result.stats["kept_effects"]["method"]) == {"replayed"}
-    card = (out / "card.md").read_text()
-    assert "## Calibration of the cheap score" in card and f"{calibration['replayed']} decisions replayed" in card
-    assert (out / "effects.png").read_bytes()[:4] == b"\x89PNG"
-    figures = curation_figures(out)  # what the training run logs to MLflow
-    assert figures["curation.replayed"] == calibration["replayed"] and figures["curation.kept_replayed"] == len(kept)
-
-
 @pytest.mark.contract
 def test_a_decision_whose_arms_never_differ_scores_exactly_zero(played):
     batch, scaffold, servers = played
@@ -132,11 +69,26 @@ def test_a_decision_whose_arms_never_differ_scores_exactly_zero(played):
     decisions = extract_decisions(path, scaffold, ScoreWeights(horizon=HORIZON))
     junk = next(d for d in decisions if d.phase == "log" and d.ops and "key:" not in d.ops[0])
     effect = with_clients(servers, lambda clients: measure(junk, scaffold, clients,
-                                                           ReplayBudget(decisions=1, horizon=K, pairs=2)))
+                                                           ReplayBudget(decisions=1, pairs=2)))
     made, ablated = effect.arms[0]["made"], effect.arms[0]["ablated"]
     assert [s["action"] for s in made["steps"]] == [s["action"] for s in ablated["steps"]]
     assert made["steps"][0]["memory"] != ablated["steps"][0]["memory"]  # the write was ablated, yet nothing changed
-    assert effect.effect == 0.0 and effect.gain == 0.0 and not effect.differ
+    assert effect.effect == 0.0 and effect.gain == 0.0 and not effect.differ and not effect.unresolved
+
+
+@pytest.mark.contract
+def test_a_consequence_beyond_the_cap_is_unresolved_not_zero(played):
+    """The key's note is read again at every later step, but a cap of 2 steps ends the arms in the hallway,
+    where the note changes nothing yet: unresolved at horizon 2, never "effect 0"; with the default cap its
+    arms reach the junction and it is measured."""
+    batch, scaffold, servers = played
+    path = next(p for p in (batch / "trajectories").glob("*.jsonl") if p.name.startswith(EPISODE))
+    note = next(d for d in extract_decisions(path, scaffold) if d.phase == "log" and "key:" in " ".join(d.ops))
+    assert note.score.last_read > note.step + 2
+    short = with_clients(servers, lambda clients: measure(note, scaffold, clients, ReplayBudget(horizon=2)))
+    assert short.unresolved and not short.differ and short.effect == 0 and short.window == 2
+    full = with_clients(servers, lambda clients: measure(note, scaffold, clients, ReplayBudget()))
+    assert full.differ and not full.unresolved and full.effect > 0 and full.window > 2
 
 
 @pytest.mark.contract
@@ -147,12 +99,13 @@ def test_explain_prints_a_decisions_two_arms_side_by_side(played, tmp_path, caps
     endpoints.write_text(yaml.safe_dump({"game": {"name": "game", "base_url": servers[0].base_url, **endpoint},
                                          "memory": {"name": "memory", "base_url": servers[1].base_url, **endpoint}}))
     args = ["curate", "--game", GAME, "--batch", str(batch), "--endpoints", str(endpoints),
-            "--horizon", str(HORIZON), "--replay-horizon", str(K)]
+            "--score-window", str(HORIZON), "--replay-horizon", str(K)]
     assert cli_main([*args, "--explain", f"{EPISODE}:1"]) == 0
     shown = capsys.readouterr().out
     assert "as made" in shown and "ablated" in shown and "<|APPEND|>notes.txt|key: east wing" in shown
     assert f"{EPISODE}/step1/log: effect +50 progression" in shown
-    assert f"{EPISODE}/step1/plan: the arms' actions never differed: effect exactly 0" in " ".join(shown.split())
+    assert (f"{EPISODE}/step1/plan: the arms' play never diverged up to the last read of its content: effect exactly "
+            "0") in " ".join(shown.split())
     assert cli_main([*args, "--explain", f"{EPISODE}:1"]) == 0  # the same replay prints the same figures
     assert f"{EPISODE}/step1/log: effect +50 progression" in capsys.readouterr().out
     assert cli_main([*args, "--explain", f"{EPISODE}:40"]) == 2

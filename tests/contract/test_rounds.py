@@ -54,4 +54,5 @@ def test_rounds_then_proficiency_trains_on_the_final_champion(storage, scripted,
     training_seeds = read_manifest(next((storage.runs / "training" / "crafter" / "v1").iterdir()))["seeds"]
     diagnosis_seeds = {s for batch in (storage.runs / "rollouts" / "crafter").glob("v*/*") for s in read_manifest(batch)["seeds"]}
     assert not set(training_seeds) & diagnosis_seeds
-    assert "proficiency round stopped before training" in said and "1000" in said
+    assert "proficiency round ended before training, as designed" in said and "1000" in said
+    assert "Traceback" not in said and "STEP_FAILURE" not in said and "RUN_FAILURE" not in said

@@ -85,12 +85,12 @@ class Project:
         # 7 rollout steps: the memory routine first writes at step 5, and curation credits only a write
         # a PLAN read showed (or a read that showed a line), never step 0's read of an empty file; an
         # episode with an achievement puts its other windows below its pace, so 3 examples are kept. No
-        # counterfactual replay (params.yaml's default replays 4): the pipeline, not the replay, is tested
-        # here, and a replayed verdict could drop the examples it trains on (tests/test_counterfactual.py).
+        # counterfactual replay, so the unmeasured decisions train by request (keep_unmeasured): the pipeline,
+        # not the replay, is tested here (tests/contract/test_known_answer_variants.py checks the replay).
         p.set_params(endpoints="endpoints.yaml", rollout={"episodes": 2, "max_steps": 7},
                      evaluate={"episodes": 2, "max_steps": 3},
-                     curate={"min_examples": 2, "horizon": 1, "review_batches": 2, "accept_score": 1.0,
-                             "replay_decisions": 0},
+                     curate={"min_examples": 2, "score_window": 1, "review_batches": 2, "accept_score": 1.0,
+                             "replay_decisions": 0, "keep_unmeasured": True},
                      finetune={"max_steps": 1, "base": "embedded"})
         p.git("init", "-q")
         p.git("config", "user.email", "test@example.invalid")

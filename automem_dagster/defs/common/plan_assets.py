@@ -40,6 +40,9 @@ class Body:
     run: Callable | None = None
     kinds: frozenset[str] = frozenset({"python"})
     group: str | None = None
+    may_stop: bool = False
+    """The step may end the round without a value, as designed (a dataset below the minimum): ``run`` is then a
+    generator that yields its ``dg.Output`` only when there is one, and Dagster skips the steps after it."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,8 @@ def step_asset(step: Step, body: Body, loop: Loop) -> dg.AssetsDefinition:
     run = body.run or stage_body(step, loop.config)
     return dg.asset(name=step.name, ins={read: dg.AssetIn(read) for read in step.reads}, deps=list(step.after),
                     description=description(step, body.run), group_name=body.group or loop.group,
-                    partitions_def=game_partitions, kinds=set(body.kinds), tags={"domain": body.group or loop.group})(run)
+                    partitions_def=game_partitions, kinds=set(body.kinds), tags={"domain": body.group or loop.group},
+                    output_required=not body.may_stop)(run)
 
 
 def batch_asset(step: Step, batch: Batch, loop: Loop) -> dg.AssetsDefinition:

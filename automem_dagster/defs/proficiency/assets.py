@@ -9,6 +9,7 @@ skips rollouts, curation and configuration and evaluates it instead of training 
 """
 
 import json
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from automem_dagster.loop.proficiency import (
     training_record,
     training_rollout_spec,
 )
+from automem_dagster.loop.records import TOO_SMALL, write_too_small
 from automem_dagster.loop.report import RoundReport, report_dir, report_specialist, report_training
 from automem_dagster.loop.round_plan import PROFICIENCY_ROUND
 from automem_dagster.loop.serving import check_specialist_served, serving_rank_limit, specialist_endpoints, with_training_base
@@ -109,16 +111,18 @@ def training_connection(shard: dict, endpoints: LLMEndpointsResource, store: Sto
 
 
 def sft_dataset_body(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
-                storage: StorageResource, training_rollouts: Any) -> dg.Output:
+                storage: StorageResource, training_rollouts: Any) -> Iterator[dg.Output | dg.AssetObservation]:
     """The specialist's SFT dataset, curated from the training rollouts: each memory decision scored
     by its effect (the cheap score, or the measured effect of a replayed sample), borderline ones
     reviewed by the meta-LLM, duplicates and over-represented episodes removed, evaluation seeds never
     included. Its content hash is the dataset's version.
-    Below ``min_examples`` the run stops here (nothing is trained); the audit files stay for reading.
+    Below ``min_examples`` the round ends here as designed: no value, so Dagster skips training and evaluation
+    and the run succeeds; an observation of this asset and ``too_small.json`` beside the audit files say why.
     A batch already curated is read back. The value is the dataset directory and its scaffold version."""
     if resumed(training_rollouts) is not None:
         context.log.info("no rollouts this round (a pending adapter is resumed): nothing to curate")
-        return dg.Output(training_rollouts, metadata={"outcome": "skipped"})
+        yield dg.Output(training_rollouts, metadata={"outcome": "skipped"})
+        return
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     batch = Path(training_rollouts)
@@ -128,20 +132,25 @@ def sft_dataset_body(context: dg.AssetExecutionContext, config: ProficiencyConfi
     context.log.info(f"curating {batch} (scaffold v{version}), at least {settings.curation.min_examples} examples")
     try:
         # A counterfactual replay plays the batch's decisions again: it needs the roles that played it.
-        replaying = settings.curation.replay.decisions > 0
+        replaying = settings.curation.replay.decisions != 0
         data = endpoints.run(lambda clients: curate_stage(batch, scaffold, settings, clients.meta, store, context.log.info,
                                                           players=clients if replaying else None),
                              store.runs / "logs", roles=None if replaying else META_ONLY,
                              two_model=replaying and bool(manifest.get("two_model")))
     except DatasetTooSmall as exc:
-        context.log.error(str(exc))
+        context.log.warning(f"the round ends before training, as designed: {exc}")
         out = dataset_dir(store, batch)
+        write_too_small(out, str(exc))
         stats = json.loads((out / "stats.json").read_text()) if (out / "stats.json").exists() else None
-        raise dg.Failure(description=str(exc), metadata=curation_metadata(stats, out) if stats else None) from exc
+        yield dg.AssetObservation(asset_key=context.asset_key, partition=context.partition_key,
+                                  metadata={"outcome": "dataset_too_small", "reason": str(exc),
+                                            **(curation_metadata(stats, out) if stats else {})})
+        return
     stats = data.stats
     context.log.info(f"{data.examples} examples from {stats['kept_decisions']} decisions, version "
                      f"{stats['dataset_hash']}: {data.out_dir}")
-    return versioned_output({"dataset_dir": data.out_dir, "scaffold_version": version},
+    (Path(data.out_dir) / TOO_SMALL).unlink(missing_ok=True)
+    yield versioned_output({"dataset_dir": data.out_dir, "scaffold_version": version},
                             dataset_metadata(stats, Path(data.out_dir), version), dg.DataVersion(stats["dataset_hash"]))
 
 
@@ -283,7 +292,7 @@ def champion_specialist_body(context: dg.AssetExecutionContext, storage: Storage
 
 BODIES = {
     "training_rollouts": Batch(training_plan, connection=training_connection),
-    "sft_dataset": Body(sft_dataset_body, frozenset({"python", "llm", "parquet"})),
+    "sft_dataset": Body(sft_dataset_body, frozenset({"python", "llm", "parquet"}), may_stop=True),
     "lora_config": Body(lora_config_body, frozenset({"python", "llm", "json"})),
     "lora_adapter": Body(lora_adapter_body, frozenset({"python", "pytorch", "mlflow"})),
     "specialist_evaluation": Batch(specialist_plan, specialist_merge, specialist_connection, group=EVALUATION_GROUP),

@@ -108,7 +108,7 @@ def test_agent_points_compare_only_like_with_like():
 
 
 def test_effects_histogram_has_a_panel_per_unit_and_refuses_nothing_kept(tmp_path):
-    values = [[50.0, "progression", "replayed"]] * 3 + [[-3.0, "progression", "cheap"], [0.5, "reward", "cheap"]]
+    values = [[50.0, "progression", "replayed"]] * 3 + [[-3.0, "progression", "unmeasured"], [0.5, "reward", "unmeasured"]]
     out = tmp_path / "effects.png"
     assert plot_effects(values, "effects of the 5 kept decisions", out) == out
     assert_png(out, min_width=800)  # two panels side by side

@@ -34,8 +34,8 @@ def test_params_yaml_is_what_automem_params_writes(tmp_path, capsys):
 
 def test_a_bad_params_file_is_refused_naming_the_key(tmp_path):
     bad = tmp_path / "params.yaml"
-    bad.write_text(yaml.safe_dump({"curate": {"horizon": 0}, "gate": {"rule": "mostly"}}))
-    with pytest.raises(ValueError, match=r"curate.horizon.*greater than or equal to 1") as raised:
+    bad.write_text(yaml.safe_dump({"curate": {"score_window": 0}, "gate": {"rule": "mostly"}}))
+    with pytest.raises(ValueError, match=r"curate.score_window.*greater than or equal to 1") as raised:
         options_of_params(bad)
     assert str(bad) in str(raised.value)
 
@@ -43,12 +43,13 @@ def test_a_bad_params_file_is_refused_naming_the_key(tmp_path):
 def test_settings_file_values_replace_defaults_and_given_options_win(tmp_path):
     """What the DVC stages do (``automem curate ... --settings params.yaml``)."""
     settings = tmp_path / "params.yaml"
-    settings.write_text(yaml.safe_dump({"curate": {"horizon": 4, "review_batches": 1, "min_examples": 3,
-                                                   "accept_score": ""}}))
+    settings.write_text(yaml.safe_dump({"curate": {"score_window": 4, "review_batches": 1, "min_examples": 3,
+                                                   "accept_score": "", "keep_unmeasured": True}}))
     args = cli.build_parser().parse_args(["curate", "--game", "crafter", "--batch", "b", "--settings", str(settings),
                                           "--review-batches", "5"])
     curation = proficiency_settings(args).curation
     assert (curation.weights.horizon, curation.max_review_batches, curation.min_examples) == (4, 5, 3)
+    assert curation.keep_unmeasured
     assert curation.accept_score == ProficiencyOptions().settings("crafter").curation.accept_score
 
 
@@ -95,13 +96,13 @@ def test_no_round_default_is_written_outside_the_settings_model():
 
 
 def test_the_check_finds_a_default_written_in_a_command(monkeypatch, tmp_path):
-    """The check itself: the CLI's old ``--horizon`` option with its own default is what it must catch."""
+    """The check itself: a CLI option re-declared with its own default is what it must catch."""
     for folder in ("defs/common", "defs/proficiency", "loop"):
         shutil.copytree(PACKAGE / folder, tmp_path / "automem_dagster" / folder)
     commands = tmp_path / "automem_dagster" / "commands"
     commands.mkdir()
-    (commands / "proficiency.py").write_text('p.add_argument("--horizon", type=int, default=50)\n'
+    (commands / "proficiency.py").write_text('p.add_argument("--score-window", type=int, default=50)\n'
                                              'getattr(args, "review_batches", 10)\n')
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "automem_dagster")
-    assert literal_defaults_outside_the_model() == ["proficiency.py: add_argument('--horizon')",
+    assert literal_defaults_outside_the_model() == ["proficiency.py: add_argument('--score-window')",
                                                     "proficiency.py: getattr(args, 'review_batches', <default>)"]

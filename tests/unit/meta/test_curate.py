@@ -84,6 +84,19 @@ def test_an_empty_file_read_and_a_substring_only_write_are_not_credited():
     assert got[(4, "log")].credited and got[(4, "plan")].credited              # the line, in its own file
 
 
+def test_a_write_read_beyond_the_score_window_is_credited_with_its_last_read():
+    """Eligibility by what a later read showed, at any distance (the replay plays to the last read)."""
+    note = step("noop", 0.0, 0.0, [turn("log", "<|APPEND|>map_notes.txt|tree east\n<|DONE|>",
+                                        [op("<|APPEND|>map_notes.txt|tree east", "appended a line", changed=True)]),
+                                   turn("plan", "<|ACTION|>noop<|END|>")])
+    shown = plan_read("<|READ|>map_notes.txt", "map_notes.txt (1 lines):\ntree east")
+    got = scored([note, act(), act(), act(), act(turns=[shown]), act(), act(turns=[shown]), act()], horizon=2)
+    assert got[(0, "log")].credited and got[(0, "log")].eligible and got[(0, "log")].last_read == 6
+    assert got[(0, "log")].window == 2            # the cheap score still reads its window of 2 only
+    assert got[(4, "plan")].last_read == 4        # a read's content is last read at its own step
+    assert got[(1, "plan")].last_read is None and not got[(1, "plan")].eligible
+
+
 def test_create_and_count_credit_nothing():
     got = scored([
         act(turns=[turn("plan", "<|CREATE|>notes.txt", [op("<|CREATE|>notes.txt", "created notes.txt (empty)",
@@ -172,21 +185,36 @@ def test_curation_keeps_good_decisions_and_never_an_eval_seed(tmp_path):
     assert {(r["step"], r["phase"]) for r in table} == {(0, "plan"), (1, "log"), (1, "plan")}
     assert result.examples == len(table) == 5     # two-turn plans give two examples each
     advantage = P - 2 * P / 5
-    assert {(r["effect_method"], r["effect_unit"], r["window"]) for r in table} == {("cheap", "progression", 2)}
+    assert {(r["effect_method"], r["effect_unit"], r["window"]) for r in table} == {("unmeasured", "progression", 2)}
     assert all(r["effect"] == pytest.approx(advantage, abs=1e-3) for r in table)
     stats = json.loads((tmp_path / "data" / "stats.json").read_text())
     assert stats["excluded_episodes"][0]["reason"] == "seed 42 is an evaluation seed"
     assert stats["verdicts"] == {"accepted": 3, "ineligible": 5, "rejected": 1}
-    assert stats["kept_effects"]["method"] == {"cheap": 3}
-    assert stats["kept_effects"]["by_unit"]["progression (cheap)"]["above_zero"] == 3
+    assert stats["kept_effects"]["method"] == {"unmeasured": 3} and stats["unmeasured_kept"] == 3
+    assert stats["kept_effects"]["by_unit"]["progression (unmeasured)"]["above_zero"] == 3
     audit = [json.loads(line) for line in (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()]
     assert len(audit) == 9 and all(a["verdict"] and a["reason"] for a in audit)
     assert len(stats["dataset_hash"]) == 16
-    # The default budget replays 4 decisions, but without the endpoints that played the batch none is.
-    assert settings().replay.decisions == 4 and stats["calibration"]["replayed"] == 0
+    # The default budget replays every eligible decision, but without the endpoints that played the batch none
+    # is: these examples are here only because the settings opt in (keep_unmeasured), and the card says so.
+    assert settings().replay.decisions is None and stats["calibration"]["replayed"] == 0
     card = (tmp_path / "data" / "card.md").read_text()
     assert "Not enough replayed decisions to say how far the cheap score can be trusted" in card
     assert "none was replayed" in card
+    assert ("3 eligible decisions were left unmeasured (no endpoints were given to replay with): 3 of them are in "
+            "the dataset, marked unmeasured (--keep-unmeasured)") in " ".join(card.split())
+
+
+def test_without_the_opt_in_no_unmeasured_decision_trains(tmp_path):
+    """The default: a decision that was not replayed never enters the dataset, and the card counts them."""
+    batch = tmp_path / "batch"
+    write_episode(batch, 1234)
+    with pytest.raises(DatasetTooSmall, match=r"3 eligible decisions were left unmeasured .*--keep-unmeasured"):
+        asyncio.run(curate([batch], SCAFFOLD, [42], tmp_path / "data", settings(keep_unmeasured=False)))
+    stats = json.loads((tmp_path / "data" / "stats.json").read_text())
+    assert stats["verdicts"]["unmeasured"] == 3 and stats["kept_decisions"] == 0 and stats["replay"]["unmeasured"] == 3
+    card = " ".join((tmp_path / "data" / "card.md").read_text().split())
+    assert "3 eligible decisions were left unmeasured (no endpoints were given to replay with): none of them trains" in card
 
 
 def test_the_card_states_agreement_only_from_two_replayed_decisions():
@@ -248,4 +276,9 @@ def test_a_round_and_its_curate_stage_take_the_same_curation_options():
         args = build_parser().parse_args([*command, "--accept-score", "0", "--min-examples", "170"])
         curation = proficiency_settings(args).curation
         assert (curation.accept_score, curation.min_examples) == (0.0, 170)
-    assert proficiency_settings(build_parser().parse_args(["train", "--game", "crafter"])).curation.accept_score == 1.0
+    default = proficiency_settings(build_parser().parse_args(["train", "--game", "crafter"])).curation
+    assert default.accept_score == 1.0 and not default.keep_unmeasured and default.replay.decisions is None
+    flags = ["curate", "--game", "crafter", "--batch", "b", "--score-window", "4", "--replay-horizon", "12"]
+    opted = proficiency_settings(build_parser().parse_args([*flags, "--keep-unmeasured"])).curation
+    assert opted.keep_unmeasured and (opted.weights.horizon, opted.replay.horizon) == (4, 12)
+    assert not proficiency_settings(build_parser().parse_args([*flags, "--keep-unmeasured", "false"])).curation.keep_unmeasured
