@@ -22,8 +22,9 @@
 # `worker` runs COMMAND in the worker's network namespace and in a private mount namespace in which DIR/main
 # and the Postgres data are hidden (an empty tmpfs over each), so it sees only what the recipe shares;
 # --no-share hides DIR/shared too: a worker host that lacks the share (`automem worker` then names it).
-# `down` stops every process of both namespaces by PID (SIGTERM, then SIGKILL), then Postgres' data folder and
-# the namespaces (the veth pair goes with them). `up` calls `down` itself when a step fails.
+# `down` stops every process of every host's namespace by PID (SIGTERM, then SIGKILL), then Postgres' data folder
+# and the namespaces (the veth pairs and the bridge go with them). `up` calls `down` itself when a step fails.
+# Not done here: limits on the traffic between the hosts (it is whatever the processes send) or on its timing.
 set -euo pipefail
 
 MAIN_ADDR=10.77.0.1
