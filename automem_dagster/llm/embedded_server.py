@@ -97,6 +97,10 @@ def serve(port: int, parallel: int, ctx_per_slot: int, threads: int, lora: list[
     params.cpuparams_batch.n_threads = threads
     params.cache_prompt = True
     params.cache_ram_mib = 0  # no RAM prompt cache: a request would restore another's prompt (llm/slot_turns.py)
+    # A prompt goes to the model in batches of n_batch tokens (split into n_ubatch ones), and between batches the
+    # server answers GET /slots: 512 (n_ubatch's default, instead of n_batch's 2048) shows a loaded server's
+    # progress every 512 prompt tokens to the client's progress watch (llm/progress.py).
+    params.n_batch = 512
     if embeddings:
         params.embedding = True
         params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
