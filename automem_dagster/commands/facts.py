@@ -60,7 +60,11 @@ def run(args: argparse.Namespace) -> int:
     arms: dict[str, AdapterRecord | None] = {BASE: None}
     for ref in args.specialist:
         record = specialist(ref, args.game, scaffold)
-        arms[Path(ref).name if Path(ref).is_dir() else record.id] = record
+        name = Path(ref).name if Path(ref).is_dir() else record.id
+        if name in arms:
+            raise argparse.ArgumentTypeError(f"--specialist {ref}: another arm is already named {name!r}; give "
+                                             "adapters whose folders have different names")
+        arms[name] = record
     root = Path(args.out) if args.out else batch_dir(shared.STORAGE.runs, "facts", args.game, scaffold.version, seeds,
                                                      steps)
     rates = {}
@@ -94,6 +98,6 @@ def facts_table(game: str, version: str, endpoints: Path, rates: dict[str, FactR
             if arm != BASE:
                 c = compare_paired(r.per_seed, rates[BASE].per_seed)
                 lines.append(f"| {arm} − {BASE} | {c.mean_difference:+.1f} | [{c.ci_low:+.1f}, {c.ci_high:+.1f}] "
-                             f"| {c.p_value:.4f} |")
+                             f"| {c.p_value:.2g} |")
     lines += ["", "batches: " + json.dumps({arm: str(root / arm) for arm in rates})]
     return "\n".join(lines)

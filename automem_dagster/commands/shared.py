@@ -14,7 +14,7 @@ from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW
 from automem_dagster.agent.memory_settings import RECORD_FIELDS, RETRIEVERS, RagSettings, SummarySettings, settings_for
 from automem_dagster.commands.render import episode_progress
 from automem_dagster.games import game_family
-from automem_dagster.games.plugin import env_ref
+from automem_dagster.games.plugin import PluginError, env_ref
 from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.errors import RoundError
@@ -299,10 +299,14 @@ GAME_HELP = ("crafter, nethack, minihack:<Task>, babyai:<Task>, textworld:coin_c
 
 def canonical_game(args: argparse.Namespace) -> None:
     """``--game`` as the game's canonical name (``keydoor`` -> ``keydoor:hall4-decoys2``), the one spelling
-    of its partition, batch folders and records; run by ``cli.main`` before the command, so an unknown game
-    is its one-line error (``PluginError``)."""
+    of its partition, batch folders and records; run by ``cli.main`` before the command. A name that
+    resolves to no game is left as given: the command says what is wrong with it in its own terms
+    (``lineage`` takes a bare family, ``minihack``)."""
     if getattr(args, "game", None):
-        args.game = env_ref(args.game).name
+        try:
+            args.game = env_ref(args.game).name
+        except PluginError:
+            pass
 
 
 def add_game_arg(p: argparse.ArgumentParser, required: bool = True) -> None:

@@ -213,8 +213,9 @@ def gain(steps: list[dict], unit: str) -> float:
 
 class Injected:
     """A client that answers the requests of the given seeds with the given texts (the decision's turns
-    as the arm has them), passes every other request to ``client``, and records every request's seed
-    and the calls that reached the model."""
+    as the arm has them), passes every other request to ``client`` (a model's client, or the rule actor,
+    whose ``complete`` takes the grammar and keywords only), and records every request's seed and the
+    calls that reached the model."""
 
     def __init__(self, client, replies: dict[int, str]):
         self.client, self.replies, self.config = client, replies, client.config
@@ -228,7 +229,7 @@ class Injected:
         text = self.replies.get(seed)
         if text is None:
             self.calls += 1
-            return await self.client.complete(messages, grammar, json_schema, **kwargs)
+            return await self.client.complete(messages, grammar, json_schema=json_schema, **kwargs)
         if json_schema is not None:
             raise CounterfactualError(f"endpoint {self.config.name!r} takes JSON-schema turns: a decision can be "
                                       "replayed only on an endpoint whose turns are in the token syntax")

@@ -28,6 +28,7 @@ from (``meta/curation_review.py``); on a server whose sampling follows the seeds
 from __future__ import annotations
 
 import asyncio
+import math
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ from automem_dagster.meta.decisions import MemoryDecision, ScoreWeights, extract
 from automem_dagster.rollout.trajectory import read_trajectory
 from automem_dagster.scaffold import Scaffold
 
-__all__ = ["CounterfactualError", "Effect", "ReplayBudget", "explain", "measure", "replay_cost"]
+__all__ = ["CounterfactualError", "Effect", "ReplayBudget", "explain", "floor_positions", "measure", "replay_cost"]
 
 
 class ReplayBudget(BaseModel):
@@ -91,14 +92,22 @@ def replay_cost(decisions: list[MemoryDecision], budget: ReplayBudget) -> dict:
     episode's end), an estimate of its calls (the episodes' recorded turns per step) and the steps
     restored without any model call. Arms that do not diverge stop sooner, so the real cost is lower."""
     played, calls, restored = 0, 0.0, 0
+    floor_at = floor_positions(len(decisions), budget.floor_pairs)
     for number, d in enumerate(decisions):
-        arms = budget.pairs * 2 + (number < budget.floor_pairs)
+        arms = budget.pairs * 2 + (number in floor_at)
         length, per_step = _episode(d.trajectory)
         steps = arms * min(budget.horizon, length - d.step)
         played, calls, restored = played + steps, calls + steps * per_step, restored + d.step * arms
     return {"decisions": len(decisions), "horizon": budget.horizon, "pairs": budget.pairs,
             "floor_pairs": min(budget.floor_pairs, len(decisions)), "steps_played": played,
             "model_calls_estimate": round(calls), "steps_restored_without_model": restored}
+
+
+def floor_positions(n: int, pairs: int) -> set[int]:
+    """Which of ``n`` replayed decisions also play an A/A arm: ``pairs`` of them spread evenly over the replay
+    order, so the floor sees decisions with high and low cheap scores, early and late in their episodes."""
+    k = min(n, pairs)
+    return {math.floor(i * n / k) for i in range(k)} if k else set()
 
 
 def _episode(trajectory: str) -> tuple[int, float]:
@@ -115,8 +124,8 @@ def reach(decision: MemoryDecision, budget: ReplayBudget) -> int:
 
 async def measure(decision: MemoryDecision, scaffold: Scaffold, clients: Clients, budget: ReplayBudget,
                   again: bool = False) -> Effect:
-    """Play ``budget.pairs`` pairs of arms for ``decision`` (with ``again``, an A/A arm beside the first
-    pair) and return its effect (see the module doc)."""
+    """Play ``budget.pairs`` pairs of arms for ``decision`` (with ``again``, an A/A arm for the first
+    pair, after it) and return its effect (see the module doc)."""
     pairs: list[list[Arm]] = []
     for number in range(budget.pairs):
         pairs.append(await _play_pair(decision, scaffold, clients, budget, again and number == 0))

@@ -19,13 +19,18 @@ calls it made and the seconds it took); both are kept in ``stats.json``.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
 from automem_dagster.eta import eta
 from automem_dagster.llm.session import Clients
-from automem_dagster.meta.counterfactual import CounterfactualError, ReplayBudget, measure, replay_cost
+from automem_dagster.meta.counterfactual import (
+    CounterfactualError,
+    ReplayBudget,
+    floor_positions,
+    measure,
+    replay_cost,
+)
 from automem_dagster.meta.decisions import MemoryDecision
 from automem_dagster.scaffold import Scaffold
 
@@ -81,13 +86,6 @@ async def measured_review(decisions: list[MemoryDecision], scaffold: Scaffold, c
             "floor_pairs": len(drifts), "drifts": drifts, "replayed": len(played), "unmeasured": len(unmeasured),
             "left_by_budget": left, "unmeasured_why": why if unmeasured else None,
             "cost": {"estimate": estimate, "model_calls": calls, "seconds": seconds}}
-
-
-def floor_positions(n: int, pairs: int) -> set[int]:
-    """Which of ``n`` replayed decisions also play an A/A arm: ``pairs`` of them spread evenly over the replay
-    order, so the floor sees decisions with high and low cheap scores, early and late in their episodes."""
-    k = min(n, pairs)
-    return {math.floor(i * n / k) for i in range(k)} if k else set()
 
 
 def _judge(d: MemoryDecision, floor: float) -> None:

@@ -51,12 +51,17 @@ def _effects_section(stats: dict) -> list[str]:
 
 
 def _replay_section(stats: dict) -> list[str]:
-    """How the effects were measured: the floor and its rule, what was left unmeasured, what the replay cost."""
+    words = replay_words(stats)
+    return ["## How the effects were measured", "", words, ""] if words else []
+
+
+def replay_words(stats: dict) -> str:
+    """How the effects were measured, in words: the floor and its rule, what was left unmeasured, what the
+    replay cost (empty for a curation recorded before the replay was every eligible decision's)."""
     r = stats.get("replay")
     if not r:
-        return []
-    lines = ["## How the effects were measured", "",
-             f"{r['replayed']} eligible decisions replayed with and without them. Credit floor {r['floor']:g}: the "
+        return ""
+    lines = [f"{r['replayed']} eligible decisions replayed with and without them. Credit floor {r['floor']:g}: the "
              f"largest difference of {r['floor_pairs']} A/A pair(s) (as made against as made, same seeds, nothing "
              f"removed). Rule: {r['floor_rule']}."]
     if r["unmeasured"]:
@@ -65,11 +70,10 @@ def _replay_section(stats: dict) -> list[str]:
                 else "none of them trains")
         lines.append(f"{r['unmeasured']} eligible decisions were left unmeasured ({r['unmeasured_why']}): {fate}.")
     cost = r["cost"]
-    lines += [f"Cost: estimated at most {cost['estimate']['steps_played']} steps with the model (about "
-              f"{cost['estimate']['model_calls_estimate']} calls); spent {cost['model_calls']} model calls in "
-              f"{cost['seconds']:g} s.", ""]
-    return lines
-
+    lines.append(f"Cost: estimated at most {cost['estimate']['steps_played']} steps with the model (about "
+                 f"{cost['estimate']['model_calls_estimate']} calls); spent {cost['model_calls']} model calls in "
+                 f"{cost['seconds']:g} s.")
+    return " ".join(lines)
 
 MIN_REPLAYED = 2
 """Fewer replayed decisions than this say nothing about the cheap score's agreement: the card says so."""

@@ -224,12 +224,13 @@ def main() -> None:
                         help="as without VLLM_ALLOW_RUNTIME_LORA_UPDATING=True: no load/unload routes")
     parser.add_argument("--visible-root", type=Path, default=None,
                         help="only adapter paths under this folder exist for the server (a container's volume)")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (deploy/two-hosts.sh's main host)")
     args = parser.parse_args()
     state = _State(args.base_model, args.max_lora_rank, not args.no_runtime_lora, args.max_model_len, args.visible_root,
                    args.version, args.base_root)
-    server = ThreadingServer(("127.0.0.1", args.port), make_vllm_handler(Rules(json.loads(args.rules.read_text())),
+    server = ThreadingServer((args.host, args.port), make_vllm_handler(Rules(json.loads(args.rules.read_text())),
                                                                                 state))
-    print(f"scripted vLLM server listening on 127.0.0.1:{args.port}", flush=True)
+    print(f"scripted vLLM server listening on {args.host}:{args.port}", flush=True)
     server.serve_forever()
 
 

@@ -29,6 +29,8 @@ def test_too_small_a_dataset_stops_the_round_before_training(tmp_path, storage, 
     assert "fewer than the minimum of 10000" in reason and "decisions.jsonl" in reason
     assert observed.metadata["examples"].value < 10_000
     assert observed.metadata["calibration"].value.startswith("4 decisions replayed: ")
+    replay = observed.metadata["replay"].value       # the budget left the other eligible decisions unmeasured
+    assert replay.startswith("4 eligible decisions replayed") and "the replay budget of 4 decisions was spent" in replay
     assert not result.asset_materializations_for_node("sft_dataset")
     assert not result.asset_materializations_for_node("lora_adapter")
     assert registry(storage.storage(), "crafter").adapters == []

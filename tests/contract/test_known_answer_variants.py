@@ -19,6 +19,7 @@ from builders import scripted_client
 from known_answer_keydoor import judged, known_answer, one_model_rules, two_model_rules
 
 from automem_dagster.games.plugin import env_ref
+from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.settings import ProficiencyOptions
 from automem_dagster.meta.curate import curate
@@ -47,19 +48,20 @@ def seeded(tmp_path):
 
 def curated(tmp_path, game: str, seeds: list[int], game_server, memory_server=None, max_steps: int = 14):
     """Play ``seeds`` and curate them at the round's default settings (only ``min_examples`` lowered: these
-    batches hold a handful of decisions); returns the batch, the dataset folder and the curation's stats."""
+    batches hold a handful of decisions); returns the batch, the dataset folder and the curation's stats.
+    ``game_server`` None: the rule actor plays the game role (``actor: rules``)."""
     scaffold = load_scaffold_file(env_ref(game).plugin.scaffold)
     batch, out = tmp_path / "batch", tmp_path / "dataset"
     settings = ProficiencyOptions().settings(game).curation.model_copy(update={"min_examples": 1})
 
     async def go():
-        clients = Clients(scripted_client(game_server, "game"),
+        clients = Clients(scripted_client(game_server, "game") if game_server else RuleActor(),
                           scripted_client(memory_server, "memory") if memory_server else None, None)
         try:
             await run_batch(RolloutSpec(game, scaffold, seeds, max_steps, batch, concurrency=1), clients)
             return await curate([batch], scaffold, [900, 901], out, settings, None, print, clients)
         finally:
-            for client in (clients.game, clients.memory):
+            for client in (clients.game, clients.memory):  # the rule actor's close does nothing
                 if client is not None:
                     await client.close()
 
@@ -83,6 +85,16 @@ def test_two_model_key_and_door_with_a_wrong_note(seeded, tmp_path):
     for d in decisions_of(out).values():
         if (d["episode"], d["step"], d["phase"]) in harmful:
             assert d["replayed"]["effect"] < 0, d     # a wrong note measured as what it cost
+
+
+def test_the_rule_actor_in_the_game_role(seeded, tmp_path):
+    """What ``assets/endpoints/embedded-rule-actor.yaml`` plays: the rule actor acts on the consultation (with
+    no key line it takes the first way offered, west), the memory model is scripted."""
+    _, memory = two_model_rules()
+    batch, out, _ = curated(tmp_path, "keydoor:hall5-decoys0", [1, 5, 6, 7], None, seeded(memory))
+    useful, harmful = known_answer(batch)
+    figures = judged(out, useful, harmful, "key and door, the rule actor in the game role")
+    assert useful and figures["precision"] >= 0.9 and figures["harmful_kept"] == 0 and figures["recall"] > 0
 
 
 def test_one_model_key_and_door(seeded, tmp_path):

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import pytest
 from batch_content import batch_content
 from builders import endpoints_file
-from celery_round_records import IDLE_SLOWLY, ROUND, decision, merged_batches, resumes
+from celery_round_records import IDLE_SLOWLY, decision, merged_batches, resumes
 from sharded_rollouts import recorded_steps
 
 from automem_dagster.defs.common.shards import PLAYED_IN
@@ -38,9 +38,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.server, pytest.mark.ci_required]
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "two-hosts.sh"
 MAIN = "10.77.0.1"
-VISIBILITY_S = 20
+VISIBILITY_S = 15
 """Longer than any shard of this round takes here, short enough that the lost shard comes back soon."""
 ROUND_LIMIT_S = 240
+ROUND = ["rounds", "--game", "crafter", "--episodes", "2", "--max-steps", "4", "--eval-episodes", "2",
+         "--eval-max-steps", "4", "--max-rounds", "1", "--patience", "1", "--meta", "rules", "--no-tracking"]
+"""tests/celery_round_records.py's round with half its evaluation seeds: each evaluation shard plays one episode."""
 
 
 def _missing() -> str | None:
@@ -123,6 +126,21 @@ def _lose_the_worker_host_mid_episode(hosts, killed: list, stop: threading.Event
         time.sleep(0.1)
 
 
+def _started(command: list[str], env: dict, log: Path) -> subprocess.Popen:
+    with log.open("w") as out:
+        return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _ended(process: subprocess.Popen, log: Path, limit_s: float) -> str:
+    """What ``process`` said once it ended (within ``limit_s``), and its exit status."""
+    try:
+        process.wait(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return f"exit {process.returncode}: {log.read_text()[-4000:]}"
+
+
 def test_a_round_across_two_hosts_on_postgres_equals_the_one_process_round_through_a_lost_worker_host(hosts):
     endpoints = endpoints_file(hosts.project / "endpoints-scripted.yaml",
                                SimpleNamespace(base_url=f"http://{MAIN}:8080/v1"), ("game",))
@@ -132,42 +150,35 @@ def test_a_round_across_two_hosts_on_postgres_equals_the_one_process_round_throu
     shutil.copy(REPO / "deploy" / "dagster.yaml", alone / "dagster_home" / "dagster.yaml")
     main_home = {"DAGSTER_HOME": str(hosts.folder / "main" / "dagster_home")}
     worker_home = {"DAGSTER_HOME": str(hosts.folder / "worker" / "dagster_home")}
+    logs = {"main": hosts.folder / "main" / "automem-worker.log", "worker": hosts.folder / "worker" / "automem-worker.log",
+            "alone": hosts.folder / "main" / "alone-round.log", "unshared": hosts.folder / "worker" / "unshared.log"}
 
-    # The recipe, in its order: the instance once, its game_endpoint pool, then the workers, then the round.
-    for command in (_automem("worker", "--migrate"),
-                    [str(Path(sys.executable).parent / "dagster"), "instance", "concurrency", "set", "game_endpoint", "2"]):
-        done = subprocess.run(_on(hosts, "main", *command, **main_home), env=hosts.env, capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, done.stdout + done.stderr
-    lacking = subprocess.run(_on(hosts, "worker --no-share", *_automem("worker"), **worker_home), env=hosts.env,
-                             capture_output=True, text=True, timeout=120)
-    said = lacking.stdout + lacking.stderr
-    assert lacking.returncode == 3, said
-    for what in ("project home: ", "step outputs: ", str(hosts.project / "runs"), "Mount the share at the same paths"):
-        assert what in said, said
-
-    # The one-process round, on the main host against the same model, in a project home and instance of its own.
-    alone_round = subprocess.run(_on(hosts, "main", *_automem(*ROUND, "--endpoints", str(endpoints)),
-                                     AUTOMEM_HOME=str(alone), DAGSTER_HOME=str(alone / "dagster_home")),
-                                 env=hosts.env, capture_output=True, text=True, timeout=ROUND_LIMIT_S)
-    assert alone_round.returncode == 0, alone_round.stdout[-3000:] + alone_round.stderr[-3000:]
-
-    logs = {host: hosts.folder / host / "automem-worker.log" for host in ("main", "worker")}
-    workers = []
+    processes = {
+        # A worker host that lacks the share.
+        "unshared": _on(hosts, "worker --no-share", *_automem("worker"), **worker_home),
+        **{host: _on(hosts, host, *_automem("worker", "--concurrency", "1", "--name", f"{host}@{hosts.name}",
+                                            "--visibility-timeout", str(VISIBILITY_S), *(f"--queue={q}" for q in queues)),
+                     **(main_home if host == "main" else worker_home))
+           for host, queues in (("main", ("dagster", "game_endpoint")), ("worker", ("game_endpoint",)))}}
     killed: list = []
     stop = threading.Event()
     killer = threading.Thread(target=_lose_the_worker_host_mid_episode, args=(hosts, killed, stop))
+    started: dict[str, subprocess.Popen] = {}
     try:
-        for host, queues in (("main", ("dagster", "game_endpoint")), ("worker", ("game_endpoint",))):
-            with logs[host].open("w") as out:
-                command = _automem("worker", "--concurrency", "1", "--name", f"{host}@{hosts.name}",
-                                   "--visibility-timeout", str(VISIBILITY_S), *(f"--queue={q}" for q in queues))
-                workers.append(subprocess.Popen(_on(hosts, host, *command, **(main_home if host == "main" else worker_home)),
-                                                env=hosts.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
-        for log in logs.values():
+        # The one-process round, on the main host against the same model, in a project home and instance of its own.
+        started["alone"] = _started(_on(hosts, "main", *_automem(*ROUND, "--endpoints", str(endpoints)),
+                                        AUTOMEM_HOME=str(alone), DAGSTER_HOME=str(alone / "dagster_home")),
+                                    hosts.env, logs["alone"])
+        # The recipe, in its order: the instance once (its game_endpoint pool: deploy/dagster-postgres.yaml's 4
+        # slots), then the workers, then the round.
+        done = subprocess.run(_on(hosts, "main", *_automem("worker", "--migrate"), **main_home), env=hosts.env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        started.update({name: _started(command, hosts.env, logs[name]) for name, command in processes.items()})
+        for host in ("main", "worker"):
             deadline = time.monotonic() + 120
-            while " ready." not in log.read_text():
-                assert time.monotonic() < deadline and all(w.poll() is None for w in workers), log.read_text()[-3000:]
+            while " ready." not in logs[host].read_text():
+                assert time.monotonic() < deadline and started[host].poll() is None, logs[host].read_text()[-3000:]
                 time.sleep(0.2)
         killer.start()
         began = time.monotonic()
@@ -176,16 +187,21 @@ def test_a_round_across_two_hosts_on_postgres_equals_the_one_process_round_throu
             "--visibility-timeout", str(VISIBILITY_S)), **main_home), env=hosts.env, capture_output=True, text=True,
             timeout=ROUND_LIMIT_S)
         took = time.monotonic() - began
+        alone_said, unshared_said = (_ended(started[name], logs[name], ROUND_LIMIT_S) for name in ("alone", "unshared"))
     finally:
         stop.set()
         if killer.is_alive():
             killer.join()
-        for worker in workers:
-            if worker.poll() is None:
-                os.killpg(worker.pid, signal.SIGTERM)
-                worker.wait(timeout=30)
+        for process in started.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.wait(timeout=30)
     assert celery_round.returncode == 0, (celery_round.stdout[-3000:] + celery_round.stderr[-3000:]
                                           + logs["main"].read_text()[-3000:])
+    assert alone_said.startswith("exit 0:"), alone_said
+    assert unshared_said.startswith("exit 3:"), unshared_said
+    for what in ("project home: ", "step outputs: ", str(hosts.project / "runs"), "Mount the share at the same paths"):
+        assert what in unshared_said, unshared_said
     assert killed, "no evaluation episode was seen on the worker host 2 steps in"
 
     there, here = merged_batches(hosts.project / "runs"), merged_batches(alone / "runs")

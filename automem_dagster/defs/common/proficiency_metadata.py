@@ -12,7 +12,7 @@ from automem_dagster.defs.common.challenger import paired_metadata
 from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import challenger_decision_metadata, code_block, run_link_metadata
 from automem_dagster.loop.challenger import DecisionRecord
-from automem_dagster.meta.dataset_card import calibration_words
+from automem_dagster.meta.dataset_card import calibration_words, replay_words
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import BatchSummary
@@ -31,7 +31,8 @@ def _counts_table(title: str, counts: dict[str, int]) -> str:
 
 
 def curation_metadata(stats: dict, out: Path) -> dict:
-    """What a person checks in a curation (also when it stopped short): counts, verdicts, exclusions."""
+    """What a person checks in a curation (also when it stopped short): counts, verdicts, exclusions, the
+    replay (its floor, what was left unmeasured, its cost) and the cheap score's calibration."""
     excluded = stats.get("excluded_episodes", [])
     return {
         "examples": stats["examples"],
@@ -44,6 +45,7 @@ def curation_metadata(stats: dict, out: Path) -> dict:
             "\n".join(f"- {e['trajectory']}: {e['reason']}" for e in excluded) or "none"),
         "score": dg.MetadataValue.json(stats.get("score", {})),
         "calibration": dg.MetadataValue.md(calibration_words(stats.get("calibration") or {})),
+        "replay": dg.MetadataValue.md(replay_words(stats) or "not recorded"),
         "dataset_dir": dg.MetadataValue.path(str(out)),
     }
 
