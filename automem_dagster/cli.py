@@ -13,6 +13,7 @@ from automem_dagster.commands import (
     demo,
     endpoints,
     evaluate,
+    facts,
     headroom,
     noise,
     params,
@@ -20,6 +21,7 @@ from automem_dagster.commands import (
     proficiency,
     rollout,
     rollout_view,
+    shared,
     structure,
     table,
     worker,
@@ -39,8 +41,8 @@ from automem_dagster.training.base_model import BaseModelError
 from automem_dagster.training.registry import RegistryError
 from automem_dagster.training.sft_result import TrainingError
 
-COMMAND_MODULES = (rollout, demo, structure, table, evaluate, headroom, noise, proficiency, plan, params, endpoints,
-                   worker)
+COMMAND_MODULES = (rollout, demo, structure, table, evaluate, headroom, facts, noise, proficiency, plan, params,
+                   endpoints, worker)
 """The command groups, in the order ``automem --help`` lists them."""
 
 USER_ERRORS = (ScaffoldError, EndpointConfigError, RolloutError, RoundError, DiagnosisError, LineageError, TrackingError,
@@ -61,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
+        shared.canonical_game(args)
         return args.run(args)
     except RolloutError as exc:
         report = rollout_view.failure_report(exc, argv)

@@ -45,13 +45,17 @@ def seed_support(config: Any) -> str:
     server; for a remote server, rerun one short batch into a second folder and compare.
     """
     if config.server == "vllm":
-        return _SERVERS_WORD["vllm"]
+        return ("honoured: the endpoints file declares the vLLM server batch-invariant (VLLM_BATCH_INVARIANT=1)"
+                if config.batch_invariant else _SERVERS_WORD["vllm"])
     if config.temperature == 0:
         return "not needed: temperature 0 samples greedily"
     if "seed" in ignored_fields(config):
         return "ignored: the provider accepts seed and ignores it (llm/config.py IGNORED_FIELDS); a rerun differs"
     if config.seed is not None:
         return f"fixed by the endpoint file: every request uses seed {config.seed} (no per-position seeds)"
+    if config.embedded and config.server == "llama.cpp":
+        return (_SERVERS_WORD["llama.cpp"] + "; the embedded server takes one request at a time and reuses a slot's "
+                "cached prompt only within its episode, so a rerun is identical at any concurrency (llm/slot_turns.py)")
     if config.server == "llama.cpp" and config.cache_prompt:
         return (_SERVERS_WORD["llama.cpp"] + ", but with cache_prompt on its logits over a cached prefix may differ in "
                 "the last bits (llama.cpp's README), so a rerun can part where two tokens nearly tie; "

@@ -24,6 +24,7 @@ from automem_dagster.loop.storage import batch_dir, resolve_scaffold
 from automem_dagster.metrics.paired import compare_paired
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.seeds import eval_seeds
+from automem_dagster.scaffold import Scaffold
 
 PAIRS = (("oracle", "none"), ("scaffold", "none"), ("oracle", "scaffold"))
 """The paired differences the table shows: the ceiling's room, the scaffold's gain, what is left."""
@@ -43,26 +44,31 @@ def run(args: argparse.Namespace) -> int:
     seeds = eval_seeds(args.game, shared.STORAGE.seeds_file)
     if not 1 <= args.episodes <= len(seeds):
         raise argparse.ArgumentTypeError(f"--episodes {args.episodes}: {args.game} has {len(seeds)} evaluation seeds")
-    seeds = seeds[:args.episodes]
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
-    root = Path(args.out) if args.out else None
+    print(measure_headroom(args.game, scaffold, seeds[:args.episodes], args.max_steps, args.endpoints,
+                           args.concurrency, Path(args.out) if args.out else None))
+    return 0
+
+
+def measure_headroom(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, endpoints: Path,
+                     concurrency: int, root: Path | None = None) -> str:
+    """Play the three arms on ``seeds`` (in ``root``/<arm>, else in the project's batch folders) and return
+    the table, also written to ``headroom.md`` beside the batches."""
     arms = {"oracle": ("oracle", 0), "none": ("window", 0), "scaffold": ("memory", 0)}
-    specs = {arm: RolloutSpec(args.game, scaffold, seeds, args.max_steps,
-                              root / arm if root else batch_dir(shared.STORAGE.runs, "headroom", args.game,
-                                                                scaffold.version, seeds, args.max_steps, agent, window),
-                              concurrency=args.concurrency, agent=agent, window=window, fixed_dir=root is not None)
+    specs = {arm: RolloutSpec(game, scaffold, seeds, max_steps,
+                              root / arm if root else batch_dir(shared.STORAGE.runs, "headroom", game,
+                                                                scaffold.version, seeds, max_steps, agent, window),
+                              concurrency=concurrency, agent=agent, window=window, fixed_dir=root is not None)
              for arm, (agent, window) in arms.items()}
 
     async def go() -> tuple[dict[str, BatchSummary], dict]:
-        async with session(args.endpoints) as (clients, progress):
+        async with session(endpoints) as (clients, progress):
             return {arm: await run_batch(spec, clients, progress) for arm, spec in specs.items()}, clients.describe()
 
-    played, endpoints = asyncio.run(go())
-    text = headroom_table(args.game, f"v{scaffold.version}", played, endpoints.get("game", {}))
-    print(text)
-    out = root or specs["scaffold"].out_dir.parent.parent
-    write_text_atomic(Path(out) / "headroom.md", text + "\n")
-    return 0
+    played, described = asyncio.run(go())
+    text = headroom_table(game, f"v{scaffold.version}", played, described.get("game", {}))
+    write_text_atomic((root or specs["scaffold"].out_dir.parent.parent) / "headroom.md", text + "\n")
+    return text
 
 
 def headroom_table(game: str, version: str, played: dict[str, BatchSummary], actor: dict) -> str:

@@ -14,7 +14,7 @@ from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW
 from automem_dagster.agent.memory_settings import RECORD_FIELDS, RETRIEVERS, RagSettings, SummarySettings, settings_for
 from automem_dagster.commands.render import episode_progress
 from automem_dagster.games import game_family
-from automem_dagster.games.plugin import env_ref
+from automem_dagster.games.plugin import PluginError, env_ref
 from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.errors import RoundError
@@ -109,13 +109,15 @@ def refuse_bad_round_inputs(game: str, endpoints: Path, meta: str = "endpoints")
     load_champion(game_family(game), STORAGE)
 
 
-async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecord | None) -> BatchSummary:
+async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecord | None,
+                  log_dir: Path = RUNS / "logs") -> BatchSummary:
     """Play ``spec`` with the endpoints file's roles or, given ``adapter``, as the two-model agent with that
-    adapter serving the memory role (``serving.specialist_endpoints``): what a pipeline stage plays."""
+    adapter serving the memory role (``serving.specialist_endpoints``): what a pipeline stage plays. The
+    embedded server's log goes to ``log_dir``."""
     config, lora = load_endpoints(endpoints_path), []
     if adapter is not None:
         config, lora = specialist_endpoints(config, adapter, game_family(spec.game))
-    async with connect(config, RUNS / "logs", lora=lora, two_model=adapter is not None) as clients:
+    async with connect(config, log_dir, lora=lora, two_model=adapter is not None) as clients:
         with episode_progress() as progress:
             return await run_batch(spec, clients, progress)
 
@@ -291,8 +293,20 @@ def evaluation_metrics(summary: BatchSummary) -> dict:
 
 
 
-GAME_HELP = ("crafter, nethack, minihack:<Task>, babyai:<Task>, textworld:coin_collector, or an installed plugin's game "
-             "(docs/environments.md)")
+GAME_HELP = ("crafter, nethack, minihack:<Task>, babyai:<Task>, textworld:coin_collector, keydoor[:hall<N>-decoys<N>], "
+             "courier[:walk<N>-parcels<N>], or an installed plugin's game (docs/environments.md)")
+
+
+def canonical_game(args: argparse.Namespace) -> None:
+    """``--game`` as the game's canonical name (``keydoor`` -> ``keydoor:hall4-decoys2``), the one spelling
+    of its partition, batch folders and records; run by ``cli.main`` before the command. A name that
+    resolves to no game is left as given: the command says what is wrong with it in its own terms
+    (``lineage`` takes a bare family, ``minihack``)."""
+    if getattr(args, "game", None):
+        try:
+            args.game = env_ref(args.game).name
+        except PluginError:
+            pass
 
 
 def add_game_arg(p: argparse.ArgumentParser, required: bool = True) -> None:

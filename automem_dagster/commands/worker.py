@@ -3,9 +3,10 @@
 
 A worker runs the steps of runs whose executor is ``celery_executor`` with the same settings
 (``defs/common/celery.py``), the same ``DAGSTER_HOME`` (the instance every step reports to) and the
-same ``AUTOMEM_HOME`` (the project's files) as the run. It checks the instance and the broker before
-it starts and says which one it cannot reach, with a non-zero exit: a worker that came up without
-them would take shards and fail each one.
+same ``AUTOMEM_HOME`` (the project's files) as the run. It checks the instance, the shared folders
+(``worker_share``: the project home and the step outputs at the paths ``--migrate`` marked) and the broker
+before it starts and says which one it lacks, with a non-zero exit: a worker that came up without them
+would take shards and fail each one.
 
 Two workers creating a SQLite instance at once fail ("table secondary_indexes already exists"), so a
 worker never creates the instance: ``--migrate`` does, once.
@@ -22,7 +23,9 @@ from pathlib import Path
 import yaml
 
 from automem_dagster.commands.render import console
+from automem_dagster.commands.worker_share import ShareMissing, check_shared_folders, mark_shared_folders
 from automem_dagster.loop.execution import DEFAULT_BROKER, EXECUTORS, Execution
+from automem_dagster.paths import PROJECT_ROOT
 
 HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
 """The loggers of the HTTP clients under the model calls (openai's httpx, and httpx2 of ``llm/attempts.py``)."""
@@ -105,7 +108,9 @@ def migrate_instance() -> None:
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.upgrade()
         warn_of_one_shard_at_a_time(instance, home)
-    console.print(f"instance in {home} ready for workers")
+        folders = mark_shared_folders(instance, PROJECT_ROOT)
+    console.print(f"instance in {home} ready for workers; every worker must see "
+                  + ", ".join(f"the {what} at {folder}" for what, folder in folders.items()), soft_wrap=True)
 
 
 def warn_of_one_shard_at_a_time(instance, home: Path) -> None:
@@ -137,6 +142,9 @@ def check_instance() -> None:
     try:
         with dg.DagsterInstance.from_config(str(home)) as instance:
             instance.get_runs(limit=1)
+            check_shared_folders(instance, PROJECT_ROOT)
+    except ShareMissing as exc:
+        raise WorkerSetupError(str(exc)) from exc
     except Exception as exc:  # the storage's own error (a Postgres refusing, a bad dagster.yaml) is the message
         raise WorkerSetupError(f"instance: cannot open the Dagster instance in {home}: {exc}") from exc
 

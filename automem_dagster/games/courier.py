@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 
-from automem_dagster.games.recall import RecallGame, canonical_name, knob_task, parse_knobs, question
+from automem_dagster.games.recall import NeededFact, RecallGame, canonical_name, knob_task, parse_knobs, question
 
 DEFAULTS = {"walk": 3, "parcels": 3}
 MINIMUM = {"walk": 0, "parcels": 1}
@@ -58,8 +58,8 @@ class CourierGame(RecallGame):
         return (f"[depot] {count} parcel{'s' if count > 1 else ''} wait for you at the depot. Each label is shown once, "
                 "as you load the parcel. Walk on to load them.")
 
-    def oracle_notes(self) -> list[str]:
-        return [self._label(k) for k in range(len(self.places))]
+    def needed_facts(self) -> list[NeededFact]:
+        return [NeededFact(self._label(k), f"parcel {k + 1}", place, PLACES) for k, place in enumerate(self.places)]
 
     def inventory(self) -> dict[str, int]:
         loaded = self.at if self.stage == "depot" else len(self.places)

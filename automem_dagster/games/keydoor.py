@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 
-from automem_dagster.games.recall import RecallGame, canonical_name, knob_task, parse_knobs, question
+from automem_dagster.games.recall import NeededFact, RecallGame, canonical_name, knob_task, parse_knobs, question
 
 DEFAULTS = {"hall": 4, "decoys": 2}
 MINIMUM = {"hall": 2, "decoys": 0}
@@ -62,8 +62,8 @@ class KeyDoorGame(RecallGame):
         self.stage = "hall"
         return "[hall] You stand at the start of a long hallway. The door is far ahead, out of sight."
 
-    def oracle_notes(self) -> list[str]:
-        return [self._sign()]
+    def needed_facts(self) -> list[NeededFact]:
+        return [NeededFact(self._sign(), "the key", self.wing, WINGS)]
 
     def inventory(self) -> dict[str, int]:
         return {"key": 1} if self.progression else {}

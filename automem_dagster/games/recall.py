@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from automem_dagster.games.actions import ActionVocabulary, VocabularyGame
 from automem_dagster.games.base import GameState, StepResult, world_digest
@@ -23,6 +24,18 @@ QUESTION = re.compile(r"Which way on for (?P<subject>[^?\n]+)\? (?P<options>[^.\
 
 PACKAGES = ("automem-dagster",)
 """The built-in games are code of this project: its version names their rules in a batch identity."""
+
+
+@dataclass(frozen=True)
+class NeededFact:
+    """One fact an episode shows once and asks for later: ``shown`` is the text that shows it (what the
+    oracle holds), ``subject`` the question's (``the key``, ``parcel 2``), ``answer`` the right way among
+    ``ways``. ``meta/fact_notes.py`` reads whether the memory wrote it down when it was shown."""
+
+    shown: str
+    subject: str
+    answer: str
+    ways: tuple[str, ...]
 
 
 def question(subject: str, options: list[str]) -> str:
@@ -38,6 +51,11 @@ def parse_question(text: str) -> tuple[str, list[str]] | None:
         return None
     options = re.split(r",\s*|\s+or\s+", found[-1]["options"].strip())
     return found[-1]["subject"].strip(), [o.strip().lower() for o in options if o.strip()]
+
+
+def named_ways(text: str, ways: list[str] | tuple[str, ...]) -> list[str]:
+    """The ``ways`` that ``text`` names as whole words, whatever their case (``key: WEST wing`` names west)."""
+    return [w for w in ways if re.search(rf"\b{re.escape(w)}\b", text.lower())]
 
 
 def parse_knobs(family: str, task: str, defaults: dict[str, int], minimum: dict[str, int]) -> dict[str, int]:
@@ -104,6 +122,10 @@ class RecallGame(VocabularyGame):
 
     def oracle_notes(self) -> list[str]:
         """The needed facts of this episode, as the game shows them: what the oracle baseline holds."""
+        return [fact.shown for fact in self.needed_facts()]
+
+    def needed_facts(self) -> list[NeededFact]:
+        """This episode's needed facts (after ``reset``), in the order the game shows them."""
         raise NotImplementedError
 
     def _start(self, seed: int) -> str:

@@ -17,10 +17,13 @@ import time
 from collections import Counter
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 
 import aiohttp
 import httpx2
 import openai
+
+from automem_dagster.llm.progress import ServerProgress, watched_timeout
 
 TIMEOUT, CONNECTION = "timeout", "connection"
 """Causes of an attempt that got no answer; one with an error status is ``http_<status>``."""
@@ -103,11 +106,21 @@ class CountingHttpClient(openai.DefaultAioHttpClient):
 
     The SDK sends every attempt through ``send`` and, for a completion that is not streamed,
     ``send`` also reads the body, so a timeout or a connection dropped mid-body is caught too.
-    Its TLS context is the process's one (``shared_ssl_context``) unless ``verify`` is given."""
+    Its TLS context is the process's one (``shared_ssl_context``) unless ``verify`` is given. With
+    ``progress`` (a llama.cpp server that shows its slots) an attempt waits as long as the server
+    makes progress instead of for a fixed read timeout (``llm/progress.py``)."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, progress: ServerProgress | None = None, **kwargs) -> None:
         kwargs.setdefault("verify", shared_ssl_context())
         super().__init__(**kwargs)
+        self.progress = progress
+
+    async def _attempt(self, request: httpx2.Request, **kwargs) -> httpx2.Response:
+        """One HTTP attempt: watched by ``progress`` when the server shows it, else under the request's timeout."""
+        if self.progress is None or not await self.progress.watches():
+            return await super().send(request, **kwargs)
+        request.extensions["timeout"] = watched_timeout(request.extensions.get("timeout", {}))
+        return await self.progress.guard(partial(openai.DefaultAioHttpClient.send, self, request, **kwargs))
 
     async def send(self, request: httpx2.Request, **kwargs) -> httpx2.Response:
         log = CURRENT_CALL.get()
@@ -115,7 +128,7 @@ class CountingHttpClient(openai.DefaultAioHttpClient):
         if log is not None:
             log.attempts.append(attempt)
         try:
-            response = await super().send(request, **kwargs)
+            response = await self._attempt(request, **kwargs)
         except Exception as exc:
             error = httpx_error(exc)
             attempt.cause = cause_of(error)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -23,6 +24,8 @@ import openai
 from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.llm.attempts import CURRENT_CALL, CallLog, CountingHttpClient, describe_failures
 from automem_dagster.llm.config import EndpointConfig
+from automem_dagster.llm.progress import ServerProgress
+from automem_dagster.llm.slot_turns import SlotTurns
 
 _TRANSIENT = (
     openai.APIConnectionError,
@@ -106,7 +109,7 @@ class Embeddings:
 def request_body(config: EndpointConfig, messages: list[dict], grammar: str | None = None,
                  json_schema: dict | None = None, schema_name: str = "reply", max_tokens: int | None = None,
                  seed: int | None = None, tools: list[dict] | None = None, tool_choice: str | None = None,
-                 id_slot: int | None = None) -> dict:
+                 id_slot: int | None = None, reuse_cache: bool = True) -> dict:
     """The keyword arguments of one chat-completions request, exactly as they are sent.
 
     Only what the endpoint file sets is sent (sampling, the output cap under its configured
@@ -115,14 +118,15 @@ def request_body(config: EndpointConfig, messages: list[dict], grammar: str | No
     with ``constrained: none`` neither is sent. ``seed`` is the request's sampling seed; an
     endpoint file's own ``seed`` wins over it. ``tools`` and ``tool_choice`` are OpenAI's function
     calling fields, sent as given (``meta/tool_session.py``). ``id_slot`` pins the request to one
-    llama.cpp server slot (its server README: ``id_slot``), so an episode keeps its cached prompt prefix."""
+    llama.cpp server slot (its server README: ``id_slot``), so an episode keeps its cached prompt prefix;
+    ``reuse_cache`` False has a llama.cpp server read the prompt from scratch (``llm/slot_turns.py``)."""
     cfg = config
     extra: dict = dict(cfg.extra_body)
     if grammar is not None and cfg.constrained == "gbnf":
         extra["grammar"] = grammar
     elif grammar is not None and cfg.constrained == "vllm":
         extra["structured_outputs"] = {"grammar": grammar}
-    if cfg.server == "llama.cpp" and not cfg.cache_prompt:
+    if cfg.server == "llama.cpp" and not (cfg.cache_prompt and reuse_cache):
         extra["cache_prompt"] = False
     if id_slot is not None and cfg.server == "llama.cpp":
         extra["id_slot"] = id_slot
@@ -146,14 +150,19 @@ def request_body(config: EndpointConfig, messages: list[dict], grammar: str | No
 class LLMClient:
     """An async client for one configured endpoint. ``base_url`` must be resolved (not ``embedded``)."""
 
-    def __init__(self, config: EndpointConfig, base_url: str, slots: int | None = None):
+    def __init__(self, config: EndpointConfig, base_url: str, slots: int | None = None, turns: SlotTurns | None = None):
         self.config = config
         self.base_url = base_url
         self.slots = slots
         """The server's parallel slots when known (the embedded server): a call's ``lane`` picks one."""
+        self.turns = turns
+        """The embedded server's turns, shared by its clients: one request at a time (``llm/slot_turns.py``)."""
         self.first_reply: dict | None = None
         """The ``model`` and ``system_fingerprint`` of the first answer: what a hosted API says of the model
         that served it (``llm/server_info.py``), recorded in the batch's identity as observed."""
+        self.progress = ServerProgress(base_url.removesuffix("/").removesuffix("/v1"), config.timeout_s) \
+            if config.server == "llama.cpp" else None
+        """A llama.cpp server's slots, watched so that a slow server is waited for (``llm/progress.py``)."""
         self._pools: dict[int | None, openai.AsyncOpenAI] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -173,7 +182,7 @@ class LLMClient:
         if lane not in self._pools:
             self._pools[lane] = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.config.api_key(),
                                                    timeout=self.config.timeout_s, max_retries=self.config.max_retries,
-                                                   http_client=CountingHttpClient())
+                                                   http_client=CountingHttpClient(self.progress))
         return self._pools[lane]
 
     def _where(self) -> str:
@@ -190,9 +199,10 @@ class LLMClient:
         hold ``tool_calls`` instead of text. ``lane`` (an episode's place among those running at once)
         pins the call to slot ``lane % slots`` when the slots are known."""
         id_slot = lane % self.slots if lane is not None and self.slots else None
-        body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, tools,
-                            tool_choice, id_slot)
-        resp, log = await self._send(partial(self._chat_completion, lane), body)
+        async with self.turns.turn(id_slot) if self.turns else nullcontext(True) as reuse:
+            body = request_body(self.config, messages, grammar, json_schema, schema_name, max_tokens, seed, tools,
+                                tool_choice, id_slot, reuse)
+            resp, log = await self._send(partial(self._chat_completion, lane), body)
         latency = log.latency_s()
         with LEDGER.phase("parse"):
             return self._completion(resp, log, latency)

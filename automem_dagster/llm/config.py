@@ -112,6 +112,8 @@ class EndpointConfig(BaseModel):
                                    "all requests of one diagnosis together")
     cache_prompt: bool = Field(True, description="llama.cpp: reuse a cached prompt prefix (fast); false makes "
                                                  "seeded reruns bit-identical (llama.cpp's README)")
+    batch_invariant: bool = Field(False, description="vLLM only: the server runs with VLLM_BATCH_INVARIANT=1, so a "
+                                  "request's result does not depend on what is batched with it (docs/vllm.md)")
 
     @model_validator(mode="after")
     def _resolve_defaults(self) -> EndpointConfig:
@@ -170,6 +172,13 @@ class EndpointConfig(BaseModel):
     def constrained_derived(self) -> bool:
         """True when ``constrained`` came from ``server`` (the file did not set it)."""
         return self._constrained_derived
+
+    @model_validator(mode="after")
+    def _batch_invariance_is_vllms(self) -> EndpointConfig:
+        if self.batch_invariant and self.server != "vllm":
+            raise ValueError(f"endpoint {self.name!r} sets batch_invariant, which only a vLLM server offers "
+                             "(VLLM_BATCH_INVARIANT=1): remove it, or set server: vllm for a vLLM server")
+        return self
 
     @model_validator(mode="after")
     def _replicas_are_remote(self) -> EndpointConfig:

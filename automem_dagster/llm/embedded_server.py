@@ -11,7 +11,8 @@ the OpenAI route). One process serves both: the installed xllamacpp (2026.10.115
 completions with embeddings on, and seeded chat replies are the same with and without it
 (checked against the packaged model), so no second instance is started.
 
-Run directly: ``python -m automem_dagster.llm.embedded_server --port 8080``.
+Run directly: ``python -m automem_dagster.llm.embedded_server --port 8080`` (``--host 10.77.0.1`` to serve
+other hosts on a private network, as ``deploy/two-hosts.sh`` does).
 """
 
 from __future__ import annotations
@@ -81,19 +82,25 @@ def embedded_server(
     return ServerProcess(cmd, port, Path(log_path), "embedded model server")
 
 
-def serve(port: int, parallel: int, ctx_per_slot: int, threads: int, lora: list[str], embeddings: bool = False) -> None:
-    """Run the llama.cpp server in this process until it receives SIGTERM."""
+def serve(port: int, parallel: int, ctx_per_slot: int, threads: int, lora: list[str], embeddings: bool = False,
+          host: str = "127.0.0.1") -> None:
+    """Run the llama.cpp server in this process on ``host`` until it receives SIGTERM."""
     import xllamacpp
 
     params = xllamacpp.CommonParams()
     params.model.path = str(embedded_model_path())
-    params.hostnames = ["127.0.0.1"]
+    params.hostnames = [host]
     params.port = port
     params.n_parallel = parallel
     params.n_ctx = ctx_per_slot * parallel
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.cache_prompt = True
+    params.cache_ram_mib = 0  # no RAM prompt cache: a request would restore another's prompt (llm/slot_turns.py)
+    # A prompt goes to the model in batches of n_batch tokens (split into n_ubatch ones), and between batches the
+    # server answers GET /slots: 512 (n_ubatch's default, instead of n_batch's 2048) shows a loaded server's
+    # progress every 512 prompt tokens to the client's progress watch (llm/progress.py).
+    params.n_batch = 512
     if embeddings:
         params.embedding = True
         params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
@@ -124,13 +131,16 @@ def serve(port: int, parallel: int, ctx_per_slot: int, threads: int, lora: list[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="the address to listen on: 127.0.0.1, or a private address other hosts reach (a replica "
+                             "for workers on other machines, deploy/two-hosts.sh); llama.cpp has no API key here")
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--ctx-per-slot", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--lora", action="append", default=[])
     parser.add_argument("--embeddings", action="store_true", help="also serve /v1/embeddings (mean pooling)")
     args = parser.parse_args()
-    serve(args.port, args.parallel, args.ctx_per_slot, args.threads, args.lora, args.embeddings)
+    serve(args.port, args.parallel, args.ctx_per_slot, args.threads, args.lora, args.embeddings, args.host)
 
 
 if __name__ == "__main__":

@@ -19,14 +19,11 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 from automem_dagster.llm.client import Completion, ContextOverflow, EndpointError, LLMClient
 from automem_dagster.llm.config import EndpointConfig
-
-affinity: ContextVar[str | None] = ContextVar("automem_replica_affinity", default=None)
-"""The key (an episode id) whose calls should stay on one replica."""
+from automem_dagster.llm.slot_turns import episode as affinity
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from automem_dagster.games.recall import parse_question
+from automem_dagster.games.recall import named_ways, parse_question
 from automem_dagster.llm.client import Completion
 
 RULE_VERSION = 1
@@ -99,7 +99,7 @@ def way_in_memory(subject: str, ways: list[str], lines: list[str]) -> str | None
     about = [line for line in lines if key in line.lower()]
     for pool in (about, lines):
         for line in reversed(pool):
-            named = [w for w in ways if re.search(rf"\b{re.escape(w)}\b", line.lower())]
+            named = named_ways(line, ways)
             if len(named) == 1:
                 return named[0]
     return None

@@ -30,6 +30,7 @@ from automem_dagster.file_hashing import hash_file_into
 from automem_dagster.llm.config import EndpointConfig
 from automem_dagster.llm.embedded_server import GGUF_NAME
 from automem_dagster.llm.server_api import call, vllm_version
+from automem_dagster.llm.slot_turns import HOW as SLOT_HOW
 from automem_dagster.llm.vllm_lora import VllmLoraError
 from automem_dagster.llm.vllm_lora import content_hash as adapter_dir_hash
 
@@ -134,7 +135,21 @@ def configured_identity(config: EndpointConfig) -> dict:
                      "extra_body": hashlib.sha256(extra.encode()).hexdigest()[:16] if config.extra_body else None},
         "output_cap": {"field": config.max_tokens_field, "value": config.max_tokens},
         "cache_prompt": config.cache_prompt if config.server == "llama.cpp" else None,
+        "replay": replay_conditions(config),
     }
+
+
+def replay_conditions(config: EndpointConfig) -> dict:
+    """What a replay of this endpoint's requests depends on besides the requests (issue 54): ``any_concurrency``
+    says whether a request's result stays the same whatever runs beside it. The embedded server takes one
+    request at a time (``llm/slot_turns.py``); a vLLM server declared ``batch_invariant`` keeps batches
+    from changing results; any other server may batch concurrent requests, so a batch's identity then
+    records its concurrency (``rollout.identity``) and an A/A licenses reuse only at that concurrency."""
+    if config.embedded:
+        return {"any_concurrency": True, "how": SLOT_HOW}
+    if config.server == "vllm" and config.batch_invariant:
+        return {"any_concurrency": True, "how": "vLLM with VLLM_BATCH_INVARIANT=1 (declared by the endpoints file)"}
+    return {"any_concurrency": False, "how": "concurrent requests may be batched together"}
 
 
 def endpoint_identity(config: EndpointConfig, base_url: str) -> dict:

@@ -21,6 +21,7 @@ from automem_dagster.llm.process import ServerProcess
 from automem_dagster.llm.replicas import ReplicatedClient
 from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.server_rules import check_servers, reply_schema_kind
+from automem_dagster.llm.slot_turns import SlotTurns
 
 
 @dataclass
@@ -122,6 +123,7 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
     if any(c.embedded for c in used.values()) or embeddings:
         pool = servers or ServerPool()
         server = pool.server(log_dir, config.embedded_parallel, config.embedded_ctx_per_slot, lora, embeddings)
+    turns = SlotTurns(config.embedded_parallel)  # every client of the embedded server takes its turn
 
     def client(cfg: EndpointConfig | None) -> LLMClient | ReplicatedClient | None:
         if cfg is None:
@@ -132,7 +134,7 @@ async def connect(config: EndpointsConfig, log_dir: Path, lora: list[Path] | Non
             return LLMClient(cfg, cfg.base_url)
         # An embedded endpoint has one server slot's context, whatever its config says.
         slot = cfg.model_copy(update={"context_tokens": min(cfg.context_tokens, config.embedded_ctx_per_slot)})
-        return LLMClient(slot, server.base_url, slots=config.embedded_parallel)
+        return LLMClient(slot, server.base_url, slots=config.embedded_parallel, turns=turns)
 
     rules = config.rules_meta if roles is None or "meta" in roles else None
     acting = config.actor == RULES and (roles is None or "game" in roles)

@@ -40,7 +40,7 @@ def gate_scores(challenger: BatchSummary, champion: BatchSummary, role: str, gat
 
 
 def verdict_of_scores(scores: dict, role: str, gate: GatePolicy | None = None, floor: float | None = None,
-                  metric_floor: float | None = None) -> Verdict:
+                      metric_floor: float | None = None, floor_basis: str | None = None) -> Verdict:
     """The gate on ``gate_scores`` with the noise floor ``floor`` (points; None: not measured) and, for a gate
     with a metric, that metric's A/A floor ``metric_floor``, quoting the seeds a decision would need
     (``metrics.power``); a ValueError when they cannot be paired."""
@@ -49,7 +49,7 @@ def verdict_of_scores(scores: dict, role: str, gate: GatePolicy | None = None, f
     comparison = compare_paired(mine, champ)
     detectable = detectable_gain(mine, champ, gate)
     if not gate.metric:
-        return gate_verdict(comparison, gate, floor=floor, detectable=detectable)
+        return gate_verdict(comparison, gate, floor=floor, detectable=detectable, floor_basis=floor_basis)
     metric = scores.get("per_seed_metric")
     if not metric:
         raise ValueError(f"the {gate.rule} gate reads {gate.metric} per seed, and this evaluation did not record it: "
@@ -57,7 +57,8 @@ def verdict_of_scores(scores: dict, role: str, gate: GatePolicy | None = None, f
     guards = scores.get("guards", {})
     paired_guards = {name: (guards[role][name], guards["champion"][name]) for name in guards.get(role, {})}
     metric = compare_metric(mine, champ, metric[role], metric["champion"], gate, guards=paired_guards)
-    return gate_verdict(comparison, gate, metric, floor=floor, detectable=detectable, metric_floor=metric_floor)
+    return gate_verdict(comparison, gate, metric, floor=floor, detectable=detectable, metric_floor=metric_floor,
+                        floor_basis=floor_basis)
 
 
 TESTED = {"candidate": ("scaffold_hash",), "specialist": ("roles.memory",)}
@@ -80,14 +81,21 @@ def pairing_differences(challenger: BatchSummary, champion: BatchSummary, role: 
 
 
 def paired_verdict(challenger: BatchSummary, champion: BatchSummary, role: str, gate: GatePolicy | None = None,
-                  floor: float | None = None, metric_floor: float | None = None) -> Verdict:
+                   floor: float | None = None, metric_floor: float | None = None,
+                   floor_basis: str | None = None) -> Verdict:
     """The gate of both loops: keep ``challenger`` (a ``role``: candidate or specialist) only if it
     beats the champion on the paired evaluation seeds under ``gate``, by more than the noise ``floor``
     (points, and ``metric_floor`` for the gate's metric: the identity's A/A record, ``loop.noise``).
-    Refuses batches that do not cover the same seeds (an interrupted evaluation), since an unpaired
+    Refuses a batch with an unfinished episode (``BatchSummary.unfinished``) and batches that do not
+    cover the same seeds (an interrupted evaluation), since an unpaired
     comparison would judge different games, and batches whose identities differ in more than the round
     tests (``pairing_differences``)."""
     gate = gate or GatePolicy()
+    for name, batch in ((role, challenger), ("champion", champion)):
+        if batch.unfinished:
+            raise RoundError(f"the {name} batch {batch.out_dir} has unfinished episodes (seeds {batch.unfinished}: "
+                             "abandoned after their endpoint's retries, or not played yet), so nothing is decided; "
+                             "rerun its evaluation, which resumes them, once the endpoint answers")
     mine, champ = per_seed(challenger), per_seed(champion)
     if set(mine) != set(champ):
         raise RoundError(f"{role} seeds {sorted(mine)} and champion seeds {sorted(champ)} differ: "
@@ -98,7 +106,7 @@ def paired_verdict(challenger: BatchSummary, champion: BatchSummary, role: str, 
                          f"a {role} round may change only {' and '.join(TESTED[role])}, so nothing is decided; "
                          f"evaluate both with the same endpoints and game packages ({challenger.out_dir}, "
                          f"{champion.out_dir})")
-    return verdict_of_scores(gate_scores(challenger, champion, role, gate), role, gate, floor, metric_floor)
+    return verdict_of_scores(gate_scores(challenger, champion, role, gate), role, gate, floor, metric_floor, floor_basis)
 
 
 def sampling_of(batch: BatchSummary) -> dict:

@@ -53,11 +53,14 @@ class NoiseRecord:
     """What the replay played: ``episodes`` and ``steps`` (the first play is the champion's own batch)."""
     measured_at: str = ""
 
+    def basis(self) -> str:
+        """What the floor rests on, as a decision quotes it: one A/A pair, a bootstrap over its seeds."""
+        same = "bit-identical replays" if self.bit_identical else f"replays differed on seeds {self.differing_seeds}"
+        return f"one A/A pair, bootstrap over its {self.comparison['n']} seeds, {same}"
+
     def describe(self) -> str:
         c = self.comparison
-        same = ("bit-identical replays" if self.bit_identical
-                else f"replays differ on seeds {self.differing_seeds}")
-        return (f"noise floor {self.points:.2f} points ({same}): the champion replayed scored "
+        return (f"noise floor {self.points:.2f} points ({self.basis()}): the champion replayed scored "
                 f"{c['candidate_mean']:.2f}% against {c['champion_mean']:.2f}% on the same {c['n']} seeds, identity "
                 f"{self.identity[:12]}")
 
@@ -127,6 +130,7 @@ def measure_noise(first: BatchSummary, replay: BatchSummary, storage: Storage) -
     return record
 
 
+
 def champion_play(champion: BatchSummary, noise: NoiseRecord | None) -> str:
     """How a decision's champion batch was played: replayed beside the challenger, or reused (allowed
     only where the identity's A/A replays were bit-identical)."""
@@ -145,6 +149,7 @@ def noise_evidence(noise: NoiseRecord | None, champion: BatchSummary, storage: S
                 f"`automem noise --game {champion.game}` measures it")
         return {"floor": None, "summary": said, "champion_play": champion_play(champion, None)}
     return {"floor": noise.points, "metric_floors": noise.metric_floors, "bit_identical": noise.bit_identical,
+            "basis": noise.basis(),
             "identity": noise.identity, "record": str(noise_path(storage, noise.game, noise.identity)),
             "summary": noise.describe(), "champion_play": champion_play(champion, noise)}
 
@@ -154,4 +159,5 @@ def gate_floors(noise: NoiseRecord | None, metric: str | None) -> dict:
     progression floor and the floor of the gate's ``metric``; empty (not measured) without a record."""
     if noise is None:
         return {}
-    return {"floor": noise.points, "metric_floor": noise.metric_floors.get(metric) if metric else None}
+    return {"floor": noise.points, "metric_floor": noise.metric_floors.get(metric) if metric else None,
+            "floor_basis": noise.basis()}

@@ -219,17 +219,22 @@ def compare_paired(
 
 def gate_verdict(comparison: PairedComparison, policy: GatePolicy | None = None,
                  metric: MetricComparison | None = None, floor: float | None = None,
-                 detectable: Detectable | None = None, metric_floor: float | None = None) -> Verdict:
+                 detectable: Detectable | None = None, metric_floor: float | None = None,
+                 floor_basis: str | None = None) -> Verdict:
     """Keep, roll back or call inconclusive under ``policy`` (default: ``significant``), with ``floor`` the
     measured noise floor in points (``metrics.noise``; None: not measured yet, read as 0) and ``detectable``
     the power figures of these seeds (``metrics.power.detectable_gain``), quoted by an inconclusive verdict
     as the seeds a decision would need. A gain inside the floor is never kept. ``equal_score`` needs
     ``metric`` (``compare_metric``), reads ``metric_floor`` (the metric's A/A floor, in its unit) the same
-    way, and is ``_equal_score_verdict``'s."""
+    way, and is ``_equal_score_verdict``'s. ``floor_basis`` says what the floor rests on (A/A pairs, seeds,
+    bit-identical or not); the reason quotes it. ``higher_mean`` on a floor of 0 (bit-identical replays) or
+    none measured still needs a gain beyond what the seeds' spread can tell from none: the bootstrap
+    interval over seeds above 0 (below 0 for a roll-back), so one achievement on one seed of six is not a keep."""
     policy = policy or GatePolicy()
     c = comparison
     noise = floor or 0.0
-    said_floor = f"noise floor {floor:.2f} points" if floor is not None else "noise floor not measured"
+    said_floor = (f"noise floor {floor:.2f} points" if floor is not None else "noise floor not measured") \
+        + (f" ({floor_basis})" if floor_basis else "")
     evidence = (f"difference {c.mean_difference:+.2f} points, SE {c.stderr_difference:.2f}, "
                 f"bootstrap CI [{c.ci_low:+.2f}, {c.ci_high:+.2f}], permutation p {c.p_value:.3f}, "
                 f"{c.n} paired seeds, {said_floor}; gate {policy.rule}")
@@ -239,12 +244,18 @@ def gate_verdict(comparison: PairedComparison, policy: GatePolicy | None = None,
     gap = c.mean_difference
     scores = f"candidate {c.candidate_mean:.2f}% vs champion {c.champion_mean:.2f}%"
     if policy.rule == "higher_mean":
-        if gap > noise + TIE_TOLERANCE:
+        spread_only = noise == 0.0  # no floor beyond 0: only the seeds' spread can bound the noise
+        seeds_say = " and beyond the seeds' spread (bootstrap interval clear of 0)" if spread_only else ""
+        if gap > noise + TIE_TOLERANCE and (not spread_only or c.ci_low > TIE_TOLERANCE):
             return judge.kept(f"candidate {c.candidate_mean:.2f}% beats champion {c.champion_mean:.2f}% by more "
-                              "than the noise floor")
-        if gap < -noise - TIE_TOLERANCE:
+                              f"than the noise floor{seeds_say}")
+        if gap < -noise - TIE_TOLERANCE and (not spread_only or c.ci_high < -TIE_TOLERANCE):
             return judge.rolled_back(f"candidate {c.candidate_mean:.2f}% is below champion {c.champion_mean:.2f}% "
-                                     "by more than the noise floor")
+                                     f"by more than the noise floor{seeds_say}")
+        if spread_only and abs(gap) > TIE_TOLERANCE:
+            return judge.inconclusive(f"{scores}: with no noise floor above 0, the seeds' spread must tell the "
+                                      f"difference from none, and its bootstrap interval [{c.ci_low:+.2f}, "
+                                      f"{c.ci_high:+.2f}] includes 0")
         return judge.inconclusive(f"{scores}, a difference inside the noise floor")
     if c.n < policy.decides_on:
         return judge.inconclusive(f"{scores} on {c.n} seeds, and the significant gate decides on no fewer than "

@@ -26,10 +26,13 @@ from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.server_info import embedded_identity, endpoint_identity, package_version
 from automem_dagster.memory.ops import OpName
 
-IDENTITY_VERSION = 2
+IDENTITY_VERSION = 3
 """2: the memory routine is in the scaffold hash, and the separate ``step_policy`` of version 1 is gone.
-A batch recorded under version 1 differs in ``identity_version`` (and ``step_policy``), so it is
-played again beside it and never paired, with those fields named."""
+3: each playing role records what its replays depend on (``replay``: the embedded server's one request at a
+time, a vLLM declared batch-invariant), and a batch played by a role whose results may depend on what runs
+beside it records its ``concurrency`` (issue 54).
+A batch recorded under an earlier version differs in ``identity_version``, so it is played again beside it
+and never paired, with those fields named."""
 PLAYING_ROLES = ("game", "memory", "embed")
 """The roles whose models can change an episode; ``meta`` only reads finished batches."""
 
@@ -110,6 +113,8 @@ def identity_of(spec: Any, world: dict, roles: dict[str, dict]) -> dict:
         "packages": world["packages"],
         "worlds": world["worlds"],
     }
+    if any(not part.get("replay", {}).get("any_concurrency", True) for part in roles.values()):
+        identity["concurrency"] = spec.concurrency  # such a server's results may depend on the batch beside them
     knobs = as_ref(spec.game).plugin.knobs
     if knobs is not None:  # a memory game's distance and distractors (recorded only where a family has knobs)
         identity["knobs"] = knobs(as_ref(spec.game).task)

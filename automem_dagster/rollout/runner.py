@@ -40,6 +40,7 @@ from automem_dagster.games.base import Game, StepResult, state_record
 from automem_dagster.llm.replicas import episode_affinity
 from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
+from automem_dagster.llm.slot_turns import lanes_for
 from automem_dagster.memory import Journal, MemoryStore
 from automem_dagster.rollout.failure import failure_message
 from automem_dagster.rollout.identity import batch_identity, observed_replies, summarize_fields, unlike_fields
@@ -197,8 +198,11 @@ async def run_batch(spec: RolloutSpec, clients: Clients,
         if seed not in todo and progress:
             progress(episode_id(spec.game, seed), spec.max_steps, True)
     # Each running episode holds one lane (and through it one server slot) until it ends.
+    count, fewer = lanes_for(max(1, spec.concurrency), clients)
+    if fewer and todo:
+        log.info(fewer)
     lanes: asyncio.Queue[int] = asyncio.Queue()
-    for lane in range(max(1, spec.concurrency)):
+    for lane in range(count):
         lanes.put_nowait(lane)
     pools = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"game-{lane}") for lane in range(lanes.qsize())]
     try:

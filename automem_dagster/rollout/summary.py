@@ -50,6 +50,9 @@ class BatchSummary:
     """How the batch's requests were seeded (``agent.sampling``, as batch.json records it)."""
     guards: dict[str, float] | None = None
     """``behaviour.GUARDS`` pooled over the episodes: what a cheaper scaffold may not give up."""
+    unfinished: list[int] = field(default_factory=list)
+    """Seeds the batch was played for (its identity) with no finished trajectory: an episode abandoned after
+    its endpoint's retries, or not yet played. A gate refuses the batch while any remain (``loop.gate``)."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -83,6 +86,7 @@ def _summary_of(out: Path) -> BatchSummary:
             model_calls=sum(len(s["turns"]) for s in steps), resumes=header.get("resumes", []),
             gate_metrics={metric: gate_reading(steps, metric) for metric in GATE_METRICS},
         ))
+    planned = (manifest.get("identity") or {}).get("seeds") or []
     return BatchSummary(
         out_dir=str(out), game=manifest["game"], episodes=episodes,
         progression=summarize_progression([e.progression for e in episodes]) if episodes else None,
@@ -90,6 +94,7 @@ def _summary_of(out: Path) -> BatchSummary:
         retries=retry_stats(step_lists) if episodes else None,
         identity=manifest.get("identity"), sampling_seeds=manifest.get("sampling_seeds"),
         guards=guard_readings(step_lists) if episodes else None,
+        unfinished=sorted(set(planned) - {e.seed for e in episodes}),
     )
 
 
@@ -110,4 +115,5 @@ def load_summary(out_dir: Path) -> BatchSummary:
         behaviour=BehaviourMetrics(**data["behaviour"]) if data["behaviour"] else None,
         retries=RetryStats(**data["retries"]) if data.get("retries") else None,
         identity=data["identity"], sampling_seeds=data.get("sampling_seeds"), guards=data.get("guards"),
+        unfinished=data.get("unfinished", []),
     )

@@ -11,7 +11,8 @@ Rules file (JSON): ``[{"match": "substring", "reply": "text"} | {"match": "...",
 The first rule whose ``match`` occurs in the request's messages (all of them, joined) wins;
 a rule with ``"over_chars": N`` applies only to messages longer than N characters (with a
 ``"status": 400`` and the server's overflow wording, a stand-in for a context of that size);
-a rule may carry ``"replies": [...]`` to cycle through several texts, ``"delay_s"`` to
+a rule may carry ``"replies": [...]`` to cycle through several texts, one per request seed
+(``scripted_rules.py``: the two arms of a paired replay get the same replies), ``"delay_s"`` to
 answer after a pause (a stand-in for model latency in tests and benchmarks), ``"times": N``
 to apply to its first N matches only, ``"every": N`` to apply to every Nth match only (the
 others fall through to the next rule) and ``"headers"`` to add to its answer (a 429 with
@@ -25,7 +26,9 @@ the answer is then a tool call as OpenAI's chat-completions API returns one (``m
 null, ``message.tool_calls[].function.arguments`` a JSON string, ``finish_reason: "tool_calls"``;
 platform.openai.com/docs/guides/function-calling). Fault rules for what a real endpoint does under load: a
 ``"status"`` (500, 429 with ``Retry-After``), a ``"delay_s"`` past the client's timeout, and
-``"drop": true``, which closes the connection without an answer (a dropped connection).
+``"drop": true``, which closes the connection without an answer (a dropped connection). During a
+``delay_s`` its llama.cpp ``GET /slots`` shows the request processing, hung, or decoding at ``"decode_tps"``
+tokens a second (``scripted_slots.py``), as a slow server shows progress.
 
 Without a provider it is a llama.cpp server in what it refuses and serves besides the chat route
 (tools/server/README.md and server-common.cpp of llama.cpp): ``llama_cpp_refusal``, ``GET /props``
@@ -55,20 +58,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from automem_dagster.llm.process import ServerProcess, free_port
 from automem_dagster.standins.scripted_provider import Provider
+from automem_dagster.standins.scripted_rules import Rules, llama_cpp_constrains
+from automem_dagster.standins.scripted_slots import Slots
 from automem_dagster.standins.scripted_tools import call_id
-
-
-def llama_cpp_constrains(body: dict) -> bool:
-    """Whether llama.cpp's server decodes ``body`` under a constraint: a ``grammar``, a ``json_schema``
-    or a ``response_format`` of type ``json_schema`` or ``json_object`` (tools/server README)."""
-    fmt = body.get("response_format") or {}
-    return bool(body.get("grammar") or body.get("json_schema")) or fmt.get("type") in ("json_schema", "json_object")
 
 
 def llama_cpp_refusal(body: dict) -> tuple[int, dict] | None:
@@ -108,54 +105,6 @@ def llama_cpp_no_embeddings() -> tuple[int, dict]:
     answers the embedded model with, checked on 2026-12-04."""
     return 501, {"error": {"code": 501, "message": "This server does not support embeddings. Start it with `--embeddings`",
                            "type": "not_supported_error"}}
-
-
-@dataclass(frozen=True)
-class _Answer:
-    status: int = 200
-    text: str | dict = ""
-    """The reply (text, or tool calls), or the error message of a failing status."""
-    delay_s: float = 0.0
-    headers: dict = field(default_factory=dict)
-    drop: bool = False
-
-
-class _Rules:
-    def __init__(self, rules: list[dict]):
-        self.rules = rules
-        self.counters = [0] * len(rules)
-        self.matched = [0] * len(rules)
-        self.lock = threading.Lock()
-        self.requests = 0
-
-    def answer(self, body: dict, shape: Callable[[dict, str | dict], str | dict | None] | None = None,
-               constrains: Callable[[dict], bool] = llama_cpp_constrains) -> _Answer:
-        """What the first rule that applies to this request says. ``shape`` (a provider's) turns a reply
-        into what its server lets the model give under the request's ``tool_choice``; a rule whose
-        reply it cannot give (None) is passed over. A rule's ``free`` text answers a request that
-        ``constrains`` (the imitated server's rule) says is not constrained."""
-        text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-        with self.lock:
-            self.requests += 1
-            for i, rule in enumerate(self.rules):
-                if rule.get("match", "") not in text or len(text) <= rule.get("over_chars", -1):
-                    continue
-                self.matched[i] += 1
-                if self.matched[i] % rule.get("every", 1) or self.counters[i] >= rule.get("times", float("inf")):
-                    continue
-                replies = rule.get("replies") or [rule.get("reply", "")]
-                reply = replies[self.counters[i] % len(replies)]
-                if "free" in rule and not constrains(body):
-                    reply = rule["free"]
-                status = int(rule.get("status", 200))
-                if status == 200 and shape is not None:
-                    reply = shape(body, reply)
-                    if reply is None:
-                        continue
-                self.counters[i] += 1
-                return _Answer(status, reply if status == 200 else rule.get("error", f"scripted failure {status}"),
-                               float(rule.get("delay_s", 0.0)), dict(rule.get("headers", {})), bool(rule.get("drop")))
-        return _Answer()
 
 
 def _completion(body: dict, reply: str | dict, request: int, server: str | None = None) -> dict:
@@ -233,10 +182,16 @@ def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict | list
     handler.wfile.write(data)
 
 
+SLOTS = Slots()
+"""The answers this stand-in process has under way, for its llama.cpp ``GET /slots``."""
+
+
 def get_route(route: str, provider: Provider | None, llama_cpp: bool) -> tuple[int, dict | list]:
-    """(status, JSON) of a GET: health, the served models, and llama.cpp's ``/props`` and ``/lora-adapters``."""
+    """(status, JSON) of a GET: health, the served models, and llama.cpp's ``/props``, ``/lora-adapters`` and ``/slots``."""
     if route in ("/health", "/v1/health"):
         return 200, {"status": "ok"}
+    if llama_cpp and route == "/slots":
+        return 200, SLOTS.listing()
     if llama_cpp and route == "/props":
         return 200, llama_cpp_props()
     if llama_cpp and route == "/lora-adapters":
@@ -258,7 +213,7 @@ class _Setup:
     swaps it whole, so a test suite can give one running stand-in each test's own rules, counters reset,
     instead of starting a process per test."""
 
-    def __init__(self, rules: _Rules, provider: Provider | None, log_path: Path | None,
+    def __init__(self, rules: Rules, provider: Provider | None, log_path: Path | None,
                  constrains: Callable[[dict], bool], llama_cpp_routes: bool, embeddings: bool = False):
         self.rules, self.provider, self.log_path, self.embeddings = rules, provider, log_path, embeddings
         self.constrains = provider.constrains if provider is not None else constrains
@@ -269,7 +224,7 @@ class _Setup:
         "embeddings": bool}``."""
         provider = Provider(**spec["provider"]) if spec.get("provider") else None
         log = Path(spec["log"]) if spec.get("log") else None
-        return _Setup(_Rules(spec.get("rules", [])), provider, log, constrains, llama_cpp_routes,
+        return _Setup(Rules(spec.get("rules", [])), provider, log, constrains, llama_cpp_routes,
                       bool(spec.get("embeddings")))
 
     def embedding(self, body: dict) -> tuple[int, dict]:
@@ -287,7 +242,10 @@ def _chat(handler: BaseHTTPRequestHandler, setup: _Setup, body: dict) -> None:
         send_json(handler, *refusal)
         return
     answer = setup.rules.answer(body, provider.shape if provider else None, setup.constrains)
-    time.sleep(answer.delay_s)
+    if answer.delay_s:
+        task = SLOTS.begin(answer.decode_tps, _usage(body, {"content": ""})["prompt_tokens"])
+        time.sleep(answer.delay_s)
+        SLOTS.end(task)
     if answer.drop:  # nothing is written: the client sees the connection close with no answer
         handler.close_connection = True
     elif answer.status != 200:
@@ -297,7 +255,7 @@ def _chat(handler: BaseHTTPRequestHandler, setup: _Setup, body: dict) -> None:
                                             provider.tool_calling if provider else None))
 
 
-def make_handler(rules: _Rules, provider: Provider | None = None, log_path: Path | None = None,
+def make_handler(rules: Rules, provider: Provider | None = None, log_path: Path | None = None,
                  constrains: Callable[[dict], bool] = llama_cpp_constrains, llama_cpp_routes: bool = True,
                  reloadable: bool = False, embeddings: bool = False):
     """The request handler; ``constrains`` is the imitated server's rule for which requests are
@@ -374,15 +332,17 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--rules", type=Path, required=True)
     parser.add_argument("--log", type=Path, default=None)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="the address to listen on (a host's private address in deploy/two-hosts.sh)")
     args = parser.parse_args()
     spec = json.loads(args.rules.read_text())
     if isinstance(spec, list):
         spec = {"rules": spec}
     provider = Provider(**spec["provider"]) if "provider" in spec else None
-    server = ThreadingServer(("127.0.0.1", args.port),
-                             make_handler(_Rules(spec.get("rules", [])), provider, args.log, reloadable=True,
+    server = ThreadingServer((args.host, args.port),
+                             make_handler(Rules(spec.get("rules", [])), provider, args.log, reloadable=True,
                                           embeddings=bool(spec.get("embeddings"))))
-    print(f"scripted server listening on 127.0.0.1:{args.port}", flush=True)
+    print(f"scripted server listening on {args.host}:{args.port}", flush=True)
     server.serve_forever()
 
 

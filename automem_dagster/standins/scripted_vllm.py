@@ -40,7 +40,8 @@ import threading
 from pathlib import Path
 
 from automem_dagster.llm.process import ServerProcess, free_port
-from automem_dagster.standins.scripted_server import ThreadingServer, _Rules, make_handler
+from automem_dagster.standins.scripted_rules import Rules
+from automem_dagster.standins.scripted_server import ThreadingServer, make_handler
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 MESSAGE_OVERHEAD = 4
@@ -140,7 +141,7 @@ def vllm_constrains(body: dict, version: str) -> bool:
     return structured or guided or fmt.get("type") in ("json_schema", "json_object")
 
 
-def make_vllm_handler(rules: _Rules, state: _State):
+def make_vllm_handler(rules: Rules, state: _State):
     base = make_handler(rules, constrains=lambda body: vllm_constrains(body, state.version), llama_cpp_routes=False)
 
     class Handler(base):
@@ -223,12 +224,13 @@ def main() -> None:
                         help="as without VLLM_ALLOW_RUNTIME_LORA_UPDATING=True: no load/unload routes")
     parser.add_argument("--visible-root", type=Path, default=None,
                         help="only adapter paths under this folder exist for the server (a container's volume)")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (deploy/two-hosts.sh's main host)")
     args = parser.parse_args()
     state = _State(args.base_model, args.max_lora_rank, not args.no_runtime_lora, args.max_model_len, args.visible_root,
                    args.version, args.base_root)
-    server = ThreadingServer(("127.0.0.1", args.port), make_vllm_handler(_Rules(json.loads(args.rules.read_text())),
+    server = ThreadingServer((args.host, args.port), make_vllm_handler(Rules(json.loads(args.rules.read_text())),
                                                                                 state))
-    print(f"scripted vLLM server listening on 127.0.0.1:{args.port}", flush=True)
+    print(f"scripted vLLM server listening on {args.host}:{args.port}", flush=True)
     server.serve_forever()
 
 

@@ -34,7 +34,8 @@ from collections import Counter
 from pathlib import Path
 
 from automem_dagster.llm.process import ServerProcess, free_port
-from automem_dagster.standins.scripted_server import ThreadingServer, _Answer, make_handler
+from automem_dagster.standins.scripted_rules import Answer
+from automem_dagster.standins.scripted_server import ThreadingServer, make_handler
 
 
 class SeededRules:
@@ -46,7 +47,7 @@ class SeededRules:
         self.lock = threading.Lock()
         self.requests = 0
 
-    def answer(self, body: dict, shape=None, constrains=None) -> _Answer:
+    def answer(self, body: dict, shape=None, constrains=None) -> Answer:
         """The reply the first applicable rule draws for ``body`` (``shape`` and ``constrains``, a provider's
         and a constraint rule of ``scripted_server``, do not apply to a sampling stand-in)."""
         messages = json.dumps(body.get("messages", []), sort_keys=True)
@@ -61,8 +62,8 @@ class SeededRules:
             if all(w in text for w in ([wanted] if isinstance(wanted, str) else wanted)):
                 choices = rule.get("choices") or [[rule.get("reply", ""), 1.0]]
                 draw = random.Random(f"{key}|{repeat}")
-                return _Answer(200, draw.choices([c[0] for c in choices], weights=[c[1] for c in choices])[0])
-        return _Answer()
+                return Answer(200, draw.choices([c[0] for c in choices], weights=[c[1] for c in choices])[0])
+        return Answer()
 
 
 def seeded_server(rules_path: Path, log_path: Path, port: int | None = None) -> ServerProcess:

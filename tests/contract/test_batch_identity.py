@@ -30,6 +30,7 @@ from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import load_decision
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import run_batch
+from automem_dagster.rollout.identity import IDENTITY_VERSION
 from automem_dagster.rollout.runner import BatchConflict
 from automem_dagster.rollout.shards import run_shard
 from automem_dagster.rollout.summary import summarize_batch
@@ -66,11 +67,11 @@ def config(server, model: str, **settings) -> EndpointsConfig:
     return EndpointsConfig(game=EndpointConfig(**endpoint(server, model, **settings)))
 
 
-def play(cfg: EndpointsConfig, storage: Storage, scaffold=None):
+def play(cfg: EndpointsConfig, storage: Storage, scaffold=None, settings: RoundSettings = SETTINGS):
     """The round's evaluation batch of ``scaffold`` (default the champion v0) played with ``cfg``."""
     async def go():
         async with connect(cfg, storage.runs / "logs") as clients:
-            return await run_batch(evaluation_spec(SETTINGS, scaffold or load_scaffold("crafter", 0), storage), clients)
+            return await run_batch(evaluation_spec(settings, scaffold or load_scaffold("crafter", 0), storage), clients)
     return asyncio.run(go())
 
 
@@ -226,7 +227,7 @@ def test_a_batch_played_under_another_memory_routine_is_another_scaffold(storage
     server = servers["model-a"]
     first = play(config(server, "model-a"), storage)
     recorded = read_manifest(first.out_dir)["identity"]
-    assert "step_policy" not in recorded and recorded["identity_version"] == 2
+    assert "step_policy" not in recorded and recorded["identity_version"] == IDENTITY_VERSION
     sparser = with_routine("crafter", log_every=load_scaffold("crafter", 0).routine.log_every + 1)
     assert content_hash(sparser) != recorded["scaffold_hash"]
     with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
@@ -235,6 +236,25 @@ def test_a_batch_played_under_another_memory_routine_is_another_scaffold(storage
     assert paired_verdict(other, first, "candidate").comparison.n == 2
     with pytest.raises(RoundError, match=r"different scaffold_hash"):
         paired_verdict(other, first, "specialist")
+
+
+def test_a_server_that_may_batch_requests_records_the_concurrency_its_batch_was_played_at(storage, servers):
+    """Issue 54: an OpenAI-compatible server may batch concurrent requests together, so what a replay
+    repeats can depend on how many episodes ran at once. Its role says so (``replay``), the identity
+    records the concurrency, and a batch played at another concurrency is another batch, never paired
+    as one; a vLLM declared batch-invariant, like the embedded server, is the same at any concurrency."""
+    server = servers["model-a"]
+    first = play(config(server, "model-a"), storage)
+    assert first.identity["roles"]["game"]["replay"]["any_concurrency"] is False
+    assert first.identity["concurrency"] == SETTINGS.concurrency
+    alone = play(config(server, "model-a"), storage, settings=RoundSettings("crafter", eval_max_steps=4,
+                                                                            eval_episodes=2, concurrency=1))
+    assert alone.out_dir != first.out_dir and alone.identity["concurrency"] == 1
+    with pytest.raises(RoundError, match=r"different concurrency"):
+        paired_verdict(alone, first, "candidate")
+    invariant = EndpointConfig(name="game", base_url=server.base_url, server="vllm", constrained="none",
+                               batch_invariant=True)
+    assert endpoint_identity(invariant, server.base_url)["replay"]["any_concurrency"] is True
 
 
 def test_a_batch_recorded_before_the_routine_was_scaffold_data_is_not_reused(storage, servers, caplog):

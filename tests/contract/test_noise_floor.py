@@ -45,7 +45,8 @@ def test_automem_noise_stores_a_bit_identical_floor_beside_the_lineage_and_reads
                                                                                         capsys):
     endpoints = endpoints_of(scripted(EAST), tmp_path)
     out = noise(endpoints, capsys)
-    assert "noise floor 0.00 points (bit-identical replays)" in out and "cost: 2 replayed episodes, 8 steps" in out
+    assert "noise floor 0.00 points (one A/A pair, bootstrap over its 2 seeds, bit-identical replays)" in out
+    assert "cost: 2 replayed episodes, 8 steps" in out
     [stored] = (storage.lineage.parent / "noise" / "crafter").glob("*.json")
     record = json.loads(stored.read_text())
     assert record["bit_identical"] and record["differing_seeds"] == [] and record["points"] == 0.0
@@ -107,6 +108,6 @@ def test_a_decision_quotes_the_stored_floor_and_says_the_champion_batch_was_reus
     decide_candidate(storage, endpoints, capsys)
     record = load_decision(storage, "crafter", 1)
     assert record.noise["floor"] == 0.0 and record.noise["bit_identical"]
-    assert "noise floor 0.00 points" in record.reason
+    assert "noise floor 0.00 points (one A/A pair, bootstrap over its 2 seeds, bit-identical replays)" in record.reason
     assert "batch reused: this identity's A/A replays were bit-identical" in record.noise["champion_play"]
     assert record.outcome == "inconclusive"        # two seeds: no gate decides on them

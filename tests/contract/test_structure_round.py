@@ -110,7 +110,7 @@ def test_a_tying_revision_is_inconclusive(storage, scripted):
 
     said = what_a_decision_needs(result, SETTINGS)
     assert "smallest detectable gain unknown" in said and "every seed scored the same on both sides (0.00%)" in said
-    assert said.endswith("automem rounds --game crafter --meta rules --eval-max-steps 100 --gate significant")
+    assert said.endswith("automem rounds --game crafter --meta rules --gate significant")
     lineage = storage.load_lineage("crafter")
     assert lineage.champion().version == 0 and lineage.record(1).decision == "inconclusive"
 

@@ -25,6 +25,7 @@ import pytest
 from batch_content import batch_content
 from builders import endpoints_file
 from celery_cluster import started_cluster
+from celery_round_records import IDLE_SLOWLY, ROUND, decision, merged_batches, resumes
 from sharded_rollouts import recorded_steps
 
 from automem_dagster import cli
@@ -36,16 +37,8 @@ from automem_dagster.rollout.shards import shard_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server, pytest.mark.ci_required]
 
-IDLE_SLOWLY = [
-    {"match": "Phase: LOG", "reply": "<|DONE|>"},
-    # Each episode's third action comes slowly, so a shard is still mid-episode when its worker is killed.
-    {"match": "Step 3. Your previous action", "reply": "<|ACTION|>noop<|END|>", "delay_s": 2},
-    {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"},
-]
 VISIBILITY_S = 25
 """Longer than any step of this round takes here, short enough that the lost shard comes back soon."""
-ROUND = ["rounds", "--game", "crafter", "--episodes", "2", "--max-steps", "4", "--eval-episodes", "4",
-         "--eval-max-steps", "4", "--max-rounds", "1", "--patience", "1", "--meta", "rules", "--no-tracking"]
 SHARD_LINE = re.compile(r"shard (\d+): seeds \[[\d, ]*\] of (\S+)$")
 
 
@@ -58,18 +51,6 @@ def _storage(root: Path) -> Storage:
 def _round(monkeypatch, storage: Storage, *options: str) -> None:
     monkeypatch.setattr(shared, "STORAGE", storage)
     assert cli.main([*ROUND, *options]) == 0
-
-
-def _batches(runs: Path) -> dict[str, Path]:
-    return {str(p.parent.relative_to(runs)): p.parent for p in sorted(runs.rglob("batch.json"))
-            if "shards" not in p.parent.relative_to(runs).parts}
-
-
-def _decision(runs: Path) -> dict:
-    """The round's decision record, its paths relative to the project home and its clock times left out."""
-    [path] = (runs / "decisions" / "crafter").glob("v*.json")
-    record = json.loads(path.read_text().replace(str(runs.parent), "<home>"))
-    return {k: v for k, v in record.items() if not k.endswith("_at")}
 
 
 def _running_shards(instance: dg.DagsterInstance) -> dict[str, tuple[int, Path | None]]:
@@ -130,10 +111,10 @@ def test_a_celery_round_equals_the_in_process_round_through_a_lost_worker(tmp_pa
         mains = {w.pid for w in cluster.workers}
 
     assert killed, "no evaluation shard was seen mid-episode"
-    batches = _batches(there.runs)
+    batches = merged_batches(there.runs)
     # The training rollouts, the candidate's evaluation, the champion's and the champion's replay beside the
     # candidate (no A/A is stored for this identity, so the round plays the champion again: docs/gates.md).
-    assert batches.keys() == _batches(here.runs).keys() and len(batches) == 4, batches.keys()
+    assert batches.keys() == merged_batches(here.runs).keys() and len(batches) == 4, batches.keys()
     played_in = {name: json.loads((batch / PLAYED_IN).read_text())["shards"] for name, batch in batches.items()}
     evaluation_pids = {s["pid"] for name, shards in played_in.items() if "evaluation" in name for s in shards}
     print(f"celery round in {took:.0f} s; killed worker {killed[0][0]} (pool process {killed[0][1]}, "
@@ -142,8 +123,7 @@ def test_a_celery_round_equals_the_in_process_round_through_a_lost_worker(tmp_pa
     assert len(evaluation_pids) >= 2 and os.getpid() not in evaluation_pids and not evaluation_pids & mains
     assert killed[0][1] not in evaluation_pids  # the killed shard was finished by another worker
     for name, batch in batches.items():
-        assert batch_content(batch) == batch_content(_batches(here.runs)[name]), name
-    assert _decision(there.runs) == _decision(here.runs)
-    resumes = [r for batch in batches.values() for t in (batch / "trajectories").glob("*.jsonl")
-               for r in json.loads(t.read_text().splitlines()[0]).get("resumes", [])]
-    assert resumes and all(r["at_step"] > 0 for r in resumes), resumes  # resumed mid-episode, none from step 0
+        assert batch_content(batch) == batch_content(merged_batches(here.runs)[name]), name
+    assert decision(there.runs) == decision(here.runs)
+    resumed = resumes(batches)
+    assert resumed and all(r["at_step"] > 0 for r in resumed), resumed  # resumed mid-episode, none from step 0

@@ -1,5 +1,7 @@
 """The embedded llama.cpp server honours a grammar, and stops when the process that started it is killed."""
 
+import asyncio
+
 import pytest
 from completions import _complete
 
@@ -49,3 +51,31 @@ def test_a_server_stops_when_the_process_that_started_it_is_killed(tmp_path, par
         time.sleep(0.2)
     os.killpg(server_pid, signal.SIGKILL)
     pytest.fail(f"server {server_pid} outlived its killed parent by 15 s")
+
+
+
+@pytest.mark.integration
+def test_the_progress_watch_reads_the_real_servers_slots_moving(embedded):
+    """What ``llm/progress.py`` reads of the real server (xllamacpp's llama.cpp): ``GET /slots`` answers,
+    and while a call of 40 words or more runs its counters move (``n_decoded`` grows), which is what keeps a slow
+    call waited for. Timing-free: the snapshots are compared, not the seconds (the stand-in's contract
+    test, test_slow_server.py, plays the timeout itself)."""
+    import aiohttp
+
+    cfg = EndpointConfig(name="game", base_url="unused", server="llama.cpp", max_tokens=150, timeout_s=600)
+    client = LLMClient(cfg, embedded.base_url)
+
+    async def go():
+        seen = []
+        call = asyncio.ensure_future(client.complete([{"role": "user", "content": "hi"}], 'root ::= ("cat "){40}'))
+        async with aiohttp.ClientSession() as session:
+            while not call.done():
+                seen.append(await client.progress.snapshot(session))
+                await asyncio.sleep(0.05)
+        await client.close()
+        return call.result(), seen
+
+    comp, seen = asyncio.run(go())
+    decoded = [max(s[4] or 0 for s in snap) for snap in seen if snap is not None]
+    assert comp.output_tokens >= 40 and client.progress.available
+    assert None not in seen and len(set(decoded)) >= 2 and max(decoded) >= 20

@@ -121,3 +121,51 @@ def test_the_cli_rounds_instance_keeps_telemetry_off_whatever_the_home_says(tmp_
     with project_instance() as instance:
         assert not instance.telemetry_enabled
         assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 2
+
+
+POSTGRES = DEPLOY.parent / "dagster-postgres.yaml"
+
+
+@pytest.mark.ci_required
+@pytest.mark.parametrize("config_file", [POSTGRES, K8S], ids=["two-hosts", "kubernetes"])
+def test_the_postgres_instances_name_a_driver_dagster_postgres_installs(config_file, tmp_path, monkeypatch):
+    """dagster-postgres depends on psycopg2; SQLAlchemy 2.1 reads a plain ``postgresql://`` URL as psycopg 3, which
+    nothing installs ("No module named 'psycopg'" when the instance opens). Each Postgres instance of deploy/ names
+    the driver, and the URL Dagster builds from it loads that driver (no database contacted). Under CI a skip here
+    (dagster-postgres not installed: the ``postgres`` extra) is a failure."""
+    import sqlalchemy
+    from dagster._config import process_config
+    from dagster._core.instance.config import dagster_instance_config
+
+    dagster_postgres_utils = pytest.importorskip("dagster_postgres.utils", reason="the postgres extra is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(config_file.read_text())
+    for name, value in {"DAGSTER_PG_HOST": "10.77.0.1", "DAGSTER_PG_PASSWORD": "not-used",
+                        "AUTOMEM_SHARED_DAGSTER": str(tmp_path / "shared")}.items():
+        monkeypatch.setenv(name, value)
+    postgres = dagster_instance_config(str(home))[0]["storage"]["postgres"]
+    resolved = process_config(dagster_postgres_utils.pg_config(), postgres)  # {env: ...} read as Dagster reads it
+    assert resolved.success, [e.message for e in resolved.errors]
+    url = sqlalchemy.engine.make_url(dagster_postgres_utils.pg_url_from_config(resolved.value))
+    assert url.drivername == "postgresql+psycopg2"
+    assert url.get_dialect().import_dbapi().__name__ == "psycopg2"
+
+
+def test_the_two_host_instance_keeps_step_outputs_in_the_shared_folder(tmp_path, monkeypatch):
+    """deploy/two-hosts.sh's hosts share the step outputs' folder ($AUTOMEM_SHARED_DAGSTER), not DAGSTER_HOME."""
+    from dagster._config import process_config
+    from dagster._core.instance.config import dagster_instance_config
+    from dagster._core.storage.root import LocalArtifactStorage
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(POSTGRES.read_text())
+    monkeypatch.setenv("DAGSTER_PG_PASSWORD", "not-used")
+    monkeypatch.setenv("DAGSTER_PG_HOST", "10.77.0.1")
+    monkeypatch.setenv("AUTOMEM_SHARED_DAGSTER", str(tmp_path / "shared"))
+    config = dagster_instance_config(str(home))[0]
+    resolved = process_config(LocalArtifactStorage.config_type(), config["local_artifact_storage"]["config"])
+    artifacts = LocalArtifactStorage.from_config_value(None, resolved.value)
+    assert artifacts.storage_dir == str(tmp_path / "shared" / "storage")
+    assert config["storage"]["postgres"]["postgres_db"]["hostname"] == {"env": "DAGSTER_PG_HOST"}

@@ -110,9 +110,10 @@ def test_significant_gate_calls_a_gain_chance_explains_inconclusive_and_says_the
     assert decision.outcome == "inconclusive" and not decision.keep and "p 0.125" in decision.reason
     assert f"{detectable.seeds_for['5']} paired seeds would detect a 5-point gain" in decision.reason
     assert decision.policy == significant
-    # The issue's case: one piece of wood on 2 seeds (2.27 % vs 0.00 %) is kept by the old rule only.
+    # The issue's case: one piece of wood on 2 seeds (2.27 % vs 0.00 %) was kept by the old rule only; with
+    # no floor measured the seeds' spread must tell it from none now, and their interval includes 0 (issue 54).
     wood = compare_paired({1: 1 / 22, 2: 0.0}, {1: 0.0, 2: 0.0})
-    assert gate_verdict(wood, HIGHER).keep  # the paper's rule with no floor measured
+    assert gate_verdict(wood, HIGHER).outcome == "inconclusive"
     assert gate_verdict(wood, HIGHER, floor=2.5).outcome == "inconclusive"
     few = gate_verdict(wood, significant)
     assert few.outcome == "inconclusive" and "on 2 seeds" in few.reason and "no fewer than 5" in few.reason
@@ -266,3 +267,26 @@ def test_a_sampled_permutation_p_value_counts_the_observed_assignment_and_is_nev
     assert len(gains) > EXACT_PERMUTATION_MAX_SEEDS
     assert permutation_p_value(gains, n_samples=999) == pytest.approx(1 / 1000)
     assert permutation_p_value(-gains, n_samples=999) == pytest.approx(1.0)
+
+
+def test_higher_mean_on_a_zero_floor_needs_a_gain_the_seeds_spread_can_tell_from_none():
+    """Issue 54: bit-identical A/A replays give a floor of 0, and one achievement more on one seed of six
+    (Crafter: 1/22 = 4.55 points there, +0.76 on the mean) used to be kept. The seeds' bootstrap interval
+    includes 0 for such a gain, so it is inconclusive, saying why and what the floor rests on; the same
+    gain on every seed is clear of 0 and is kept."""
+    champion = {seed: 0.0 for seed in range(42, 48)}
+    one_seed = {**champion, 44: 1 / 22}
+    decision = gate_verdict(compare_paired(one_seed, champion), HIGHER, floor=0.0,
+                            floor_basis="one A/A pair, bootstrap over its 6 seeds, bit-identical replays")
+    assert decision.outcome == "inconclusive" and "+0.76" in decision.reason
+    assert "the seeds' spread must tell the difference from none" in decision.reason
+    assert "noise floor 0.00 points (one A/A pair, bootstrap over its 6 seeds, bit-identical replays)" in decision.reason
+    unmeasured = gate_verdict(compare_paired(one_seed, champion), HIGHER)
+    assert unmeasured.outcome == "inconclusive" and "noise floor not measured" in unmeasured.reason
+    every_seed = {seed: 1 / 22 for seed in champion}
+    kept = gate_verdict(compare_paired(every_seed, champion), HIGHER, floor=0.0)
+    assert kept.outcome == "kept" and "beyond the seeds' spread" in kept.reason
+    lost = gate_verdict(compare_paired(champion, every_seed), HIGHER, floor=0.0)
+    assert lost.outcome == "rolled_back"
+    # A measured floor above 0 is read as before: the gain must clear it, the seeds' interval aside.
+    assert gate_verdict(compare_paired(one_seed, champion), HIGHER, floor=0.5).outcome == "kept"

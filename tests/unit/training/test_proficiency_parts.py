@@ -96,7 +96,7 @@ def _batch(folder, progression_by_seed: dict[int, float]) -> BatchSummary:
 
 def test_both_loops_gate_on_a_win_over_the_same_seeds(tmp_path):
     higher = GatePolicy("higher_mean")
-    win = paired_verdict(_batch(tmp_path / "a", {42: 0.2, 43: 0.1}), _batch(tmp_path / "b", {42: 0.0, 43: 0.1}),
+    win = paired_verdict(_batch(tmp_path / "a", {42: 0.2, 43: 0.2}), _batch(tmp_path / "b", {42: 0.0, 43: 0.1}),
                         "specialist", higher)
     assert win.keep and win.reason.startswith("kept")
     tie = paired_verdict(_batch(tmp_path / "c", {42: 0.1, 43: 0.0}), _batch(tmp_path / "d", {42: 0.0, 43: 0.1}),
