@@ -56,6 +56,8 @@ class DemoCuts:
     """Eligible decisions whose effect is measured by replay (full: every eligible one)."""
     floor_pairs: int = 1
     """A/A pairs measuring the credit floor (full: 3)."""
+    replay_horizon: int = 6
+    """Most steps a replay arm plays from the decision (full: 32); an A/A arm always plays to it."""
 
     def describe(self) -> str:
         endpoints = f"--endpoints {DEMO_ENDPOINTS.relative_to(ASSETS.parent)}"
@@ -69,7 +71,7 @@ class DemoCuts:
             f"{self.seeds} seeds\n"
             f"               (full: automem rounds --game {self.game} --meta rules {endpoints})\n"
             f"  proficiency: curate {self.rollout_episodes} x {self.max_steps} steps: replay {self.replayed} eligible "
-            f"decisions against {self.floor_pairs} A/A pair and also train on\n"
+            f"decisions (at most {self.replay_horizon} steps) against {self.floor_pairs} A/A pair, and also train on\n"
             "               unmeasured ones (marked 'unmeasured' in every row, the card and MLflow; full: measured "
             "only),\n"
             f"               >= {self.min_examples} examples, {self.train_steps} LoRA steps of one example, decide on "
@@ -158,7 +160,8 @@ def demo_proficiency_settings(budget: RoundSettings) -> ProficiencySettings:
     shows the machinery train and evaluate a specialist, not a specialist worth keeping."""
     curation = default_curation(DEMO.game, min_examples=DEMO.min_examples, weights=ScoreWeights(horizon=4),
                                 accept_score=0.0, review_floor=0.0, max_review_batches=2, keep_unmeasured=True,
-                                replay=ReplayBudget(decisions=DEMO.replayed, floor_pairs=DEMO.floor_pairs))
+                                replay=ReplayBudget(decisions=DEMO.replayed, floor_pairs=DEMO.floor_pairs,
+                                                    horizon=DEMO.replay_horizon))
     # The paper's LoRA defaults for the base, one example per step: a CPU step of 4 ~1,000-token
     # examples takes minutes, and the demo only needs the adapter trained, exported and served.
     base = describe_base("embedded")
