@@ -14,7 +14,9 @@ from proficiency_round_rules import GAME_RULES, META_RULES, ROUND, proficiency_r
 from automem_dagster.defs import defs
 from automem_dagster.defs.proficiency.assets import champion_specialist
 from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
+from automem_dagster.loop.noise import load_noise
 from automem_dagster.loop.proficiency import register_adapter, registry
+from automem_dagster.rollout import load_summary
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.tracking.runs import specialist_model_name
 
@@ -118,9 +120,11 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
                            run_config=round_config())
     assert "specialist_evaluation_shard[champion_replay_0]" in shard_steps(later)
     value = later.output_for_node("specialist_evaluation")
-    # The stand-in's LOG notes cycle across requests (NOTES), so a replay is not bit-identical: the first
-    # round's A/A said so, and this round pairs a2 with a1's agent played again beside it.
-    assert value["adapter"] == "a2" and value["champion_batch"].endswith("-specialist-a1-replay-specialist-a2")
+    # No floor is stored for a1's agent yet, so this round plays it again beside a2 (the shard above): the
+    # stand-in keys its cycling LOG notes (NOTES) by the request's seed, so the replay is bit-identical to
+    # a1's batch, the A/A says so, and the decision pairs a2 with that batch.
+    assert value["adapter"] == "a2" and value["champion_batch"].endswith("-specialist-a1")
+    assert load_noise(storage.storage(), load_summary(Path(value["champion_batch"]))).bit_identical
     memory = {arm: read_manifest(Path(value[f"{arm}_batch"]))["identity"]["roles"]["memory"]["model"]
               for arm in ("specialist", "champion")}
     assert "a2" in memory["specialist"] and "a1" in memory["champion"]
