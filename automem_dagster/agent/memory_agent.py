@@ -295,15 +295,21 @@ class MemoryAgent:
             return [turn], resolve_action(turn, self.parse_action)
         messages = self._messages(self._system, step, observation, warnings, prompts.plan_phase(self._role))
         show_consulted(messages, reuse.lines, note)
+        return await self._act_only(step, messages, "action", "an action-only turn")
+
+    async def _act_only(self, step: int, messages: list[dict], phase: str, what: str):
+        """The game model's turn of ``phase`` that may only act (no memory operation is carried out, ``what``
+        names the turn in the error that says so), seeded as its phase; an answer without an ACTION is read
+        from its text or defaulted, as in every turn."""
         constraint = self.formats.plan_turn([], list(self.actions), False)
         comp, dropped = await _complete_within_context(self.game_client, messages, constraint,
-                                                       request_seed(self.episode_seed, step, "action", 0), self.lane)
-        turn = TurnRecord.from_completion("action", "game", comp)
+                                                       request_seed(self.episode_seed, step, phase, 0), self.lane)
+        turn = TurnRecord.from_completion(phase, "game", comp)
         turn.errors += dropped
         parsed = parse_ops(comp.text)
         turn.errors += parsed.errors
         if parsed.ops:
-            turn.errors.append("memory operations in an action-only turn are ignored")
+            turn.errors.append(f"memory operations in {what} are ignored")
         if parsed.action is not None:
             return [turn], checked_action(turn, parsed.action, self.parse_action)
         turn.errors.append("the turn ended without an ACTION; the action is read from the text or defaulted")

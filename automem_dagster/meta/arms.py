@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.agent import MemoryAgent, prompts
-from automem_dagster.agent.memory_agent import TurnRecord, _complete_within_context, checked_action
 from automem_dagster.agent.sampling import request_seed
 from automem_dagster.games import env_ref, make_game
 from automem_dagster.games.base import StepResult
 from automem_dagster.llm.client import Completion
 from automem_dagster.llm.session import Clients
-from automem_dagster.memory import Journal, MemoryStore, parse_ops
+from automem_dagster.memory import Journal, MemoryStore
 from automem_dagster.memory.journal import read_journal
 from automem_dagster.meta.decisions import DONE, MemoryDecision
 from automem_dagster.rollout.resume import Interrupted, Play, ResumeMismatch, replay
@@ -251,16 +250,4 @@ class ArmAgent(MemoryAgent):
         if step != self.without_consultation_at:
             return await super()._plan_phase(step, observation, warnings, reuse)
         messages = self._messages(self._system, step, observation, warnings, prompts.plan_phase(self._role))
-        constraint = self.formats.plan_turn([], list(self.actions), False)
-        comp, dropped = await _complete_within_context(self.game_client, messages, constraint,
-                                                       request_seed(self.episode_seed, step, "plan", 0), self.lane)
-        turn = TurnRecord.from_completion("plan", "game", comp)
-        turn.errors += dropped
-        parsed = parse_ops(comp.text)
-        turn.errors += parsed.errors
-        if parsed.ops:
-            turn.errors.append("memory operations in a turn without consultation are ignored")
-        if parsed.action is not None:
-            return [turn], checked_action(turn, parsed.action, self.parse_action)
-        turn.errors.append("the turn ended without an ACTION; the action is read from the text or defaulted")
-        return [turn], self.parse_action(comp.text)
+        return await self._act_only(step, messages, "plan", "a turn without consultation")
