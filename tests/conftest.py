@@ -188,9 +188,9 @@ def tier(item) -> str:
 
 SLOWEST_FIRST = ("test_learning_known_answer.py", "test_benchmarks_quick.py", "test_memory_agent_embedded.py",
                  "test_dvc.py", "test_sft_training.py", "test_endpoints_embedded.py", "test_ui_pages.py", "test_two_hosts.py",
-                 "test_celery_rounds.py",
-                 "test_dagster_proficiency_training.py", "test_celery_executor.py", "test_sharded_dagster.py",
-                 "test_server_per_run.py", "test_rollout.py", "test_gguf_lora_served.py")
+                 "test_celery_rounds.py", "test_dagster_proficiency_training.py", "test_replay_concurrency.py",
+                 "test_celery_executor.py", "test_sharded_dagster.py", "test_server_per_run.py", "test_rollout.py",
+                 "test_gguf_lora_served.py")
 """The test files that take longest, longest first: they are handed to the pytest-xdist workers first
 (``make`` runs ``--dist loadfile --no-loadscope-reorder``), so the slowest file never starts last while
 the other worker has nothing left; the other files follow, those with most tests first (xdist's own
