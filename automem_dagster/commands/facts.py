@@ -29,7 +29,6 @@ from automem_dagster.loop.storage import batch_dir, resolve_scaffold
 from automem_dagster.meta.fact_notes import FactRate, batch_fact_rate, fact_horizon
 from automem_dagster.metrics.paired import compare_paired
 from automem_dagster.rollout import RolloutSpec
-from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold import Scaffold
 from automem_dagster.training.registry import AdapterRecord
 
@@ -51,10 +50,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    seeds = eval_seeds(args.game, shared.STORAGE.seeds_file)
-    if not 1 <= args.episodes <= len(seeds):
-        raise argparse.ArgumentTypeError(f"--episodes {args.episodes}: {args.game} has {len(seeds)} evaluation seeds")
-    seeds = seeds[:args.episodes]
+    seeds = shared.first_eval_seeds(args.game, args.episodes)
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
     steps = fact_horizon(args.game, seeds)
     arms: dict[str, AdapterRecord | None] = {BASE: None}

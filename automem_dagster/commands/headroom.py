@@ -23,7 +23,6 @@ from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold
 from automem_dagster.metrics.paired import compare_paired
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
-from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold import Scaffold
 
 PAIRS = (("oracle", "none"), ("scaffold", "none"), ("oracle", "scaffold"))
@@ -41,12 +40,10 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    seeds = eval_seeds(args.game, shared.STORAGE.seeds_file)
-    if not 1 <= args.episodes <= len(seeds):
-        raise argparse.ArgumentTypeError(f"--episodes {args.episodes}: {args.game} has {len(seeds)} evaluation seeds")
+    seeds = shared.first_eval_seeds(args.game, args.episodes)
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
-    print(measure_headroom(args.game, scaffold, seeds[:args.episodes], args.max_steps, args.endpoints,
-                           args.concurrency, Path(args.out) if args.out else None))
+    print(measure_headroom(args.game, scaffold, seeds, args.max_steps, args.endpoints, args.concurrency,
+                           Path(args.out) if args.out else None))
     return 0
 
 

@@ -30,6 +30,7 @@ from automem_dagster.loop.storage import Storage, load_champion
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
+from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.training.registry import AdapterRecord
 
 STORAGE = Storage()
@@ -307,6 +308,15 @@ def canonical_game(args: argparse.Namespace) -> None:
             args.game = env_ref(args.game).name
         except PluginError:
             pass
+
+
+def first_eval_seeds(game: str, episodes: int) -> list[int]:
+    """The first ``episodes`` evaluation seeds of ``game`` (``--episodes`` of the commands that measure on
+    them, ``headroom`` and ``facts``); more than the game has is refused, naming how many it has."""
+    seeds = eval_seeds(game, STORAGE.seeds_file)
+    if not 1 <= episodes <= len(seeds):
+        raise argparse.ArgumentTypeError(f"--episodes {episodes}: {game} has {len(seeds)} evaluation seeds")
+    return seeds[:episodes]
 
 
 def add_game_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
