@@ -116,26 +116,21 @@ def register_pending(project: StageProject, candidate) -> None:
     register_candidate(candidate, candidate.parent, None, project.storage, project.root)
 
 
-def track_into_project(project: StageProject, monkeypatch) -> None:
-    """The commands run in this process store into the project, and log MLflow runs there too."""
-    from automem_dagster import tracking
+def store_into_project(project: StageProject, monkeypatch) -> None:
+    """The commands run in this process store into the project."""
     from automem_dagster.commands import shared
-    from automem_dagster.tracking.mlflow_tracking import Tracker
 
     monkeypatch.setattr(shared, "STORAGE", project.storage)
-    store = project.root / "mlflow"  # evaluate_champion logs its run: into the project, not this checkout
-    store.mkdir(exist_ok=True)
-    monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(f"sqlite:///{store}/mlflow.db", artifact_root=store / "artifacts"))
 
 
 def evaluated_revision(project: StageProject, monkeypatch, episodes: int = 2, max_steps: int = 10) -> None:
     """The structure round up to its decision as the DVC stages leave it: ``outputs/revise`` holding the
-    ``win_candidate`` registered in the lineage, pending (as ``propose --register`` leaves it), and both
-    evaluations played by the ``evaluate_candidate`` and ``evaluate_champion`` stages' commands. The
-    project's endpoints file must serve ``WIN``."""
+    ``win_candidate`` registered in the lineage, pending (as ``propose --register`` leaves it), and the
+    ``evaluate_candidate`` stage's command played: the candidate beside the champion. The project's
+    endpoints file must serve ``WIN``."""
     from automem_dagster.scaffold import scaffold_yaml
 
-    track_into_project(project, monkeypatch)
+    store_into_project(project, monkeypatch)
     project.set_params(evaluate={"episodes": episodes, "max_steps": max_steps})
     candidate = win_candidate(project)
     register_pending(project, candidate)
@@ -143,5 +138,4 @@ def evaluated_revision(project: StageProject, monkeypatch, episodes: int = 2, ma
     revise.mkdir(parents=True)
     (revise / "candidate.yaml").write_text(scaffold_yaml(candidate))
     (revise / "revision.json").write_text(json.dumps({"version": 1, "parent_version": 0, "rejected_reason": None}))
-    for stage in ("evaluate_candidate", "evaluate_champion"):
-        run_stage(project, stage)
+    run_stage(project, "evaluate_candidate")

@@ -32,14 +32,15 @@ from automem_dagster.loop.dvc_round import pending_adapter, pipeline_decision
 from automem_dagster.loop.evaluation import (
     evaluation_batch,
 )
-from automem_dagster.loop.records import pass_on_too_small, write_exports, write_rejected
+from automem_dagster.loop.proficiency import in_service
+from automem_dagster.loop.records import pass_on_too_small, write_exports, write_rejected, write_round_champion
 from automem_dagster.loop.report import (
     agent_points,
     evaluation_run,
     report_dir,
 )
 from automem_dagster.loop.settings import RoundSettings, StructureOptions
-from automem_dagster.loop.storage import resolve_scaffold
+from automem_dagster.loop.storage import load_champion, resolve_scaffold
 from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import run_batch
 from automem_dagster.scaffold import load_scaffold, load_scaffold_file
@@ -140,6 +141,10 @@ def add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
                    help="play the candidate of a `propose --out` folder (a rejected revision: record it, play nothing)")
     p.add_argument("--specialist", type=Path, default=None,
                    help="play the two-model agent with the adapter of a `finetune --out` folder doing memory")
+    p.add_argument("--beside-champion", type=Path, default=None,
+                   help="with --candidate or --specialist: play the champion (for a specialist, the agent in service) "
+                        "beside it into this folder, replayed unless its identity's A/A replays were bit-identical, "
+                        "the A/A measured where none is stored")
     p.add_argument("--metrics", type=Path, default=None, help="where to write metrics.json (default: <out>/metrics.json)")
 
 
@@ -150,7 +155,8 @@ def add_decide_parser(sub) -> None:
     decide_p.add_argument("--role", choices=("candidate", "specialist"), required=True,
                           help="what the challenger is: a scaffold candidate or a specialist adapter")
     decide_p.add_argument("--challenger", type=Path, required=True, help="the candidate's or specialist's evaluation")
-    decide_p.add_argument("--champion", type=Path, required=True, help="the champion's evaluation on the same seeds")
+    decide_p.add_argument("--champion", type=Path, required=True,
+                          help="the champion played beside the challenger (the folder of `evaluate --beside-champion`)")
     decide_p.add_argument("--record", type=Path, required=True,
                           help="the decision flattened (JSON: DVC metrics); the record itself is runs/decisions/")
     decide_p.add_argument("--progression", type=Path, required=True, help="table: progression ± SE per agent")
@@ -160,40 +166,59 @@ def add_decide_parser(sub) -> None:
 
 
 def run_evaluate_into(args: argparse.Namespace) -> int:
-    """One evaluation batch into ``--out``, as a pipeline stage needs it: no lineage, no MLflow, no
-    champion lookup; ``--candidate`` with a rejected revision writes the rejection instead."""
+    """A challenger's evaluation into ``--out``, as a pipeline stage needs it: the challenger played beside the
+    champion's arms (into ``--beside-champion``) as the CLI's and Dagster's rounds play them, no MLflow;
+    ``--candidate`` with a rejected revision (``--specialist`` with no adapter trained) writes that marker into
+    both folders instead."""
     both = args.candidate is not None and args.specialist is not None
-    if args.out is None or args.agent != "memory" or both:
-        raise argparse.ArgumentTypeError("give --out and at most one of --candidate/--specialist (each plays one "
-                                         "memory-agent batch into --out), and no --agent")
+    if args.out is None or args.beside_champion is None or args.agent != "memory" or both:
+        raise argparse.ArgumentTypeError("give --out, --beside-champion and one of --candidate/--specialist (the "
+                                         "challenger's batch goes into --out, the champion's beside it), and no --agent")
     metrics = args.metrics or args.out / "metrics.json"
-    if args.candidate is not None:
-        if not (args.candidate / "revision.json").exists():
-            raise ValueError(f"--candidate {args.candidate}: no revision.json there; run `automem propose --out` first")
-        if not (args.candidate / "candidate.yaml").exists():
-            marker = write_rejected(args.out, args.candidate)
-            write_json_atomic(metrics, {"episodes": 0, "rejected": 1})
-            Console().print(f"the revision was rejected, nothing to evaluate: {marker['rejected_reason']}")
-            return 0
-        scaffold = load_scaffold_file(args.candidate / "candidate.yaml")
-    else:
-        scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
+    if args.candidate is not None and not (args.candidate / "revision.json").exists():
+        raise ValueError(f"--candidate {args.candidate}: no revision.json there; run `automem propose --out` first")
+    if args.candidate is not None and not (args.candidate / "candidate.yaml").exists():
+        marker = write_rejected(args.out, args.candidate)
+        write_rejected(args.beside_champion, args.candidate)
+        write_json_atomic(metrics, {"episodes": 0, "rejected": 1})
+        Console().print(f"the revision was rejected, nothing to evaluate: {marker['rejected_reason']}")
+        return 0
     why = pass_on_too_small(args.specialist, args.out) if args.specialist is not None else None
     if why is not None:
+        pass_on_too_small(args.specialist, args.beside_champion)
         write_json_atomic(metrics, {"episodes": 0, "too_small": 1})
         Console().print(f"no specialist was trained, nothing to evaluate: {why}")
         return 0
-    adapter = None
-    if args.specialist is not None:  # the adapter the finetune stage registered, or the resumed one
-        adapter = pending_adapter(shared.STORAGE, args.game)
-        scaffold = load_scaffold(game_family(args.game), adapter.scaffold_version, shared.STORAGE.scaffolds)
+    challenger, champion, tag = pipeline_sides(args)
     budget = evaluation_budget(args)
-    spec = evaluation_batch(args.game, scaffold, budget.eval_seed_list(shared.STORAGE.seeds_file), budget.eval_max_steps,
-                            shared.STORAGE, budget.concurrency, out=args.out)
-    summary = asyncio.run(shared.play_as(spec, args.endpoints, adapter))
+    seeds = budget.eval_seed_list(shared.STORAGE.seeds_file)
+
+    def spec(scaffold, out: Path):
+        return evaluation_batch(args.game, scaffold, seeds, budget.eval_max_steps, shared.STORAGE, budget.concurrency,
+                                out=out)
+
+    summary, against = asyncio.run(shared.play_beside((spec(challenger[0], args.out), challenger[1]),
+                                                      (spec(champion[0], args.beside_champion / "champion"), champion[1]),
+                                                      tag, args.endpoints))
+    write_round_champion(args.beside_champion, against)
     print_summary(summary)
+    Console().print(f"champion ({against.out_dir}): {against.progression}")
     write_json_atomic(metrics, evaluation_metrics(summary))
     return 0
+
+
+def pipeline_sides(args: argparse.Namespace) -> tuple[tuple, tuple, str]:
+    """What a pipeline evaluation plays, each side as (scaffold, adapter or None), and the tag of the champion's
+    replay: the candidate against the lineage's champion, one model each (as the structure round's
+    evaluation); the pending adapter's two-model agent against the agent in service on the adapter's scaffold
+    (``proficiency.in_service``: the specialist kept last, else the one-model agent), as the proficiency round's."""
+    if args.candidate is not None:
+        candidate = load_scaffold_file(args.candidate / "candidate.yaml")
+        return (candidate, None), (load_champion(game_family(args.game), shared.STORAGE), None), f"v{candidate.version}"
+    adapter = pending_adapter(shared.STORAGE, args.game)  # registered by the finetune stage, or resumed
+    scaffold = load_scaffold(game_family(args.game), adapter.scaffold_version, shared.STORAGE.scaffolds)
+    serving = in_service(shared.STORAGE, game_family(args.game))
+    return (scaffold, adapter), (scaffold, serving), f"specialist-{adapter.id}"
 
 
 def run_decide(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import get_args
 
@@ -18,6 +18,7 @@ from automem_dagster.games.plugin import PluginError, env_ref
 from automem_dagster.llm.config import endpoints_with_meta, load_endpoints
 from automem_dagster.llm.session import Clients, connect
 from automem_dagster.loop.errors import RoundError
+from automem_dagster.loop.evaluation import play_beside_champion
 from automem_dagster.loop.serving import specialist_endpoints
 from automem_dagster.loop.settings import (
     ProficiencyOptions,
@@ -110,17 +111,42 @@ def refuse_bad_round_inputs(game: str, endpoints: Path, meta: str = "endpoints")
     load_champion(game_family(game), STORAGE)
 
 
-async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecord | None,
-                  log_dir: Path = RUNS / "logs") -> BatchSummary:
-    """Play ``spec`` with the endpoints file's roles or, given ``adapter``, as the two-model agent with that
-    adapter serving the memory role (``serving.specialist_endpoints``): what a pipeline stage plays. The
+@asynccontextmanager
+async def connect_as(endpoints_path: Path, adapter: AdapterRecord | None, family: str, log_dir: Path = RUNS / "logs"):
+    """Clients of the endpoints file's roles or, given ``adapter``, of the two-model agent with that adapter
+    serving the memory role (``serving.specialist_endpoints``): how a pipeline stage connects. The
     embedded server's log goes to ``log_dir``."""
     config, lora = load_endpoints(endpoints_path), []
     if adapter is not None:
-        config, lora = specialist_endpoints(config, adapter, game_family(spec.game))
+        config, lora = specialist_endpoints(config, adapter, family)
     async with connect(config, log_dir, lora=lora, two_model=adapter is not None) as clients:
+        yield clients
+
+
+async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecord | None,
+                  log_dir: Path = RUNS / "logs") -> BatchSummary:
+    """Play ``spec`` as ``connect_as`` connects: what a pipeline stage plays."""
+    async with connect_as(endpoints_path, adapter, game_family(spec.game), log_dir) as clients:
         with episode_progress() as progress:
             return await run_batch(spec, clients, progress)
+
+
+async def play_beside(challenger: tuple[RolloutSpec, AdapterRecord | None],
+                      champion: tuple[RolloutSpec, AdapterRecord | None], tag: str,
+                      endpoints_path: Path) -> tuple[BatchSummary, BatchSummary]:
+    """A challenger played beside the champion's arms (``evaluation.play_beside_champion``), each side
+    connected as its agent (``connect_as``; one connection where both are the same agent): the
+    challenger's batch and the champion batch its decision pairs with it."""
+    sides = (challenger, champion)
+    agent = [adapter.id if adapter is not None else None for _, adapter in sides]
+    async with AsyncExitStack() as stack:
+        clients = {}
+        for (spec, adapter), key in zip(sides, agent, strict=True):
+            if key not in clients:
+                clients[key] = await stack.enter_async_context(connect_as(endpoints_path, adapter, game_family(spec.game)))
+        with episode_progress() as progress:
+            return await play_beside_champion((challenger[0], clients[agent[0]]), (champion[0], clients[agent[1]]), tag,
+                                              STORAGE, progress)
 
 
 def add_play_args(p: argparse.ArgumentParser, max_steps: int) -> None:

@@ -46,10 +46,13 @@ HEADER = """\
 # `.venv-dvc/bin/dvc repro` with the main venv's bin/ on PATH and AUTOMEM_HOME set to this
 # checkout). Parameters: params.yaml. Every stage calls the same `automem` command a person would.
 #
-#   structure:   rollout -> diagnose -> revise -> evaluate_candidate --+
-#                                                 evaluate_champion ---+-> decide
-#   proficiency: training_rollouts -> curate -> finetune -> evaluate_specialist -+-> decide_specialist
-#                                                            evaluate_champion ---+
+#   structure:   rollout -> diagnose -> revise -> evaluate_candidate -> decide
+#   proficiency: training_rollouts -> curate -> finetune -> evaluate_specialist -> decide_specialist
+#
+# Each evaluate stage plays its challenger beside the champion (for a specialist, the agent in service),
+# as the CLI's and Dagster's rounds do (loop/evaluation.py: champion_arms, round_champion): replayed
+# in the round unless the identity's A/A replays were bit-identical, the A/A measured (assets/noise)
+# where none is stored for the identity.
 #
 # It is the loops' round, not a copy of it (loop/dvc_round.py). The rollout stages start the round
 # as the CLI and Dagster rounds do (start_round, start_proficiency_round): a challenger an earlier
@@ -112,6 +115,11 @@ REGISTRY = 'assets/specialists/${family}.json'
 """The proficiency loop's ledger: the adapters, their fates and the one in service."""
 ROUND_START = ("--seed-block '${rollout.seed_block}' --episodes ${rollout.episodes} --max-steps ${rollout.max_steps} "
                '--endpoints ${endpoints}')
+CHAMPION_NOTE = ("The champion's arms (loop/evaluation.champion_arms), played into the -champion folder beside the "
+                 "challenger in the same process, never cached apart from it: a replay of the champion unless its "
+                 "identity's A/A replays were bit-identical (then one play), and where no A/A is stored for the "
+                 "identity both, which measure it (assets/noise). champion.json there names the arm the decision "
+                 "pairs with the challenger (round_champion).")
 EVAL_BUDGET = "--eval-episodes '${evaluate.episodes}' --max-steps ${evaluate.max_steps}"
 """Quoted: an empty ``evaluate.episodes`` (the whole seed set) is still a value."""
 
@@ -146,32 +154,26 @@ STAGES: dict[str, DvcStage] = {
         outs=('outputs/revise',),
         note='The lineage gives the candidate its version number (the next free one) and records it.',
     ),
-    'evaluate_champion': DvcStage(
-        desc="The lineage's champion, one model, on the fixed evaluation seeds; both decisions compare against this batch.",
-        cmd=('automem evaluate --game ${game} --scaffold champion ' + EVAL_BUDGET +
-             ' --out outputs/evaluate/champion --metrics outputs/evaluate/champion.json --endpoints ${endpoints}'),
-        deps=(LINEAGE, 'assets/seeds/eval.yaml', '${endpoints}'),
-        params=('game', 'endpoints', 'evaluate'),
-        outs=('outputs/evaluate/champion',),
-        metrics=(Uncached('outputs/evaluate/champion.json'),),
-    ),
     'evaluate_candidate': DvcStage(
-        desc="The revise stage's candidate on the same seeds, played the same way (a rejected revision plays nothing).",
+        desc=("The revise stage's candidate beside the lineage's champion on the fixed evaluation seeds, one model "
+              "each, played as every round plays them (a rejected revision plays nothing)."),
         cmd=('automem evaluate --game ${game} --candidate outputs/revise ' + EVAL_BUDGET +
-             ' --out outputs/evaluate/candidate --metrics outputs/evaluate/candidate.json --endpoints ${endpoints}'),
-        deps=('outputs/revise', 'assets/seeds/eval.yaml', '${endpoints}'),
+             ' --out outputs/evaluate/candidate --beside-champion outputs/evaluate/candidate-champion --metrics '
+             'outputs/evaluate/candidate.json --endpoints ${endpoints}'),
+        deps=('outputs/revise', LINEAGE, 'assets/seeds/eval.yaml', '${endpoints}'),
         params=('game', 'endpoints', 'evaluate'),
-        outs=('outputs/evaluate/candidate',),
+        outs=('outputs/evaluate/candidate', 'outputs/evaluate/candidate-champion'),
         metrics=(Uncached('outputs/evaluate/candidate.json'),),
+        note=CHAMPION_NOTE,
     ),
     'decide': DvcStage(
         desc=("Decide the pending candidate under the gate (params gate) on the paired seeds, in the lineage as "
               'every round does; the record, flattened, is the metrics file.'),
         cmd=('automem decide --role candidate --challenger outputs/evaluate/candidate --champion '
-             'outputs/evaluate/champion --record outputs/decide/structure.json --progression '
+             'outputs/evaluate/candidate-champion --record outputs/decide/structure.json --progression '
              'outputs/decide/structure-progression.json --behaviour outputs/decide/structure-'
              'behaviour.json --settings params.yaml'),
-        deps=('outputs/evaluate/candidate', 'outputs/evaluate/champion', LINEAGE),
+        deps=('outputs/evaluate/candidate', 'outputs/evaluate/candidate-champion', LINEAGE),
         params=('gate',),
         outs=(Uncached('outputs/decide/structure-progression.json'), Uncached('outputs/decide/structure-behaviour.json')),
         metrics=(Uncached('outputs/decide/structure.json'),),
@@ -207,22 +209,25 @@ STAGES: dict[str, DvcStage] = {
     ),
     'evaluate_specialist': DvcStage(
         desc=("The pending adapter's two-model agent (the adapter does LOG/PLAN memory, the frozen game model "
-              'acts) on the same seeds.'),
+              'acts) beside the agent in service (the specialist kept last, else the one-model agent) on the '
+              'fixed evaluation seeds, played as every round plays them.'),
         cmd=('automem evaluate --game ${game} --specialist outputs/finetune ' + EVAL_BUDGET +
-             ' --out outputs/evaluate/specialist --metrics outputs/evaluate/specialist.json --endpoints ${endpoints}'),
+             ' --out outputs/evaluate/specialist --beside-champion outputs/evaluate/specialist-champion --metrics '
+             'outputs/evaluate/specialist.json --endpoints ${endpoints}'),
         deps=('outputs/finetune', REGISTRY, 'assets/seeds/eval.yaml', '${endpoints}'),
         params=('game', 'endpoints', 'evaluate'),
-        outs=('outputs/evaluate/specialist',),
+        outs=('outputs/evaluate/specialist', 'outputs/evaluate/specialist-champion'),
         metrics=(Uncached('outputs/evaluate/specialist.json'),),
+        note=CHAMPION_NOTE,
     ),
     'decide_specialist': DvcStage(
-        desc=('Decide the pending adapter: kept only if the two-model agent beats the one-model champion on the '
+        desc=('Decide the pending adapter: kept only if the two-model agent beats the agent in service on the '
               'paired seeds, in the specialist registry as every round does.'),
         cmd=('automem decide --role specialist --challenger outputs/evaluate/specialist --champion '
-             'outputs/evaluate/champion --record outputs/decide/proficiency.json --progression '
+             'outputs/evaluate/specialist-champion --record outputs/decide/proficiency.json --progression '
              'outputs/decide/proficiency-progression.json --behaviour outputs/decide/proficiency-'
              'behaviour.json --settings params.yaml'),
-        deps=('outputs/evaluate/specialist', 'outputs/evaluate/champion', REGISTRY),
+        deps=('outputs/evaluate/specialist', 'outputs/evaluate/specialist-champion', REGISTRY),
         params=('gate',),
         outs=(
             Uncached('outputs/decide/proficiency-progression.json'),

@@ -38,6 +38,7 @@ from automem_dagster.loop.records import (
     batch_label,
     flat_decision,
     read_evaluation,
+    round_champion_dir,
     unplayed,
     unplayed_decision,
     write_resumed,
@@ -111,19 +112,21 @@ def candidate_version(storage: Storage, candidate: BatchSummary) -> int:
 
 def pipeline_decision(role: str, challenger_dir: Path, champion_dir: Path, storage: Storage,
                        gate: GatePolicy | None = None) -> tuple[dict, dict[str, BatchSummary]]:
-    """The decide stages: the round's pending ``role`` decided on the two evaluation folders with the loops'
-    one decide path (``decide_challenger`` on the lineage or the registry), as a flat record, and the
-    evaluated batches by label for the plot tables. A folder holding a marker of nothing played gives that
-    outcome and leaves the ledger as it is."""
-    challenger, champion = read_evaluation(challenger_dir), read_evaluation(champion_dir)
+    """The decide stages: the round's pending ``role`` decided on the challenger's evaluation folder and the
+    champion folder played beside it (``records.round_champion_dir``: the arm the round pairs with it) with
+    the loops' one decide path (``decide_challenger`` on the lineage or the registry), as a flat record, and
+    the evaluated batches by label for the plot tables. A folder holding a marker of nothing played gives
+    that outcome and leaves the ledger as it is."""
+    challenger = read_evaluation(challenger_dir)
+    if challenger is None:
+        return unplayed_decision(role, None, *unplayed(challenger_dir)), {}
+    champion_dir = round_champion_dir(champion_dir)
+    champion = read_evaluation(champion_dir)
     if champion is None:
         raise ValueError(f"{champion_dir} holds a marker of nothing played, not the champion's evaluation: "
-                         "point --champion at the champion's evaluation folder")
-    labels = (batch_label(challenger_dir) if challenger is not None else None, batch_label(champion_dir))
-    batches = {labels[1]: champion}
-    if challenger is None:
-        return unplayed_decision(role, labels[1], *unplayed(challenger_dir)), batches
-    batches[labels[0]] = challenger
+                         "point --champion at the folder `evaluate --beside-champion` played the champion into")
+    labels = (batch_label(challenger_dir), batch_label(champion_dir))
+    batches = {labels[1]: champion, labels[0]: challenger}
     return flat_decision(recorded_or_new(role, challenger, champion, storage, gate), labels), batches
 
 
@@ -142,8 +145,8 @@ def recorded_or_new(role: str, challenger: BatchSummary, champion: BatchSummary,
     serving = in_service(storage, game_family(game))
     if serving is not None and not read_manifest(Path(champion.out_dir)).get("two_model"):
         raise RoundError(f"specialist {serving.id} is in service, and a specialist is judged against the agent in "
-                         f"service; {champion.out_dir} is the one-model champion's evaluation, which the DVC pipeline "
-                         "plays: decide this adapter with `automem train` (the CLI round evaluates both)")
+                         f"service; {champion.out_dir} is the one-model agent's evaluation: evaluate the adapter with "
+                         "`automem evaluate --specialist ... --beside-champion ...`, which plays the agent in service")
     return decide_challenger(role, game, pending, (challenger, champion), storage, gate)
 
 

@@ -94,6 +94,20 @@ async def play_interleaved(arms: list[tuple[RolloutSpec, Clients]],
     return [await run_batch(spec, clients) for spec, clients in arms]  # the whole seed list's batch.json
 
 
+async def play_beside_champion(challenger: tuple[RolloutSpec, Clients], champion: tuple[RolloutSpec, Clients], tag: str,
+                               storage: Storage, progress: Progress | BatchProgress | None = None,
+                               ) -> tuple[BatchSummary, BatchSummary]:
+    """A challenger's evaluation in one process (DVC's evaluate stages): the challenger played side by side
+    with the champion's arms (``champion_arms``, ``tag`` naming the challenger), each arm with its own
+    clients; returns the challenger's batch and the champion batch its decision pairs with it
+    (``round_champion``, which measures the A/A where none is stored). Dagster's rounds play the same arms
+    in seed shards and merge them through ``round_champion`` too."""
+    spec, clients = champion
+    arms = champion_arms(spec, tag, storage)
+    played = await play_interleaved([challenger, *((arm, clients) for arm in arms.values())], progress)
+    return played[0], round_champion(dict(zip(arms, played[1:], strict=True)), storage)
+
+
 def round_champion(batches: dict[str, BatchSummary], storage: Storage) -> BatchSummary:
     """The champion batch a round's decision pairs with its challenger, from the round's merged arms
     (``champion_arms``): the replay where one was played, else the reused batch. Where the round played

@@ -31,6 +31,10 @@ kept fewer examples than the minimum: nothing was trained, so nothing was played
 RESUMED = "resumed.json"
 """Written into a rollout folder when the round resumes a pending challenger (``{"role", "challenger"}``),
 and passed on by the stages that would have made a new one."""
+CHAMPION = "champion.json"
+"""Written into the champion folder of a challenger's evaluation (``evaluate --beside-champion``), which holds
+the champion's arms played beside it (``evaluation.champion_arms``): ``{"batch": <arm folder>}``, the arm the
+decision pairs with the challenger (``evaluation.round_champion``)."""
 OUTCOMES = {REJECTED: ("rejected", "rejected_reason"), TOO_SMALL: ("dataset_too_small", "too_small_reason")}
 """Each marker of nothing played and its decision outcome and the field of its reason."""
 
@@ -79,6 +83,18 @@ def pass_on_resumed(source: Path, out: Path) -> dict | None:
     ``source`` makes no new challenger. None otherwise."""
     data = resumed(source)
     return write_resumed(out, data["role"], data["challenger"]) if data is not None else None
+
+
+def write_round_champion(folder: Path, champion: BatchSummary) -> None:
+    """Record in ``folder`` (``CHAMPION``) which of the arms played there is the round's champion batch."""
+    write_json_atomic(Path(folder) / CHAMPION, {"batch": Path(champion.out_dir).name})
+
+
+def round_champion_dir(folder: Path) -> Path:
+    """The batch folder of the round's champion batch in a champion folder (``CHAMPION``); ``folder`` itself
+    when it holds no such record (a marker of nothing played, or one batch)."""
+    record = Path(folder) / CHAMPION
+    return Path(folder) / json.loads(record.read_text())["batch"] if record.exists() else Path(folder)
 
 
 def unplayed(folder: Path) -> tuple[str, str] | None:

@@ -84,7 +84,7 @@ STRUCTURE_ROUND = RoundPlan("structure", (
                                               ".yaml and the lineage (pending)", dvc=("revise",)),
     Step("candidate_evaluation", ("scaffold_candidate",), "candidate and champion on the same fixed evaluation seeds",
          stage=evaluation.evaluation_spec, writes="runs/evaluations/<game>/v<N>/<batch>/ (each side)",
-         dvc=("evaluate_candidate", "evaluate_champion"), plays=True),
+         dvc=("evaluate_candidate",), plays=True),
     Step("champion_scaffold", ("candidate_evaluation",), "the gate's decision, recorded; the candidate becomes the "
                                                          "champion on a keep",
          stage=challenger.decide_challenger, writes="runs/decisions/<game>/v<N>.json and the lineage's champion",

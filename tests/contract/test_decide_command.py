@@ -15,7 +15,7 @@ from automem_dagster.loop.structure import load_decision
 def decide_args(outputs, *gate):
     out = outputs / "decide"
     return ["decide", "--role", "candidate", "--challenger", str(outputs / "evaluate" / "candidate"), "--champion",
-            str(outputs / "evaluate" / "champion"), "--record", str(out / "record.json"), "--progression",
+            str(outputs / "evaluate" / "candidate-champion"), "--record", str(out / "record.json"), "--progression",
             str(out / "progression.json"), "--behaviour", str(out / "behaviour.json"), *gate]
 
 

@@ -10,22 +10,25 @@ from builders import endpoints_file
 from dvc_stages import WIN, StageProject, register_pending, win_candidate
 
 from automem_dagster.loop.challenger import decide_challenger
-from automem_dagster.loop.records import flat_decision
+from automem_dagster.loop.records import flat_decision, round_champion_dir
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import load_decision
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout.summary import load_summary
 
-STRUCTURE = ("rollout", "diagnose", "revise", "evaluate_candidate", "evaluate_champion", "decide")
+STRUCTURE = ("rollout", "diagnose", "revise", "evaluate_candidate", "decide")
 SAME = ("keep", "inconclusive", "reason", "comparison", "gate", "champion_before", "champion_after", "detectable",
         "identity", "metric", "noise", "scaffold_version", "challenger")
 """What a decision says, less where its batches lie (the CLI decides on the same batches, read from here)."""
 
 
 def said(record) -> dict:
-    """``SAME`` of a decision record, as its file holds it (JSON: tuples read back as lists)."""
-    return json.loads(json.dumps({k: getattr(record, k) for k in SAME}))
+    """``SAME`` of a decision record, as its file holds it (JSON: tuples read back as lists), less where its
+    noise record lies (each project stores its own copy)."""
+    same = {k: getattr(record, k) for k in SAME}
+    same["noise"] = {k: v for k, v in record.noise.items() if k != "record"}
+    return json.loads(json.dumps(same))
 
 
 def ran(log: str) -> list[str]:
@@ -60,8 +63,14 @@ def test_a_dvc_round_resumes_the_pending_candidate_and_decides_as_the_cli_round(
 
     # The CLI round's decision (Dagster's promotion calls decide_challenger) on the same two batches, in the
     # twin project, decides the same.
+    # The evaluate stage played the champion twice beside v1 and stored that A/A floor: the twin reads it too.
+    assert {p.name for p in (outputs / "evaluate" / "candidate-champion").iterdir()} == \
+        {"champion", "champion-replay-v1", "champion.json"}
+    assert record.noise["floor"] is not None
+    shutil.copytree(project.root / "assets" / "noise", tmp_path / "cli" / "assets" / "noise")
     monkeypatch.chdir(project.root)  # where the stages ran: the batches name their folders from there
-    batches = [load_summary(outputs / "evaluate" / side) for side in ("candidate", "champion")]
+    evaluated = outputs / "evaluate"
+    batches = [load_summary(side) for side in (evaluated / "candidate", round_champion_dir(evaluated / "candidate-champion"))]
     cli = decide_challenger("candidate", "crafter", 1, tuple(batches), twin, GatePolicy("higher_mean"))
     assert said(cli) == said(record)
     cli_lineage = twin.load_lineage("crafter")
@@ -70,7 +79,7 @@ def test_a_dvc_round_resumes_the_pending_candidate_and_decides_as_the_cli_round(
     # The ledger moved, so the round's first stages are stale: the next repro is the next round, which
     # revises the new champion v1 from a fresh block of training seeds (one block per registered version).
     stale = {name.split(":")[-1] for name in json.loads(project.dvc("status", "--json"))}
-    assert stale & set(STRUCTURE) == {"rollout", "revise", "evaluate_champion"}
+    assert stale & set(STRUCTURE) == {"rollout", "revise", "evaluate_candidate"}
     project.dvc("repro", "--single-item", "rollout")
     played = json.loads((outputs / "rollout" / "batch.json").read_text())
     assert played["scaffold_version"] == 1 and not (outputs / "rollout" / "resumed.json").exists()

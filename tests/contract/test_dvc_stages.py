@@ -46,12 +46,11 @@ def test_a_dataset_below_the_minimum_is_the_proficiency_rounds_recorded_outcome(
     record = json.loads((outputs / "decide" / "proficiency.json").read_text())
     assert record["outcome"] == "dataset_too_small" and record["keep"] == 0 and record["challenger"] is None
     assert "fewer than the minimum of 400" in record["reason"] and record["mean_difference"] is None
-    for stage in ("curate", "finetune", "evaluate/specialist"):
+    for stage in ("curate", "finetune", "evaluate/specialist", "evaluate/specialist-champion"):
         assert (outputs / stage / "too_small.json").exists(), stage
     assert not (outputs / "finetune" / "adapter.gguf").exists()
     assert json.loads((outputs / "finetune-metrics.json").read_text()) == {"too_small": 1}
     assert json.loads((outputs / "finetune-loss" / "train.json").read_text()) == []
     assert json.loads((outputs / "evaluate" / "specialist.json").read_text()) == {"episodes": 0, "too_small": 1}
-    assert [row["agent"] for row in json.loads((outputs / "decide" / "proficiency-progression.json").read_text())] \
-        == ["v0"]
+    assert json.loads((outputs / "decide" / "proficiency-progression.json").read_text()) == []  # nothing was played
     assert "up to date" in project.dvc("status", "decide_specialist")

@@ -21,8 +21,8 @@ def test_the_committed_dvc_yaml_is_what_automem_dvc_yaml_writes(tmp_path):
 
 
 def test_stages_follow_the_plans_order():
-    assert dvc_plan.stage_order() == ["rollout", "diagnose", "revise", "evaluate_candidate", "evaluate_champion",
-                                      "decide", "training_rollouts", "curate", "finetune", "evaluate_specialist",
+    assert dvc_plan.stage_order() == ["rollout", "diagnose", "revise", "evaluate_candidate", "decide",
+                                      "training_rollouts", "curate", "finetune", "evaluate_specialist",
                                       "decide_specialist"]
 
 

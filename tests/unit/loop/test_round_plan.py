@@ -4,8 +4,7 @@ Dagster: each step is an asset whose upstream steps are exactly the ones the pla
 the jobs select the plan's steps (the round, the decision, the whole plan the CLI runs). DVC: every
 stage of ``dvc.yaml`` runs steps of one plan (one, or two in a row), in the plan's order, and reads
 only what those steps read,
-apart from the two sharings the pipeline documents (its proficiency round curates the structure
-round's rollout and reuses the champion's evaluation).
+apart from the sharing the pipeline documents (its proficiency round curates the structure round's rollout).
 """
 
 from pathlib import Path
@@ -20,9 +19,10 @@ from automem_dagster.loop.round_plan import PROFICIENCY_ROUND, STRUCTURE_ROUND, 
 PLANS = {"structure": STRUCTURE_ROUND, "proficiency": PROFICIENCY_ROUND}
 JOBS = {"structure": ("structure_round_job", "promote_job", "structure_full_round_job"),
         "proficiency": ("proficiency_round_job", "promote_specialist_job", "proficiency_full_round_job")}
-DVC_SHARED = {("curate", "rollout"), ("decide_specialist", "evaluate_champion")}
+DVC_SHARED = {("curate", "rollout")}
 """DVC stages that read another loop's stage: dvc.yaml's proficiency round curates the structure round's
-rollout (it has no training-rollout stage of its own) and shares the champion's evaluation stage."""
+rollout (it has no training-rollout stage of its own). Each evaluate stage plays its own champion beside
+its challenger, so no decision reads the other loop's evaluation."""
 
 
 def asset_names(keys) -> set[str]:
