@@ -24,18 +24,20 @@ from dvc_stages import BIN, DVC, copy_project, set_params
 from dvc_stages import PROJECT_FILES as STAGE_PROJECT_FILES
 
 from automem_dagster.llm.embedded_server import embedded_model_path
+from automem_dagster.loop.records import round_champion_dir
 from automem_dagster.rollout import episode_id
 from automem_dagster.rollout.seeds import training_seeds
 from automem_dagster.standins.scripted_server import scripted_server
 from automem_dagster.standins.scripted_vllm import scripted_vllm
+from automem_dagster.training.registry import SpecialistRegistry
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 PROJECT_FILES = (*STAGE_PROJECT_FILES, ".gitignore")  # this project is a git repository too
-STRUCTURE = ("rollout", "diagnose", "revise", "evaluate_champion", "evaluate_candidate", "decide")
+STRUCTURE = ("rollout", "diagnose", "revise", "evaluate_candidate", "decide")
 PROFICIENCY = ("training_rollouts", "curate", "finetune", "evaluate_specialist", "decide_specialist")
 DECISIONS = ("outputs/decide/structure.json", "outputs/decide/proficiency.json")
-NEXT_ROUND = {"rollout", "revise", "evaluate_champion", "training_rollouts", "finetune", "evaluate_specialist"}
+NEXT_ROUND = {"rollout", "revise", "evaluate_candidate", "training_rollouts", "finetune", "evaluate_specialist"}
 """The stages that read a ledger the decide stages wrote (loop/dvc_round.py): after a decided round of both
 loops, the next ``dvc repro`` is the next round."""
 
@@ -190,12 +192,16 @@ def test_dvc_repro_runs_both_rounds_to_their_decisions(reproduced):
         assert record["keep"] == (record["outcome"] == "kept")
         assert record["n"] == 2 and record["ci_low"] <= record["mean_difference"] <= record["ci_high"]
         assert record["reason"].startswith(record["outcome"].replace("_", " "))
-    # The champion batch both decisions compare against is one batch, played once.
+    # Each challenger was played beside the champion in its own stage, on the same seeds; the first of them
+    # played the champion twice and stored that A/A floor, which both decisions quote.
     candidate_batch = p.json("outputs/evaluate/candidate/batch.json")
-    champion_batch = p.json("outputs/evaluate/champion/batch.json")
     specialist_batch = p.json("outputs/evaluate/specialist/batch.json")
-    assert candidate_batch["seeds"] == champion_batch["seeds"] == specialist_batch["seeds"]
-    assert not champion_batch["two_model"] and not candidate_batch["two_model"] and specialist_batch["two_model"]
+    champions = [p.json(f"{round_champion_dir(p.root / 'outputs' / 'evaluate' / side)}/batch.json")
+                 for side in ("candidate-champion", "specialist-champion")]
+    assert all(b["seeds"] == candidate_batch["seeds"] == specialist_batch["seeds"] for b in champions)
+    assert not any(b["two_model"] for b in champions) and not candidate_batch["two_model"] and specialist_batch["two_model"]
+    assert structure["noise_floor"] is not None and proficiency["noise_floor"] is not None
+    assert list((p.root / "assets" / "noise" / "crafter").glob("*.json"))  # committed with the round, as the ledgers
 
     # Both decisions are in the ledgers, as a CLI round records them.
     assert p.json("assets/lineage/crafter.json")["versions"][1]["decision"] == structure["outcome"]
@@ -220,19 +226,21 @@ def test_an_edit_reruns_exactly_the_stages_that_depend_on_it(reproduced, tmp_pat
     # The endpoints file: every stage that calls a model.
     assert p.stale() == NEXT_ROUND  # the decided round moved the ledgers
     (p.root / "endpoints.yaml").write_text((p.root / "endpoints.yaml").read_text() + "# edited\n")
-    assert p.stale() == NEXT_ROUND | {"diagnose", "evaluate_candidate", "curate"}  # every stage calling a model
+    assert p.stale() == NEXT_ROUND | {"diagnose", "curate"}  # every stage calling a model
     p.git("checkout", "--", "endpoints.yaml")
 
     # The lineage starts the round (rollout, training_rollouts), numbers the candidate (revise), names the
-    # champion (evaluate_champion) and takes the structure decision (decide).
+    # champion played beside it (evaluate_candidate) and takes the structure decision (decide).
     lineage = p.root / "assets" / "lineage" / "crafter.json"
     lineage.write_text(lineage.read_text().replace('"decision": "baseline"', '"decision": "baseline" '))
     assert p.stale() == NEXT_ROUND | {"decide"}
     p.git("checkout", "--", "assets/lineage/crafter.json")
 
-    # A shorter evaluation makes the three evaluations stale; nothing upstream.
+    # A shorter evaluation makes both evaluations stale (they are already, by the ledgers), nothing upstream.
     p.set_params(evaluate={"episodes": 2, "max_steps": 2})
-    assert p.stale() == NEXT_ROUND | {"evaluate_candidate"}  # the champion's and the specialist's are stale already
+    assert p.stale() == NEXT_ROUND
+    for stage in ("evaluate_candidate", "evaluate_specialist"):
+        assert "evaluate.max_steps" in p.dvc("status", "--json", stage)
 
 
 def test_a_fresh_clone_pulls_the_round_and_its_decisions(reproduced, tmp_path):
@@ -246,6 +254,39 @@ def test_a_fresh_clone_pulls_the_round_and_its_decisions(reproduced, tmp_path):
     assert (p.root / "outputs" / "finetune" / "adapter.gguf").exists()
     assert not (p.root / "outputs" / "finetune" / "checkpoints").exists()
     assert p.changed() == set()
+
+
+def test_after_a_kept_specialist_the_next_round_decides_against_the_agent_in_service(reproduced, tmp_path):
+    """The adapter the round trained (a1) is in service: the clone's registry records it kept, as a keep
+    does. The next ``dvc repro decide_specialist`` plays the training rollouts by the agent in service,
+    trains a2, plays it beside the agent in service (the two-model agent with a1) in the same stage, the
+    A/A of that new identity measured by playing it twice, and decides a2 in the registry against a1."""
+    original, _ = reproduced
+    p = original.clone(tmp_path / "clone")
+    with SpecialistRegistry.updating("crafter", p.root / "assets" / "specialists") as registry:
+        registry.adapters[0].decision, registry.champion = "kept", registry.adapters[0].id
+    kept = registry.champion
+    p.commit(f"an earlier round kept {kept}")
+
+    log = p.dvc("repro", "decide_specialist")
+    assert ran(log) == set(PROFICIENCY)
+    assert p.json("outputs/training_rollouts/batch.json")["two_model"]  # played by the agent in service
+    registry = SpecialistRegistry.load("crafter", p.root / "assets" / "specialists")
+    challenger = registry.adapters[1]
+    record = p.json("outputs/decide/proficiency.json")
+    assert (record["challenger_id"], record["champion_before"]) == (challenger.id, kept)
+    assert record["outcome"] in ("kept", "rolled_back", "inconclusive") and challenger.decision == record["outcome"]
+    assert registry.champion == (challenger.id if record["keep"] else kept)
+    # The agent in service was played in this round beside a2, twice: no A/A was stored for its identity.
+    beside = p.root / "outputs" / "evaluate" / "specialist-champion"
+    arms = {arm.name: json.loads((arm / "batch.json").read_text()) for arm in beside.iterdir() if arm.is_dir()}
+    assert set(arms) == {"champion", f"champion-replay-specialist-{challenger.id}"}
+    assert all(batch["two_model"] for batch in arms.values())
+    decision = json.loads((p.root / "runs" / "decisions" / "crafter" / f"specialist-{challenger.id}.json").read_text())
+    assert decision["identity"]["champion"]["digest"] == decision["noise"]["identity"]
+    assert record["noise_floor"] is not None and decision["noise"]["champion_play"] != \
+        "batch reused without a bit-identical A/A replay of its identity, so its score is one draw"
+    assert "specialist-champion" in decision["champion_batch"]
 
 
 def test_a_rejected_revision_is_a_recorded_outcome(tmp_path):
@@ -268,6 +309,6 @@ def test_a_rejected_revision_is_a_recorded_outcome(tmp_path):
     assert (p.root / "outputs" / "evaluate" / "candidate" / "rejected.json").exists()
     record = p.json("outputs/decide/structure.json")
     assert record["outcome"] == "rejected" and record["keep"] == 0 and record["mean_difference"] is None
-    assert [row["agent"] for row in p.json("outputs/decide/structure-progression.json")] == ["v0"]
+    assert p.json("outputs/decide/structure-progression.json") == []  # nothing was played, the champion neither
     # Nothing was registered or decided, so the ledger is as it was: no stage is left to rerun.
     assert "up to date" in p.dvc("status", "decide")
