@@ -67,14 +67,13 @@ def test_a_candidate_batch_the_lineage_did_not_register_is_refused(tmp_path, sto
 
 
 def test_a_rejected_revision_is_recorded_as_an_outcome_and_the_lineage_is_untouched(tmp_path, storage):
-    play(tmp_path / "champion", load_scaffold("crafter", 0, storage.scaffolds))
     before = storage.load_lineage("crafter").path.read_text()
     marker = write_rejected(tmp_path / "candidate", rejected_revision(tmp_path / "revise"))
     assert marker["rejected_reason"].startswith("wording only")
     assert read_evaluation(tmp_path / "candidate") is None
     record, batches = pipeline_decision("candidate", tmp_path / "candidate", tmp_path / "champion", storage)
     assert record["outcome"] == "rejected" and record["keep"] == 0 and record["challenger"] is None
-    assert record["mean_difference"] is None and "wording only" in record["reason"] and list(batches) == ["v0"]
+    assert record["mean_difference"] is None and "wording only" in record["reason"] and batches == {}
     assert storage.load_lineage("crafter").path.read_text() == before
 
 
@@ -87,16 +86,18 @@ def test_a_resumed_marker_is_passed_on_and_nothing_else_is(tmp_path):
 
 def test_evaluate_candidate_with_a_rejected_revision_plays_nothing_and_exits_cleanly(tmp_path):
     revise = rejected_revision(tmp_path / "revise")
-    out, metrics = tmp_path / "candidate", tmp_path / "candidate.json"
-    assert cli.main(["evaluate", "--game", "crafter", "--candidate", str(revise),
-                     "--out", str(out), "--metrics", str(metrics)]) == 0
-    assert (out / REJECTED).exists() and not (out / "batch.json").exists()
+    out, beside, metrics = tmp_path / "candidate", tmp_path / "candidate-champion", tmp_path / "candidate.json"
+    assert cli.main(["evaluate", "--game", "crafter", "--candidate", str(revise), "--out", str(out),
+                     "--beside-champion", str(beside), "--metrics", str(metrics)]) == 0
+    for folder in (out, beside):  # the champion is not played either
+        assert [p.name for p in folder.iterdir()] == [REJECTED]
     assert json.loads(metrics.read_text()) == {"episodes": 0, "rejected": 1}
 
 
 def test_pipeline_evaluations_need_an_out_folder_and_one_role(tmp_path, capsys):
     assert cli.main(["evaluate", "--game", "crafter", "--candidate", str(tmp_path)]) == 2
-    assert "give --out" in capsys.readouterr().err
+    assert "give --out, --beside-champion" in capsys.readouterr().err
+    assert cli.main(["evaluate", "--game", "crafter", "--candidate", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
     assert cli.main(["evaluate", "--game", "crafter", "--candidate", str(tmp_path), "--specialist", str(tmp_path),
                      "--out", str(tmp_path / "x")]) == 2
 
