@@ -4,10 +4,14 @@ The rollout stages start the round with ``start_round`` / ``start_proficiency_ro
 earlier round left pending in the lineage or the specialist registry is resumed (nothing is played; a
 ``resumed.json`` marker is passed on to its evaluation), else the lineage's champion is played on the
 loop's next block of training seeds. The revise stage registers its candidate in the lineage and the
-finetune stage its adapter in the registry, as pending, exactly as the CLI round's stages do. The decide
-stages decide that pending challenger with ``decide_challenger`` on the loop's ledger, so a DVC round
-records its decision in the lineage or the registry (and ``runs/decisions/``) as a CLI round does; the
-flat record for ``dvc metrics`` is an export of that one ``DecisionRecord`` (``records.flat_decision``).
+finetune stage its adapter in the registry, as pending, exactly as the CLI round's stages do. The evaluate
+stages play that challenger beside the champion (for a specialist, the agent in service) with the rounds'
+own arms (``evaluation.play_beside_champion``: replayed unless the identity's A/A was bit-identical, the A/A
+measured where none is stored), and name the champion batch the decision pairs with it
+(``records.round_champion_dir``). The decide stages decide that pending challenger with
+``decide_challenger`` on the loop's ledger, so a DVC round records its decision in the lineage or the
+registry (and ``runs/decisions/``) as a CLI round does; the flat record for ``dvc metrics`` is an export
+of that one ``DecisionRecord`` (``records.flat_decision``).
 
 The ledger is therefore both an input of the round's first stages and what its last stage writes. DVC
 forbids a stage to declare another stage's dependency as its output in a cycle, so the ledger is the
