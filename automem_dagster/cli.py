@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:
         module.register(sub)
+    for command in sub.choices.values():
+        shared.refuse_retired_flags(command)
     return parser
 
 

@@ -123,13 +123,6 @@ async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecor
             return await run_batch(spec, clients, progress)
 
 
-def add_play_args(p: argparse.ArgumentParser, max_steps: int) -> None:
-    """Options of a command that plays episodes: step budget and concurrency, then endpoints and output."""
-    p.add_argument("--max-steps", type=int, default=max_steps, help=f"steps per episode (default {max_steps})")
-    p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
-    add_output_args(p)
-
-
 def add_output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS, help="endpoints YAML (default: embedded model)")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: derived from the settings)")
@@ -167,6 +160,36 @@ def agent_settings(args: argparse.Namespace) -> dict:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{exc}: fix the --{agent}-... options") from exc
     return given[agent]()
+
+
+BUDGET_FLAGS = {"--rollout-episodes": "training-seed episodes", "--rollout-max-steps": "steps per training-seed episode",
+                "--eval-episodes": "evaluation seeds", "--eval-max-steps": "steps per evaluation episode"}
+"""One flag per budget, the same in every command that has that budget."""
+RETIRED_FLAGS = {"--episodes": ("--rollout-episodes", "--eval-episodes"),
+                 "--max-steps": ("--rollout-max-steps", "--eval-max-steps")}
+"""Flags that named a different budget in each command (``--max-steps`` was rollout's 50 steps, a round's
+training-seed steps and ``evaluate``'s evaluation steps), and the budget flags that replace them."""
+
+
+class RetiredFlag(argparse.Action):
+    """A retired flag: refused (exit 2) naming the flags of the command that replace it, so an old command
+    line stops at once instead of running with a budget it did not mean."""
+
+    def __init__(self, option_strings, dest, replaced_by: tuple[str, ...] = (), **kwargs):
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
+        self.replaced_by = replaced_by
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        use = " or ".join(f"{flag} ({BUDGET_FLAGS[flag]})" for flag in self.replaced_by)
+        parser.error(f"{option_string} is retired (it meant a different budget in each command): use {use}")
+
+
+def refuse_retired_flags(p: argparse.ArgumentParser) -> None:
+    """Give ``p`` each retired flag whose replacements it has, as a ``RetiredFlag`` naming them."""
+    for old, new in RETIRED_FLAGS.items():
+        replaced_by = tuple(flag for flag in new if flag in p._option_string_actions)
+        if replaced_by and old not in p._option_string_actions:
+            p.add_argument(old, action=RetiredFlag, replaced_by=replaced_by, dest=argparse.SUPPRESS)
 
 
 ROUND_OPTIONS = ("rollout_episodes", "rollout_max_steps", "eval_episodes", "eval_max_steps", "concurrency",
@@ -213,13 +236,11 @@ def _parser(kind: type, optional: bool, flag: str, choices: tuple[str, ...] | No
     return parse
 
 
-def add_options(p: argparse.ArgumentParser, options: type[BaseModel], names: tuple[str, ...],
-                aliases: dict[str, str] | None = None) -> None:
+def add_options(p: argparse.ArgumentParser, options: type[BaseModel], names: tuple[str, ...]) -> None:
     """Options ``names`` of the settings model ``options``, with the model's default and help: the CLI
     restates neither, so a default changed in ``loop/settings.py`` is the one ``--help`` shows. An option
     not given is absent from the parsed namespace, so ``options_from_args`` takes it from ``--settings``
-    (a params.yaml, as the DVC stages pass it), else from the model. ``aliases`` gives an option a second
-    flag, the name a command had for it before its default came from the model (``noise --max-steps``)."""
+    (a params.yaml, as the DVC stages pass it), else from the model."""
     if "--settings" not in p._option_string_actions:
         p.add_argument("--settings", type=Path, default=None,
                        help="a params.yaml (automem params) whose values replace the defaults of the options not given")
@@ -230,9 +251,8 @@ def add_options(p: argparse.ArgumentParser, options: type[BaseModel], names: tup
         choices = (field.json_schema_extra or {}).get("choices")
         shown = "empty" if field.default is None else field.default
         flag = option_flag(options, name)
-        flags = (flag, aliases[name]) if aliases and name in aliases else (flag,)
         switch = {"nargs": "?", "const": True} if kinds[0] is bool else {}
-        p.add_argument(*flags, dest=_dest(flag), type=_parser(kinds[0], optional, flag, choices),
+        p.add_argument(flag, dest=_dest(flag), type=_parser(kinds[0], optional, flag, choices),
                        default=argparse.SUPPRESS, help=f"{field.description} (default {shown})", **switch)
 
 
@@ -311,11 +331,11 @@ def canonical_game(args: argparse.Namespace) -> None:
 
 
 def first_eval_seeds(game: str, episodes: int) -> list[int]:
-    """The first ``episodes`` evaluation seeds of ``game`` (``--episodes`` of the commands that measure on
+    """The first ``episodes`` evaluation seeds of ``game`` (``--eval-episodes`` of the commands that measure on
     them, ``headroom`` and ``facts``); more than the game has is refused, naming how many it has."""
     seeds = eval_seeds(game, STORAGE.seeds_file)
     if not 1 <= episodes <= len(seeds):
-        raise argparse.ArgumentTypeError(f"--episodes {episodes}: {game} has {len(seeds)} evaluation seeds")
+        raise argparse.ArgumentTypeError(f"--eval-episodes {episodes}: {game} has {len(seeds)} evaluation seeds")
     return seeds[:episodes]
 
 

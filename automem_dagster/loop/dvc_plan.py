@@ -110,9 +110,9 @@ LINEAGE = 'assets/lineage/${family}.json'
 stands for the scaffold files too (a version is never rewritten; a new one is a new entry)."""
 REGISTRY = 'assets/specialists/${family}.json'
 """The proficiency loop's ledger: the adapters, their fates and the one in service."""
-ROUND_START = ("--seed-block '${rollout.seed_block}' --episodes ${rollout.episodes} --max-steps ${rollout.max_steps} "
-               '--endpoints ${endpoints}')
-EVAL_BUDGET = "--eval-episodes '${evaluate.episodes}' --max-steps ${evaluate.max_steps}"
+ROUND_START = ("--seed-block '${rollout.seed_block}' --rollout-episodes ${rollout.episodes} "
+               "--rollout-max-steps ${rollout.max_steps} --endpoints ${endpoints}")
+EVAL_BUDGET = "--eval-episodes '${evaluate.episodes}' --eval-max-steps ${evaluate.max_steps}"
 """Quoted: an empty ``evaluate.episodes`` (the whole seed set) is still a value."""
 
 STAGES: dict[str, DvcStage] = {
