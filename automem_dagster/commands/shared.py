@@ -31,6 +31,7 @@ from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.seeds import eval_seeds
+from automem_dagster.training.base_model import EMBEDDED_BASE, describe_base
 from automem_dagster.training.registry import AdapterRecord
 
 STORAGE = Storage()
@@ -100,14 +101,18 @@ async def session(endpoints_path: Path, needs_model: bool = True, meta: str = "e
             yield clients, progress
 
 
-def refuse_bad_round_inputs(game: str, endpoints: Path, meta: str = "endpoints") -> None:
-    """What a whole round reads before it plays, read before its Dagster run starts: the game, the endpoints file
-    (with ``meta``) and the game's champion scaffold. A bad one is the same one-line error ``evaluate`` gives (rc 2),
-    where inside the run it would fail a step, be retried and end in a stack trace minutes later. Budgets are
-    checked earlier still, by the options model that parses them."""
+def refuse_bad_round_inputs(game: str, endpoints: Path, meta: str = "endpoints", base: str | None = None) -> None:
+    """What a whole round reads, read before its Dagster run starts: the game, the endpoints file (with ``meta``),
+    the game's champion scaffold and evaluation seeds, and a proficiency round's training ``base`` when one is
+    given. A bad one is the same one-line error ``evaluate`` gives (rc 2), where inside the run it would fail a
+    step (the base: the training step, after the rollouts and curation), be retried and end in a stack trace
+    minutes later. Budgets are checked earlier still, by the options model that parses them."""
     env_ref(game)
     endpoints_with_meta(endpoints, meta)
     load_champion(game_family(game), STORAGE)
+    eval_seeds(game, STORAGE.seeds_file)
+    if base not in (None, EMBEDDED_BASE):  # the packaged base ships with the install; another is read from disk
+        describe_base(base)
 
 
 async def play_as(spec: RolloutSpec, endpoints_path: Path, adapter: AdapterRecord | None,
