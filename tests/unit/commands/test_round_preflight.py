@@ -51,3 +51,9 @@ def test_rounds_refuse_a_bad_proficiency_setting_before_the_structure_rounds(scr
     """``--proficiency``'s settings are read first: before, the structure rounds ran and then the refusal came."""
     assert cli_main(["rounds", "--no-tracking", "--game", "crafter", "--proficiency", "--min-examples", "0"]) == 2
     assert "fix --min-examples" in "".join(capsys.readouterr())
+
+
+@pytest.mark.parametrize("command", ROUND_COMMANDS, ids=lambda c: c[0])
+def test_a_bad_budget_stops_a_round_before_it_starts(command, scratch_storage, capsys):
+    assert cli_main([*command, "--game", "crafter", "--rollout-episodes", "0"]) == 2
+    assert "fix --rollout-episodes" in "".join(capsys.readouterr())
