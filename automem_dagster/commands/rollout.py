@@ -76,7 +76,7 @@ def rollout_budget(args: argparse.Namespace) -> RoundSettings:
     plays for (``--training proficiency`` or ``--round proficiency``: a proficiency round's longer episodes).
     ``--rollout-episodes`` beside ``--seeds`` must count them."""
     loop = ProficiencyOptions if "proficiency" in (args.training, args.round) else StructureOptions
-    budget = options_from_args(args, loop, ROLLOUT_OPTIONS).settings(args.game)
+    budget = StructureOptions.settings(options_from_args(args, loop, ROLLOUT_OPTIONS), args.game)  # the budget alone
     if args.seeds and hasattr(args, "rollout_episodes") and args.rollout_episodes != len(args.seeds):
         raise argparse.ArgumentTypeError(f"--rollout-episodes {args.rollout_episodes} does not match the "
                                          f"{len(args.seeds)} seeds given")

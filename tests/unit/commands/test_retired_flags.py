@@ -22,7 +22,7 @@ REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "refused", "replacement"), REFUSALS, ids=lambda v: " ".join(v[:3]) if isinstance(v, list) else "")
+@pytest.mark.parametrize(("argv", "refused", "replacement"), REFUSALS, ids=[" ".join(argv) for argv, _, _ in REFUSALS])
 def test_a_retired_flag_is_refused_naming_the_flag_that_replaces_it(argv, refused, replacement, capsys):
     with pytest.raises(SystemExit) as stopped:
         cli_main(argv)

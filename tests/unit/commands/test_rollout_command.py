@@ -4,7 +4,8 @@ import pytest
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.commands import shared
-from automem_dagster.loop.settings import StructureOptions
+from automem_dagster.loop.seed_blocks import round_seeds
+from automem_dagster.loop.settings import ProficiencyOptions, StructureOptions
 from automem_dagster.rollout.seeds import eval_seeds, training_seeds
 from automem_dagster.rollout.trajectory import read_manifest
 
@@ -36,3 +37,14 @@ def test_a_rollout_with_the_default_seeds_plays_training_seeds_never_evaluation_
 def test_rollout_episodes_must_count_the_seeds_given(capsys):
     assert cli_main(["rollout", "--game", "keydoor", "--seeds", "7,8", "--rollout-episodes", "3"]) == 2
     assert "--rollout-episodes 3 does not match the 2 seeds given" in capsys.readouterr().err
+
+
+def test_a_proficiency_rollout_plays_that_loops_next_block_on_its_default_budget(scratch_storage, tmp_path):
+    out = tmp_path / "batch"
+    assert cli_main(["rollout", "--game", "keydoor", "--agent", "random", "--training", "proficiency",
+                     "--out", str(out)]) == 0
+    manifest = read_manifest(out)
+    options = ProficiencyOptions()
+    assert manifest["seeds"] == round_seeds("proficiency", "keydoor:hall4-decoys2", options.rollout_episodes,
+                                            shared.STORAGE)
+    assert manifest["max_steps"] == options.rollout_max_steps
