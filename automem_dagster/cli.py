@@ -10,6 +10,7 @@ import sys
 from rich.markup import escape
 
 from automem_dagster.commands import (
+    budget_flags,
     demo,
     endpoints,
     evaluate,
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.register(sub)
     for command in sub.choices.values():
-        shared.refuse_retired_flags(command)
+        budget_flags.refuse_retired_flags(command)
     return parser
 
 

@@ -167,36 +167,6 @@ def agent_settings(args: argparse.Namespace) -> dict:
     return given[agent]()
 
 
-BUDGET_FLAGS = {"--rollout-episodes": "training-seed episodes", "--rollout-max-steps": "steps per training-seed episode",
-                "--eval-episodes": "evaluation seeds", "--eval-max-steps": "steps per evaluation episode"}
-"""One flag per budget, the same in every command that has that budget."""
-RETIRED_FLAGS = {"--episodes": ("--rollout-episodes", "--eval-episodes"),
-                 "--max-steps": ("--rollout-max-steps", "--eval-max-steps")}
-"""Flags that named a different budget in each command (``--max-steps`` was rollout's 50 steps, a round's
-training-seed steps and ``evaluate``'s evaluation steps), and the budget flags that replace them."""
-
-
-class RetiredFlag(argparse.Action):
-    """A retired flag: refused (exit 2) naming the flags of the command that replace it, so an old command
-    line stops at once instead of running with a budget it did not mean."""
-
-    def __init__(self, option_strings, dest, replaced_by: tuple[str, ...] = (), **kwargs):
-        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
-        self.replaced_by = replaced_by
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        use = " or ".join(f"{flag} ({BUDGET_FLAGS[flag]})" for flag in self.replaced_by)
-        parser.error(f"{option_string} is retired (it meant a different budget in each command): use {use}")
-
-
-def refuse_retired_flags(p: argparse.ArgumentParser) -> None:
-    """Give ``p`` each retired flag whose replacements it has, as a ``RetiredFlag`` naming them."""
-    for old, new in RETIRED_FLAGS.items():
-        replaced_by = tuple(flag for flag in new if flag in p._option_string_actions)
-        if replaced_by and old not in p._option_string_actions:
-            p.add_argument(old, action=RetiredFlag, replaced_by=replaced_by, dest=argparse.SUPPRESS)
-
-
 ROUND_OPTIONS = ("rollout_episodes", "rollout_max_steps", "eval_episodes", "eval_max_steps", "concurrency",
                  "max_attempts")
 GATE_OPTIONS = ("gate", "gate_level", "gate_min_seeds", "gate_metric", "gate_margin", "gate_min_gain")

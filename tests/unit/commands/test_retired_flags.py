@@ -6,7 +6,7 @@ import pytest
 
 from automem_dagster.cli import build_parser
 from automem_dagster.cli import main as cli_main
-from automem_dagster.commands.shared import RETIRED_FLAGS, RetiredFlag
+from automem_dagster.commands.budget_flags import RETIRED_FLAGS, RetiredFlag
 
 REFUSALS = [
     (["rollout", "--game", "crafter", "--max-steps", "5"], "--max-steps is retired", "use --rollout-max-steps"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from automem_dagster.cli import build_parser
-from automem_dagster.commands.shared import RetiredFlag
+from automem_dagster.commands.budget_flags import RetiredFlag
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
