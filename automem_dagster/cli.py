@@ -10,6 +10,7 @@ import sys
 from rich.markup import escape
 
 from automem_dagster.commands import (
+    budget_flags,
     demo,
     endpoints,
     evaluate,
@@ -56,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:
         module.register(sub)
+    for command in sub.choices.values():
+        budget_flags.refuse_retired_flags(command)
     return parser
 
 

@@ -46,7 +46,7 @@ def first_divergence(a: list, b: list) -> int | None:
 
 def play(out: Path, seeds: str, max_steps: int, concurrency: int, endpoints: str | None) -> float:
     started = time.perf_counter()
-    argv = ["rollout", "--game", "crafter", "--seeds", seeds, "--max-steps", str(max_steps),
+    argv = ["rollout", "--game", "crafter", "--seeds", seeds, "--rollout-max-steps", str(max_steps),
             "--concurrency", str(concurrency), "--out", str(out)]
     if endpoints:
         argv += ["--endpoints", endpoints]

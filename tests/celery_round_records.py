@@ -11,7 +11,7 @@ IDLE_SLOWLY = [
     {"match": "Step 3. Your previous action", "reply": "<|ACTION|>noop<|END|>", "delay_s": 2},
     {"match": "Phase: PLAN", "reply": "<|ACTION|>noop<|END|>"},
 ]
-ROUND = ["rounds", "--game", "crafter", "--episodes", "2", "--max-steps", "4", "--eval-episodes", "4",
+ROUND = ["rounds", "--game", "crafter", "--rollout-episodes", "2", "--rollout-max-steps", "4", "--eval-episodes", "4",
          "--eval-max-steps", "4", "--max-rounds", "1", "--patience", "1", "--meta", "rules", "--no-tracking"]
 
 

@@ -66,7 +66,7 @@ class DemoCuts:
             f"  game:        {self.game} (memory decides: the key's wing is shown once, decoys follow); actor: rules,\n"
             "               the embedded model plays the memory role\n"
             f"  headroom:    {self.seeds} evaluation seeds x {self.max_steps} steps per arm\n"
-            f"               (full: automem headroom --game {self.game} --episodes 30 --max-steps 16 {endpoints})\n"
+            f"               (full: automem headroom --game {self.game} --eval-episodes 30 --eval-max-steps 16 {endpoints})\n"
             f"  structure:   one round, rules meta: diagnose {self.rollout_episodes} x {self.max_steps} steps, decide on "
             f"{self.seeds} seeds\n"
             f"               (full: automem rounds --game {self.game} --meta rules {endpoints})\n"

@@ -59,7 +59,7 @@ def register(sub) -> None:
                                              "summary, scaffold versions, specialists) from MLflow, on one seed set "
                                              "and step budget")
     add_game_arg(compare)
-    add_options(compare, StructureOptions, COMPARED_OPTIONS, aliases=MAX_STEPS)
+    add_options(compare, StructureOptions, COMPARED_OPTIONS)
     compare.add_argument("--out", type=Path, default=None, help="PNG path (default: runs/reports/<game>/agents.png)")
     compare.set_defaults(run=run_compare)
     add_decide_parser(sub)
@@ -120,14 +120,12 @@ def run_compare(args: argparse.Namespace) -> int:
 
 COMPARED_OPTIONS = ("eval_episodes", "eval_max_steps")
 """The evaluation budget ``compare`` reads runs of: by default a default round's evaluation."""
-MAX_STEPS = {"eval_max_steps": "--max-steps"}
-"""The evaluation's step budget also answers to the name every playing command gives a step budget."""
 
 
 def add_evaluation_args(p: argparse.ArgumentParser) -> None:
     """The evaluation budget with the settings model's defaults and help (``StructureOptions``, as a round's
     evaluation, so a default ``evaluate`` plays a default round's evaluation batch), then endpoints and output."""
-    add_options(p, StructureOptions, EVALUATION_OPTIONS, aliases=MAX_STEPS)
+    add_options(p, StructureOptions, EVALUATION_OPTIONS)
     add_output_args(p)
 
 

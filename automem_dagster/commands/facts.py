@@ -42,7 +42,7 @@ def register(sub) -> None:
     p.add_argument("--specialist", action="append", default=[], metavar="ADAPTER",
                    help="a `finetune --out` folder or an adapter id of the specialist registry (e.g. a1); repeat "
                         "for several; none: the base model alone")
-    p.add_argument("--episodes", type=int, default=30, help="the first N evaluation seeds (default 30)")
+    p.add_argument("--eval-episodes", type=int, default=30, help="the first N evaluation seeds (default 30)")
     p.add_argument("--scaffold", default="v0", help="the scaffold played: v<N>, champion, or a YAML file (default v0)")
     p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
     add_output_args(p)
@@ -50,7 +50,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    seeds = shared.first_eval_seeds(args.game, args.episodes)
+    seeds = shared.first_eval_seeds(args.game, args.eval_episodes)
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
     steps = fact_horizon(args.game, seeds)
     arms: dict[str, AdapterRecord | None] = {BASE: None}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_text_atomic
 from automem_dagster.commands import shared
-from automem_dagster.commands.shared import add_game_arg, add_play_args, session
+from automem_dagster.commands.shared import add_game_arg, add_output_args, session
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold
 from automem_dagster.metrics.paired import compare_paired
@@ -33,16 +33,18 @@ def register(sub) -> None:
     p = sub.add_parser("headroom", help="memory's headroom in a game: oracle, no memory and a scaffold on the same "
                                         "evaluation seeds, with paired differences")
     add_game_arg(p)
-    p.add_argument("--episodes", type=int, default=30, help="the first N evaluation seeds (default 30)")
+    p.add_argument("--eval-episodes", type=int, default=30, help="the first N evaluation seeds (default 30)")
     p.add_argument("--scaffold", default="v0", help="the scaffold arm: v<N>, champion, or a YAML file (default v0)")
-    add_play_args(p, max_steps=30)
+    p.add_argument("--eval-max-steps", type=int, default=30, help="steps per evaluation episode (default 30)")
+    p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
+    add_output_args(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    seeds = shared.first_eval_seeds(args.game, args.episodes)
+    seeds = shared.first_eval_seeds(args.game, args.eval_episodes)
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
-    print(measure_headroom(args.game, scaffold, seeds, args.max_steps, args.endpoints, args.concurrency,
+    print(measure_headroom(args.game, scaffold, seeds, args.eval_max_steps, args.endpoints, args.concurrency,
                            Path(args.out) if args.out else None))
     return 0
 

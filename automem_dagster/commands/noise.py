@@ -22,7 +22,7 @@ def register(sub) -> None:
     p = sub.add_parser("noise", help="measure the noise floor: the champion against a fresh replay of itself on the "
                                      "fixed evaluation seeds (an A/A evaluation), stored per game and batch identity")
     add_game_arg(p)
-    add_options(p, StructureOptions, EVALUATION_OPTIONS, aliases={"eval_max_steps": "--max-steps"})
+    add_options(p, StructureOptions, EVALUATION_OPTIONS)
     p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS,
                    help="endpoints YAML (default: embedded model)")
     p.set_defaults(run=run_noise)

@@ -106,7 +106,7 @@ def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: t
     """One whole round, as a Dagster run (``defs/cli_rounds.py``) executed as ``execution`` says (default: in
     this process); prints its table and where the run shows. A dataset below the minimum is the round's
     designed end before training: one line says so and there is no result (None)."""
-    shared.refuse_bad_round_inputs(settings.game, endpoints, meta)
+    shared.refuse_bad_round_inputs(settings.game, endpoints, meta, settings.base)
     console.rule(f"proficiency-loop round: {settings.game}")
     try:
         result, report, shown = shared.dagster_rounds().run_proficiency_round(settings, endpoints, shared.STORAGE,

@@ -4,35 +4,43 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
-from automem_dagster.agent.baselines import DEFAULT_WINDOW
 from automem_dagster.agent.memory_settings import needs_embed
 from automem_dagster.commands import shared
 from automem_dagster.commands.render import print_summary
 from automem_dagster.commands.shared import (
     add_agent_args,
     add_game_arg,
-    add_play_args,
+    add_options,
+    add_output_args,
+    options_from_args,
     parse_seeds,
     session,
 )
 from automem_dagster.loop.proficiency import in_service, start_proficiency_round
 from automem_dagster.loop.records import write_resumed
 from automem_dagster.loop.seed_blocks import round_seeds
-from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
-from automem_dagster.loop.storage import batch_dir, resolve_scaffold, slug
+from automem_dagster.loop.settings import ProficiencyOptions, ProficiencySettings, RoundSettings, StructureOptions
+from automem_dagster.loop.storage import batch_dir, resolve_scaffold
 from automem_dagster.loop.structure import start_round
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 
 
 def register(sub) -> None:
     p = sub.add_parser("rollout", help="play episodes with a scaffold version and write trajectories")
-    add_rollout_args(p, with_game=True)
+    add_game_arg(p)
+    p.add_argument("--scaffold", default="v0", help="scaffold: v<N>, champion, or a YAML file (default v0)")
+    p.add_argument("--seeds", type=parse_seeds, default=None,
+                   help="seeds, e.g. 42,43 or 42-45 (default: the game's first --rollout-episodes training seeds, "
+                        "never evaluation seeds)")
+    add_options(p, StructureOptions, ROLLOUT_OPTIONS)
+    add_output_args(p)
     p.add_argument("--training", nargs="?", const="structure", choices=("structure", "proficiency"), default=None,
-                   help="draw --episodes seeds from the training range (disjoint from evaluation seeds): the next block "
-                        "of that loop's round, as its CLI and Dagster rounds draw it (default structure: one block per "
-                        "version in the lineage; proficiency: per adapter in the specialist registry)")
+                   help="draw --rollout-episodes seeds from the training range: the next block of that loop's round, "
+                        "as its CLI and Dagster rounds draw it (default structure: one block per version in the "
+                        "lineage; proficiency: per adapter in the specialist registry), on that loop's default budget")
     p.add_argument("--seed-block", type=lambda text: int(text) if text else None, default=None,
                    help="with --training or --round, this block instead of the loop's next one (empty: the next one)")
     p.add_argument("--round", choices=("structure", "proficiency"), default=None,
@@ -43,69 +51,64 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
+ROLLOUT_OPTIONS = ("rollout_episodes", "rollout_max_steps", "concurrency")
+"""The budget ``rollout`` plays: a round's training rollouts (``loop/settings.py``), under the same flags."""
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.episodes is None and args.seeds is None:
-        args.episodes = 4
+    budget = rollout_budget(args)
     if args.round:
-        return start_pipeline_round(args)
+        return start_pipeline_round(args, budget)
     if args.training:
         if args.seeds:
-            raise argparse.ArgumentTypeError("--training draws its own seeds: give --episodes, not --seeds")
-        args.seeds = round_seeds(args.training, args.game, args.episodes, shared.STORAGE, args.seed_block)
+            raise argparse.ArgumentTypeError("--training draws its own seeds: give --rollout-episodes, not --seeds")
+        seeds = round_seeds(args.training, args.game, budget.rollout_episodes, shared.STORAGE, args.seed_block)
     elif args.seed_block is not None:
         raise argparse.ArgumentTypeError("--seed-block chooses a block of training seeds: give --training too")
-    play(args, [args.game])
+    else:
+        seeds = args.seeds or round_seeds("structure", args.game, budget.rollout_episodes, shared.STORAGE, block=0)
+    play(args, budget, seeds)
     return 0
 
 
-def play(args: argparse.Namespace, games: list[str]) -> None:
-    """Play ``games`` with the options of ``rollout`` (or ``demo``) and print each batch."""
-    for summary in asyncio.run(_run_specs(rollout_specs(args, games), args.endpoints)):
-        print_summary(summary)
+def rollout_budget(args: argparse.Namespace) -> RoundSettings:
+    """The budget from the options given, a ``--settings`` file, else the defaults of the loop the rollout
+    plays for (``--training proficiency`` or ``--round proficiency``: a proficiency round's longer episodes).
+    ``--rollout-episodes`` beside ``--seeds`` must count them."""
+    loop = ProficiencyOptions if "proficiency" in (args.training, args.round) else StructureOptions
+    budget = StructureOptions.settings(options_from_args(args, loop, ROLLOUT_OPTIONS), args.game)  # the budget alone
+    if args.seeds and hasattr(args, "rollout_episodes") and args.rollout_episodes != len(args.seeds):
+        raise argparse.ArgumentTypeError(f"--rollout-episodes {args.rollout_episodes} does not match the "
+                                         f"{len(args.seeds)} seeds given")
+    return budget
 
 
-def add_rollout_args(p: argparse.ArgumentParser, with_game: bool) -> None:
-    if with_game:
-        add_game_arg(p)
-    p.add_argument("--scaffold", default="v0", help="scaffold: v<N>, champion, or a YAML file (default v0)")
-    p.add_argument("--episodes", type=int, default=None, help="number of episodes (seeds 42, 43, ... unless --seeds)")
-    p.add_argument("--seeds", type=parse_seeds, default=None, help="seeds, e.g. 42,43 or 42-45")
-    add_play_args(p, max_steps=50)
-
-
-def rollout_specs(args: argparse.Namespace, games: list[str]) -> list[RolloutSpec]:
-    seeds = args.seeds or list(range(42, 42 + args.episodes))
-    if args.seeds and args.episodes not in (None, len(seeds)):
-        raise argparse.ArgumentTypeError(f"--episodes {args.episodes} does not match the {len(seeds)} seeds given")
-    agent, window = getattr(args, "agent", "memory"), getattr(args, "window", DEFAULT_WINDOW)
+def play(args: argparse.Namespace, budget: RoundSettings, seeds: list[int]) -> None:
+    """Play ``seeds`` of ``args.game`` on ``budget`` with the options of ``rollout`` and print the batch."""
+    agent, window = args.agent, args.window
     settings = shared.agent_settings(args)
-    specs = []
-    for game in games:
-        scaffold = resolve_scaffold(game, args.scaffold, shared.STORAGE)
-        out = Path(args.out) / slug(game) if args.out and len(games) > 1 else args.out
-        specs.append(RolloutSpec(game, scaffold, seeds, args.max_steps,
-                                 Path(out) if out else batch_dir(shared.STORAGE.runs, "rollouts", game, scaffold.version, seeds,
-                                                                 args.max_steps, agent, window, settings),
-                                 concurrency=args.concurrency, agent=agent, window=window, settings=settings,
-                                 fixed_dir=out is not None))
-    return specs
+    scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
+    steps = budget.rollout_max_steps
+    out = Path(args.out) if args.out else batch_dir(shared.STORAGE.runs, "rollouts", args.game, scaffold.version,
+                                                    seeds, steps, agent, window, settings)
+    spec = RolloutSpec(args.game, scaffold, seeds, steps, out, concurrency=budget.concurrency, agent=agent,
+                       window=window, settings=settings, fixed_dir=args.out is not None)
+    print_summary(asyncio.run(_play_one(spec, args.endpoints)))
 
 
-async def _run_specs(specs: list[RolloutSpec], endpoints_path: Path) -> list[BatchSummary]:
-    """Play ``specs`` with the one-model agent (a ``memory:`` endpoint serves only specialist evaluations)."""
-    embed = any(needs_embed(s.agent, s.settings) for s in specs)
-    async with session(endpoints_path, needs_model=any(s.agent != "random" for s in specs),
-                       embed=embed) as (clients, progress):
-        return [await run_batch(spec, clients, progress) for spec in specs]
+async def _play_one(spec: RolloutSpec, endpoints_path: Path) -> BatchSummary:
+    """Play ``spec`` with the one-model agent (a ``memory:`` endpoint serves only specialist evaluations)."""
+    async with session(endpoints_path, needs_model=spec.agent != "random",
+                       embed=needs_embed(spec.agent, spec.settings)) as (clients, progress):
+        return await run_batch(spec, clients, progress)
 
 
-def start_pipeline_round(args: argparse.Namespace) -> int:
+def start_pipeline_round(args: argparse.Namespace, budget: RoundSettings) -> int:
     """``--round``: the round's start (``start_round`` / ``start_proficiency_round``) into ``--out``."""
     if args.out is None or args.seeds or args.training or args.agent != "memory":
         raise argparse.ArgumentTypeError("--round plays the round's own seeds with the memory agent into --out: give "
-                                         "--out and --episodes, and no --seeds, --training or --agent")
-    budget = RoundSettings(args.game, rollout_episodes=args.episodes, rollout_max_steps=args.max_steps,
-                           concurrency=args.concurrency, seed_block=args.seed_block)
+                                         "--out and --rollout-episodes, and no --seeds, --training or --agent")
+    budget = replace(budget, seed_block=args.seed_block)
     if args.round == "structure":
         start, role, serving = start_round(budget, shared.STORAGE), "candidate", None
         pending = start.pending.version if start.resumes else None
@@ -116,8 +119,8 @@ def start_pipeline_round(args: argparse.Namespace) -> int:
         write_resumed(args.out, role, pending)
         print(f"resumes the pending {role} {pending} of an earlier round: nothing to play, its evaluation follows")
         return 0
-    spec = RolloutSpec(args.game, start.scaffold, start.seeds, args.max_steps, Path(args.out), args.concurrency,
-                       fixed_dir=True)
+    spec = RolloutSpec(args.game, start.scaffold, start.seeds, budget.rollout_max_steps, Path(args.out),
+                       budget.concurrency, fixed_dir=True)
     # The agent in service plays: the two-model agent with its specialist once one was kept.
     print_summary(asyncio.run(shared.play_as(spec, args.endpoints, serving)))
     return 0

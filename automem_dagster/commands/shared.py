@@ -32,6 +32,7 @@ from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.paths import DEFAULT_ENDPOINTS, RUNS
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.seeds import eval_seeds
+from automem_dagster.training.base_model import EMBEDDED_BASE, describe_base
 from automem_dagster.training.registry import AdapterRecord
 
 STORAGE = Storage()
@@ -101,14 +102,18 @@ async def session(endpoints_path: Path, needs_model: bool = True, meta: str = "e
             yield clients, progress
 
 
-def refuse_bad_round_inputs(game: str, endpoints: Path, meta: str = "endpoints") -> None:
-    """What a whole round reads before it plays, read before its Dagster run starts: the game, the endpoints file
-    (with ``meta``) and the game's champion scaffold. A bad one is the same one-line error ``evaluate`` gives (rc 2),
-    where inside the run it would fail a step, be retried and end in a stack trace minutes later. Budgets are
-    checked earlier still, by the options model that parses them."""
+def refuse_bad_round_inputs(game: str, endpoints: Path, meta: str = "endpoints", base: str | None = None) -> None:
+    """What a whole round reads, read before its Dagster run starts: the game, the endpoints file (with ``meta``),
+    the game's champion scaffold and evaluation seeds, and a proficiency round's training ``base`` when one is
+    given. A bad one is the same one-line error ``evaluate`` gives (rc 2), where inside the run it would fail a
+    step (the base: the training step, after the rollouts and curation), be retried and end in a stack trace
+    minutes later. Budgets are checked earlier still, by the options model that parses them."""
     env_ref(game)
     endpoints_with_meta(endpoints, meta)
     load_champion(game_family(game), STORAGE)
+    eval_seeds(game, STORAGE.seeds_file)
+    if base not in (None, EMBEDDED_BASE):  # the packaged base ships with the install; another is read from disk
+        describe_base(base)
 
 
 @asynccontextmanager
@@ -148,12 +153,6 @@ async def play_beside(challenger: tuple[RolloutSpec, AdapterRecord | None],
             return await play_beside_champion((challenger[0], clients[agent[0]]), (champion[0], clients[agent[1]]), tag,
                                               STORAGE, progress)
 
-
-def add_play_args(p: argparse.ArgumentParser, max_steps: int) -> None:
-    """Options of a command that plays episodes: step budget and concurrency, then endpoints and output."""
-    p.add_argument("--max-steps", type=int, default=max_steps, help=f"steps per episode (default {max_steps})")
-    p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
-    add_output_args(p)
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:
@@ -239,13 +238,11 @@ def _parser(kind: type, optional: bool, flag: str, choices: tuple[str, ...] | No
     return parse
 
 
-def add_options(p: argparse.ArgumentParser, options: type[BaseModel], names: tuple[str, ...],
-                aliases: dict[str, str] | None = None) -> None:
+def add_options(p: argparse.ArgumentParser, options: type[BaseModel], names: tuple[str, ...]) -> None:
     """Options ``names`` of the settings model ``options``, with the model's default and help: the CLI
     restates neither, so a default changed in ``loop/settings.py`` is the one ``--help`` shows. An option
     not given is absent from the parsed namespace, so ``options_from_args`` takes it from ``--settings``
-    (a params.yaml, as the DVC stages pass it), else from the model. ``aliases`` gives an option a second
-    flag, the name a command had for it before its default came from the model (``noise --max-steps``)."""
+    (a params.yaml, as the DVC stages pass it), else from the model."""
     if "--settings" not in p._option_string_actions:
         p.add_argument("--settings", type=Path, default=None,
                        help="a params.yaml (automem params) whose values replace the defaults of the options not given")
@@ -256,9 +253,8 @@ def add_options(p: argparse.ArgumentParser, options: type[BaseModel], names: tup
         choices = (field.json_schema_extra or {}).get("choices")
         shown = "empty" if field.default is None else field.default
         flag = option_flag(options, name)
-        flags = (flag, aliases[name]) if aliases and name in aliases else (flag,)
         switch = {"nargs": "?", "const": True} if kinds[0] is bool else {}
-        p.add_argument(*flags, dest=_dest(flag), type=_parser(kinds[0], optional, flag, choices),
+        p.add_argument(flag, dest=_dest(flag), type=_parser(kinds[0], optional, flag, choices),
                        default=argparse.SUPPRESS, help=f"{field.description} (default {shown})", **switch)
 
 
@@ -337,11 +333,11 @@ def canonical_game(args: argparse.Namespace) -> None:
 
 
 def first_eval_seeds(game: str, episodes: int) -> list[int]:
-    """The first ``episodes`` evaluation seeds of ``game`` (``--episodes`` of the commands that measure on
+    """The first ``episodes`` evaluation seeds of ``game`` (``--eval-episodes`` of the commands that measure on
     them, ``headroom`` and ``facts``); more than the game has is refused, naming how many it has."""
     seeds = eval_seeds(game, STORAGE.seeds_file)
     if not 1 <= episodes <= len(seeds):
-        raise argparse.ArgumentTypeError(f"--episodes {episodes}: {game} has {len(seeds)} evaluation seeds")
+        raise argparse.ArgumentTypeError(f"--eval-episodes {episodes}: {game} has {len(seeds)} evaluation seeds")
     return seeds[:episodes]
 
 

@@ -87,14 +87,18 @@ def run_revise(args: argparse.Namespace) -> int:
 
 
 def run_rounds_command(args: argparse.Namespace) -> int:
+    """The rounds, then with ``--proficiency`` a proficiency round. Everything they read is read first (the
+    proficiency round's settings too): a bad one is refused before the first round, not after the last."""
     settings = round_settings(args)
+    then = shared.proficiency_settings(args) if args.proficiency else None
+    shared.refuse_bad_round_inputs(settings.game, args.endpoints, args.meta, then.base if then else None)
     tracker, execution = None if args.no_tracking else tracking.Tracker(), execution_of(args)
     done = run_rounds(settings, RoundsPlan(args.max_rounds, args.patience),
                       lambda each: structure_round(each, args.endpoints, tracker, args.meta, execution),
                       shared.STORAGE, say=lambda line: console.rule(line))
     print_rounds(done)
-    if args.proficiency:
-        proficiency_round(shared.proficiency_settings(args), args.endpoints, tracker, args.meta, execution)
+    if then is not None:
+        proficiency_round(then, args.endpoints, tracker, args.meta, execution)
     print_where_to_look(shared.STORAGE)
     return 0
 

@@ -113,14 +113,14 @@ LINEAGE = 'assets/lineage/${family}.json'
 stands for the scaffold files too (a version is never rewritten; a new one is a new entry)."""
 REGISTRY = 'assets/specialists/${family}.json'
 """The proficiency loop's ledger: the adapters, their fates and the one in service."""
-ROUND_START = ("--seed-block '${rollout.seed_block}' --episodes ${rollout.episodes} --max-steps ${rollout.max_steps} "
-               '--endpoints ${endpoints}')
+ROUND_START = ("--seed-block '${rollout.seed_block}' --rollout-episodes ${rollout.episodes} "
+               "--rollout-max-steps ${rollout.max_steps} --endpoints ${endpoints}")
 CHAMPION_NOTE = ("The champion's arms (loop/evaluation.champion_arms), played into the -champion folder beside the "
                  "challenger in the same process, never cached apart from it: a replay of the champion unless its "
                  "identity's A/A replays were bit-identical (then one play), and where no A/A is stored for the "
                  "identity both, which measure it (assets/noise). champion.json there names the arm the decision "
                  "pairs with the challenger (round_champion).")
-EVAL_BUDGET = "--eval-episodes '${evaluate.episodes}' --max-steps ${evaluate.max_steps}"
+EVAL_BUDGET = "--eval-episodes '${evaluate.episodes}' --eval-max-steps ${evaluate.max_steps}"
 """Quoted: an empty ``evaluate.episodes`` (the whole seed set) is still a value."""
 
 STAGES: dict[str, DvcStage] = {

@@ -136,8 +136,8 @@ class StructureOptions(BaseModel):
     seed sets and 50-step evaluations)."""
 
     rollout_episodes: int = _option(2, "training-seed episodes the round plays for its diagnosis (or curation)",
-                                    "--episodes", "rollout.episodes", ge=1)
-    rollout_max_steps: int = _option(10, "steps per training-seed episode", "--max-steps", "rollout.max_steps", ge=1)
+                                    param="rollout.episodes", ge=1)
+    rollout_max_steps: int = _option(10, "steps per training-seed episode", param="rollout.max_steps", ge=1)
     eval_max_steps: int = _option(10, "steps per evaluation episode", param="evaluate.max_steps", ge=1)
     eval_episodes: int | None = _option(2, "the first k evaluation seeds of assets/seeds; empty (null): the whole "
                                            "fixed set", param="evaluate.episodes", ge=1)
@@ -194,7 +194,7 @@ class ProficiencyOptions(StructureOptions):
     300 to 800 curated examples and full epochs for a real round)."""
 
     rollout_max_steps: int = _option(20, "steps per training-rollout episode (room for the score window)",
-                                     "--max-steps", "rollout.max_steps", ge=1)
+                                     param="rollout.max_steps", ge=1)
     min_examples: int | None = _option(16, "stop before training below this many curated examples; empty (null): "
                                        "the game's minimum from the paper (300 MiniHack to 800 NetHack)",
                                        param="curate.min_examples", ge=1)

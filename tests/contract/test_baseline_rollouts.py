@@ -77,7 +77,7 @@ def test_cot_parses_reasoning_then_action_and_falls_back_on_garbage(tmp_path, sc
 @pytest.mark.contract
 def test_a_batch_directory_refuses_another_agent(tmp_path, capsys):
     out = tmp_path / "b"
-    args = ["rollout", "--game", "crafter", "--seeds", "42", "--max-steps", "2", "--out", str(out)]
+    args = ["rollout", "--game", "crafter", "--seeds", "42", "--rollout-max-steps", "2", "--out", str(out)]
     dead = tmp_path / "dead.yaml"
     dead.write_text("game: {name: game, base_url: 'http://127.0.0.1:9/v1', constrained: none, max_retries: 0}\n")
     assert cli.main([*args, "--agent", "random"]) == 0

@@ -95,7 +95,7 @@ def test_a_second_endpoints_file_plays_its_own_model_and_both_runs_say_which(sto
         path.write_text(yaml.safe_dump({"game": endpoint(server, model)}))
         with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
             assert cli.main(["evaluate", "--game", "crafter", "--scaffold", "v0", "--eval-episodes", "2",
-                             "--max-steps", "4", "--endpoints", str(path)]) == 0
+                             "--eval-max-steps", "4", "--endpoints", str(path)]) == 0
     assert {r["model"] for r in requests(servers["model-b"])} == {"model-b"}    # the second evaluation asked model-b
     first, second = sorted((storage.runs / "evaluations" / "crafter" / "v0").iterdir(), key=lambda p: len(p.name))
     assert second.name.startswith(first.name + "-")          # played beside the first batch, named by its digest
@@ -109,7 +109,7 @@ def test_a_second_endpoints_file_plays_its_own_model_and_both_runs_say_which(sto
     assert {(r["models"], r["identity"]) for r in rows} == {("game=model-b", identities[1]["digest"]),
                                                              ("game=model-a", identities[0]["digest"])}
     capsys.readouterr()
-    assert cli.main(["compare", "--game", "crafter", "--eval-episodes", "2", "--max-steps", "4",
+    assert cli.main(["compare", "--game", "crafter", "--eval-episodes", "2", "--eval-max-steps", "4",
                      "--out", str(tmp_path / "agents.png")]) == 0
     table = capsys.readouterr().out
     assert "game=model-a" in table and "game=model-b" in table and identities[0]["digest"] in table

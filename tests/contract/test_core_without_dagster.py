@@ -47,12 +47,12 @@ assert "revise" in help_text.getvalue() and "rollout" in help_text.getvalue(), h
 paths = json.loads(sys.argv[1])
 shared.STORAGE = Storage(**{k: Path(v) for k, v in paths.items()})
 runs, endpoints = Path(paths["runs"]), sys.argv[2]
-stages = [["rollout", "--game", "crafter", "--training", "--episodes", "2", "--max-steps", "3",
+stages = [["rollout", "--game", "crafter", "--training", "--rollout-episodes", "2", "--rollout-max-steps", "3",
            "--out", str(runs / "batch")],
           ["diagnose", "--game", "crafter", "--batch", str(runs / "batch"), "--out", str(runs / "diagnosis")],
           ["propose", "--game", "crafter", "--diagnosis", str(runs / "diagnosis"), "--register"]]
 codes = [cli.main(stage + ["--endpoints", endpoints]) for stage in stages]
-whole = cli.main(["revise", "--game", "crafter", "--episodes", "2", "--max-steps", "3", "--no-tracking",
+whole = cli.main(["revise", "--game", "crafter", "--rollout-episodes", "2", "--rollout-max-steps", "3", "--no-tracking",
                   "--endpoints", endpoints])
 print("loaded:", sorted(m for m in sys.modules if m.partition(".")[0].startswith(("dagster", "mlflow"))))
 print("imported:", len(core), "stages:", codes, "whole round:", whole)

@@ -128,9 +128,9 @@ def test_the_installed_example_is_found_plays_a_rollout_and_a_rules_meta_round_a
                                                   "max_retries": 1},
                                          "meta": {"kind": "rules"}}))
     home, out = _project(tmp_path), tmp_path / "batch"
-    rollout = ["rollout", "--game", "hotcold:line12", "--seeds", "42,43", "--max-steps", str(LOG_EVERY + 1),
+    rollout = ["rollout", "--game", "hotcold:line12", "--seeds", "42,43", "--rollout-max-steps", str(LOG_EVERY + 1),
                "--endpoints", str(endpoints), "--out", str(out)]
-    revise = ["revise", "--game", "hotcold:line12", "--episodes", "2", "--max-steps", str(LOG_EVERY + 1),
+    revise = ["revise", "--game", "hotcold:line12", "--rollout-episodes", "2", "--rollout-max-steps", str(LOG_EVERY + 1),
               "--eval-episodes", "2", "--eval-max-steps", "4", "--endpoints", str(endpoints), "--no-tracking"]
     shown = json.loads(_run(installed, ["-c", PROBE, json.dumps([rollout, revise])], home).stdout.splitlines()[-1])
 

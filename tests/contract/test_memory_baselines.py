@@ -187,7 +187,7 @@ def test_an_interrupted_memory_baseline_resumes_to_the_uninterrupted_trajectory(
              *({"match": f"{d}:", "reply": f"<|ACTION|>{a}<|END|>"} for d, a in enumerate(MOVES))]
     server = scripted(rules, embeddings=True)
     out, reference = tmp_path / "interrupted", tmp_path / "reference"
-    args = ["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--max-steps", "20", "--concurrency", "1",
+    args = ["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--rollout-max-steps", "20", "--concurrency", "1",
             "--endpoints", _endpoints(tmp_path, server), "--agent", *agent, "--window", "3"]
     assert cli_main([*args, "--out", str(out)]) == 2
     before = len(server.request_log.read_text().splitlines())
@@ -233,7 +233,7 @@ def test_compare_lines_up_every_agent_with_its_cost_per_step(tmp_path, scripted,
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(uri, artifact_root=tmp_path / "artifacts"))
     server = scripted([{"match": "Write the new summary.", "reply": "notes"}, ACTION])
-    base = ["evaluate", "--game", "crafter", "--eval-episodes", "2", "--max-steps", "3", "--window", "1",
+    base = ["evaluate", "--game", "crafter", "--eval-episodes", "2", "--eval-max-steps", "3", "--window", "1",
             "--endpoints", _endpoints(tmp_path, server)]
     for agent in (["summary", "--summary-every", "2"], ["rag", "--rag-retriever", "bm25"]):
         assert cli.main([*base, "--agent", *agent]) == 0
@@ -250,7 +250,7 @@ def test_compare_lines_up_every_agent_with_its_cost_per_step(tmp_path, scripted,
     assert points[1].tokens_per_step > points[0].tokens_per_step > 0
     capsys.readouterr()
     out = tmp_path / "agents.png"
-    assert cli.main(["compare", "--game", "crafter", "--eval-episodes", "2", "--max-steps", "3", "--out", str(out)]) == 0
+    assert cli.main(["compare", "--game", "crafter", "--eval-episodes", "2", "--eval-max-steps", "3", "--out", str(out)]) == 0
     table = capsys.readouterr().out
     assert re.search(r"summary\s+│[^│]+│\s+1\.33\s+│", table) and "rag (bm25)" in table
     assert matplotlib.image.imread(out).shape[1] > 1000                      # progression, calls and tokens panels

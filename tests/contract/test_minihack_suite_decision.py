@@ -26,7 +26,7 @@ def test_a_suite_evaluation_of_two_tasks_by_two_seeds_decides_on_four_pairs(scri
     batches = {}
     for version in ("v1", "v0"):  # each evaluated, then decided by the one deciding command (DVC's decide stage)
         batches[version] = tmp_path / "evaluate" / version
-        assert cli.main(["evaluate", "--game", SUITE, "--scaffold", version, "--eval-episodes", "4", "--max-steps", "2",
+        assert cli.main(["evaluate", "--game", SUITE, "--scaffold", version, "--eval-episodes", "4", "--eval-max-steps", "2",
                          "--endpoints", str(endpoints), "--out", str(batches[version]), "--no-tracking"]) == 0
     assert cli.main(["decide", "--role", "candidate", "--challenger", str(batches["v1"]), "--champion", str(batches["v0"]),
                      "--record", str(tmp_path / "decision.json"), "--progression", str(tmp_path / "progression.json"),

@@ -36,7 +36,7 @@ def endpoints_of(server, tmp_path) -> Path:
 
 def noise(endpoints: Path, capsys) -> str:
     capsys.readouterr()
-    assert cli.main(["noise", "--game", "crafter", "--eval-episodes", "2", "--max-steps", "4",
+    assert cli.main(["noise", "--game", "crafter", "--eval-episodes", "2", "--eval-max-steps", "4",
                      "--endpoints", str(endpoints)]) == 0
     return capsys.readouterr().out
 

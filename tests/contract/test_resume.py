@@ -59,7 +59,7 @@ def _scaffold(tmp_path, game: str):
 def _rollout(tmp_path, server, game, out, steps=STEPS, scaffold=None):
     """The rollout command of one seed, with ``scaffold`` (a path; default ``_scaffold``'s)."""
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=0)
-    return ["rollout", "--game", game, "--seeds", "42", "--max-steps", str(steps), "--endpoints", str(endpoints),
+    return ["rollout", "--game", game, "--seeds", "42", "--rollout-max-steps", str(steps), "--endpoints", str(endpoints),
             "--out", str(out), "--concurrency", "1", "--scaffold", str(scaffold or _scaffold(tmp_path, game))]
 
 

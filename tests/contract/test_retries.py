@@ -40,7 +40,7 @@ def test_a_faulty_endpoint_shows_as_retries_by_cause_and_time_lost(tmp_path, scr
     server = scripted(FAULTS + REPLIES)
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=3, timeout_s=0.5)
     out = tmp_path / "batch"
-    assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--max-steps", "8",
+    assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--rollout-max-steps", "8",
                      "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1",
                      "--scaffold", str(scaffold)]) == 0
 
@@ -90,7 +90,7 @@ def test_a_stopped_batch_says_which_server_failed_how_often_what_finished_and_ho
     server = scripted([{"match": "Step 3. ", "status": 500, "times": 3}, *REPLIES])
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",), max_retries=2)
     out = tmp_path / "batch"
-    args = ["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42,43", "--max-steps", "5",
+    args = ["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42,43", "--rollout-max-steps", "5",
             "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1"]
     assert cli_main(args) == 2
     report = capsys.readouterr().out                       # stdout, not only the error stream
@@ -101,7 +101,7 @@ def test_a_stopped_batch_says_which_server_failed_how_often_what_finished_and_ho
     assert (f"Kept: 1 finished episode in {out / 'trajectories'}; the unfinished ones resume at their last "
             "recorded step (seed 42 at step 3), replayed without model calls.") in report
     assert "Fix the endpoint, then rerun the same command to resume." in report
-    assert f"Resume with: automem rollout --game minihack:Corridor-R3 --seeds 42,43 --max-steps 5 --endpoints " \
+    assert f"Resume with: automem rollout --game minihack:Corridor-R3 --seeds 42,43 --rollout-max-steps 5 --endpoints " \
            f"{endpoints} --out {out} --concurrency 1" in report
 
     assert cli_main(args) == 0                             # the same command resumes and finishes

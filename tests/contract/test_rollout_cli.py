@@ -27,7 +27,7 @@ def _endpoints(tmp_path, server):
 
 
 def _rollout_args(endpoints, out, seeds="42-44", steps=12, extra=()):
-    return ["rollout", "--game", "minihack:Corridor-R3", "--seeds", seeds, "--max-steps", str(steps),
+    return ["rollout", "--game", "minihack:Corridor-R3", "--seeds", seeds, "--rollout-max-steps", str(steps),
             "--endpoints", str(endpoints), "--out", str(out), "--concurrency", "1", *extra]
 
 

@@ -18,7 +18,7 @@ IDLE = [{"match": "Phase: LOG", "reply": "<|DONE|>"}, {"match": "Phase: PLAN", "
 def test_rounds_stop_after_patience_rollbacks_each_on_fresh_training_seeds(storage, scripted, tmp_path, capsys):
     server = scripted(IDLE)
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", server, ("game",))
-    assert cli.main(["rounds", "--game", "crafter", "--episodes", "2", "--max-steps", "3", "--eval-episodes", "2",
+    assert cli.main(["rounds", "--game", "crafter", "--rollout-episodes", "2", "--rollout-max-steps", "3", "--eval-episodes", "2",
                      "--eval-max-steps", "3", "--max-rounds", "4", "--patience", "2", "--meta", "rules",
                      "--endpoints", str(endpoints), "--no-tracking"]) == 0
     said = " ".join(capsys.readouterr().err.split())  # the console wraps its lines
@@ -40,7 +40,7 @@ def test_rounds_then_proficiency_trains_on_the_final_champion(storage, scripted,
     token route's half of 0.05). The idle model makes no memory decision
     worth curating, so the proficiency round stops at curation and says so."""
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", scripted(IDLE), ("game",))
-    assert cli.main(["rounds", "--game", "crafter", "--episodes", "2", "--max-steps", "3", "--eval-episodes", "6",
+    assert cli.main(["rounds", "--game", "crafter", "--rollout-episodes", "2", "--rollout-max-steps", "3", "--eval-episodes", "6",
                      "--eval-max-steps", "3", "--max-rounds", "2", "--patience", "1", "--meta", "rules",
                      "--gate", "equal_score", "--gate-metric", "input_tokens_per_step",
                      "--proficiency", "--min-examples", "1000",

@@ -50,7 +50,7 @@ def test_the_cli_round_plays_the_rules_block(rule, tmp_path, storage, scripted, 
     monkeypatch.setattr(shared, "STORAGE", store)
     server = scripted(meta_rules(block(rule)[0]) + IDLE)
     endpoints = endpoints_file(tmp_path / "endpoints.yaml", server)
-    assert cli.main(["revise", "--game", "crafter", "--episodes", str(EPISODES), "--max-steps", "2",
+    assert cli.main(["revise", "--game", "crafter", "--rollout-episodes", str(EPISODES), "--rollout-max-steps", "2",
                      "--eval-episodes", "2", "--eval-max-steps", "2", "--endpoints", str(endpoints),
                      "--no-tracking"]) == 0
     [batch] = (store.runs / "rollouts" / "crafter" / "v0").iterdir()

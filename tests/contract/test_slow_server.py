@@ -28,7 +28,7 @@ def _rollout(tmp_path, scripted, slow: dict, out: str) -> tuple[int, object]:
     config = yaml.safe_load(endpoints.read_text())
     config["game"]["server"] = "llama.cpp"       # what the stand-in imitates, /slots included
     endpoints.write_text(yaml.safe_dump(config))
-    rc = cli_main(["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--max-steps", "4",
+    rc = cli_main(["rollout", "--game", "minihack:Corridor-R3", "--seeds", "42", "--rollout-max-steps", "4",
                    "--endpoints", str(endpoints), "--out", str(tmp_path / out), "--concurrency", "1",
                    "--scaffold", str(scaffold)])
     return rc, tmp_path / out

@@ -23,7 +23,7 @@ def test_v0_played_twice_at_the_default_concurrency_repeats_every_seed(tmp_path)
     plays = []
     for arm in ("a", "b"):
         out = tmp_path / arm
-        assert cli_main(["rollout", "--game", "crafter", "--seeds", "42-43", "--max-steps", "2",
+        assert cli_main(["rollout", "--game", "crafter", "--seeds", "42-43", "--rollout-max-steps", "2",
                          "--concurrency", str(concurrency), "--out", str(out)]) == 0
         plays.append(out)
     assert differing_seeds(*plays) == []

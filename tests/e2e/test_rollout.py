@@ -12,7 +12,7 @@ from automem_dagster.cli import main as cli_main
 def test_embedded_rollout_acts_validly_on_every_step(tmp_path, embedded):
     """The shipped embedded settings, served by the session's embedded model."""
     out = tmp_path / "embedded"
-    assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--episodes", "2", "--max-steps", "4",
+    assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--rollout-episodes", "2", "--rollout-max-steps", "4",
                      "--endpoints", str(shipped_on_embedded(tmp_path / "endpoints.yaml", embedded)),
                      "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())

@@ -27,8 +27,8 @@ def store(storage, monkeypatch):
 @pytest.mark.server
 def test_a_whole_round_with_the_rules_meta_starts_the_embedded_server_once(store):
     """The real packaged model (SmolLM2-135M on llama.cpp): 1 training episode and 1 evaluation seed of 2 steps."""
-    assert cli.main(["rounds", "--game", "crafter", "--max-rounds", "1", "--patience", "1", "--episodes", "1",
-                     "--max-steps", "2", "--eval-episodes", "1", "--eval-max-steps", "2", "--meta", "rules",
+    assert cli.main(["rounds", "--game", "crafter", "--max-rounds", "1", "--patience", "1", "--rollout-episodes", "1",
+                     "--rollout-max-steps", "2", "--eval-episodes", "1", "--eval-max-steps", "2", "--meta", "rules",
                      "--no-tracking"]) == 0
     log = (store.runs / "logs" / "embedded_server.log").read_text()
     assert log.count(STARTED) == 1

@@ -41,7 +41,7 @@ MAIN = "10.77.0.1"
 VISIBILITY_S = 15
 """Longer than any shard of this round takes here, short enough that the lost shard comes back soon."""
 ROUND_LIMIT_S = 240
-ROUND = ["rounds", "--game", "crafter", "--episodes", "2", "--max-steps", "4", "--eval-episodes", "2",
+ROUND = ["rounds", "--game", "crafter", "--rollout-episodes", "2", "--rollout-max-steps", "4", "--eval-episodes", "2",
          "--eval-max-steps", "4", "--max-rounds", "1", "--patience", "1", "--meta", "rules", "--no-tracking"]
 """tests/celery_round_records.py's round with half its evaluation seeds: each evaluation shard plays one episode."""
 

@@ -117,7 +117,7 @@ def test_evaluate_a_baseline_files_it_apart_and_logs_it(tmp_path, monkeypatch, c
     shutil.copytree(SCAFFOLDS, scaffolds)
     storage = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
     monkeypatch.setattr(shared, "STORAGE", storage)
-    args = ["evaluate", "--game", "crafter", "--agent", "random", "--eval-episodes", "2", "--max-steps", "4",
+    args = ["evaluate", "--game", "crafter", "--agent", "random", "--eval-episodes", "2", "--eval-max-steps", "4",
             "--endpoints", str(tmp_path / "never-read.yaml")]
     assert cli.main([*args, "--no-tracking"]) == 0
     out = storage.runs / "evaluations" / "crafter" / "random" / "steps4-seeds42-43-n2"

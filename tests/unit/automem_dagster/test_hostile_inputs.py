@@ -24,7 +24,7 @@ def played(tmp_path_factory):
     """A finished two-episode batch of the random agent (no model needed), copied fresh per test."""
     out = tmp_path_factory.mktemp("played") / "batch"
     assert cli_main(["rollout", "--game", "minihack:Corridor-R3", "--agent", "random", "--seeds", "42,43",
-                     "--max-steps", "4", "--out", str(out)]) == 0
+                     "--rollout-max-steps", "4", "--out", str(out)]) == 0
     return out
 
 
@@ -41,7 +41,7 @@ def first_trajectory(batch):
 
 def rerun(batch):
     return cli_main(["rollout", "--game", "minihack:Corridor-R3", "--agent", "random", "--seeds", "42,43",
-                     "--max-steps", "4", "--out", str(batch)])
+                     "--rollout-max-steps", "4", "--out", str(batch)])
 
 
 

@@ -26,13 +26,13 @@ def test_noise_with_default_flags_measures_the_evaluation_a_default_round_plays(
     assert _evaluation(noise) == _evaluation(revise) == _evaluation(StructureOptions().settings("crafter"))
 
 
-def test_noise_reads_a_params_file_and_keeps_its_old_max_steps_flag(tmp_path):
+def test_noise_reads_a_params_file_and_its_eval_max_steps_flag(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"evaluate": {"episodes": 3, "max_steps": 7}}))
     from_file = noise_settings(cli.build_parser().parse_args(["noise", "--game", "crafter", "--settings", str(params)]))
     assert (from_file.eval_episodes, from_file.eval_max_steps) == (3, 7)
-    old = noise_settings(cli.build_parser().parse_args(["noise", "--game", "crafter", "--max-steps", "4"]))
-    assert old.eval_max_steps == 4 and old.eval_episodes == StructureOptions().eval_episodes
+    given = noise_settings(cli.build_parser().parse_args(["noise", "--game", "crafter", "--eval-max-steps", "4"]))
+    assert given.eval_max_steps == 4 and given.eval_episodes == StructureOptions().eval_episodes
 
 
 def test_table_defaults_are_the_round_options():
@@ -44,8 +44,8 @@ def test_table_defaults_are_the_round_options():
 def test_evaluate_with_default_flags_plays_the_evaluation_a_default_round_plays():
     evaluate = evaluation_budget(cli.build_parser().parse_args(["evaluate", "--game", "crafter"]))
     assert _evaluation(evaluate) == _evaluation(StructureOptions().settings("crafter"))
-    old = evaluation_budget(cli.build_parser().parse_args(["evaluate", "--game", "crafter", "--max-steps", "4"]))
-    assert old.eval_max_steps == 4
+    given = evaluation_budget(cli.build_parser().parse_args(["evaluate", "--game", "crafter", "--eval-max-steps", "4"]))
+    assert given.eval_max_steps == 4
 
 
 def test_compare_reads_the_runs_of_a_default_rounds_evaluation():

@@ -9,9 +9,9 @@ from automem_dagster.meta.fact_notes import FactRate
 
 
 def test_a_game_without_needed_facts_and_too_many_seeds_are_refused_by_name(capsys):
-    assert cli_main(["facts", "--game", "crafter", "--episodes", "5"]) == 2
+    assert cli_main(["facts", "--game", "crafter", "--eval-episodes", "5"]) == 2
     assert "names no needed facts" in capsys.readouterr().err
-    assert cli_main(["facts", "--game", "keydoor", "--episodes", "41"]) == 2  # key and door has 40
+    assert cli_main(["facts", "--game", "keydoor", "--eval-episodes", "41"]) == 2  # key and door has 40
     assert "has 40 evaluation seeds" in capsys.readouterr().err
 
 

@@ -38,3 +38,22 @@ def test_an_invalid_champion_scaffold_stops_a_round_before_it_starts(scratch_sto
     (scratch_storage / "scaffolds" / "crafter" / "v0.yaml").write_text("version: 0\nlog_prompt: [broken\n")
     assert cli_main(["revise", "--no-tracking", "--game", "crafter"]) == 2
     assert "v0.yaml" in "".join(capsys.readouterr())
+
+
+def test_a_training_base_that_does_not_exist_stops_a_proficiency_round_before_it_starts(scratch_storage, capsys):
+    """Inside the run the base is first read by the training step, after the rollouts and the curation."""
+    missing = scratch_storage / "no-such-model"
+    assert cli_main(["train", "--no-tracking", "--game", "crafter", "--base", str(missing)]) == 2
+    assert f"cannot read the config of base model '{missing}'" in "".join(capsys.readouterr())
+
+
+def test_rounds_refuse_a_bad_proficiency_setting_before_the_structure_rounds(scratch_storage, capsys):
+    """``--proficiency``'s settings are read first: before, the structure rounds ran and then the refusal came."""
+    assert cli_main(["rounds", "--no-tracking", "--game", "crafter", "--proficiency", "--min-examples", "0"]) == 2
+    assert "fix --min-examples" in "".join(capsys.readouterr())
+
+
+@pytest.mark.parametrize("command", ROUND_COMMANDS, ids=lambda c: c[0])
+def test_a_bad_budget_stops_a_round_before_it_starts(command, scratch_storage, capsys):
+    assert cli_main([*command, "--game", "crafter", "--rollout-episodes", "0"]) == 2
+    assert "fix --rollout-episodes" in "".join(capsys.readouterr())

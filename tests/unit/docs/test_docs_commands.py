@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from automem_dagster.cli import build_parser
+from automem_dagster.commands.budget_flags import RetiredFlag
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -49,7 +50,8 @@ def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPa
 
 def problems_of(words: list[str], parser: argparse.ArgumentParser) -> list[str]:
     """What in ``automem <words>`` the parser does not know: a subcommand, or a flag (exactly, no
-    abbreviation). Placeholders (``<game>``) and option values are not checked."""
+    abbreviation; a retired flag, which the parser knows only to refuse, counts as unknown). Placeholders
+    (``<game>``) and option values are not checked."""
     path, rest = ["automem"], list(words)
     while (choices := subparsers(parser)) and rest and not rest[0].startswith("-"):
         name = rest.pop(0)
@@ -58,7 +60,7 @@ def problems_of(words: list[str], parser: argparse.ArgumentParser) -> list[str]:
         parser, path = choices[name], [*path, name]
     if subparsers(parser):
         return [f"{' '.join(path)} needs a subcommand"]
-    known = {flag for action in parser._actions for flag in action.option_strings}
+    known = {flag for action in parser._actions if not isinstance(action, RetiredFlag) for flag in action.option_strings}
     flags = [w.split("=", 1)[0] for w in rest if w.startswith("--")]
     return [f"{' '.join(path)} has no flag {flag}" for flag in flags if flag not in known]
 
@@ -91,9 +93,10 @@ def test_every_make_target_the_page_gives_exists(page):
 def test_the_check_catches_a_wrong_subcommand_a_wrong_flag_and_a_missing_target():
     """The checks above would see the mistakes they exist for."""
     parser = build_parser()
-    assert problems_of(["revise", "--game", "crafter", "--episodes", "2"], parser) == []
+    assert problems_of(["revise", "--game", "crafter", "--rollout-episodes", "2"], parser) == []
     assert problems_of(["endpoints", "check", "--endpoints", "x.yaml", "--dry-run"], parser) == []
     assert problems_of(["revize", "--game", "crafter"], parser) == ["automem has no subcommand 'revize'"]
     assert problems_of(["revise", "--epsiodes", "2"], parser) == ["automem revise has no flag --epsiodes"]
+    assert problems_of(["revise", "--max-steps", "2"], parser) == ["automem revise has no flag --max-steps"]
     assert problems_of(["endpoints"], parser) == ["automem endpoints needs a subcommand"]
     assert "mlflow-ui" in make_targets() and "mlflow" not in make_targets()

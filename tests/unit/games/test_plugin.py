@@ -88,7 +88,7 @@ def test_a_game_that_does_not_replay_exactly_is_played_again_rather_than_resumed
     plugin._reference.cache_clear()
     try:
         out = tmp_path / "batch"
-        args = ["rollout", "--game", "babyai:GoToLocal", "--agent", "random", "--seeds", "42", "--max-steps", "3",
+        args = ["rollout", "--game", "babyai:GoToLocal", "--agent", "random", "--seeds", "42", "--rollout-max-steps", "3",
                 "--out", str(out)]
         assert cli_main(args) == 0
         done = out / "trajectories" / "babyai-GoToLocal__seed42.jsonl"

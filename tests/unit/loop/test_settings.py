@@ -54,11 +54,11 @@ def test_settings_file_values_replace_defaults_and_given_options_win(tmp_path):
 
 
 ROUND_ONLY_FLAGS = sorted(option_flag(ProficiencyOptions, name) for name in ProficiencyOptions.model_fields
-                          if name not in {"rollout_episodes", "rollout_max_steps", "eval_episodes", "eval_max_steps",
-                                          "concurrency", "lora_settings", "eval_every", "seed_block"})
-"""Flags that mean a round option and nothing else. ``--episodes``, ``--max-steps``, ``--eval-episodes``,
-``--eval-max-steps`` and ``--concurrency`` also name the play options of ``rollout`` and ``evaluate``,
-which are no round's; ``--lora-settings`` is a file."""
+                          if name not in {"eval_episodes", "eval_max_steps", "concurrency", "lora_settings",
+                                          "eval_every", "seed_block"})
+"""Flags that mean a round option and nothing else. ``--eval-episodes``, ``--eval-max-steps`` and
+``--concurrency`` also name the budget of ``headroom`` and ``facts``, which measure on their own 30 seeds;
+``--lora-settings`` is a file."""
 
 
 def literal_defaults_outside_the_model() -> list[str]:
