@@ -29,6 +29,7 @@ set -euo pipefail
 
 MAIN_ADDR=10.77.0.1
 MODEL_PORT=8080
+SERVICES="postgres:5432 redis:6379 model:$MODEL_PORT"  # the only ports the recipe opens between hosts
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${AUTOMEM_PYTHON:-$REPO/.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON="$(command -v python3)"
@@ -53,6 +54,47 @@ pg_bin() {  # Debian's postgresql puts its programs under /usr/lib/postgresql/<v
   echo "$found"
 }
 
+ruleset() {  # ruleset ROLE SELF PEERS: the nftables rules of one host (ROLE main or worker; PEERS: "{ a, b }")
+  # Per service: a counter of the connections opened (a SYN that conntrack sees as new) and one of its packets
+  # both ways. What no rule accepts is dropped and counted: `invalid` (conntrack cannot place it: a stray packet
+  # of a closed connection), `refused` (a recipe port from another address or out of a connection), `dropped`
+  # (everything else: another port, another protocol, IPv6). The main host is connected to (its input opens),
+  # a worker host connects (its output opens).
+  local role=$1 self=$2 peers=$3 opens svc port ports chain match
+  ports="{ $(echo "$SERVICES" | sed 's/[a-z]*://g; s/ /, /g') }"
+  if [ "$role" = main ]; then opens=input; else opens=output; peers=$MAIN_ADDR; fi
+  echo "table inet automem {"
+  for svc in $SERVICES refused invalid dropped; do echo "  counter ${svc%%:*} {}"; done
+  for svc in $SERVICES; do echo "  counter ${svc%%:*}_conns {}"; done
+  for chain in input output; do
+    if [ $chain = input ]; then match="ip saddr $peers ip daddr $self"; else match="ip saddr $self ip daddr $peers"; fi
+    echo "  chain $chain {"
+    echo "    type filter hook $chain priority 0; policy drop;"
+    if [ $chain = input ]; then echo "    iif lo accept"; else echo "    oif lo accept"; fi
+    echo "    ct state invalid counter name invalid drop"
+    for svc in $SERVICES; do
+      port=${svc##*:} svc=${svc%%:*}
+      if [ $chain = $opens ]; then
+        echo "    $match tcp dport $port tcp flags & (fin|syn|rst|ack) == syn ct state new counter name ${svc}_conns"
+        echo "    $match tcp dport $port ct state { new, established } counter name $svc accept"
+      else
+        echo "    $match tcp sport $port ct state established counter name $svc accept"
+      fi
+    done
+    if [ $chain = $opens ]; then echo "    tcp dport $ports counter name refused drop"
+    else echo "    tcp sport $ports counter name refused drop"; fi
+    echo "    counter name dropped drop"
+    echo "  }"
+  done
+  echo "}"
+}
+
+firewall() {  # firewall HOST ROLE SELF PEERS: before any link, IPv6 off (the recipe is IPv4) and the rules loaded
+  ip netns exec "$NAME-$1" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+  ruleset "$2" "$3" "$4" | ip netns exec "$NAME-$1" nft -f - \
+    || die "nft refused the rules of $1 (printed by: $0 rules $2 $3 '$4')"
+}
+
 wait_for() {  # wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds, or fail naming WHAT
   local what=$1 limit=$2; shift 2
   for _ in $(seq $((limit * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
@@ -75,6 +117,7 @@ up() {
   case $workers in [1-9]) ;; *) die "--workers $workers: 1 to 9 worker hosts" ;; esac
   case $model in embedded|none|scripted) ;; *) die "--model $model: embedded, none or scripted RULES.json" ;; esac
   command -v redis-server >/dev/null || die "redis-server is not installed (Debian: apt-get install redis-server)"
+  command -v nft >/dev/null || die "nft is not installed, which fences the hosts' traffic (Debian: apt-get install nftables)"
   id postgres >/dev/null 2>&1 || die "no user postgres (Debian's postgresql package creates it)"
   local bin; bin="$(pg_bin)"
   DIR="$(realpath -m "$dir")"
@@ -85,9 +128,12 @@ up() {
   NAME=$name WORKERS=$workers
   trap 'rc=$?; if [ $rc -ne 0 ]; then echo "two-hosts: up failed; taking the hosts down" >&2; down_hosts; fi' EXIT
 
+  local workers_set; workers_set="{ $(for k in $(seq "$WORKERS"); do printf '10.77.0.%s, ' $((k + 1)); done | sed 's/, $//') }"
   ip netns add "$NAME-main"
+  firewall main main "$MAIN_ADDR" "$workers_set"
   ip -n "$NAME-main" link set lo up
-  ip -n "$NAME-main" link add "$NAME-br" type bridge
+  # No multicast snooping: the bridge would report its group (IGMP), which is no traffic of the recipe.
+  ip -n "$NAME-main" link add "$NAME-br" type bridge mcast_snooping 0
   ip -n "$NAME-main" addr add "$MAIN_ADDR/24" dev "$NAME-br"
   ip -n "$NAME-main" link set "$NAME-br" up
   local k host
@@ -95,6 +141,7 @@ up() {
     host="$(host_of "$k")"
     mkdir -p "$DIR/$host/dagster_home"
     ip netns add "$NAME-$host"
+    firewall "$host" worker "10.77.0.$((k + 1))" -
     ip -n "$NAME-$host" link set lo up
     ip link add "$NAME-m$k" type veth peer name "$NAME-w$k"
     ip link set "$NAME-m$k" netns "$NAME-main"
@@ -193,6 +240,23 @@ down_hosts() {
   rm -f "$DIR/name" "$DIR/pgdata" "$DIR/workers"
 }
 
+traffic() {  # traffic DIR: each host's counters, one line a service or a drop (see ruleset)
+  state "$1"
+  printf '%-8s %-9s %11s %9s %11s\n' host what connections packets bytes
+  for host in $(all_hosts); do
+    ip netns exec "$NAME-$host" nft list counters table inet automem | awk -v host="$host" -v services="$SERVICES" '
+      $1 == "counter" { name = $2 }
+      $1 == "packets" { packets[name] = $2; bytes[name] = $4 }
+      END {
+        n = split(services, svc, " ")
+        for (i = 1; i <= n; i++) { sub(/:.*/, "", svc[i])
+          printf "%-8s %-9s %11d %9d %11d\n", host, svc[i], packets[svc[i] "_conns"], packets[svc[i]], bytes[svc[i]] }
+        split("refused invalid dropped", drop, " ")
+        for (i = 1; i <= 3; i++) printf "%-8s %-9s %11s %9d %11d\n", host, drop[i], "-", packets[drop[i]], bytes[drop[i]]
+      }'
+  done
+}
+
 on_worker() {  # on_worker DIR [--host K] [--no-share] COMMAND...
   state "$1"; shift
   local hide=("$DIR/main") k=1
@@ -215,5 +279,7 @@ case $command in
   main) state "$1"; shift; [ $# -gt 0 ] || usage; exec ip netns exec "$NAME-main" "$@" ;;
   worker) on_worker "$@" ;;
   crash-worker) state "$1"; kill_host "$(host_of "${2:-1}")" KILL ;;
+  traffic) traffic "$1" ;;
+  rules) ruleset "$@" ;;
   *) usage ;;
 esac
