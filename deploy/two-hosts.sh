@@ -5,6 +5,8 @@
 #   deploy/two-hosts.sh main DIR COMMAND...            run COMMAND on the main host
 #   deploy/two-hosts.sh worker DIR [--host K] [--no-share] COMMAND...   run COMMAND on worker host K (default 1)
 #   deploy/two-hosts.sh crash-worker DIR [K]            SIGKILL every process of worker host K (default 1)
+#   deploy/two-hosts.sh traffic DIR                     each host's counters: connections, packets, bytes, drops
+#   deploy/two-hosts.sh rules main|worker SELF PEERS     print a host's nftables rules (`up` loads them)
 #   deploy/two-hosts.sh down DIR                        stop everything `up` started, remove the hosts
 #
 # `up` makes network namespaces NAME-main (10.77.0.1) and NAME-worker (10.77.0.2; with --workers N also
@@ -24,7 +26,11 @@
 # --no-share hides DIR/shared too: a worker host that lacks the share (`automem worker` then names it).
 # `down` stops every process of every host's namespace by PID (SIGTERM, then SIGKILL), then Postgres' data folder
 # and the namespaces (the veth pairs and the bridge go with them). `up` calls `down` itself when a step fails.
-# Not done here: limits on the traffic between the hosts (it is whatever the processes send) or on its timing.
+# The traffic is fenced: before any link, every host gets IPv6 off and an nftables table `automem` (`rules`) that
+# accepts loopback and, between the main host's address and the worker hosts' own, only TCP to the main host's
+# Postgres (5432), redis (6379) and model (8080), opened from a worker host; it counts each service's connections,
+# packets and bytes, and drops and counts the rest (`traffic`; tests/e2e/test_two_hosts.py bounds them). Its time
+# is the callers' to bound (the test's round limit); nothing here shapes bandwidth or latency.
 set -euo pipefail
 
 MAIN_ADDR=10.77.0.1
@@ -35,7 +41,7 @@ PYTHON="${AUTOMEM_PYTHON:-$REPO/.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON="$(command -v python3)"
 
 die() { echo "two-hosts: $*" >&2; exit 2; }
-usage() { sed -n '2,8p' "$0" >&2; exit 2; }
+usage() { sed -n '2,10p' "$0" >&2; exit 2; }
 host_of() { if [ "$1" -eq 1 ]; then echo worker; else echo "worker$1"; fi; }  # worker host K's name and folder
 
 state() {  # state DIR: the namespaces' name and Postgres' data folder recorded by `up`
@@ -280,6 +286,6 @@ case $command in
   worker) on_worker "$@" ;;
   crash-worker) state "$1"; kill_host "$(host_of "${2:-1}")" KILL ;;
   traffic) traffic "$1" ;;
-  rules) ruleset "$@" ;;
+  rules) [ $# -eq 3 ] && case $1 in main|worker) ;; *) false ;; esac || usage; ruleset "$@" ;;
   *) usage ;;
 esac

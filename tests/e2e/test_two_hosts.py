@@ -10,6 +10,10 @@ host is killed (SIGKILL, as a machine lost) when one of its pool processes has a
 Redis gives the lost shard to the main host's worker after the visibility timeout, and the shard resumes its
 episodes where they stopped: the round's batches and decision equal the one-process round's, and no episode of a
 batch was played from step 0 twice. A worker host without the share refuses to start, naming what it lacks.
+
+Each host's nftables fence (``deploy/two-hosts.sh traffic``) lets through only the recipe's ports between the hosts'
+addresses: the round needs nothing else (no packet dropped), stays within stated bounds (connections per service,
+the round's time), and a probe to a port outside the recipe, either way, is dropped and counted.
 """
 
 import contextlib
@@ -41,6 +45,13 @@ MAIN = "10.77.0.1"
 VISIBILITY_S = 15
 """Longer than any shard of this round takes here, short enough that the lost shard comes back soon."""
 ROUND_LIMIT_S = 240
+SERVICES = ("postgres", "redis", "model")
+CONNECTIONS_BOUND = {"postgres": 160, "redis": 24, "model": 16}
+"""The most connections the worker host may open to each service of the main host in this test: about 3x the 55,
+8 and 4 of a passing run (load 6-8), whose worker host ran some of the 6 shards and was lost in one; it may run
+more of them."""
+PROBE_S = 1.0
+"""How long a probe waits for its connection: the fence drops it, so it times out."""
 ROUND = ["rounds", "--game", "crafter", "--rollout-episodes", "2", "--rollout-max-steps", "4", "--eval-episodes", "2",
          "--eval-max-steps", "4", "--max-rounds", "1", "--patience", "1", "--meta", "rules", "--no-tracking"]
 """tests/celery_round_records.py's round with half its evaluation seeds: each evaluation shard plays one episode."""
@@ -49,8 +60,8 @@ ROUND = ["rounds", "--game", "crafter", "--rollout-episodes", "2", "--rollout-ma
 def _missing() -> str | None:
     if os.geteuid() != 0:
         return "network namespaces need root (CI runs as root)"
-    if shutil.which("ip") is None or shutil.which("redis-server") is None:
-        return "iproute2 or redis-server is missing (Debian: apt-get install iproute2 redis-server)"
+    if any(shutil.which(tool) is None for tool in ("ip", "nft", "redis-server")):
+        return "iproute2, nftables or redis-server is missing (Debian: apt-get install iproute2 nftables redis-server)"
     if not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
         return "Postgres is missing (Debian: apt-get install postgresql)"
     for module in ("dagster_celery", "dagster_postgres"):
@@ -141,6 +152,25 @@ def _ended(process: subprocess.Popen, log: Path, limit_s: float) -> str:
     return f"exit {process.returncode}: {log.read_text()[-4000:]}"
 
 
+def _traffic(hosts) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """``deploy/two-hosts.sh traffic``'s counters: (host, service or drop) -> (connections, packets, bytes)."""
+    said = subprocess.run(["bash", str(SCRIPT), "traffic", str(hosts.folder)], capture_output=True, text=True, timeout=30)
+    assert said.returncode == 0, said.stdout + said.stderr
+    rows = [line.split() for line in said.stdout.splitlines()[1:]]
+    return {(host, what): (0 if conns == "-" else int(conns), int(packets), int(size))
+            for host, what, conns, packets, size in rows}
+
+
+def _probes(hosts) -> list[str]:
+    """Connections the fence must drop: the worker host to a port of the main host not in the recipe, and the main
+    host to the worker host (which serves nothing); what each one's ``connect`` said."""
+    probe = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))"
+    running = [subprocess.Popen(_on(hosts, host, sys.executable, "-c", probe, address, port, str(PROBE_S)),
+                                env=hosts.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for host, address, port in (("worker", MAIN, "5433"), ("main", "10.77.0.2", "6379"))]
+    return [process.communicate(timeout=30)[0] for process in running]
+
+
 def test_a_round_across_two_hosts_on_postgres_equals_the_one_process_round_through_a_lost_worker_host(hosts):
     endpoints = endpoints_file(hosts.project / "endpoints-scripted.yaml",
                                SimpleNamespace(base_url=f"http://{MAIN}:8080/v1"), ("game",))
@@ -187,6 +217,9 @@ def test_a_round_across_two_hosts_on_postgres_equals_the_one_process_round_throu
             "--visibility-timeout", str(VISIBILITY_S)), **main_home), env=hosts.env, capture_output=True, text=True,
             timeout=ROUND_LIMIT_S)
         took = time.monotonic() - began
+        during = _traffic(hosts)
+        probes = _probes(hosts)
+        after = _traffic(hosts)
         alone_said, unshared_said = (_ended(started[name], logs[name], ROUND_LIMIT_S) for name in ("alone", "unshared"))
     finally:
         stop.set()
@@ -203,6 +236,16 @@ def test_a_round_across_two_hosts_on_postgres_equals_the_one_process_round_throu
     for what in ("project home: ", "step outputs: ", str(hosts.project / "runs"), "Mount the share at the same paths"):
         assert what in unshared_said, unshared_said
     assert killed, "no evaluation episode was seen on the worker host 2 steps in"
+    print("traffic between the hosts (connections, packets, bytes):",
+          {f"{host} {what}": counts for (host, what), counts in during.items() if host == "worker"})
+    assert took < ROUND_LIMIT_S
+    for host in ("main", "worker"):
+        # Nothing the recipe sent was dropped, and nothing else was sent; each probe was dropped and counted.
+        assert during[host, "refused"][1] == during[host, "dropped"][1] == 0, during
+        assert after[host, "dropped"][1] > 0 and after[host, "refused"] == during[host, "refused"], after
+    assert all("timed out" in said for said in probes), probes
+    for service in SERVICES:
+        assert 0 < during["worker", service][0] <= CONNECTIONS_BOUND[service], (service, during)
 
     there, here = merged_batches(hosts.project / "runs"), merged_batches(alone / "runs")
     assert there.keys() == here.keys() and len(there) == 4, there.keys()
