@@ -96,7 +96,8 @@ ruleset() {  # ruleset ROLE SELF PEERS: the nftables rules of one host (ROLE mai
 }
 
 firewall() {  # firewall HOST ROLE SELF PEERS: before any link, IPv6 off (the recipe is IPv4) and the rules loaded
-  ip netns exec "$NAME-$1" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+  [ ! -d /proc/sys/net/ipv6 ] \
+    || ip netns exec "$NAME-$1" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
   ruleset "$2" "$3" "$4" | ip netns exec "$NAME-$1" nft -f - \
     || die "nft refused the rules of $1 (printed by: $0 rules $2 $3 '$4')"
 }
