@@ -60,6 +60,7 @@ from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
+from automem_dagster.training.registry import AdapterRecord
 
 GROUP = "proficiency"
 
@@ -104,10 +105,16 @@ def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, sto
                              {"champion_adapter": serving.id if serving else None})
 
 
-def training_connection(shard: dict, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
-    """The agent in service: the two-model agent with its specialist (``specialist_connection``) once one
-    was kept, else the endpoints file as it is (the one-model agent)."""
-    return specialist_connection(shard, endpoints, store) if shard.get("champion_adapter") else Connection()
+def service_connection(shard: dict, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
+    """The agent in service: the two-model agent with its specialist (``adapter_connection``) once one
+    was kept, else the endpoints file as it is (the one-model agent), connected as the structure round
+    connects it, so its batches are the structure round's (same identity) and never carry a pending
+    adapter: under the rule actor (``actor: rules``) the one-model agent keeps its memory client, which
+    on a server started with the new adapter would serve that adapter."""
+    if not shard.get("champion_adapter"):
+        return Connection()
+    return adapter_connection(registry(store, shard["spec"]["family"]).record(shard["champion_adapter"]), endpoints,
+                              shard["spec"]["family"])
 
 
 def sft_dataset_body(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
@@ -241,14 +248,18 @@ def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, s
 
 
 def specialist_connection(shard: dict, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
-    """Every arm connects as the two-model agent: the new adapter's, and the champion's with the specialist
-    in service (``champion_adapter``) or, while none is, with its memory role removed. The embedded server
-    loads the adapter's GGUF, a vLLM memory endpoint loads its peft folder (already served: confirmed),
-    and the served adapter is checked before a turn. Training rollouts of the agent in service connect
-    the same way with its adapter."""
+    """The new adapter's arm connects as the two-model agent with it; the champion's arms as the agent in
+    service (``service_connection``)."""
+    if shard["arm"] != "specialist":
+        return service_connection(shard, endpoints, store)
     family = shard["spec"]["family"]
-    champion = shard["arm"] != "specialist" and shard.get("champion_adapter")
-    record = registry(store, family).record(shard["champion_adapter"] if champion else shard["adapter"])
+    return adapter_connection(registry(store, family).record(shard["adapter"]), endpoints, family)
+
+
+def adapter_connection(record: AdapterRecord, endpoints: LLMEndpointsResource, family: str) -> Connection:
+    """The two-model agent with ``record`` serving the memory role: the embedded server loads the adapter's
+    GGUF, a vLLM memory endpoint loads its peft folder (already served: confirmed), and the served adapter
+    is checked before a turn."""
     two_model, lora = specialist_endpoints(endpoints.config(), record, family)
     return Connection(two_model, lora, two_model=True,
                       check=lambda clients: check_specialist_served(clients.memory, family, record))
@@ -291,7 +302,7 @@ def champion_specialist_body(context: dg.AssetExecutionContext, storage: Storage
 
 
 BODIES = {
-    "training_rollouts": Batch(training_plan, connection=training_connection),
+    "training_rollouts": Batch(training_plan, connection=service_connection),
     "sft_dataset": Body(sft_dataset_body, frozenset({"python", "llm", "parquet"}), may_stop=True),
     "lora_config": Body(lora_config_body, frozenset({"python", "llm", "json"})),
     "lora_adapter": Body(lora_adapter_body, frozenset({"python", "pytorch", "mlflow"})),
