@@ -64,7 +64,8 @@ class DemoCuts:
         return (
             "What this demo cuts, so that it shows both loops running for real within minutes:\n"
             f"  game:        {self.game} (memory decides: the key's wing is shown once, decoys follow); actor: rules,\n"
-            "               the embedded model plays the memory role\n"
+            "               the embedded model plays the memory role and writes one line a step (v0): which line\n"
+            "               is its decision\n"
             f"  headroom:    {self.seeds} evaluation seeds x {self.max_steps} steps per arm\n"
             f"               (full: automem headroom --game {self.game} --eval-episodes 30 --eval-max-steps 16 {endpoints})\n"
             f"  structure:   one round, rules meta: diagnose {self.rollout_episodes} x {self.max_steps} steps, decide on "

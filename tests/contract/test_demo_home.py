@@ -16,13 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_demo_leaves_a_clean_clone_clean(tmp_path, scripted):
     """``automem demo`` (this checkout's code) on a fresh clone of this repository as its project root,
-    its memory model a scripted stand-in that writes nothing (the rule actor acts, the rules meta revises): its
-    structure round registers a candidate and updates a lineage, its proficiency round ends before training
-    as designed (no decision to learn from), and still the clone's ``git status`` shows nothing. The
+    its memory model a scripted stand-in that writes a line naming no way at every LOG (key and door's v0 asks
+    for one) and never reads (the rule actor acts, the rules meta revises): its structure round registers a
+    candidate and updates a lineage, its proficiency round ends before training as designed (no write was ever
+    read, so no decision to learn from), and still the clone's ``git status`` shows nothing. The
     candidate and the lineage are in the demo's home."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)
-    server = scripted([{"match": "Phase: LOG", "reply": "<|DONE|>"}, {"match": "Phase: PLAN", "reply": "<|DONE|>"}])
+    server = scripted([{"match": "Phase: LOG", "reply": "<|APPEND|>notes.txt|walked on\n<|DONE|>"},
+                       {"match": "Phase: PLAN", "reply": "<|DONE|>"}])
     endpoints = tmp_path / "endpoints.yaml"
     endpoints.write_text(yaml.safe_dump({"actor": "rules", "meta": {"kind": "rules"}, "game": {
         "name": "game", "base_url": server.base_url, "model": "scripted", "constrained": "none"}}))
