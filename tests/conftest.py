@@ -186,20 +186,30 @@ def tier(item) -> str:
     return "contract" if SERVER_FIXTURES & names else "unit"
 
 
-SLOWEST_FIRST = ("test_learning_known_answer.py", "test_benchmarks_quick.py", "test_memory_agent_embedded.py",
-                 "test_dvc.py", "test_sft_training.py", "test_endpoints_embedded.py", "test_ui_pages.py", "test_two_hosts.py",
-                 "test_celery_rounds.py", "test_dagster_proficiency_training.py", "test_replay_concurrency.py",
-                 "test_celery_executor.py", "test_sharded_dagster.py", "test_server_per_run.py", "test_rollout.py",
-                 "test_gguf_lora_served.py")
-"""The test files that take longest, longest first: they are handed to the pytest-xdist workers first
-(``make`` runs ``--dist loadfile --no-loadscope-reorder``), so the slowest file never starts last while
-the other worker has nothing left; the other files follow, those with most tests first (xdist's own
-order). The order is the e2e tier's, from CI's last run (2026-12-04, ``.ci/run`` on a fresh clone, the tier's
-``--durations``) with the changes since: about 150, 145, 130, 120, 115, 115, 80, 75, 60, 50, 40, 35 and 30 s
-of test time per file on CI's 2 cores (issue 46: the JSON-schema round's meta asked once, not three times, the CLI
-proficiency round read from the browser check's rounds, the DVC round's training one step). The learning
-check (two LoRA trainings of 12 steps and three arms of 18 short episodes) is first, unmeasured on CI: on this
-machine under a load of 10 its two trainings took 33 minutes and 474 s of CPU time."""
+SLOWEST_FIRST = (
+    # e2e
+    "test_learning_known_answer.py", "test_dvc.py", "test_benchmarks_quick.py", "test_memory_agent_embedded.py",
+    "test_sft_training.py", "test_endpoints_embedded.py", "test_ui_pages.py", "test_celery_executor.py",
+    "test_celery_rounds.py", "test_two_hosts.py", "test_server_per_run.py", "test_dagster_proficiency_training.py",
+    "test_replay_concurrency.py", "test_rollout.py", "test_sharded_dagster.py", "test_dagster_dev.py",
+    "test_played_shard.py", "test_gguf_lora_served.py", "test_base_cache.py",
+    # contract
+    "test_structure_round.py", "test_dvc_stages.py", "test_demo_home.py", "test_game_replay.py", "test_rounds.py",
+    "test_dvc_round.py", "test_known_answer_variants.py", "test_balrog_replay.py", "test_dagster_rounds.py",
+    # unit
+    "test_device_plan.py", "test_sft.py", "test_tracker.py", "test_minihack_suite.py")
+"""The test files that take longest, longest first, per tier (a file's name is the suite's only one): they are
+handed to the pytest-xdist workers first (``make`` runs ``--dist loadfile --no-loadscope-reorder``), so the
+slowest file never starts last while the other worker has nothing left; the other files follow, those with
+most tests first (xdist's own order). Measured 2026-12-06 on the 2-core machine (``make test``'s command, 2
+workers, under a load of 5-11 from other work), each file's wall time and CPU time (its worker, its
+subprocesses and servers, not the processes that leave their session, as dagster dev's do) in seconds: e2e
+1725/489 (the learning check, two LoRA trainings and three played arms), 615/114, 344/95, 316/176, 307/67,
+290/120, 180/71, 153/59, 112/36, 107/43, 103/46, 90/47, 77/41, 72/38, 72/30, 39/2, 35/22, 33/14 and 30/17;
+contract 168/36, 95/26, 79/20, 71/17, 66/15, 63/22, 56/16, 52/12 and 49/13; unit 68 (one test of 57 s), 25,
+19 and 18 s of wall time. CPU time is the steadier figure: the tiers took 107, 351 and 1,599 s of it against
+187, 676 and 2,452 s of wall time there, and on CI's last run (quiet, 2026-12-04) 85, 303 and 1,347 s of
+wall time."""
 
 
 def by_cost(items: list) -> list:
