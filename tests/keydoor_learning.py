@@ -27,9 +27,9 @@ from automem_dagster.memory import MemoryStore
 from automem_dagster.meta.curate import CurationResult
 from automem_dagster.meta.fact_notes import FactRate, batch_fact_rate, fact_horizon
 from automem_dagster.meta.lora_config import LoraChoice
-from automem_dagster.paths import ASSETS
+from automem_dagster.paths import ASSETS, SCAFFOLDS
 from automem_dagster.rollout import RolloutSpec
-from automem_dagster.scaffold import Scaffold
+from automem_dagster.scaffold import Scaffold, load_scaffold
 from automem_dagster.training.settings import LoraSettings
 
 GAME = "keydoor"
@@ -44,6 +44,15 @@ SETTINGS = LoraSettings(rank=8, alpha=16, dropout=0.0, learning_rate=1e-3, epoch
                         target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], max_length=512, warmup_ratio=0.0,
                         lr_scheduler="constant")
 """Small and fast, as the SFT tests train (``sft_examples.TINY``), with room for the ~270-token prompt."""
+
+
+def free_v0() -> Scaffold:
+    """Key and door's v0 with the LOG turn free to write nothing (the default limits), as v0 was when this
+    check was measured: the base model then ends the sign's LOG at once (0 notes of the wing), so a rise in
+    the rate is training's. The shipped v0 makes every LOG write one line (``assets/scaffolds/keydoor/v0.yaml``),
+    and its base model copies the sign now and then, which would only blur the comparison this check makes."""
+    v0 = load_scaffold(GAME, 0, SCAFFOLDS)
+    return v0.model_copy(update={"limits": type(v0.limits)()})
 
 
 def sign_messages(scaffold: Scaffold, seed: int) -> list[dict]:

@@ -12,14 +12,12 @@ at most 0.00135, which 18 seeds reach once the specialist is ahead on 10 more se
 """
 
 import pytest
-from keydoor_learning import GAME, play_to_the_sign, sign_messages, train_specialist
+from keydoor_learning import GAME, free_v0, play_to_the_sign, sign_messages, train_specialist
 
 from automem_dagster.meta.decisions import extract_decisions
 from automem_dagster.metrics.paired import compare_paired
-from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout.seeds import eval_seeds, training_seeds
 from automem_dagster.rollout.trajectory import finished_episodes
-from automem_dagster.scaffold import load_scaffold
 
 TRAINING_SEEDS = 16
 HELD_OUT = 18
@@ -37,7 +35,7 @@ THREE_SE = 0.00135
 @pytest.mark.integration
 @pytest.mark.server
 def test_training_on_useful_notes_raises_their_rate_and_junk_does_not(tmp_path):
-    scaffold = load_scaffold(GAME, 0, SCAFFOLDS)
+    scaffold = free_v0()
     train, held = training_seeds(GAME, TRAINING_SEEDS), eval_seeds(GAME)[:HELD_OUT]
     assert not set(train) & set(held)
     positive, positive_run = train_specialist("positive", scaffold, train, tmp_path, STEPS)
