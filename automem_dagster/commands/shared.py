@@ -154,7 +154,6 @@ async def play_beside(challenger: tuple[RolloutSpec, AdapterRecord | None],
                                               STORAGE, progress)
 
 
-
 def add_output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS, help="endpoints YAML (default: embedded model)")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: derived from the settings)")
@@ -313,7 +312,6 @@ def evaluation_metrics(summary: BatchSummary) -> dict:
     """A flat metrics file DVC can show and compare: progression and behaviour of one batch."""
     return {"progression_mean": summary.progression.mean, "progression_se": summary.progression.stderr,
             "episodes": len(summary.episodes), **summary.behaviour.as_dict()}
-
 
 
 GAME_HELP = ("crafter, nethack, minihack:<Task>, babyai:<Task>, textworld:coin_collector, keydoor[:hall<N>-decoys<N>], "

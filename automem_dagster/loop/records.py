@@ -141,8 +141,9 @@ def flat_decision(record: DecisionRecord, labels: tuple[str, str]) -> dict:
             "noise_floor": record.noise.get("floor")}
 
 
-def unplayed_decision(role: str, champion: str, outcome: str, why: str) -> dict:
-    """The flat record of a round that had no challenger to decide (a marker's ``outcome`` and reason)."""
+def unplayed_decision(role: str, champion: str | None, outcome: str, why: str) -> dict:
+    """The flat record of a round that had no challenger to decide (a marker's ``outcome`` and reason); no
+    ``champion`` label where nothing was played beside it either (``evaluate --beside-champion``)."""
     return {"role": role, "challenger": None, "champion": champion, "challenger_id": None, "outcome": outcome,
             "keep": 0, "reason": f"no {role} to evaluate: {why}", **dict.fromkeys(COMPARISON_FIELDS),
             "detectable_gain": None, "detectable": None, "noise_floor": None}
