@@ -1,20 +1,22 @@
 """The project's own environments, registered through the same ``Environment`` record a plugin uses.
 
 Each factory imports its simulator only when a game is built, so listing the families stays cheap.
-The built-in families take their evaluation seeds from ``assets/seeds/eval.yaml`` (the records'
-``eval_seeds`` repeat them for the contract); a plugin's own seeds apply only where that file has
-no set for the family.
+The built-in families' evaluation seeds are written once, in ``assets/seeds/eval.yaml``: their records'
+``eval_seeds`` (which the ``Environment`` contract requires) are read from that file, never restated; a
+plugin's own seeds apply only where that file has no set for the family.
 """
 
 from __future__ import annotations
 
 import re
 
+import yaml
+
 import automem_dagster.games.courier as courier
 import automem_dagster.games.keydoor as keydoor
 from automem_dagster.games.base import Game
 from automem_dagster.games.registration import Environment
-from automem_dagster.paths import SCAFFOLDS
+from automem_dagster.paths import DEFAULT_SEEDS_FILE, SCAFFOLDS
 
 BALROG_MINIHACK_TASKS = (
     "Boxoban-Hard",
@@ -28,8 +30,20 @@ BALROG_MINIHACK_TASKS = (
 )
 """The MiniHack tasks of the BALROG benchmark (each ``MiniHack-<task>-v0``)."""
 
-MEMORY_GAME_SEEDS = tuple(range(42, 82))
-"""The memory games' evaluation seeds (40: a gate pairs at least 30), as ``assets/seeds/eval.yaml`` lists them."""
+
+
+def shipped_eval_seeds(family: str) -> tuple[int, ...]:
+    """``family``'s evaluation seeds as the shipped seed file lists them. Read with plain YAML, not
+    ``rollout.seeds`` (which validates the file but imports this package): a set the file lacks is
+    refused naming the file, and ``rollout.seeds.load_seed_config`` checks the sets themselves."""
+    if not DEFAULT_SEEDS_FILE.is_file():
+        raise ValueError(f"{DEFAULT_SEEDS_FILE}: no seed file in this project home (AUTOMEM_HOME, else the checkout): "
+                         "point AUTOMEM_HOME at a project home with assets/, or restore assets/seeds/eval.yaml")
+    sets = (yaml.safe_load(DEFAULT_SEEDS_FILE.read_text()) or {}).get("eval") or {}
+    if not sets.get(family):
+        raise ValueError(f"{DEFAULT_SEEDS_FILE}: no eval.{family} seed set; restore assets/seeds/eval.yaml")
+    return tuple(sets[family])
+
 
 _MINIHACK_ID = re.compile(r"^MiniHack-(.+?)(-v\d+)$")
 
@@ -141,7 +155,7 @@ def _textworld(task: str, max_steps: int | None) -> Game:
 BUILTIN = (
     Environment(
         family="crafter", make=_crafter, scaffold=SCAFFOLDS / "crafter" / "v0.yaml",
-        eval_seeds=tuple(range(42, 52)), min_examples=500,
+        eval_seeds=shipped_eval_seeds("crafter"), min_examples=500,
         goal=("You are an agent playing Crafter, a 2D survival and crafting game. Unlock as many of its 22 "
               "achievements as you can (collect wood, stone, coal, iron and diamond; place a table and a furnace; "
               "make pickaxes and swords; eat, drink, sleep; defeat zombies and skeletons) while keeping health, "
@@ -149,32 +163,35 @@ BUILTIN = (
     ),
     Environment(
         family="minihack", make=_minihack, scaffold=SCAFFOLDS / "minihack" / "v0.yaml",
-        eval_seeds=tuple(range(42, 47)), tasks=("Corridor-R3",), canonical=_minihack_canonical, min_examples=300,
+        eval_seeds=shipped_eval_seeds("minihack"), tasks=("Corridor-R3",), canonical=_minihack_canonical,
+        min_examples=300,
         goal=("You are an agent playing a MiniHack task, a small level of NetHack. Complete the task, usually by "
               "reaching the staircase down (>), in as few steps as you can."),
     ),
     Environment(
         family="nethack", make=_nethack, scaffold=SCAFFOLDS / "nethack" / "v0.yaml",
-        eval_seeds=tuple(range(42, 47)), min_examples=800,
+        eval_seeds=shipped_eval_seeds("nethack"), min_examples=800,
         goal=("You are an agent playing NetHack. Stay alive, gain experience levels and go down the stairs (>) to "
               "reach deeper dungeon levels."),
     ),
     Environment(
         family="babyai", make=_babyai, scaffold=SCAFFOLDS / "babyai" / "v0.yaml",
-        eval_seeds=tuple(range(42, 52)), tasks=("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoorLoc", "GoToObj"),
+        eval_seeds=shipped_eval_seeds("babyai"),
+        tasks=("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoorLoc", "GoToObj"),
         goal=("You are an agent in BabyAI, a grid world of rooms with keys, balls, boxes and doors. Carry out the "
               "mission given in the observation (go to, pick up, open or put an object next to another) in as few "
               "steps as you can."),
     ),
     Environment(
         family="textworld", make=_textworld, scaffold=SCAFFOLDS / "textworld" / "v0.yaml",
-        eval_seeds=tuple(range(42, 52)), tasks=("coin_collector",),
+        eval_seeds=shipped_eval_seeds("textworld"), tasks=("coin_collector",),
         goal=("You are an agent playing a TextWorld text adventure. Reach the objective given at the start by "
               "moving between rooms and acting on objects, in as few steps as you can."),
     ),
     Environment(
         family="keydoor", make=_keydoor, scaffold=SCAFFOLDS / "keydoor" / "v0.yaml",
-        eval_seeds=MEMORY_GAME_SEEDS, tasks=(keydoor.knob_task(keydoor.DEFAULTS),), canonical=keydoor.canonical,
+        eval_seeds=shipped_eval_seeds("keydoor"), tasks=(keydoor.knob_task(keydoor.DEFAULTS),),
+        canonical=keydoor.canonical,
         knobs=keydoor.knobs, min_examples=30,
         goal=("You are an agent in a hallway that leads to a junction and on to a locked door. A sign in the hallway "
               "says once which wing (west or east) holds the key; other notes speak of other keys. At the junction "
@@ -182,7 +199,8 @@ BUILTIN = (
     ),
     Environment(
         family="courier", make=_courier, scaffold=SCAFFOLDS / "courier" / "v0.yaml",
-        eval_seeds=MEMORY_GAME_SEEDS, tasks=(courier.knob_task(courier.DEFAULTS),), canonical=courier.canonical,
+        eval_seeds=shipped_eval_seeds("courier"), tasks=(courier.knob_task(courier.DEFAULTS),),
+        canonical=courier.canonical,
         knobs=courier.knobs, min_examples=30,
         goal=("You are a courier. At the depot each parcel's label says once where it goes (the mill, the farm or "
               "the dock); after a walk, each crossroads asks once which way a parcel goes, in the order loaded. "

@@ -18,9 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from automem_dagster.datafiles import load_yaml_model
 from automem_dagster.games import EnvRef, as_ref, minihack_env_id, minihack_suite_tasks
 from automem_dagster.games.minihack_suite import suite_units
-from automem_dagster.paths import ASSETS
-
-DEFAULT_SEEDS_FILE = ASSETS / "seeds" / "eval.yaml"
+from automem_dagster.paths import DEFAULT_SEEDS_FILE
 
 
 class SeedConfigError(ValueError):
