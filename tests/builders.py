@@ -16,7 +16,7 @@ from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowRe
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.config import EndpointsConfig, load_endpoints
 from automem_dagster.loop.report import RoundReport
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import RoundResult
 from automem_dagster.paths import DEFAULT_ENDPOINTS, SCAFFOLDS
@@ -122,7 +122,7 @@ def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
     return {k: v.value for k, v in event.metadata.items()}
 
 
-def structure_round(storage: Storage, config: EndpointsConfig, settings: RoundSettings,
+def structure_round(storage: Storage, config: EndpointsConfig, settings: StructureConfig,
                     tracker: Tracker | None = None) -> tuple[RoundResult, RoundReport]:
     """One whole structure round as the CLI runs it (a Dagster run, ``defs/cli_rounds.py``) on the endpoints
     ``config`` (written beside the round's runs folder), in ``storage``; its result and report."""

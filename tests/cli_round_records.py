@@ -6,7 +6,7 @@ import builders
 import dagster as dg
 from dagster_round_rules import RUN_CONFIG
 
-SETTINGS = RUN_CONFIG.ops["rollout_batch"].settings("crafter")
+SETTINGS = RUN_CONFIG.ops["rollout_batch"].for_game("crafter")
 
 
 def endpoints_file(tmp_path, server, roles=("game", "meta"), memory=None):

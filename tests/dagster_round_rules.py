@@ -24,8 +24,8 @@ from automem_dagster.scaffold import load_scaffold
 ROUND = [rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation, champion_scaffold, evaluation_gate]
 
 # AutoMem's rule, no floor measured: a scripted win on 2 seeds is kept, so the keep path runs end to end.
-RUN_CONFIG = dg.RunConfig(ops={"rollout_batch": RoundConfig(rollout_max_steps=3, gate="higher_mean"),
-                               "candidate_evaluation": RoundConfig(gate="higher_mean")})
+RUN_CONFIG = dg.RunConfig(ops={"rollout_batch": RoundConfig(budget={"rollout_max_steps": 3}, gate={"rule": "higher_mean"}),
+                               "candidate_evaluation": RoundConfig(gate={"rule": "higher_mean"})})
 
 GAME_RULES = [
     {"match": "Phase: LOG", "reply": "<|DONE|>"},
@@ -35,7 +35,7 @@ GAME_RULES = [
 
 def meta_rules(storage: StorageResource, patches: list[str]) -> list[dict]:
     store = storage.storage()
-    seed = start_round(RUN_CONFIG.ops["rollout_batch"].settings("crafter"), store).seeds[0]
+    seed = start_round(RUN_CONFIG.ops["rollout_batch"].for_game("crafter"), store).seeds[0]
     reply = {"summary": "The agent never acts on what it sees and idles every step.", "findings": [
         {"episode": episode_id("crafter", seed), "step": 1, "kind": "stuck", "what_happened": "noop again",
          "scaffold_cause": "the plan prompt does not push for interaction", "proposed_change": "warn when stuck"}]}

@@ -22,7 +22,7 @@ from automem_dagster.agent import prompts
 from automem_dagster.commands.shared import play_as
 from automem_dagster.games import make_game
 from automem_dagster.loop.proficiency import exported_adapter, train_into
-from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.settings import ProficiencyConfig, Training
 from automem_dagster.memory import MemoryStore
 from automem_dagster.meta.curate import CurationResult
 from automem_dagster.meta.fact_notes import FactRate, batch_fact_rate, fact_horizon
@@ -94,7 +94,7 @@ def train_specialist(kind: str, scaffold: Scaffold, seeds: list[int], out: Path,
     rows = decision_rows(kind, scaffold, seeds)
     pd.DataFrame(rows).to_parquet(data / "dataset.parquet")
     choice = LoraChoice(SETTINGS, "given", "the known-answer learning check's settings", SETTINGS)
-    settings = ProficiencySettings(RoundSettings(GAME), base="embedded", max_train_steps=steps, eval_every=steps)
+    settings = ProficiencyConfig(training=Training(base="embedded", max_train_steps=steps, eval_every=steps)).for_game(GAME)
     folder = out / f"{kind}-adapter"
     result, _ = train_into(CurationResult(str(data), len(rows), {}), choice, settings, folder)
     choice.save(folder / "lora_config.json")

@@ -57,11 +57,13 @@ def round_config(**overrides) -> dg.RunConfig:
     10 steps. No counterfactual replay (the default replays every eligible decision), so the round opts in
     to train on unmeasured decisions (``keep_unmeasured``): these tests are about the assets, and a replayed
     verdict could drop the 6 examples they train on; tests/contract/test_known_answer_variants.py checks
-    the replay."""
-    config = ProficiencyConfig(**{"rollout_episodes": 4, "rollout_max_steps": 8, "score_window": 2, "min_examples": 6,
-                                  "max_review_batches": 4, "max_train_steps": 1, "base": "embedded",
-                                  "gate": "higher_mean", "replay_decisions": 0,
-                                  "keep_unmeasured": True, **overrides})
+    the replay. ``overrides`` replace options part by part (``curation={"min_examples": 10_000}``)."""
+    parts = {"budget": {"rollout_episodes": 4, "rollout_max_steps": 8},
+             "curation": {"score_window": 2, "min_examples": 6, "max_review_batches": 4, "replay": {"decisions": 0},
+                          "keep_unmeasured": True},
+             "training": {"max_train_steps": 1, "base": "embedded"}, "gate": {"rule": "higher_mean"}}
+    config = ProficiencyConfig(**{**parts, **{key: {**parts[key], **value} if key in parts else value
+                                              for key, value in overrides.items()}})
     return dg.RunConfig(ops={name: config for name in PROFICIENCY_ASSETS - {"champion_specialist"}})
 
 

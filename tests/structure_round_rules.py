@@ -11,17 +11,17 @@ from builders import structure_round
 
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import Gate, StructureConfig
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import start_round
-from automem_dagster.metrics.paired import GatePolicy
+from automem_dagster.options import Budget
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import episode_id
 from automem_dagster.scaffold import load_scaffold
 
 # AutoMem's rule with no floor measured, so that a scripted win on 2 seeds is kept and the loop's keep path runs.
-SETTINGS = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=3, eval_max_steps=10, eval_episodes=2,
-                         gate=GatePolicy("higher_mean"))
+SETTINGS = StructureConfig(budget=Budget(rollout_episodes=2, rollout_max_steps=3, eval_max_steps=10, eval_episodes=2),
+                           gate=Gate(rule="higher_mean")).for_game("crafter")
 GAME_RULES = [
     {"match": "Phase: LOG", "reply": "<|DONE|>"},
     {"match": "FAIL-MARKER", "status": 400},

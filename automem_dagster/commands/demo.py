@@ -13,7 +13,6 @@ champion. Every budget comes from ``DEMO`` and is printed first with the full ru
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from pathlib import Path
 
 from automem_dagster import tracking
@@ -21,13 +20,12 @@ from automem_dagster.commands import shared
 from automem_dagster.commands.headroom import measure_headroom
 from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.render import console, print_where_to_look
+from automem_dagster.commands.shared import add_options, options_from_args
 from automem_dagster.commands.structure import structure_round
 from automem_dagster.loop.gate import per_seed
-from automem_dagster.loop.settings import ProficiencySettings, RoundSettings, default_curation
+from automem_dagster.loop.settings import DEMO, ProficiencyConfig
 from automem_dagster.loop.storage import fresh_project_home, resolve_scaffold
 from automem_dagster.loop.structure import RoundResult
-from automem_dagster.meta.counterfactual import ReplayBudget
-from automem_dagster.meta.decisions import ScoreWeights
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.metrics.power import detectable_gain
 from automem_dagster.paths import ASSETS, RUNS
@@ -36,51 +34,30 @@ from automem_dagster.training.base_model import describe_base
 from automem_dagster.training.settings import default_settings
 
 
-@dataclass(frozen=True)
-class DemoCuts:
-    """What the demo cuts from full runs so that every loop runs for real within minutes on 2 cores."""
-
-    game: str = "keydoor:hall4-decoys2"
-    """``keydoor`` by its canonical name (its Dagster partition is ``keydoor-hall4-decoys2``)."""
-    seeds: int = 6
-    """Evaluation seeds of the headroom and of both decisions (a full decision: at least 30)."""
-    max_steps: int = 10
-    """Steps per episode: a keydoor episode (hall 4) ends by its 9th step, won or lost."""
-    rollout_episodes: int = 2
-    """Training-seed episodes the structure round diagnoses and the proficiency round curates."""
-    min_examples: int = 2
-    """The dataset's minimum (the game's own: 30)."""
-    train_steps: int = 3
-    """LoRA optimizer steps, of one example each."""
-    replayed: int = 2
-    """Eligible decisions whose effect is measured by replay (full: every eligible one)."""
-    floor_pairs: int = 1
-    """A/A pairs measuring the credit floor (full: 3)."""
-    replay_horizon: int = 6
-    """Most steps a replay arm plays from the decision (full: 32); an A/A arm always plays to it."""
-
-    def describe(self) -> str:
-        endpoints = f"--endpoints {DEMO_ENDPOINTS.relative_to(ASSETS.parent)}"
-        return (
-            "What this demo cuts, so that it shows both loops running for real within minutes:\n"
-            f"  game:        {self.game} (memory decides: the key's wing is shown once, decoys follow); actor: rules,\n"
-            "               the embedded model plays the memory role and writes one line a step (v0): which line\n"
-            "               is its decision\n"
-            f"  headroom:    {self.seeds} evaluation seeds x {self.max_steps} steps per arm\n"
-            f"               (full: automem headroom --game {self.game} --eval-episodes 30 --eval-max-steps 16 {endpoints})\n"
-            f"  structure:   one round, rules meta: diagnose {self.rollout_episodes} x {self.max_steps} steps, decide on "
-            f"{self.seeds} seeds\n"
-            f"               (full: automem rounds --game {self.game} --meta rules {endpoints})\n"
-            f"  proficiency: curate {self.rollout_episodes} x {self.max_steps} steps: replay {self.replayed} eligible "
-            f"decisions (at most {self.replay_horizon} steps) against {self.floor_pairs} A/A pair, and also train on\n"
-            "               unmeasured ones (marked 'unmeasured' in every row, the card and MLflow; full: measured "
-            "only),\n"
-            f"               >= {self.min_examples} examples, {self.train_steps} LoRA steps of one example, decide on "
-            f"{self.seeds} seeds\n"
-            f"               (full: automem train --game {self.game} {endpoints})")
+def describe_cuts() -> str:
+    """What the demo cuts (``loop/settings.DEMO``), beside the full run each part stands for."""
+    budget, curation, replay = DEMO.budget, DEMO.curation, DEMO.curation.replay
+    endpoints = f"--endpoints {DEMO_ENDPOINTS.relative_to(ASSETS.parent)}"
+    seeds, steps, episodes = budget.eval_episodes, budget.eval_max_steps, budget.rollout_episodes
+    return (
+        "What this demo cuts, so that it shows both loops running for real within minutes:\n"
+        f"  game:        {DEMO.game} (memory decides: the key's wing is shown once, decoys follow); actor: rules,\n"
+        "               the embedded model plays the memory role and writes one line a step (v0): which line\n"
+        "               is its decision\n"
+        f"  headroom:    {seeds} evaluation seeds x {steps} steps per arm\n"
+        f"               (full: automem headroom --game {DEMO.game} --eval-episodes 30 --eval-max-steps 16 {endpoints})\n"
+        f"  structure:   one round, rules meta: diagnose {episodes} x {budget.rollout_max_steps} steps, decide on "
+        f"{seeds} seeds\n"
+        f"               (full: automem rounds --game {DEMO.game} --meta rules {endpoints})\n"
+        f"  proficiency: curate {episodes} x {budget.rollout_max_steps} steps: replay {replay.decisions} eligible "
+        f"decisions (at most {replay.horizon} steps) against {replay.floor_pairs} A/A pair, and also train on\n"
+        "               unmeasured ones (marked 'unmeasured' in every row, the card and MLflow; full: measured "
+        "only),\n"
+        f"               >= {curation.min_examples} examples, {DEMO.training.max_train_steps} LoRA steps of one example, "
+        f"decide on {seeds} seeds\n"
+        f"               (full: automem train --game {DEMO.game} {endpoints})")
 
 
-DEMO = DemoCuts()
 DEMO_ENDPOINTS = ASSETS / "endpoints" / "embedded-rule-actor.yaml"
 DEMO_HOME = RUNS / "demo"
 """Where the demo plays: a project home of its own under the git-ignored ``runs/``, so the demo never
@@ -93,8 +70,7 @@ def register(sub) -> None:
     demo.add_argument("--endpoints", type=Path, default=DEMO_ENDPOINTS,
                       help="endpoints YAML (default: the embedded model in the memory role, the rule actor in the "
                            "game role)")
-    demo.add_argument("--concurrency", type=int, default=1, help="episodes played at once (default 1: faster on 2 "
-                                                                 "cores)")
+    add_options(demo, ProficiencyConfig, ("budget.concurrency",), DEMO)
     demo.add_argument("--home", type=Path, default=DEMO_HOME,
                       help="the demo's project home: its assets/ starts as a fresh copy of the project's at every "
                            "demo, its runs/ is kept (default: %(default)s)")
@@ -107,37 +83,30 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     shared.STORAGE = fresh_project_home(args.home)
-    console.print(DEMO.describe())
+    console.print(describe_cuts())
     console.print(f"endpoints: {args.endpoints}. Project home: {args.home} (a fresh copy of assets/; the demo writes "
                   "only there and in the git-ignored tracking and Dagster stores). Its lineage: "
                   f"AUTOMEM_HOME={args.home} automem lineage --game {DEMO.game}")
     shared.refuse_bad_round_inputs(DEMO.game, args.endpoints, args.meta)
-    seeds = eval_seeds(DEMO.game, shared.STORAGE.seeds_file)[:DEMO.seeds]
+    demo = options_from_args(args, ProficiencyConfig, ("budget.concurrency",), DEMO).for_game(DEMO.game)
+    seeds = demo.eval_seed_list(shared.STORAGE.seeds_file)
     console.rule(f"memory's headroom: {DEMO.game}")
-    console.print(measure_headroom(DEMO.game, resolve_scaffold(DEMO.game, "v0", shared.STORAGE), seeds, DEMO.max_steps,
-                                   args.endpoints, args.concurrency))
+    console.print(measure_headroom(DEMO.game, resolve_scaffold(DEMO.game, "v0", shared.STORAGE), seeds,
+                                   demo.budget.eval_max_steps, args.endpoints, demo.budget.concurrency))
     if args.no_round:
         return 0
     other = "endpoints" if args.meta == "rules" else "rules"
     console.print(f"meta for the rounds ({args.meta}): {shared.META_CHOICES[args.meta]}. "
                   f"Other choice, --meta {other}: {shared.META_CHOICES[other]}.")
-    budget = demo_budget(args.concurrency)
-    result = structure_round(budget, args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
+    result = structure_round(demo, args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
     if result.decision is not None and not result.decision.keep:
-        console.print(what_a_decision_needs(result, budget))
-    proficiency_round(demo_proficiency_settings(budget), args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
+        console.print(what_a_decision_needs(result, demo))
+    proficiency_round(with_demo_lora(demo), args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
     print_where_to_look(shared.STORAGE)
     return 0
 
 
-def demo_budget(concurrency: int) -> RoundSettings:
-    """Both rounds' budget: the headroom's seeds and steps, so the champion's evaluation and its noise
-    floor carry from the structure round to the proficiency round."""
-    return RoundSettings(DEMO.game, rollout_episodes=DEMO.rollout_episodes, rollout_max_steps=DEMO.max_steps,
-                         eval_max_steps=DEMO.max_steps, eval_episodes=DEMO.seeds, concurrency=concurrency)
-
-
-def what_a_decision_needs(result: RoundResult, settings: RoundSettings) -> str:
+def what_a_decision_needs(result: RoundResult, settings: ProficiencyConfig) -> str:
     """Beside a decision that kept nothing: the smallest gain this budget could have detected
     (``metrics.power``), and a command with a budget the significant gate can decide on."""
     strict = detectable_gain(per_seed(result.candidate_eval), per_seed(result.champion_eval), GatePolicy("significant"))
@@ -155,18 +124,11 @@ def what_a_decision_needs(result: RoundResult, settings: RoundSettings) -> str:
             f"instead ({why}): automem rounds --game {settings.game} --meta rules {seeds}--gate significant")
 
 
-def demo_proficiency_settings(budget: RoundSettings) -> ProficiencySettings:
-    """A short proficiency round: the structure round's budget, a dataset minimum far below the game's, a
-    replay of a few decisions, and unmeasured decisions kept (the opt-in, so marked), on purpose: the demo
-    shows the machinery train and evaluate a specialist, not a specialist worth keeping."""
-    curation = default_curation(DEMO.game, min_examples=DEMO.min_examples, weights=ScoreWeights(horizon=4),
-                                accept_score=0.0, review_floor=0.0, max_review_batches=2, keep_unmeasured=True,
-                                replay=ReplayBudget(decisions=DEMO.replayed, floor_pairs=DEMO.floor_pairs,
-                                                    horizon=DEMO.replay_horizon))
-    # The paper's LoRA defaults for the base, one example per step: a CPU step of 4 ~1,000-token
-    # examples takes minutes, and the demo only needs the adapter trained, exported and served.
+def with_demo_lora(demo: ProficiencyConfig) -> ProficiencyConfig:
+    """The demo's proficiency round: the paper's LoRA defaults for the base, one example per step (a CPU step of
+    4 ~1,000-token examples takes minutes, and the demo only needs the adapter trained, exported and served;
+    the LoRA settings depend on the base model, so they are read here, not written in ``DEMO``). On purpose, the
+    demo shows the machinery train and evaluate a specialist, not a specialist worth keeping."""
     base = describe_base("embedded")
     lora = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
-    # Validation before the first step and after the last only: a pass costs twice a CPU step here.
-    return ProficiencySettings(budget, curation, max_train_steps=DEMO.train_steps,
-                               lora=lora.model_copy(update={"batch_size": 1}), eval_every=DEMO.train_steps)
+    return demo.with_training(lora_settings=lora.model_copy(update={"batch_size": 1}).model_dump_json())

@@ -39,7 +39,7 @@ from automem_dagster.loop.report import (
     evaluation_run,
     report_dir,
 )
-from automem_dagster.loop.settings import RoundSettings, StructureOptions
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import load_champion, resolve_scaffold
 from automem_dagster.plots import plot_agent_comparison
 from automem_dagster.rollout import run_batch
@@ -59,7 +59,7 @@ def register(sub) -> None:
                                              "summary, scaffold versions, specialists) from MLflow, on one seed set "
                                              "and step budget")
     add_game_arg(compare)
-    add_options(compare, StructureOptions, COMPARED_OPTIONS)
+    add_options(compare, StructureConfig, COMPARED_OPTIONS)
     compare.add_argument("--out", type=Path, default=None, help="PNG path (default: runs/reports/<game>/agents.png)")
     compare.set_defaults(run=run_compare)
     add_decide_parser(sub)
@@ -70,13 +70,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return run_evaluate_into(args)
     baseline = args.agent != "memory"
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
-    budget = evaluation_budget(args)
-    seeds = budget.eval_seed_list(shared.STORAGE.seeds_file)
+    evaluated = evaluation_budget(args)
+    seeds = evaluated.eval_seed_list(shared.STORAGE.seeds_file)
     own = shared.agent_settings(args)
 
     async def go():
         async with session(args.endpoints, needs_model=args.agent != "random",
                            embed=needs_embed(args.agent, own)) as (clients, progress):
+            budget = evaluated.budget
             spec = evaluation_batch(args.game, scaffold, seeds, budget.eval_max_steps, shared.STORAGE, budget.concurrency,
                                     out=args.out, agent=args.agent, window=args.window, settings=own)
             return await run_batch(spec, clients, progress), clients.describe()
@@ -90,15 +91,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
         windowed |= {"settings": own} if own else {}
         run = tracking.Tracker().log_evaluation(evaluation_run(args.game, summary, scaffold.version,
                                                                "baseline" if baseline else "evaluation", described,
-                                                               shared.STORAGE, budget.eval_max_steps, agent=args.agent,
+                                                               shared.STORAGE, evaluated.budget.eval_max_steps, agent=args.agent,
                                                                **windowed))
         Console().print(f"MLflow: {run.url}")
     return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    compared = options_from_args(args, StructureOptions, COMPARED_OPTIONS).settings(args.game)
-    seeds, steps = compared.eval_seed_list(shared.STORAGE.seeds_file), compared.eval_max_steps
+    compared = options_from_args(args, StructureConfig, COMPARED_OPTIONS).for_game(args.game)
+    seeds, steps = compared.eval_seed_list(shared.STORAGE.seeds_file), compared.budget.eval_max_steps
     rows = tracking.Tracker().runs_for(game_family(args.game))
     points = agent_points(rows, args.game, ",".join(map(str, seeds)), steps)
     if not points:
@@ -118,20 +119,20 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-COMPARED_OPTIONS = ("eval_episodes", "eval_max_steps")
+COMPARED_OPTIONS = ("budget.eval_episodes", "budget.eval_max_steps")
 """The evaluation budget ``compare`` reads runs of: by default a default round's evaluation."""
 
 
 def add_evaluation_args(p: argparse.ArgumentParser) -> None:
-    """The evaluation budget with the settings model's defaults and help (``StructureOptions``, as a round's
+    """The evaluation budget with the config's defaults and help (``StructureConfig``, as a round's
     evaluation, so a default ``evaluate`` plays a default round's evaluation batch), then endpoints and output."""
-    add_options(p, StructureOptions, EVALUATION_OPTIONS)
+    add_options(p, StructureConfig, EVALUATION_OPTIONS)
     add_output_args(p)
 
 
-def evaluation_budget(args: argparse.Namespace) -> RoundSettings:
-    """The evaluation's budget: the options given, else a ``--settings`` file's, else the model's defaults."""
-    return options_from_args(args, StructureOptions, EVALUATION_OPTIONS).settings(args.game)
+def evaluation_budget(args: argparse.Namespace) -> StructureConfig:
+    """The evaluation's budget: the options given, else a ``--settings`` file's, else the config's defaults."""
+    return options_from_args(args, StructureConfig, EVALUATION_OPTIONS).for_game(args.game)
 
 
 def add_pipeline_evaluate_args(p: argparse.ArgumentParser) -> None:
@@ -188,10 +189,11 @@ def run_evaluate_into(args: argparse.Namespace) -> int:
         Console().print(f"no specialist was trained, nothing to evaluate: {why}")
         return 0
     challenger, champion, tag = pipeline_sides(args)
-    budget = evaluation_budget(args)
-    seeds = budget.eval_seed_list(shared.STORAGE.seeds_file)
+    evaluated = evaluation_budget(args)
+    seeds = evaluated.eval_seed_list(shared.STORAGE.seeds_file)
 
     def spec(scaffold, out: Path):
+        budget = evaluated.budget
         return evaluation_batch(args.game, scaffold, seeds, budget.eval_max_steps, shared.STORAGE, budget.concurrency,
                                 out=out)
 

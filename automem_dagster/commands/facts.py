@@ -22,9 +22,10 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_text_atomic
 from automem_dagster.commands import shared
-from automem_dagster.commands.shared import add_game_arg, add_output_args, play_as
+from automem_dagster.commands.shared import add_game_arg, add_options, add_output_args, options_from_args, play_as
 from automem_dagster.games import game_family
 from automem_dagster.loop.proficiency import exported_adapter, registry
+from automem_dagster.loop.settings import MEASURE, StructureConfig
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold
 from automem_dagster.meta.fact_notes import FactRate, batch_fact_rate, fact_horizon
 from automem_dagster.metrics.paired import compare_paired
@@ -33,6 +34,8 @@ from automem_dagster.scaffold import Scaffold
 from automem_dagster.training.registry import AdapterRecord
 
 BASE = "base"
+FACTS_OPTIONS = ("budget.eval_episodes", "budget.concurrency")
+"""The budget ``facts`` reads: its steps are each game's fact horizon (``meta.fact_notes.fact_horizon``)."""
 
 
 def register(sub) -> None:
@@ -42,15 +45,15 @@ def register(sub) -> None:
     p.add_argument("--specialist", action="append", default=[], metavar="ADAPTER",
                    help="a `finetune --out` folder or an adapter id of the specialist registry (e.g. a1); repeat "
                         "for several; none: the base model alone")
-    p.add_argument("--eval-episodes", type=int, default=30, help="the first N evaluation seeds (default 30)")
     p.add_argument("--scaffold", default="v0", help="the scaffold played: v<N>, champion, or a YAML file (default v0)")
-    p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
+    add_options(p, StructureConfig, FACTS_OPTIONS, MEASURE)
     add_output_args(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    seeds = shared.first_eval_seeds(args.game, args.eval_episodes)
+    budget = options_from_args(args, StructureConfig, FACTS_OPTIONS, MEASURE).budget
+    seeds = shared.first_eval_seeds(args.game, budget.eval_episodes)
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
     steps = fact_horizon(args.game, seeds)
     arms: dict[str, AdapterRecord | None] = {BASE: None}
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                                                      steps)
     rates = {}
     for arm, record in arms.items():
-        spec = RolloutSpec(args.game, scaffold, seeds, steps, root / arm, args.concurrency, fixed_dir=True)
+        spec = RolloutSpec(args.game, scaffold, seeds, steps, root / arm, budget.concurrency, fixed_dir=True)
         asyncio.run(play_as(spec, args.endpoints, record))
         rates[arm] = batch_fact_rate(root / arm)
     text = facts_table(args.game, f"v{scaffold.version}", args.endpoints, rates, root)

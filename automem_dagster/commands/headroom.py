@@ -18,8 +18,16 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_text_atomic
 from automem_dagster.commands import shared
-from automem_dagster.commands.shared import add_game_arg, add_output_args, session
+from automem_dagster.commands.shared import (
+    EVALUATION_OPTIONS,
+    add_game_arg,
+    add_options,
+    add_output_args,
+    options_from_args,
+    session,
+)
 from automem_dagster.loop.gate import per_seed
+from automem_dagster.loop.settings import MEASURE, StructureConfig
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold
 from automem_dagster.metrics.paired import compare_paired
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
@@ -33,18 +41,17 @@ def register(sub) -> None:
     p = sub.add_parser("headroom", help="memory's headroom in a game: oracle, no memory and a scaffold on the same "
                                         "evaluation seeds, with paired differences")
     add_game_arg(p)
-    p.add_argument("--eval-episodes", type=int, default=30, help="the first N evaluation seeds (default 30)")
     p.add_argument("--scaffold", default="v0", help="the scaffold arm: v<N>, champion, or a YAML file (default v0)")
-    p.add_argument("--eval-max-steps", type=int, default=30, help="steps per evaluation episode (default 30)")
-    p.add_argument("--concurrency", type=int, default=2, help="episodes played at once")
+    add_options(p, StructureConfig, EVALUATION_OPTIONS, MEASURE)
     add_output_args(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    seeds = shared.first_eval_seeds(args.game, args.eval_episodes)
+    budget = options_from_args(args, StructureConfig, EVALUATION_OPTIONS, MEASURE).budget
+    seeds = shared.first_eval_seeds(args.game, budget.eval_episodes)
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
-    print(measure_headroom(args.game, scaffold, seeds, args.eval_max_steps, args.endpoints, args.concurrency,
+    print(measure_headroom(args.game, scaffold, seeds, budget.eval_max_steps, args.endpoints, budget.concurrency,
                            Path(args.out) if args.out else None))
     return 0
 

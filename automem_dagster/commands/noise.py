@@ -13,7 +13,7 @@ from automem_dagster.commands import shared
 from automem_dagster.commands.shared import EVALUATION_OPTIONS, add_game_arg, add_options, options_from_args, session
 from automem_dagster.loop.evaluation import evaluation_spec, play_interleaved, stored_noise
 from automem_dagster.loop.noise import NoiseRecord, measure_noise, noise_path, replay_spec
-from automem_dagster.loop.settings import RoundSettings, StructureOptions
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import load_champion
 from automem_dagster.paths import DEFAULT_ENDPOINTS
 
@@ -22,17 +22,17 @@ def register(sub) -> None:
     p = sub.add_parser("noise", help="measure the noise floor: the champion against a fresh replay of itself on the "
                                      "fixed evaluation seeds (an A/A evaluation), stored per game and batch identity")
     add_game_arg(p)
-    add_options(p, StructureOptions, EVALUATION_OPTIONS)
+    add_options(p, StructureConfig, EVALUATION_OPTIONS)
     p.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS,
                    help="endpoints YAML (default: embedded model)")
     p.set_defaults(run=run_noise)
 
 
-def noise_settings(args: argparse.Namespace) -> RoundSettings:
-    """The evaluation budget the floor is measured on: the round options' (``loop/settings.StructureOptions``),
+def noise_settings(args: argparse.Namespace) -> StructureConfig:
+    """The evaluation budget the floor is measured on: the round config's (``loop/settings.StructureConfig``),
     so that with its defaults the command measures the identity a default round's evaluation plays and reads
     (with ``--settings params.yaml``, the DVC round's)."""
-    return options_from_args(args, StructureOptions, EVALUATION_OPTIONS).settings(args.game)
+    return options_from_args(args, StructureConfig, EVALUATION_OPTIONS).for_game(args.game)
 
 
 def run_noise(args: argparse.Namespace) -> int:
@@ -47,8 +47,9 @@ def run_noise(args: argparse.Namespace) -> int:
         console.print(f"{known.describe()}\nmeasured {known.measured_at}; stored in "
                       f"{noise_path(shared.STORAGE, known.game, known.identity)} (delete it to measure again)")
         return 0
-    console.print(f"A/A evaluation of {args.game} v{champion.version}: {len(first.seeds)} seeds x {settings.eval_max_steps} "
-                  "steps, played twice side by side (the first play is reused where it was played before)")
+    console.print(f"A/A evaluation of {args.game} v{champion.version}: {len(first.seeds)} seeds x "
+                  f"{settings.budget.eval_max_steps} steps, played twice side by side (the first play is reused where it "
+                  "was played before)")
     started = time.monotonic()
 
     async def go():

@@ -45,7 +45,7 @@ from automem_dagster.loop.proficiency import (
 )
 from automem_dagster.loop.records import TOO_SMALL, loss_rows, pass_on_resumed, pass_on_too_small, write_too_small
 from automem_dagster.loop.serving import serving_rank_limit, with_training_base
-from automem_dagster.loop.settings import ProficiencyOptions, ProficiencySettings
+from automem_dagster.loop.settings import ProficiencyConfig
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.meta.counterfactual import CounterfactualError, explain
 from automem_dagster.meta.curate import DatasetTooSmall
@@ -57,15 +57,15 @@ def register(sub) -> None:
     train = sub.add_parser("train", help="one whole proficiency-loop round: training rollouts, curation, LoRA "
                                          "configuration, training, two-model evaluation, keep or roll back "
                                          "(finetune is the training stage alone)")
-    add_round_args(train, ProficiencyOptions)
+    add_round_args(train, ProficiencyConfig)
     add_gate_args(train)
-    add_options(train, ProficiencyOptions, CURATION_OPTIONS)
+    add_options(train, ProficiencyConfig, CURATION_OPTIONS)
     add_training_args(train)
     add_executor_args(train)
     train.set_defaults(run=run_train)
     curate = sub.add_parser("curate", help="score the memory decisions of a training batch into an SFT dataset")
     add_batch_args(curate, "a rollout batch on training seeds")
-    add_options(curate, ProficiencyOptions, CURATION_OPTIONS)
+    add_options(curate, ProficiencyConfig, CURATION_OPTIONS)
     curate.add_argument("--explain", type=parse_target, default=None, metavar="EPISODE:STEP",
                         help="replay the memory decisions at this step of this episode of --batch and print their "
                              "two arms side by side (nothing is curated)")
@@ -88,7 +88,7 @@ def register(sub) -> None:
 
 
 def add_training_args(p: argparse.ArgumentParser) -> None:
-    add_options(p, ProficiencyOptions, TRAINING_OPTIONS)
+    add_options(p, ProficiencyConfig, TRAINING_OPTIONS)
     p.add_argument("--lora-settings", type=Path, default=None,
                    help="JSON file with LoRA settings (within bounds); the meta-LLM is then not asked")
 
@@ -101,12 +101,12 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def proficiency_round(settings: ProficiencySettings, endpoints: Path, tracker: tracking.Tracker | None,
+def proficiency_round(settings: ProficiencyConfig, endpoints: Path, tracker: tracking.Tracker | None,
                       meta: str = "endpoints", execution: Execution = IN_PROCESS) -> ProficiencyResult | None:
     """One whole round, as a Dagster run (``defs/cli_rounds.py``) executed as ``execution`` says (default: in
     this process); prints its table and where the run shows. A dataset below the minimum is the round's
     designed end before training: one line says so and there is no result (None)."""
-    shared.refuse_bad_round_inputs(settings.game, endpoints, meta, settings.base)
+    shared.refuse_bad_round_inputs(settings.game, endpoints, meta, settings.training.base)
     console.rule(f"proficiency-loop round: {settings.game}")
     try:
         result, report, shown = shared.dagster_rounds().run_proficiency_round(settings, endpoints, shared.STORAGE,
@@ -158,7 +158,7 @@ def players(endpoints: Path, manifest: dict, replaying: bool = True):
                    roles=None if replaying else META_ONLY)
 
 
-def run_explain(args: argparse.Namespace, scaffold, settings: ProficiencySettings) -> int:
+def run_explain(args: argparse.Namespace, scaffold, settings: ProficiencyConfig) -> int:
     """``--explain EPISODE:STEP``: the decisions at that step, each with its arms, printed side by side."""
     episode, step = args.explain
     path = trajectory_path(args.batch, episode)
@@ -167,9 +167,11 @@ def run_explain(args: argparse.Namespace, scaffold, settings: ProficiencySetting
                         "as decisions.jsonl names it")
         return 2
 
+    curation = settings.curation_settings()
+
     async def go():
         async with players(args.endpoints, read_manifest(args.batch)) as clients:
-            return await explain(path, scaffold, step, clients, settings.curation.replay, settings.curation.weights)
+            return await explain(path, scaffold, step, clients, curation.replay, curation.weights)
 
     try:
         replayed = asyncio.run(go())

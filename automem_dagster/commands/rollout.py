@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 
 from automem_dagster.agent.memory_settings import needs_embed
@@ -22,7 +21,7 @@ from automem_dagster.commands.shared import (
 from automem_dagster.loop.proficiency import in_service, start_proficiency_round
 from automem_dagster.loop.records import write_resumed
 from automem_dagster.loop.seed_blocks import round_seeds
-from automem_dagster.loop.settings import ProficiencyOptions, ProficiencySettings, RoundSettings, StructureOptions
+from automem_dagster.loop.settings import ProficiencyConfig, StructureConfig
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold
 from automem_dagster.loop.structure import start_round
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
@@ -35,7 +34,7 @@ def register(sub) -> None:
     p.add_argument("--seeds", type=parse_seeds, default=None,
                    help="seeds, e.g. 42,43 or 42-45 (default: the game's first --rollout-episodes training seeds, "
                         "never evaluation seeds)")
-    add_options(p, StructureOptions, ROLLOUT_OPTIONS)
+    add_options(p, StructureConfig, ROLLOUT_OPTIONS)
     add_output_args(p)
     p.add_argument("--training", nargs="?", const="structure", choices=("structure", "proficiency"), default=None,
                    help="draw --rollout-episodes seeds from the training range: the next block of that loop's round, "
@@ -51,47 +50,47 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-ROLLOUT_OPTIONS = ("rollout_episodes", "rollout_max_steps", "concurrency")
+ROLLOUT_OPTIONS = ("budget.rollout_episodes", "budget.rollout_max_steps", "budget.concurrency")
 """The budget ``rollout`` plays: a round's training rollouts (``loop/settings.py``), under the same flags."""
 
 
 def run(args: argparse.Namespace) -> int:
-    budget = rollout_budget(args)
+    config = rollout_budget(args)
     if args.round:
-        return start_pipeline_round(args, budget)
+        return start_pipeline_round(args, config)
     if args.training:
         if args.seeds:
             raise argparse.ArgumentTypeError("--training draws its own seeds: give --rollout-episodes, not --seeds")
-        seeds = round_seeds(args.training, args.game, budget.rollout_episodes, shared.STORAGE, args.seed_block)
+        seeds = round_seeds(args.training, args.game, config.budget.rollout_episodes, shared.STORAGE, args.seed_block)
     elif args.seed_block is not None:
         raise argparse.ArgumentTypeError("--seed-block chooses a block of training seeds: give --training too")
     else:
-        seeds = args.seeds or round_seeds("structure", args.game, budget.rollout_episodes, shared.STORAGE, block=0)
-    play(args, budget, seeds)
+        seeds = args.seeds or round_seeds("structure", args.game, config.budget.rollout_episodes, shared.STORAGE, block=0)
+    play(args, config, seeds)
     return 0
 
 
-def rollout_budget(args: argparse.Namespace) -> RoundSettings:
+def rollout_budget(args: argparse.Namespace) -> StructureConfig:
     """The budget from the options given, a ``--settings`` file, else the defaults of the loop the rollout
     plays for (``--training proficiency`` or ``--round proficiency``: a proficiency round's longer episodes).
     ``--rollout-episodes`` beside ``--seeds`` must count them."""
-    loop = ProficiencyOptions if "proficiency" in (args.training, args.round) else StructureOptions
-    budget = StructureOptions.settings(options_from_args(args, loop, ROLLOUT_OPTIONS), args.game)  # the budget alone
+    loop = ProficiencyConfig if "proficiency" in (args.training, args.round) else StructureConfig
+    config = options_from_args(args, loop, ROLLOUT_OPTIONS).for_game(args.game)
     if args.seeds and hasattr(args, "rollout_episodes") and args.rollout_episodes != len(args.seeds):
         raise argparse.ArgumentTypeError(f"--rollout-episodes {args.rollout_episodes} does not match the "
                                          f"{len(args.seeds)} seeds given")
-    return budget
+    return config
 
 
-def play(args: argparse.Namespace, budget: RoundSettings, seeds: list[int]) -> None:
-    """Play ``seeds`` of ``args.game`` on ``budget`` with the options of ``rollout`` and print the batch."""
+def play(args: argparse.Namespace, config: StructureConfig, seeds: list[int]) -> None:
+    """Play ``seeds`` of ``args.game`` on ``config``'s budget with the options of ``rollout`` and print the batch."""
     agent, window = args.agent, args.window
     settings = shared.agent_settings(args)
     scaffold = resolve_scaffold(args.game, args.scaffold, shared.STORAGE)
-    steps = budget.rollout_max_steps
+    steps = config.budget.rollout_max_steps
     out = Path(args.out) if args.out else batch_dir(shared.STORAGE.runs, "rollouts", args.game, scaffold.version,
                                                     seeds, steps, agent, window, settings)
-    spec = RolloutSpec(args.game, scaffold, seeds, steps, out, concurrency=budget.concurrency, agent=agent,
+    spec = RolloutSpec(args.game, scaffold, seeds, steps, out, concurrency=config.budget.concurrency, agent=agent,
                        window=window, settings=settings, fixed_dir=args.out is not None)
     print_summary(asyncio.run(_play_one(spec, args.endpoints)))
 
@@ -103,24 +102,24 @@ async def _play_one(spec: RolloutSpec, endpoints_path: Path) -> BatchSummary:
         return await run_batch(spec, clients, progress)
 
 
-def start_pipeline_round(args: argparse.Namespace, budget: RoundSettings) -> int:
+def start_pipeline_round(args: argparse.Namespace, config: StructureConfig) -> int:
     """``--round``: the round's start (``start_round`` / ``start_proficiency_round``) into ``--out``."""
     if args.out is None or args.seeds or args.training or args.agent != "memory":
         raise argparse.ArgumentTypeError("--round plays the round's own seeds with the memory agent into --out: give "
                                          "--out and --rollout-episodes, and no --seeds, --training or --agent")
-    budget = replace(budget, seed_block=args.seed_block)
+    config = config.model_copy(update={"seed_block": args.seed_block})
     if args.round == "structure":
-        start, role, serving = start_round(budget, shared.STORAGE), "candidate", None
+        start, role, serving = start_round(config, shared.STORAGE), "candidate", None
         pending = start.pending.version if start.resumes else None
     else:
-        start, role = start_proficiency_round(ProficiencySettings(budget), shared.STORAGE), "specialist"
-        pending, serving = start.pending.id if start.resumes else None, in_service(shared.STORAGE, budget.family)
+        start, role = start_proficiency_round(config, shared.STORAGE), "specialist"
+        pending, serving = start.pending.id if start.resumes else None, in_service(shared.STORAGE, config.family)
     if pending is not None:
         write_resumed(args.out, role, pending)
         print(f"resumes the pending {role} {pending} of an earlier round: nothing to play, its evaluation follows")
         return 0
-    spec = RolloutSpec(args.game, start.scaffold, start.seeds, budget.rollout_max_steps, Path(args.out),
-                       budget.concurrency, fixed_dir=True)
+    spec = RolloutSpec(args.game, start.scaffold, start.seeds, config.budget.rollout_max_steps, Path(args.out),
+                       config.budget.concurrency, fixed_dir=True)
     # The agent in service plays: the two-model agent with its specialist once one was kept.
     print_summary(asyncio.run(shared.play_as(spec, args.endpoints, serving)))
     return 0

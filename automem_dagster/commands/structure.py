@@ -20,6 +20,7 @@ from automem_dagster.commands.shared import (
     add_options,
     add_output_args,
     add_round_args,
+    options_from_args,
     round_settings,
     session,
 )
@@ -28,8 +29,8 @@ from automem_dagster.games import families, game_family
 from automem_dagster.loop.dvc_round import write_resumed_revision
 from automem_dagster.loop.execution import IN_PROCESS, Execution
 from automem_dagster.loop.records import pass_on_resumed, resumed
-from automem_dagster.loop.rounds import RoundsPlan, RoundsResult, run_rounds
-from automem_dagster.loop.settings import ProficiencyOptions, RoundSettings
+from automem_dagster.loop.rounds import RoundsResult, run_rounds
+from automem_dagster.loop.settings import ProficiencyConfig, RoundsPlan, StructureConfig
 from automem_dagster.loop.storage import resolve_scaffold
 from automem_dagster.loop.structure import RoundResult, diagnose_stage, revise_stage
 from automem_dagster.meta.diagnose import Diagnosis
@@ -49,15 +50,12 @@ def register(sub) -> None:
     add_round_args(rounds)
     add_gate_args(rounds)
     add_executor_args(rounds)
-    rounds.add_argument("--max-rounds", type=int, default=5, help="at most this many structure rounds (default 5)")
-    rounds.add_argument("--patience", type=int, default=2,
-                        help="stop after this many rounds in a row keep nothing (default 2; 1: Dagster's "
-                             "next_round_sensor, which chains rounds only after a keep)")
+    add_options(rounds, RoundsPlan, ("max_rounds", "patience"))
     rounds.add_argument("--meta", choices=sorted(shared.META_CHOICES), default="endpoints",
                         help="who diagnoses and revises: endpoints (the endpoints file's meta role, default) or rules")
     rounds.add_argument("--proficiency", action="store_true",
                         help="then one proficiency round on the final champion, on the same rollout and evaluation budget")
-    add_options(rounds, ProficiencyOptions, ("min_examples",))
+    add_options(rounds, ProficiencyConfig, ("curation.min_examples",))
     rounds.set_defaults(run=run_rounds_command)
     diagnose = sub.add_parser("diagnose", help="ask the meta-LLM to diagnose a finished rollout batch")
     add_batch_args(diagnose, "a rollout batch directory")
@@ -91,9 +89,9 @@ def run_rounds_command(args: argparse.Namespace) -> int:
     proficiency round's settings too): a bad one is refused before the first round, not after the last."""
     settings = round_settings(args)
     then = shared.proficiency_settings(args) if args.proficiency else None
-    shared.refuse_bad_round_inputs(settings.game, args.endpoints, args.meta, then.base if then else None)
+    shared.refuse_bad_round_inputs(settings.game, args.endpoints, args.meta, then.training.base if then else None)
     tracker, execution = None if args.no_tracking else tracking.Tracker(), execution_of(args)
-    done = run_rounds(settings, RoundsPlan(args.max_rounds, args.patience),
+    done = run_rounds(settings, options_from_args(args, RoundsPlan),
                       lambda each: structure_round(each, args.endpoints, tracker, args.meta, execution),
                       shared.STORAGE, say=lambda line: console.rule(line))
     print_rounds(done)
@@ -114,7 +112,7 @@ def print_rounds(done: RoundsResult) -> None:
     console.print(f"stopped: {done.stopped}; {done.kept} of {len(done.rounds)} rounds kept a candidate")
 
 
-def structure_round(settings: RoundSettings, endpoints: Path, tracker: tracking.Tracker | None,
+def structure_round(settings: StructureConfig, endpoints: Path, tracker: tracking.Tracker | None,
                     meta: str = "endpoints", execution: Execution = IN_PROCESS) -> RoundResult:
     """One whole round, as a Dagster run (``defs/cli_rounds.py``) executed as ``execution`` says (default: in
     this process); prints its table and where the run shows."""

@@ -13,7 +13,7 @@ from automem_dagster.commands.render import console
 from automem_dagster.commands.shared import EVALUATION_OPTIONS, add_game_arg, add_options, options_from_args, session
 from automem_dagster.games import game_family
 from automem_dagster.loop.paper_table import PaperTable, paper_table
-from automem_dagster.loop.settings import StructureOptions
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.paths import DEFAULT_ENDPOINTS
 
 
@@ -21,7 +21,7 @@ def register(sub) -> None:
     table = sub.add_parser("table", help="the paper's behaviour table: the first scaffold against the final champion "
                                          "on the fixed evaluation seeds, with a figure; logged to MLflow and Dagster")
     add_game_arg(table)
-    add_options(table, StructureOptions, EVALUATION_OPTIONS)
+    add_options(table, StructureConfig, EVALUATION_OPTIONS)
     table.add_argument("--endpoints", type=Path, default=DEFAULT_ENDPOINTS,
                        help="endpoints YAML (default: embedded model)")
     table.add_argument("--first", type=int, default=None,
@@ -34,15 +34,15 @@ def register(sub) -> None:
 
 
 def run_table(args: argparse.Namespace) -> int:
-    """The table on the round options' evaluation budget (``loop/settings.StructureOptions``): with its
+    """The table on the round options' evaluation budget (``loop/settings.StructureConfig``): with its
     defaults, the seeds and steps a default round evaluated its versions on."""
-    settings = options_from_args(args, StructureOptions, EVALUATION_OPTIONS).settings(args.game)
+    settings = options_from_args(args, StructureConfig, EVALUATION_OPTIONS).for_game(args.game)
     seeds = settings.eval_seed_list(shared.STORAGE.seeds_file)
 
     async def go() -> PaperTable:
         async with session(args.endpoints) as (clients, progress):
-            return await paper_table(args.game, settings.eval_max_steps, seeds, clients, shared.STORAGE,
-                                     settings.concurrency, progress, args.first, args.final)
+            return await paper_table(args.game, settings.budget.eval_max_steps, seeds, clients, shared.STORAGE,
+                                     settings.budget.concurrency, progress, args.first, args.final)
 
     table = asyncio.run(go())
     console.print(table.markdown(), markup=False, highlight=False)

@@ -62,10 +62,11 @@ def derived_visibility(run_config: dict, resources: dict, game: str) -> int:
     """``visibility_timeout`` for the round's budget: its longest episodes, its largest batch split in its
     shards, at the game endpoint's timeout per call."""
     [config, *_] = (step["config"] for step in run_config["ops"].values())
-    evaluated = config["eval_episodes"] or len(eval_seeds(game, Path(resources["storage"].seeds_file)))
-    seeds = config["shard_size"] or math.ceil(max(config["rollout_episodes"], evaluated) / config["shards"])
-    return visibility_timeout(max(config["rollout_max_steps"], config["eval_max_steps"]), seeds,
-                              config["concurrency"], resources["endpoints"].config().game.timeout_s)
+    budget = config["budget"]
+    evaluated = budget["eval_episodes"] or len(eval_seeds(game, Path(resources["storage"].seeds_file)))
+    seeds = config["shard_size"] or math.ceil(max(budget["rollout_episodes"], evaluated) / config["shards"])
+    return visibility_timeout(max(budget["rollout_max_steps"], budget["eval_max_steps"]), seeds,
+                              budget["concurrency"], resources["endpoints"].config().game.timeout_s)
 
 
 def failure(result, broker: str) -> Exception:

@@ -44,7 +44,8 @@ from automem_dagster.loop.proficiency import (
 from automem_dagster.loop.records import TOO_SMALL
 from automem_dagster.loop.report import RoundReport
 from automem_dagster.loop.round_plan import PROFICIENCY_ROUND, STRUCTURE_ROUND, RoundPlan
-from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.settings import ProficiencyConfig as ProficiencyLoop
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.loop.structure import RoundResult, load_decision
 from automem_dagster.meta.curate import DatasetTooSmall
@@ -72,24 +73,24 @@ NO_TELEMETRY = {"telemetry": {"enabled": False}}
 """The instance setting that keeps Dagster's telemetry (and its banner) out of the CLI's runs."""
 
 
-def run_structure_round(settings: RoundSettings, endpoints: Path, storage: Storage, tracker: Tracker | None,
+def run_structure_round(settings: StructureConfig, endpoints: Path, storage: Storage, tracker: Tracker | None,
                         meta: str = "endpoints", execution: Execution = IN_PROCESS) -> tuple[RoundResult, RoundReport, str]:
     """One structure round of ``settings.game``, whole, as a run of ``structure_full_round_job`` executed as
     ``execution`` says: what it produced, its plots and MLflow runs, and a line saying where the run shows."""
     values, run = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game,
-                       RoundConfig.of_round(settings, shards=execution.shards),
+                       RoundConfig(**settings.model_dump(), shards=execution.shards),
                        _resources(endpoints, storage, tracker, meta), execution)
     return *_structure_result(settings.game, storage, **values), run
 
 
-def run_proficiency_round(settings: ProficiencySettings, endpoints: Path, storage: Storage, tracker: Tracker | None,
+def run_proficiency_round(settings: ProficiencyLoop, endpoints: Path, storage: Storage, tracker: Tracker | None,
                           meta: str = "endpoints", execution: Execution = IN_PROCESS
                           ) -> tuple[ProficiencyResult, RoundReport, str]:
     """One proficiency round of ``settings.game``, whole, as a run of ``proficiency_full_round_job`` executed as
     ``execution`` says. A dataset below the minimum ends the run before training, and the run succeeds
     (``sft_dataset`` observed as ``dataset_too_small``, the steps after it skipped); here it is
     ``meta.curate.DatasetTooSmall``, the designed stop the CLI's rounds print in one line."""
-    config = ProficiencyConfig.of_proficiency(settings).model_copy(update={"shards": execution.shards})
+    config = ProficiencyConfig(**settings.model_dump(), shards=execution.shards)
     values, run = _run(PROFICIENCY_ROUND, "proficiency_full_round_job", settings.game, config,
                        _resources(endpoints, storage, tracker, meta), execution)
     return *_proficiency_result(settings.game, storage, **values), run

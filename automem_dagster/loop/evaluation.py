@@ -14,8 +14,9 @@ from pathlib import Path
 from automem_dagster.agent.baselines import DEFAULT_WINDOW
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.noise import NoiseRecord, load_noise, measure_noise, replay_spec
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage, batch_dir
+from automem_dagster.options import BUDGET
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import BatchProgress, Progress
 from automem_dagster.rollout.summary import load_summary
@@ -23,7 +24,7 @@ from automem_dagster.scaffold import Scaffold
 
 
 async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, clients: Clients,
-                         storage: Storage, concurrency: int = 2, progress: Progress | None = None,
+                         storage: Storage, concurrency: int = BUDGET.concurrency, progress: Progress | None = None,
                          out: Path | None = None, agent: str = "memory", window: int = DEFAULT_WINDOW,
                          settings: dict | None = None) -> BatchSummary:
     """Play ``scaffold`` (or the baseline ``agent``) on the evaluation ``seeds`` (``evaluation_batch``)."""
@@ -32,7 +33,7 @@ async def evaluate_stage(game: str, scaffold: Scaffold, seeds: list[int], max_st
 
 
 def evaluation_batch(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, storage: Storage,
-                     concurrency: int = 2, out: Path | None = None, agent: str = "memory",
+                     concurrency: int = BUDGET.concurrency, out: Path | None = None, agent: str = "memory",
                      window: int = DEFAULT_WINDOW, settings: dict | None = None) -> RolloutSpec:
     """The evaluation batch of ``scaffold`` (or the baseline ``agent``) on ``seeds``, in a directory named
     by them; a batch already played there is reused, so the champion is evaluated once per seed set
@@ -44,10 +45,10 @@ def evaluation_batch(game: str, scaffold: Scaffold, seeds: list[int], max_steps:
                        settings=settings or {}, fixed_dir=fixed)
 
 
-def evaluation_spec(settings: RoundSettings, scaffold: Scaffold, storage: Storage) -> RolloutSpec:
+def evaluation_spec(settings: StructureConfig, scaffold: Scaffold, storage: Storage) -> RolloutSpec:
     """``scaffold``'s ``evaluation_batch`` on the round's evaluation seeds and step budget."""
     return evaluation_batch(settings.game, scaffold, settings.eval_seed_list(storage.seeds_file),
-                            settings.eval_max_steps, storage, settings.concurrency)
+                            settings.budget.eval_max_steps, storage, settings.budget.concurrency)
 
 
 def stored_noise(spec: RolloutSpec, storage: Storage) -> NoiseRecord | None:

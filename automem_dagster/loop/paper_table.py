@@ -26,6 +26,7 @@ from automem_dagster.loop.storage import Storage
 from automem_dagster.metrics.behaviour import behaviour_metrics
 from automem_dagster.metrics.paired import GATE_METRICS
 from automem_dagster.metrics.resampling import paired_change
+from automem_dagster.options import BUDGET
 from automem_dagster.plots import plot_paper_table
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.runner import Progress
@@ -110,7 +111,7 @@ def table_rows(first: BatchSummary, final: BatchSummary) -> list[TableRow]:
 
 
 async def paper_table(game: str, max_steps: int, seeds: list[int], clients: Clients, storage: Storage,
-                      concurrency: int = 2, progress: Progress | None = None, first_version: int | None = None,
+                      concurrency: int = BUDGET.concurrency, progress: Progress | None = None, first_version: int | None = None,
                       final_version: int | None = None) -> PaperTable:
     """Play (or reuse) the lineage's root and its champion on ``seeds`` and write the table, its JSON
     and its figure under ``runs/reports/<game>/``; ``first_version`` replaces the root, ``final_version``

@@ -27,7 +27,7 @@ from automem_dagster.loop.challenger import DecisionRecord, RoundStart, load_dec
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.seed_blocks import round_seeds
-from automem_dagster.loop.settings import ProficiencySettings
+from automem_dagster.loop.settings import ProficiencyConfig
 from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
 from automem_dagster.meta.curate import CurationResult, curate
 from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
@@ -43,7 +43,7 @@ def registry(storage: Storage, family: str) -> SpecialistRegistry:
     return SpecialistRegistry.load(family, storage.specialists)
 
 
-def start_proficiency_round(settings: ProficiencySettings, storage: Storage) -> RoundStart[AdapterRecord]:
+def start_proficiency_round(settings: ProficiencyConfig, storage: Storage) -> RoundStart[AdapterRecord]:
     """The one rule for how a proficiency round begins: evaluate the ``pending`` adapter of an earlier
     round (trained, not yet judged, on the scaffold it learnt from) if there is one, else play the
     champion scaffold on the training seeds and train a new one."""
@@ -51,7 +51,7 @@ def start_proficiency_round(settings: ProficiencySettings, storage: Storage) -> 
     if pending is not None:
         return RoundStart(load_scaffold(settings.family, pending.scaffold_version, storage.scaffolds), pending)
     return RoundStart(load_champion(settings.family, storage), seeds=round_seeds(
-        "proficiency", settings.game, settings.budget.rollout_episodes, storage, settings.budget.seed_block))
+        "proficiency", settings.game, settings.budget.rollout_episodes, storage, settings.seed_block))
 
 
 # --- stage 1: training rollouts (on the seeds of ``seed_blocks.round_seeds``) ---------------
@@ -62,7 +62,7 @@ def in_service(storage: Storage, family: str) -> AdapterRecord | None:
     return reg.record(reg.champion) if reg.champion is not None else None
 
 
-def training_rollout_spec(settings: ProficiencySettings, scaffold: Scaffold, seeds: list[int],
+def training_rollout_spec(settings: ProficiencyConfig, scaffold: Scaffold, seeds: list[int],
                           storage: Storage) -> RolloutSpec:
     """The training-rollout batch, played by the agent in service (``in_service``: the two-model agent with
     the current specialist once one was kept, else the one-model agent): whole, or in seed shards by Dagster."""
@@ -98,7 +98,7 @@ def curated(out: Path) -> CurationResult:
     return result
 
 
-async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySettings, meta: LLMClient | None,
+async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencyConfig, meta: LLMClient | None,
                        storage: Storage, say: Callable[[str], None] | None = None,
                        out: Path | None = None, players: Clients | None = None) -> CurationResult:
     """The curated dataset of ``batch`` (into ``out``, else a folder derived from the batch): read
@@ -106,12 +106,12 @@ async def curate_stage(batch: Path, scaffold: Scaffold, settings: ProficiencySet
     played the batch, let curation replay its decisions (``settings.curation.replay``)."""
     out = Path(out) if out else dataset_dir(storage, batch)
     return read_curation(out) or await curate([Path(batch)], scaffold, eval_seeds(settings.game, storage.seeds_file),
-                                              out, settings.curation, meta, say, players)
+                                              out, settings.curation_settings(), meta, say, players)
 
 
 # --- stage 3: LoRA configuration ------------------------------------------------------------
 
-async def lora_config_stage(data: CurationResult, settings: ProficiencySettings, meta: LLMClient | None,
+async def lora_config_stage(data: CurationResult, settings: ProficiencyConfig, meta: LLMClient | None,
                             path: Path | None = None, max_rank: int | None = None) -> LoraChoice:
     """``lora_config.json`` (beside the dataset unless ``path`` says otherwise): given settings,
     else the meta-LLM's within bounds; a configuration already chosen is read back. ``max_rank``
@@ -120,12 +120,12 @@ async def lora_config_stage(data: CurationResult, settings: ProficiencySettings,
     from automem_dagster.training.base_model import describe_base
 
     path = path or Path(data.out_dir) / "lora_config.json"
-    if settings.lora is None and path.exists():
+    if settings.training.lora is None and path.exists():
         choice = LoraChoice.load(path)
-    elif settings.lora is not None:
-        choice = LoraChoice(settings.lora, "given", "settings given by the user", settings.lora)
+    elif settings.training.lora is not None:
+        choice = LoraChoice(settings.training.lora, "given", "settings given by the user", settings.training.lora)
     else:
-        base = describe_base(settings.training_base)
+        base = describe_base(settings.training.training_base)
         defaults = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
         if max_rank is not None and defaults.rank > max_rank:
             defaults = defaults.model_copy(update={"rank": max_rank, "alpha": 2 * max_rank})
@@ -136,7 +136,7 @@ async def lora_config_stage(data: CurationResult, settings: ProficiencySettings,
                          f"--max-lora-rank {max_rank}: the server would refuse the adapter. Give a rank of at most "
                          f"{max_rank} (or delete {path} to choose again), or restart vLLM with a larger --max-lora-rank "
                          "and raise max_lora_rank in the endpoints file")
-    if settings.lora is not None:
+    if settings.training.lora is not None:
         choice.save(path)
     return choice
 
@@ -164,22 +164,23 @@ def exported_adapter(folder: Path, scaffold_version: int) -> AdapterRecord:
                          LoraChoice.load(folder / "lora_config.json").source)
 
 
-def train_into(data: CurationResult, choice: LoraChoice, settings: ProficiencySettings, out: Path, progress=None):
+def train_into(data: CurationResult, choice: LoraChoice, settings: ProficiencyConfig, out: Path, progress=None):
     """Train (or resume) an adapter into ``out`` in a process of its own (``training.launch``) and, for
     the embedded base, export its GGUF (``out/adapter.gguf``); returns the trainer's result and the
     GGUF path (None otherwise)."""
     from automem_dagster.training.gguf_lora import export_gguf_lora
     from automem_dagster.training.launch import launch_training
 
-    result = launch_training(Path(data.out_dir), choice.settings, out, base=settings.training_base,
-                             max_steps=settings.max_train_steps, eval_every=settings.eval_every, progress=progress)
+    training = settings.training
+    result = launch_training(Path(data.out_dir), choice.settings, out, base=training.training_base,
+                             max_steps=training.max_train_steps, eval_every=training.eval_every, progress=progress)
     gguf = None
-    if settings.training_base == "embedded":
+    if training.training_base == "embedded":
         gguf = str(export_gguf_lora(Path(result.adapter_dir), Path(out) / "adapter.gguf"))
     return result, gguf
 
 
-def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, settings: ProficiencySettings,
+def train_stage(data: CurationResult, choice: LoraChoice, scaffold: Scaffold, settings: ProficiencyConfig,
                 storage: Storage, progress=None) -> AdapterRecord:
     """Train (or resume) the next adapter, export it for the embedded server, and register it as pending."""
     adapter_id = registry(storage, settings.family).next_id()
@@ -205,20 +206,20 @@ def specialist_batch_dir(storage: Storage, game: str, version: int, seeds: list[
     return base.with_name(f"{base.name}-specialist-{adapter_id}")
 
 
-def specialist_evaluation_specs(settings: ProficiencySettings, scaffold: Scaffold, record: AdapterRecord,
+def specialist_evaluation_specs(settings: ProficiencyConfig, scaffold: Scaffold, record: AdapterRecord,
                                 storage: Storage) -> tuple[RolloutSpec, RolloutSpec]:
     """The two batches of a specialist evaluation: the new adapter's two-model agent, and the agent in
     service (``in_service``) on the same scaffold, seeds and steps: the two-model agent with the current
     specialist once one was kept, else the one-model agent (the structure loop's champion batch)."""
     budget = settings.budget
-    seeds = budget.eval_seed_list(storage.seeds_file)
+    seeds = settings.eval_seed_list(storage.seeds_file)
 
     def two_model(adapter: AdapterRecord) -> RolloutSpec:
         out = specialist_batch_dir(storage, settings.game, scaffold.version, seeds, budget.eval_max_steps, adapter.id)
         return RolloutSpec(settings.game, scaffold, seeds, budget.eval_max_steps, out, budget.concurrency)
 
     serving = in_service(storage, settings.family)
-    return two_model(record), two_model(serving) if serving is not None else evaluation_spec(budget, scaffold, storage)
+    return two_model(record), two_model(serving) if serving is not None else evaluation_spec(settings, scaffold, storage)
 
 
 # --- stage 6: the decision ------------------------------------------------------------------

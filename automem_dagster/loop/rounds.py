@@ -1,39 +1,24 @@
 """Structure rounds back to back, as Dagster's ``next_round_sensor`` chains them, from one command.
 
-The paper runs the structure loop "until the validation set saturates". Here that is: rounds from
-the champion, one after another, until ``patience`` consecutive rounds keep nothing (a tie, a loss
-or a rejected revision) or ``max_rounds`` rounds ran. ``patience=1`` is exactly the sensor's chain
-(the next round starts only after a keep). Each round is the ordinary round (the CLI's, a Dagster run, through
-whatever ``play`` the caller gives), on a fresh block of training seeds (``seed_blocks.next_block``,
-given the block played last): a round that registered no candidate does not advance the lineage, so
-without it the next round would diagnose the same episodes again and, with the deterministic rules
-meta, reach the same verdict.
+The paper runs the structure loop "until the validation set saturates". Here that is: rounds from the
+champion, one after another, until ``patience`` consecutive rounds keep nothing (a tie, a loss or a rejected
+revision) or ``max_rounds`` rounds ran (``settings.RoundsPlan``, whose defaults the CLI shows). ``patience=1``
+is exactly the sensor's chain (the next round starts only after a keep). Each round is the ordinary round (the
+CLI's, a Dagster run, through whatever ``play`` the caller gives), on a fresh block of training seeds
+(``seed_blocks.next_block``, given the block played last): a round that registered no candidate does not
+advance the lineage, so without it the next round would diagnose the same episodes again and, with the
+deterministic rules meta, reach the same verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from automem_dagster.loop.seed_blocks import next_block
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import RoundsPlan, StructureConfig
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import RoundResult
-
-
-@dataclass(frozen=True)
-class RoundsPlan:
-    """When rounds back to back stop: after ``patience`` in a row keep nothing, or ``max_rounds`` rounds."""
-
-    max_rounds: int = 5
-    patience: int = 2
-
-    def __post_init__(self) -> None:
-        if self.max_rounds < 1:
-            raise ValueError(f"--max-rounds {self.max_rounds}: at least 1 round")
-        if not 1 <= self.patience <= self.max_rounds:
-            raise ValueError(f"--patience {self.patience}: between 1 and --max-rounds ({self.max_rounds}) rounds "
-                             "that keep nothing in a row")
 
 
 @dataclass
@@ -49,14 +34,14 @@ class RoundsResult:
         return sum(r.outcome == "kept" for r in self.rounds)
 
 
-def run_rounds(settings: RoundSettings, plan: RoundsPlan, play: Callable[[RoundSettings], RoundResult],
+def run_rounds(settings: StructureConfig, plan: RoundsPlan, play: Callable[[StructureConfig], RoundResult],
                storage: Storage, say: Callable[[str], None] = lambda line: None) -> RoundsResult:
     """Play rounds with ``play`` (the CLI's round) until ``plan`` says stop; see the module docstring."""
     result, idle = RoundsResult(), 0
     for number in range(1, plan.max_rounds + 1):
         block = next_block("structure", settings.game, storage, result.blocks[-1] if result.blocks else None)
         say(f"round {number} of at most {plan.max_rounds} (training-seed block {block})")
-        played = play(replace(settings, seed_block=block))
+        played = play(settings.model_copy(update={"seed_block": block}))
         result.rounds.append(played)
         result.blocks.append(block)
         idle = 0 if played.outcome == "kept" else idle + 1

@@ -4,7 +4,6 @@ to be that adapter before its score is credited to it."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from automem_dagster.llm.client import LLMClient
@@ -14,7 +13,7 @@ from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.vllm_lora import VllmLoraError, adapter_name, confirm_served, list_models, serve_adapter, served_base
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.loop.settings import ProficiencySettings
+from automem_dagster.loop.settings import ProficiencyConfig
 from automem_dagster.training.base_model import EMBEDDED_BASE
 from automem_dagster.training.registry import AdapterRecord
 
@@ -100,11 +99,11 @@ def serving_base(config: EndpointsConfig) -> str | None:
         return None
 
 
-def with_training_base(settings: ProficiencySettings, config: EndpointsConfig) -> ProficiencySettings:
+def with_training_base(settings: ProficiencyConfig, config: EndpointsConfig) -> ProficiencyConfig:
     """``settings`` with its base filled in when none was given: the serving vLLM's base, else ``embedded``."""
-    if settings.base is not None:
+    if settings.training.base is not None:
         return settings
-    return replace(settings, base=serving_base(config) or EMBEDDED_BASE)
+    return settings.with_training(base=serving_base(config) or EMBEDDED_BASE)
 
 
 def served_name(family: str, record: AdapterRecord) -> str:

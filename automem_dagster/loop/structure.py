@@ -25,12 +25,13 @@ from automem_dagster.llm.session import Clients
 from automem_dagster.loop.challenger import DecisionRecord, RoundStart, load_decision_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.seed_blocks import round_seeds
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
 from automem_dagster.meta.revise import Revision, propose_revision
 from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
+from automem_dagster.options import BUDGET
 from automem_dagster.rollout import BatchSummary, RolloutSpec
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
@@ -38,10 +39,11 @@ from automem_dagster.scaffold.lineage import Lineage
 
 # --- stage 1: rollouts for diagnosis (on the seeds of ``seed_blocks.round_seeds``) -----------
 
-def rollout_spec(settings: RoundSettings, scaffold: Scaffold, seeds: list[int], storage: Storage) -> RolloutSpec:
+def rollout_spec(settings: StructureConfig, scaffold: Scaffold, seeds: list[int], storage: Storage) -> RolloutSpec:
     """The round's diagnosis batch, which Dagster's ``rollout_batch`` plays in seed shards."""
-    out = batch_dir(storage.runs, "rollouts", settings.game, scaffold.version, seeds, settings.rollout_max_steps)
-    return RolloutSpec(settings.game, scaffold, seeds, settings.rollout_max_steps, out, settings.concurrency)
+    budget = settings.budget
+    out = batch_dir(storage.runs, "rollouts", settings.game, scaffold.version, seeds, budget.rollout_max_steps)
+    return RolloutSpec(settings.game, scaffold, seeds, budget.rollout_max_steps, out, budget.concurrency)
 
 
 # --- stage 2: diagnosis ---------------------------------------------------------------------
@@ -52,7 +54,7 @@ def diagnosis_dir(storage: Storage, batch: Path) -> Path:
 
 
 async def diagnose_stage(batch: Path, scaffold: Scaffold, clients: Clients, storage: Storage,
-                         max_attempts: int = 3, out: Path | None = None) -> tuple[Diagnosis, Path]:
+                         max_attempts: int = BUDGET.max_attempts, out: Path | None = None) -> tuple[Diagnosis, Path]:
     """The diagnosis of ``batch`` (in ``out``, else a folder derived from the batch): read back when
     it exists, else asked of the meta-LLM and saved."""
     out = Path(out) if out else diagnosis_dir(storage, batch)
@@ -83,7 +85,8 @@ def revision_dir(storage: Storage, diagnosis: Path) -> Path:
 
 
 async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaffold, clients: Clients, storage: Storage,
-                       max_attempts: int = 3, register: bool = True, out: Path | None = None) -> tuple[Revision, Path]:
+                       max_attempts: int = BUDGET.max_attempts, register: bool = True,
+                       out: Path | None = None) -> tuple[Revision, Path]:
     """Ask for a revision of ``parent`` (saved in ``out``, else a folder derived from the diagnosis).
     With ``register``, an accepted one is saved as a new scaffold version and recorded in the
     lineage as a pending candidate (champion untouched)."""
@@ -147,14 +150,14 @@ class PendingCandidate:
     revision_dir: Path | None = None
 
 
-def start_round(settings: RoundSettings, storage: Storage) -> RoundStart[PendingCandidate]:
+def start_round(settings: StructureConfig, storage: Storage) -> RoundStart[PendingCandidate]:
     """The one rule for how a round begins: resume a pending candidate of the champion if there is one."""
     lineage = storage.load_lineage(settings.family)
     champion = load_scaffold(settings.family, lineage.champion().version, storage.scaffolds)
     pending = pending_candidate(lineage)
     if pending is None:
-        return RoundStart(champion, seeds=round_seeds("structure", settings.game, settings.rollout_episodes, storage,
-                                                      settings.seed_block))
+        return RoundStart(champion, seeds=round_seeds("structure", settings.game, settings.budget.rollout_episodes,
+                                                      storage, settings.seed_block))
     diagnosis = lineage.record(pending).diagnosis
     return RoundStart(champion, PendingCandidate(pending, Path(diagnosis) if diagnosis else None,
                                                  stored_revision_dir(storage, diagnosis)))

@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from automem_dagster.atomic import write_json_atomic, write_text_atomic
 from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, evidence_digest
 from automem_dagster.meta.replies import Attempt
+from automem_dagster.options import BUDGET
 
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = BUDGET.max_attempts
 """Replies a diagnosis asks for at most, in either mode, before it gives up with the replies kept."""
 
 FindingKind = Literal[(*FAILURE_KINDS, "other")]

@@ -19,9 +19,10 @@ from automem_dagster.datafiles import parse_json_reply, validation_problems
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.meta.replies import Attempt, ask_again, describe_reply
+from automem_dagster.options import BUDGET
 from automem_dagster.training.settings import TARGET_MODULES, LoraSettings
 
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = BUDGET.max_attempts
 
 SYSTEM_PROMPT = """You are the meta-LLM of AutoMem. You configure the LoRA fine-tuning of a memory \
 specialist: a small model trained on a game agent's own best memory decisions (prompt: the agent's \

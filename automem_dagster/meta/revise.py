@@ -34,11 +34,12 @@ from automem_dagster.memory.ops import OP_SYNTAX, OpName
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.replies import Attempt, ask_again
 from automem_dagster.meta.tool_session import BudgetSpent, ToolSession
+from automem_dagster.options import BUDGET
 from automem_dagster.scaffold.io import diff_scaffolds, revision_changes, scaffold_yaml
 from automem_dagster.scaffold.model import MODEL_OPS, Limits, LogTrigger, Routine, Scaffold, Signals
 from automem_dagster.scaffold.patch import MAX_FILES_TOUCHED, PatchRejected, ScaffoldPatch, apply_patch, patch_json_schema
 
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = BUDGET.max_attempts
 STRUCTURAL_FIELDS = ("enable_operations", "add_files", "signals", "set_policies", "limits", "routine",
                      "disable_operations")
 """Patch fields that change structure; each schema alternative requires one of them."""

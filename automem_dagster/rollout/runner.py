@@ -42,6 +42,7 @@ from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.slot_turns import lanes_for
 from automem_dagster.memory import Journal, MemoryStore
+from automem_dagster.options import BUDGET
 from automem_dagster.rollout.failure import failure_message
 from automem_dagster.rollout.identity import batch_identity, observed_replies, summarize_fields, unlike_fields
 from automem_dagster.rollout.resume import (
@@ -89,7 +90,7 @@ class RolloutSpec:
     seeds: list[int]
     max_steps: int
     out_dir: Path
-    concurrency: int = 2
+    concurrency: int = BUDGET.concurrency
     agent: str = "memory"
     window: int = DEFAULT_WINDOW
     settings: dict = field(default_factory=dict)

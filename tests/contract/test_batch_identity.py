@@ -25,9 +25,10 @@ from automem_dagster.loop.challenger import decide_challenger
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.gate import paired_verdict
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage
 from automem_dagster.loop.structure import load_decision
+from automem_dagster.options import Budget
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import run_batch
 from automem_dagster.rollout.identity import IDENTITY_VERSION
@@ -38,7 +39,7 @@ from automem_dagster.rollout.trajectory import finished_episodes, read_manifest,
 from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
 from automem_dagster.tracking import Tracker
 
-SETTINGS = RoundSettings("crafter", eval_max_steps=4, eval_episodes=2, concurrency=2)
+SETTINGS = StructureConfig(budget=Budget(eval_max_steps=4, eval_episodes=2, concurrency=2)).for_game("crafter")
 
 
 def rules(direction: str) -> list[dict]:
@@ -67,7 +68,7 @@ def config(server, model: str, **settings) -> EndpointsConfig:
     return EndpointsConfig(game=EndpointConfig(**endpoint(server, model, **settings)))
 
 
-def play(cfg: EndpointsConfig, storage: Storage, scaffold=None, settings: RoundSettings = SETTINGS):
+def play(cfg: EndpointsConfig, storage: Storage, scaffold=None, settings: StructureConfig = SETTINGS):
     """The round's evaluation batch of ``scaffold`` (default the champion v0) played with ``cfg``."""
     async def go():
         async with connect(cfg, storage.runs / "logs") as clients:
@@ -171,7 +172,7 @@ def test_batches_from_before_identities_load_but_are_not_reused_or_paired(storag
 
 def test_every_request_carries_the_seed_of_its_place_in_the_episode(storage, servers, tmp_path):
     server = servers["model-a"]
-    spec = evaluation_spec(RoundSettings("crafter", eval_max_steps=3, eval_episodes=1, concurrency=1),
+    spec = evaluation_spec(StructureConfig(budget=Budget(eval_max_steps=3, eval_episodes=1, concurrency=1)).for_game("crafter"),
                            with_routine("crafter", log_every=1), storage)   # LOG turns too, in 3 steps
 
     async def go():
@@ -246,9 +247,9 @@ def test_a_server_that_may_batch_requests_records_the_concurrency_its_batch_was_
     server = servers["model-a"]
     first = play(config(server, "model-a"), storage)
     assert first.identity["roles"]["game"]["replay"]["any_concurrency"] is False
-    assert first.identity["concurrency"] == SETTINGS.concurrency
-    alone = play(config(server, "model-a"), storage, settings=RoundSettings("crafter", eval_max_steps=4,
-                                                                            eval_episodes=2, concurrency=1))
+    assert first.identity["concurrency"] == SETTINGS.budget.concurrency
+    one_at_a_time = StructureConfig(budget=Budget(eval_max_steps=4, eval_episodes=2, concurrency=1)).for_game("crafter")
+    alone = play(config(server, "model-a"), storage, settings=one_at_a_time)
     assert alone.out_dir != first.out_dir and alone.identity["concurrency"] == 1
     with pytest.raises(RoundError, match=r"different concurrency"):
         paired_verdict(alone, first, "candidate")

@@ -17,7 +17,8 @@ def test_too_small_a_dataset_stops_the_round_before_training(tmp_path, storage, 
     server = scripted(META_RULES + GAME_RULES)
     instance = dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster"))
     result = dg.materialize(ROUND, partition_key="crafter", resources=resources(server), instance=instance,
-                            run_config=round_config(min_examples=10_000, replay_decisions=4), raise_on_error=False)
+                            run_config=round_config(curation={"min_examples": 10_000, "replay": {"decisions": 4}}),
+                            raise_on_error=False)
 
     assert result.success
     assert not [e for e in result.all_events if e.is_step_failure]

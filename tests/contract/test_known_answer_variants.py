@@ -21,7 +21,7 @@ from known_answer_keydoor import judged, known_answer, one_model_rules, two_mode
 from automem_dagster.games.plugin import env_ref
 from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.settings import ProficiencyOptions
+from automem_dagster.loop.settings import ProficiencyConfig
 from automem_dagster.meta.curate import curate
 from automem_dagster.rollout.runner import RolloutSpec, run_batch
 from automem_dagster.scaffold import load_scaffold_file
@@ -52,7 +52,7 @@ def curated(tmp_path, game: str, seeds: list[int], game_server, memory_server=No
     ``game_server`` None: the rule actor plays the game role (``actor: rules``)."""
     scaffold = load_scaffold_file(env_ref(game).plugin.scaffold)
     batch, out = tmp_path / "batch", tmp_path / "dataset"
-    settings = ProficiencyOptions().settings(game).curation.model_copy(update={"min_examples": 1})
+    settings = ProficiencyConfig().for_game(game).curation_settings().model_copy(update={"min_examples": 1})
 
     async def go():
         clients = Clients(scripted_client(game_server, "game") if game_server else RuleActor(),
@@ -143,7 +143,7 @@ def test_a_note_read_beyond_the_score_window(seeded, tmp_path):
     useful, harmful = known_answer(batch)
     figures = judged(out, useful, harmful, "key and door, a note read beyond the score window")
     assert figures["precision"] >= 0.9 and figures["harmful_kept"] == 0
-    window = ProficiencyOptions().score_window
+    window = ProficiencyConfig().curation.score_window
     far = [d for key, d in decisions_of(out).items() if key in useful and d["phase"] == "log"]
     assert far and all(d["score"]["last_read"] - d["step"] > window for d in far)
     assert all(d["verdict"] == "accepted" and d["replayed"]["window"] > window for d in far)

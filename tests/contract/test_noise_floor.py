@@ -12,13 +12,14 @@ from builders import cli_storage
 from automem_dagster import cli
 from automem_dagster.loop.evaluation import champion_arms, evaluation_spec, stored_noise
 from automem_dagster.loop.noise import differing_seeds, load_noise, measure_noise
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.structure import load_decision
+from automem_dagster.options import Budget
 from automem_dagster.rollout.summary import summarize_batch
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
 
-SETTINGS = RoundSettings("crafter", eval_max_steps=4, eval_episodes=2)
+SETTINGS = StructureConfig(budget=Budget(eval_max_steps=4, eval_episodes=2)).for_game("crafter")
 EAST = [{"match": "Phase: LOG", "reply": "<|DONE|>"}, {"match": "", "reply": "<|ACTION|>move_east<|END|>"}]
 
 

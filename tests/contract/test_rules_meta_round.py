@@ -9,7 +9,9 @@ from builders import structure_round
 
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig, RulesMeta
-from automem_dagster.loop.structure import RoundSettings, Storage
+from automem_dagster.loop.settings import StructureConfig
+from automem_dagster.loop.structure import Storage
+from automem_dagster.options import Budget
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.tracking import Tracker
 
@@ -27,7 +29,8 @@ def test_a_round_with_the_rules_meta_goes_through_lineage_gate_and_mlflow(storag
     server = scripted(GAME_RULES)
     game = EndpointConfig(name="game", base_url=server.base_url, model="scripted", constrained="none")
     config = EndpointsConfig(game=game, meta=RulesMeta(kind="rules"))
-    settings = RoundSettings("crafter", rollout_episodes=2, rollout_max_steps=5, eval_max_steps=5, eval_episodes=2)
+    settings = StructureConfig(budget=Budget(rollout_episodes=2, rollout_max_steps=5, eval_max_steps=5,
+                                              eval_episodes=2)).for_game("crafter")
 
     tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
     result, _ = structure_round(storage, config, settings, tracker)

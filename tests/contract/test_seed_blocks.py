@@ -61,8 +61,8 @@ def test_the_dagster_rollout_asset_plays_the_rules_block(rule, tmp_path, storage
     server = scripted(IDLE)
     resources = round_resources(tmp_path, storage, server, mlflow_resource(tmp_path))
     result = dg.materialize([rollout_batch], partition_key="crafter", resources=resources,
-                            run_config=dg.RunConfig(ops={"rollout_batch": RoundConfig(rollout_episodes=EPISODES,
-                                                                                        rollout_max_steps=2)}))
+                            run_config=dg.RunConfig(ops={"rollout_batch": RoundConfig(
+                                budget={"rollout_episodes": EPISODES, "rollout_max_steps": 2})}))
     assert result.success
     assert read_manifest(result.output_for_node("rollout_batch"))["seeds"] == block(rule)
 

@@ -20,7 +20,7 @@ from automem_dagster.llm.session import connect
 from automem_dagster.llm.vllm_lora import VllmLoraError, serve_adapter
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.serving import served_name, specialist_endpoints, with_training_base
-from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.settings import ProficiencyConfig, Training
 from automem_dagster.training.registry import AdapterRecord
 
 BASE = "Qwen/Qwen2.5-0.5B-Instruct"
@@ -203,11 +203,11 @@ def test_an_adapter_whose_shape_differs_from_a_local_base_of_the_same_name_is_re
 
 def test_the_training_base_defaults_to_the_base_the_vllm_memory_endpoint_serves(vllm):
     server = vllm([GAME_RULE], base_root="/models/Qwen2.5-0.5B-Instruct")
-    settings = ProficiencySettings(RoundSettings("crafter"))
+    settings = ProficiencyConfig().for_game("crafter")
     served = EndpointsConfig(game=EndpointConfig(name="game", base_url=server.base_url, server="vllm", model=BASE))
     assert with_training_base(settings, served).base == "/models/Qwen2.5-0.5B-Instruct"
     assert with_training_base(settings, EndpointsConfig(game=EndpointConfig(name="game"))).base == "embedded"
-    given = ProficiencySettings(RoundSettings("crafter"), base="embedded")
+    given = ProficiencyConfig(training=Training(base="embedded")).for_game("crafter")
     assert with_training_base(given, served).base == "embedded"
 
 

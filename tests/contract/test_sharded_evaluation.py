@@ -57,7 +57,7 @@ def _shard_steps(result: dg.ExecuteInProcessResult, asset: str) -> list[str]:
 def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, storage, scripted):
     server = scripted(meta_rules(storage, [winning_patch()]) + GAME_RULES)
     resources = round_resources(tmp_path, storage, server, mlflow_resource(tmp_path))
-    evaluation = RoundConfig(eval_episodes=3, eval_max_steps=3, shards=2)  # shards of 2 and 1 seeds per batch
+    evaluation = RoundConfig(budget={"eval_episodes": 3, "eval_max_steps": 3}, shards=2)  # shards of 2 and 1 seeds per batch
     run_config = dg.RunConfig(ops={**RUN_CONFIG.ops, "candidate_evaluation": evaluation})
     result = dg.materialize([rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation], partition_key="crafter",
                             resources=resources, run_config=run_config,
@@ -73,7 +73,7 @@ def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, s
     clean = _clean_copy(tmp_path, storage)
     store = clean.storage()
     candidate, champion = (load_scaffold("crafter", v, store.scaffolds) for v in (value["candidate"], value["champion"]))
-    specs = [evaluation_spec(evaluation.settings("crafter"), scaffold, store) for scaffold in (candidate, champion)]
+    specs = [evaluation_spec(evaluation.for_game("crafter"), scaffold, store) for scaffold in (candidate, champion)]
     whole = [_one_process(resources, tmp_path, lambda clients, spec=spec: run_batch(spec, clients)) for spec in specs]
     # the champion was replayed beside the candidate; bit-identical (scripted), so its first play is the batch
     assert Path(value["champion_batch"] + "-replay-v1", "batch.json").exists()
@@ -85,7 +85,7 @@ def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, s
 def test_sharded_training_rollouts_merge_into_the_one_process_batch(tmp_path, storage, scripted):
     server = scripted(GAME_RULES)
     resources = round_resources(tmp_path, storage, server, mlflow_resource(tmp_path))
-    config = ProficiencyConfig(rollout_episodes=3, rollout_max_steps=3, shard_size=2)  # shards of 2 and 1 seeds
+    config = ProficiencyConfig(budget={"rollout_episodes": 3, "rollout_max_steps": 3}, shard_size=2)  # shards of 2 and 1 seeds
     result = dg.materialize([training_rollouts], partition_key="crafter", resources=resources,
                             run_config=dg.RunConfig(ops={"training_rollouts": config}),
                             instance=dg.DagsterInstance.ephemeral(tempdir=str(tmp_path / "dagster")))
@@ -94,7 +94,7 @@ def test_sharded_training_rollouts_merge_into_the_one_process_batch(tmp_path, st
     assert _shard_steps(result, "training_rollouts") == ["training_0", "training_1"]
     batch = result.output_for_node("training_rollouts")
 
-    settings = config.settings("crafter")
+    settings = config.for_game("crafter")
     store = _clean_copy(tmp_path, storage).storage()
     start = start_proficiency_round(settings, store)
     spec = training_rollout_spec(settings, start.scaffold, start.seeds, store)

@@ -34,7 +34,7 @@ from automem_dagster.llm.vllm_lora import adapter_name, list_models, serve_adapt
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.proficiency import specialist_evaluation_specs
 from automem_dagster.loop.serving import check_specialist_served, one_model, serving_rank_limit, specialist_endpoints
-from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.settings import ProficiencyBudget, ProficiencyConfig
 from automem_dagster.loop.storage import Storage
 from automem_dagster.rollout import run_batch
 from automem_dagster.scaffold import load_scaffold
@@ -79,7 +79,7 @@ def chat_models(server) -> list[str]:
 def evaluate(config: EndpointsConfig, rec: AdapterRecord, tmp_path):
     """The proficiency loop's evaluation, as its shard steps play it: the served adapter checked
     (``check_specialist_served``), then 1 Crafter episode of 2 steps for each agent."""
-    settings = ProficiencySettings(RoundSettings("crafter", eval_episodes=1, eval_max_steps=2, concurrency=1))
+    settings = ProficiencyConfig(budget=ProficiencyBudget(eval_episodes=1, eval_max_steps=2, concurrency=1)).for_game("crafter")
     storage = Storage(runs=tmp_path / "runs", specialists=tmp_path / "specialists")
 
     async def run():

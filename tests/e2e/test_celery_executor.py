@@ -29,8 +29,9 @@ from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.structure import rollout_spec, start_round
+from automem_dagster.options import Budget
 from automem_dagster.rollout import episode_id, run_batch
 from automem_dagster.rollout.shards import plan_shards, shard_dir
 from automem_dagster.rollout.trajectory import trajectory_path
@@ -61,7 +62,8 @@ def _setup(tmp_path, storage, scripted, cluster):
     cluster.paths.write_text(yaml.safe_dump({
         "endpoints": str(rollout_endpoints(tmp_path, server)), "runs": storage.runs, "scaffolds": storage.scaffolds,
         "lineage": storage.lineage, "specialists": storage.specialists, "mlflow": f"sqlite:///{tmp_path}/mlflow.db"}))
-    settings = RoundSettings("crafter", EPISODES, STEPS, STEPS, 2, 2, 3)
+    settings = StructureConfig(budget=Budget(rollout_episodes=EPISODES, rollout_max_steps=STEPS, eval_max_steps=STEPS,
+                                             eval_episodes=2)).for_game("crafter")
     return server, settings, clean
 
 

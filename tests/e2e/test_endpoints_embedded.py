@@ -11,8 +11,9 @@ from builders import on_embedded, shipped_on_embedded, structure_round
 from automem_dagster.cli import main
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage
+from automem_dagster.options import Budget
 from automem_dagster.paths import DEFAULT_ENDPOINTS, SCAFFOLDS
 
 
@@ -69,8 +70,8 @@ def test_a_structure_round_with_json_schema_meta_calls_completes(tmp_path, embed
     storage = Storage(runs=tmp_path / "runs", scaffolds=scaffolds, lineage=tmp_path / "lineage")
     shipped = on_embedded(load_endpoints(DEFAULT_ENDPOINTS), embedded)
     config = shipped.model_copy(update={"meta": shipped.meta.model_copy(update={"constrained": "json_schema"})})
-    settings = RoundSettings("crafter", rollout_episodes=1, rollout_max_steps=4, eval_max_steps=4, eval_episodes=1,
-                             max_attempts=1)
+    settings = StructureConfig(budget=Budget(rollout_episodes=1, rollout_max_steps=4, eval_max_steps=4, eval_episodes=1,
+                                             max_attempts=1)).for_game("crafter")
 
     result, _ = structure_round(storage, config, settings)
     assert result.revision is not None and (result.candidate is None or result.decision is not None)

@@ -13,12 +13,12 @@ import pytest
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.loop.noise import differing_seeds
-from automem_dagster.loop.settings import StructureOptions
+from automem_dagster.options import BUDGET
 
 
 @pytest.mark.server
 def test_v0_played_twice_at_the_default_concurrency_repeats_every_seed(tmp_path):
-    concurrency = StructureOptions().concurrency
+    concurrency = BUDGET.concurrency
     assert concurrency >= 2       # the default plays episodes side by side, which is what this checks
     plays = []
     for arm in ("a", "b"):

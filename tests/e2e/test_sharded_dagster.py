@@ -22,8 +22,9 @@ from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.structure import rollout_spec, start_round
+from automem_dagster.options import Budget
 from automem_dagster.rollout import episode_id, run_batch
 from automem_dagster.rollout.shards import plan_shards, shard_dir
 from automem_dagster.rollout.trajectory import trajectory_path
@@ -44,7 +45,8 @@ def test_shards_in_their_own_processes_merge_into_the_one_process_batch(tmp_path
         "mlflow": f"sqlite:///{tmp_path}/mlflow.db"}))
     run_config = {"ops": {"rollout_batch": {"config": {"rollout_episodes": EPISODES, "rollout_max_steps": STEPS,
                                                        "concurrency": 2, "shards": 2}}}}
-    settings = RoundSettings("crafter", EPISODES, STEPS, STEPS, 2, 2, 3)
+    settings = StructureConfig(budget=Budget(rollout_episodes=EPISODES, rollout_max_steps=STEPS, eval_max_steps=STEPS,
+                                             eval_episodes=2)).for_game("crafter")
     start = start_round(settings, storage.storage())
     first_shard = shard_dir(rollout_spec(settings, start.scaffold, start.seeds, storage.storage()).out_dir, 0)
     (tmp_path / "dagster_home").mkdir()

@@ -94,9 +94,11 @@ def demo_rounds(tmp_path, storage, scripted, specialist_vllm, tracker: Tracker) 
     # decides under higher_mean (the default gate calls 2 seeds inconclusive). No counterfactual replay, so
     # the unmeasured decisions train by request (keep_unmeasured): the pages are tested here, and a replayed
     # verdict could drop the 6 examples the round trains on.
-    settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=8, score_window=2, min_examples=6,
-                                 max_review_batches=4, max_train_steps=1, eval_max_steps=8, base="embedded",
-                                 gate="higher_mean", replay_decisions=0, keep_unmeasured=True).settings("crafter")
+    settings = ProficiencyConfig(budget={"rollout_episodes": 4, "rollout_max_steps": 8, "eval_max_steps": 8},
+                                 curation={"score_window": 2, "min_examples": 6, "max_review_batches": 4,
+                                           "replay": {"decisions": 0}, "keep_unmeasured": True},
+                                 training={"max_train_steps": 1, "base": "embedded"},
+                                 gate={"rule": "higher_mean"}).for_game("crafter")
     rules = proficiency.META_RULES + proficiency.GAME_RULES
     folder = tmp_path / "proficiency"
     folder.mkdir()

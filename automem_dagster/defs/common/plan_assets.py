@@ -96,7 +96,7 @@ def stage_body(step: Step, config_type: type[RoundConfig]) -> Callable:
 
     def run(context: dg.AssetExecutionContext, config: config_type, storage: StorageResource, **inputs):
         game = game_of(context.partition_key)
-        given = {**inputs, "settings": config.settings(game), "storage": storage.storage(), "game": game}
+        given = {**inputs, "settings": config.for_game(game), "storage": storage.storage(), "game": game}
         value = step.stage(**{name: given[name] for name in params if name in given})
         return asyncio.run(value) if inspect.isawaitable(value) else value
 

@@ -34,15 +34,15 @@ def evaluation_plan(context: dg.OpExecutionContext, config: RoundConfig, storage
         yield dg.Output({**scaffold_candidate, "outcome": "no candidate", "reason": reason}, "plan")
         yield from shard_outputs([])
         return
-    settings = config.settings(game_of(context.partition_key))
+    settings = config.for_game(game_of(context.partition_key))
     store = storage.storage()
     candidate = load_scaffold(settings.family, scaffold_candidate["candidate"], store.scaffolds)
     champion = load_champion(settings.family, store)
     seeds = settings.eval_seed_list(store.seeds_file)
     context.log.info(f"candidate v{candidate.version} and champion v{champion.version} on seeds {seeds}, "
-                     f"{settings.eval_max_steps} steps each, {config.sharding()} each")
+                     f"{settings.budget.eval_max_steps} steps each, {config.sharding()} each")
     yield dg.Output({**scaffold_candidate, "champion": champion.version, "seeds": seeds,
-                     "eval_max_steps": settings.eval_max_steps, "gate": settings.gate}, "plan")
+                     "eval_max_steps": settings.budget.eval_max_steps, "gate": settings.gate.policy()}, "plan")
     champions = champion_arms(evaluation_spec(settings, champion, store), f"v{candidate.version}", store)
     context.log.info(champion_plan(champions))
     yield from shard_outputs([Arm("candidate", evaluation_spec(settings, candidate, store)),

@@ -87,7 +87,7 @@ def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, sto
     Skipped while an earlier round's adapter still waits for its decision (the value is then
     ``{"resumes": {"adapter": id}}``, which the later steps pass on): this round
     then evaluates that adapter instead of training a new one."""
-    settings = config.settings(game_of(context.partition_key))
+    settings = config.for_game(game_of(context.partition_key))
     store = storage.storage()
     start = start_proficiency_round(settings, store)
     if start.resumes:
@@ -130,13 +130,13 @@ def sft_dataset_body(context: dg.AssetExecutionContext, config: ProficiencyConfi
         context.log.info("no rollouts this round (a pending adapter is resumed): nothing to curate")
         yield dg.Output(training_rollouts, metadata={"outcome": "skipped"})
         return
-    settings = config.settings(game_of(context.partition_key))
+    settings = config.for_game(game_of(context.partition_key))
     store = storage.storage()
     batch = Path(training_rollouts)
     manifest = read_manifest(batch)
     version = manifest["scaffold_version"]
     scaffold = load_scaffold(settings.family, version, store.scaffolds)
-    context.log.info(f"curating {batch} (scaffold v{version}), at least {settings.curation.min_examples} examples")
+    context.log.info(f"curating {batch} (scaffold v{version}), at least {settings.curation_settings().min_examples} examples")
     try:
         # A counterfactual replay plays the batch's decisions again: it needs the roles that played it.
         replaying = settings.curation.replay.decisions != 0
@@ -170,7 +170,7 @@ def lora_config_body(context: dg.AssetExecutionContext, config: ProficiencyConfi
     if resumed(sft_dataset) is not None:
         context.log.info("no dataset this round (a pending adapter is resumed): nothing to configure")
         return dg.Output(sft_dataset, metadata={"outcome": "skipped"})
-    settings = with_training_base(config.settings(game_of(context.partition_key)), endpoints.config())
+    settings = with_training_base(config.for_game(game_of(context.partition_key)), endpoints.config())
     store = storage.storage()
     data = curated(sft_dataset["dataset_dir"])
     limit = serving_rank_limit(endpoints.config())
@@ -190,7 +190,7 @@ def lora_adapter_body(context: dg.AssetExecutionContext, config: ProficiencyConf
     An adapter left pending by an earlier round (the round's start said so, ``training_rollouts``) is
     returned instead of training another. Without a
     ``base`` in the run config it trains on the base the vLLM memory endpoint serves (``with_training_base``)."""
-    settings = with_training_base(config.settings(game_of(context.partition_key)), endpoints.config())
+    settings = with_training_base(config.for_game(game_of(context.partition_key)), endpoints.config())
     game, family = settings.game, settings.family
     store = storage.storage()
     pending = resumed(lora_config)
@@ -203,8 +203,9 @@ def lora_adapter_body(context: dg.AssetExecutionContext, config: ProficiencyConf
         data = curated(lora_config["dataset_dir"])
         choice = LoraChoice.load(Path(lora_config["lora_config"]))
         scaffold = load_scaffold(family, lora_config["scaffold_version"], store.scaffolds)
-        steps = f"at most {settings.max_train_steps} steps" if settings.max_train_steps else f"{choice.settings.epochs} epochs"
-        context.log.info(f"training on {data.examples} examples ({settings.base}, {steps})")
+        cap = settings.training.max_train_steps
+        steps = f"at most {cap} steps" if cap else f"{choice.settings.epochs} epochs"
+        context.log.info(f"training on {data.examples} examples ({settings.training.base}, {steps})")
         record = train_stage(data, choice, scaffold, settings, store, _training_log(context.log))
         context.log.info(f"adapter {record.id} registered as pending: {record.gguf or record.adapter_dir}")
     training = training_record(record)
@@ -227,7 +228,7 @@ def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, s
     loads the adapter's GGUF; a vLLM memory endpoint loads its peft folder at run time under a name
     carrying its content hash, verified before the first turn. The decision is not taken here: the
     ``specialist_gate`` check previews it and ``champion_specialist`` takes it."""
-    settings = config.settings(game_of(context.partition_key))
+    settings = config.for_game(game_of(context.partition_key))
     store = storage.storage()
     record = registry(store, settings.family).record(lora_adapter["adapter"])
     scaffold = load_scaffold(settings.family, record.scaffold_version, store.scaffolds)
@@ -239,7 +240,7 @@ def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, s
     yield dg.Output({"game": settings.game, "outcome": "evaluated", "adapter": record.id,
                      "scaffold_version": scaffold.version, "seeds": specialist.seeds,
                      "eval_max_steps": specialist.max_steps, "loss_plot": lora_adapter.get("loss_plot"),
-                     "gate": settings.budget.gate}, "plan")
+                     "gate": settings.gate.policy()}, "plan")
     champions = champion_arms(champion, f"specialist-{record.id}", store)
     context.log.info(champion_plan(champions))
     yield from shard_outputs([Arm("specialist", specialist),

@@ -80,7 +80,7 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
     Skipped while an earlier round's candidate still waits for its decision (the value is then
     ``{"resumes": {"candidate": N, ...}}``, which the later steps pass on): this round
     then finishes that candidate instead of making a new one."""
-    settings = config.settings(game_of(context.partition_key))
+    settings = config.for_game(game_of(context.partition_key))
     store = storage.storage()
     start = start_round(settings, store)
     champion = start.scaffold
@@ -114,7 +114,7 @@ def diagnosis_body(context: dg.AssetExecutionContext, config: RoundConfig, endpo
     version = read_manifest(batch)["scaffold_version"]
     scaffold = load_scaffold(game_family(game_of(context.partition_key)), version, store.scaffolds)
     context.log.info(f"diagnosing {batch} (scaffold v{version})")
-    result, out = endpoints.run(lambda clients: diagnose_stage(batch, scaffold, clients, store, config.max_attempts),
+    result, out = endpoints.run(lambda clients: diagnose_stage(batch, scaffold, clients, store, config.budget.max_attempts),
                                 store.runs / "logs", roles=META_ONLY)
     context.log.info(f"{len(result.findings)} findings, {len(result.dropped)} dropped: {out}")
     return dg.Output(str(out), metadata=diagnosis_metadata(result, out))
@@ -146,7 +146,7 @@ def scaffold_candidate_body(context: dg.AssetExecutionContext, config: RoundConf
     parent = load_scaffold(family, diag.scaffold_version, store.scaffolds)
     context.log.info(f"asking the meta-LLM for a revision of v{parent.version}")
     revision, out = endpoints.run(lambda clients: revise_stage(diag, Path(diagnosis), parent, clients, store,
-                                                               config.max_attempts, register=True), store.runs / "logs",
+                                                               config.budget.max_attempts, register=True), store.runs / "logs",
                                   roles=META_ONLY)
     value = {"game": game, "parent": parent.version, "candidate": None, "diagnosis_dir": diagnosis,
              "revision_dir": str(out)}

@@ -1,5 +1,5 @@
 """``automem noise``, ``table``, ``evaluate`` and ``compare`` take their evaluation budget from the round options
-(``loop/settings.StructureOptions``): with default flags they play the batch a default round evaluates
+(``loop/settings.StructureConfig``): with default flags they play the batch a default round evaluates
 on, so a floor measured with defaults is the one a default round reads (issue 43, point 4)."""
 
 import yaml
@@ -9,7 +9,7 @@ from automem_dagster.commands import shared
 from automem_dagster.commands.evaluate import COMPARED_OPTIONS, evaluation_budget
 from automem_dagster.commands.noise import noise_settings
 from automem_dagster.loop.evaluation import evaluation_spec
-from automem_dagster.loop.settings import StructureOptions
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import load_champion
 
 
@@ -23,33 +23,32 @@ def _evaluation(settings):
 def test_noise_with_default_flags_measures_the_evaluation_a_default_round_plays():
     noise = noise_settings(cli.build_parser().parse_args(["noise", "--game", "crafter"]))
     revise = shared.round_settings(cli.build_parser().parse_args(["revise", "--game", "crafter"]))
-    assert _evaluation(noise) == _evaluation(revise) == _evaluation(StructureOptions().settings("crafter"))
+    assert _evaluation(noise) == _evaluation(revise) == _evaluation(StructureConfig().for_game("crafter"))
 
 
 def test_noise_reads_a_params_file_and_its_eval_max_steps_flag(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"evaluate": {"episodes": 3, "max_steps": 7}}))
     from_file = noise_settings(cli.build_parser().parse_args(["noise", "--game", "crafter", "--settings", str(params)]))
-    assert (from_file.eval_episodes, from_file.eval_max_steps) == (3, 7)
+    assert (from_file.budget.eval_episodes, from_file.budget.eval_max_steps) == (3, 7)
     given = noise_settings(cli.build_parser().parse_args(["noise", "--game", "crafter", "--eval-max-steps", "4"]))
-    assert given.eval_max_steps == 4 and given.eval_episodes == StructureOptions().eval_episodes
+    assert given.budget.eval_max_steps == 4 and given.budget.eval_episodes == StructureConfig().budget.eval_episodes
 
 
 def test_table_defaults_are_the_round_options():
     args = cli.build_parser().parse_args(["table", "--game", "crafter"])
-    given = shared.options_from_args(args, StructureOptions, shared.EVALUATION_OPTIONS)
-    assert given == StructureOptions()
+    given = shared.options_from_args(args, StructureConfig, shared.EVALUATION_OPTIONS)
+    assert given == StructureConfig()
 
 
 def test_evaluate_with_default_flags_plays_the_evaluation_a_default_round_plays():
     evaluate = evaluation_budget(cli.build_parser().parse_args(["evaluate", "--game", "crafter"]))
-    assert _evaluation(evaluate) == _evaluation(StructureOptions().settings("crafter"))
+    assert _evaluation(evaluate) == _evaluation(StructureConfig().for_game("crafter"))
     given = evaluation_budget(cli.build_parser().parse_args(["evaluate", "--game", "crafter", "--eval-max-steps", "4"]))
-    assert given.eval_max_steps == 4
+    assert given.budget.eval_max_steps == 4
 
 
 def test_compare_reads_the_runs_of_a_default_rounds_evaluation():
     args = cli.build_parser().parse_args(["compare", "--game", "crafter"])
-    compared = shared.options_from_args(args, StructureOptions, COMPARED_OPTIONS)
-    assert (compared.eval_episodes, compared.eval_max_steps) == (StructureOptions().eval_episodes,
-                                                                 StructureOptions().eval_max_steps)
+    compared = shared.options_from_args(args, StructureConfig, COMPARED_OPTIONS)
+    assert compared.budget == StructureConfig().budget

@@ -5,7 +5,7 @@ import pytest
 from automem_dagster.cli import main as cli_main
 from automem_dagster.commands import shared
 from automem_dagster.loop.seed_blocks import round_seeds
-from automem_dagster.loop.settings import ProficiencyOptions, StructureOptions
+from automem_dagster.loop.settings import ProficiencyConfig, StructureConfig
 from automem_dagster.rollout.seeds import eval_seeds, training_seeds
 from automem_dagster.rollout.trajectory import read_manifest
 
@@ -29,7 +29,7 @@ def test_a_rollout_with_the_default_seeds_plays_training_seeds_never_evaluation_
     assert cli_main(["rollout", "--game", "keydoor", "--agent", "random", "--rollout-max-steps", "2",
                      "--out", str(out)]) == 0
     played = read_manifest(out)["seeds"]
-    game, episodes = "keydoor:hall4-decoys2", StructureOptions().rollout_episodes
+    game, episodes = "keydoor:hall4-decoys2", StructureConfig().budget.rollout_episodes
     assert played == training_seeds(game, episodes, path=shared.STORAGE.seeds_file)
     assert not set(played) & set(eval_seeds(game, shared.STORAGE.seeds_file))
 
@@ -44,7 +44,7 @@ def test_a_proficiency_rollout_plays_that_loops_next_block_on_its_default_budget
     assert cli_main(["rollout", "--game", "keydoor", "--agent", "random", "--training", "proficiency",
                      "--out", str(out)]) == 0
     manifest = read_manifest(out)
-    options = ProficiencyOptions()
+    options = ProficiencyConfig().budget
     assert manifest["seeds"] == round_seeds("proficiency", "keydoor:hall4-decoys2", options.rollout_episodes,
                                             shared.STORAGE)
     assert manifest["max_steps"] == options.rollout_max_steps

@@ -12,11 +12,12 @@ from automem_dagster.defs.common.plan_assets import Batch, Body, Loop, plan_asse
 from automem_dagster.defs.common.resources import StorageResource, default_resources
 from automem_dagster.defs.structure.assets import BODIES, GROUP
 from automem_dagster.loop.round_plan import STRUCTURE_ROUND, RoundPlan, Step
-from automem_dagster.loop.settings import RoundSettings
+from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage
+from automem_dagster.options import Budget
 
 
-def seed_list(settings: RoundSettings, storage: Storage) -> list[int]:
+def seed_list(settings: StructureConfig, storage: Storage) -> list[int]:
     """A test step's stage: the round's evaluation seeds."""
     return settings.eval_seed_list(storage.seeds_file)
 
@@ -59,9 +60,9 @@ def test_steps_without_a_body_run_their_stage_functions_with_the_values_they_rea
     ), {})
     assets = plan_assets(plan, {}, Loop(GROUP))
     result = dg.materialize(list(assets.values()), partition_key="crafter", resources={"storage": StorageResource()},
-                            run_config={"ops": {name: {"config": {"eval_episodes": 3}} for name in plan.names}},
+                            run_config={"ops": {name: {"config": {"budget": {"eval_episodes": 3}}} for name in plan.names}},
                             instance=dg.DagsterInstance.ephemeral())
-    seeds = RoundSettings("crafter", eval_episodes=3).eval_seed_list(Storage().seeds_file)
+    seeds = StructureConfig(budget=Budget(eval_episodes=3)).for_game("crafter").eval_seed_list(Storage().seeds_file)
     assert result.output_for_node("eval_seeds") == seeds
     assert result.output_for_node("seed_count") == {"game": "crafter", "seeds": 3}
 

@@ -31,14 +31,16 @@ def test_definitions_load_with_the_proficiency_assets_check_jobs_and_sensor():
     assert {n.name for n in defs.resolve_job_def("promote_specialist_job").all_node_defs} == {"champion_specialist"}
     sensor = defs.resolve_sensor_def("specialist_gate_sensor")
     assert sensor.job_name == "promote_specialist_job" and sensor.default_status == dg.DefaultSensorStatus.RUNNING
-    settings = ProficiencyConfig().settings("crafter")
-    assert settings.curation.min_examples == 16 and settings.curation.weights.horizon == 10
-    assert (settings.budget.rollout_episodes, settings.budget.rollout_max_steps, settings.max_train_steps) == (2, 20, 20)
-    assert ProficiencyConfig(min_examples=None).settings("nethack").curation.min_examples == 800
-    lora = ProficiencyConfig(lora_settings=json.dumps(LORA_REPLY["settings"])).settings("crafter").lora
+    settings = ProficiencyConfig().for_game("crafter")
+    curation = settings.curation_settings()
+    assert curation.min_examples == 16 and curation.weights.horizon == 10
+    budget = settings.budget
+    assert (budget.rollout_episodes, budget.rollout_max_steps, settings.training.max_train_steps) == (2, 20, 20)
+    assert ProficiencyConfig(curation={"min_examples": None}).for_game("nethack").curation_settings().min_examples == 800
+    lora = ProficiencyConfig(training={"lora_settings": json.dumps(LORA_REPLY["settings"])}).training.lora
     assert lora is not None and lora.rank == 8
     with pytest.raises(ValueError, match="out of bounds"):
-        ProficiencyConfig(lora_settings=json.dumps({**LORA_REPLY["settings"], "rank": 1024})).settings("crafter")
+        ProficiencyConfig(training={"lora_settings": json.dumps({**LORA_REPLY["settings"], "rank": 1024})})
 
 
 def test_gate_sensor_requests_one_promotion_per_evaluated_game(tmp_path):

@@ -274,11 +274,11 @@ def test_a_round_and_its_curate_stage_take_the_same_curation_options():
 
     for command in (["train", "--game", "crafter"], ["curate", "--game", "crafter", "--batch", "b"]):
         args = build_parser().parse_args([*command, "--accept-score", "0", "--min-examples", "170"])
-        curation = proficiency_settings(args).curation
+        curation = proficiency_settings(args).curation_settings()
         assert (curation.accept_score, curation.min_examples) == (0.0, 170)
-    default = proficiency_settings(build_parser().parse_args(["train", "--game", "crafter"])).curation
+    default = proficiency_settings(build_parser().parse_args(["train", "--game", "crafter"])).curation_settings()
     assert default.accept_score == 1.0 and not default.keep_unmeasured and default.replay.decisions is None
     flags = ["curate", "--game", "crafter", "--batch", "b", "--score-window", "4", "--replay-horizon", "12"]
-    opted = proficiency_settings(build_parser().parse_args([*flags, "--keep-unmeasured"])).curation
+    opted = proficiency_settings(build_parser().parse_args([*flags, "--keep-unmeasured"])).curation_settings()
     assert opted.keep_unmeasured and (opted.weights.horizon, opted.replay.horizon) == (4, 12)
     assert not proficiency_settings(build_parser().parse_args([*flags, "--keep-unmeasured", "false"])).curation.keep_unmeasured

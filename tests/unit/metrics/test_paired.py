@@ -149,10 +149,10 @@ def test_the_gate_is_chosen_per_round_on_the_cli_and_in_dagster_config(capsys):
     args = build_parser().parse_args(["revise", "--game", "crafter", "--gate", "equal_score", "--gate-metric",
                                       "redundant_write_rate", "--gate-margin", "0.2", "--gate-min-gain", "3"])
     assert gate_policy(args) == GatePolicy("equal_score", 0.05, 5, "redundant_write_rate", 0.2, 3.0)
-    assert RoundConfig(gate="equal_score", gate_metric="empty_search_rate").settings("crafter").gate.metric \
+    assert RoundConfig(gate={"rule": "equal_score", "metric": "empty_search_rate"}).gate.policy().metric \
         == "empty_search_rate"
     assert gate_policy(build_parser().parse_args(["train", "--game", "crafter"])) == GatePolicy()
-    assert RoundConfig(gate="significant", gate_min_seeds=8).settings("crafter").gate == GatePolicy("significant", 0.05, 8)
+    assert RoundConfig(gate={"rule": "significant", "min_seeds": 8}).gate.policy() == GatePolicy("significant", 0.05, 8)
     assert cli_main(["revise", "--game", "crafter", "--gate", "significant", "--gate-level", "2"]) == 2
     assert "--gate-level" in capsys.readouterr().err
 

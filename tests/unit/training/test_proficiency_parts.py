@@ -16,7 +16,7 @@ from automem_dagster.loop.gate import paired_verdict
 from automem_dagster.loop.proficiency import start_proficiency_round
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.serving import specialist_endpoints
-from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
+from automem_dagster.loop.settings import ProficiencyBudget, ProficiencyConfig
 from automem_dagster.loop.storage import Storage
 from automem_dagster.meta.lora_config import LoraChoice, reply_schema, validate_settings
 from automem_dagster.metrics.paired import GatePolicy
@@ -126,8 +126,8 @@ def test_two_model_endpoints():
 
 def test_training_seeds_avoid_evaluation_and_diagnosis_seeds(tmp_path):
     storage = Storage(runs=tmp_path / "runs", specialists=tmp_path / "specialists")
-    budget = RoundSettings("crafter", rollout_episodes=20)
-    seeds = start_proficiency_round(ProficiencySettings(budget), storage).seeds
+    settings = ProficiencyConfig(budget=ProficiencyBudget(rollout_episodes=20)).for_game("crafter")
+    seeds = start_proficiency_round(settings, storage).seeds
     assert len(set(seeds)) == 20 and not set(seeds) & set(eval_seeds("crafter"))
     assert not set(seeds) & set(round_seeds("structure", "crafter", 20, storage))
     reg = SpecialistRegistry.load("crafter", storage.specialists)
