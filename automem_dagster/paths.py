@@ -15,7 +15,4 @@ PROJECT_ROOT = Path(os.environ.get("AUTOMEM_HOME") or Path(__file__).resolve().p
 ASSETS = PROJECT_ROOT / "assets"
 SCAFFOLDS = ASSETS / "scaffolds"
 DEFAULT_ENDPOINTS = ASSETS / "endpoints" / "embedded.yaml"
-DEFAULT_SEEDS_FILE = ASSETS / "seeds" / "eval.yaml"
-"""The fixed evaluation seed sets and the training range (``rollout/seeds.py``); the one list of each family's
-evaluation seeds, which the built-in environments read too (``games/builtin.py``)."""
 RUNS = PROJECT_ROOT / "runs"

@@ -199,11 +199,6 @@ EVALUATION_OPTIONS = ("budget.eval_episodes", "budget.eval_max_steps", "budget.c
 its defaults it plays the batch a default round's evaluation plays: ``noise``, ``table``)."""
 
 
-def option_flag(config: type[BaseModel], key: str) -> str:
-    """The CLI flag of option ``key`` (``gate.level`` -> ``--gate-level``) of ``config``."""
-    return leaves(config)[key].flag
-
-
 BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 """What a yes-or-no option's value may say (``--keep-unmeasured false``; the flag alone says true)."""
 
@@ -254,9 +249,7 @@ def options_from_args(args: argparse.Namespace, config: type[C], names: tuple[st
     combination is refused naming the options to fix."""
     from_file = options_of_params(args.settings) if getattr(args, "settings", None) else {}
     every = leaves(config)
-    values = {}
-    if defaults is not None:
-        values = {key: value_at(defaults, leaf) for key, leaf in every.items()}
+    values = {key: value_at(defaults, leaf) for key, leaf in every.items()} if defaults is not None else {}
     for leaf in select(config, names):
         if hasattr(args, leaf.dest):
             values[leaf.key] = getattr(args, leaf.dest)

@@ -1,22 +1,20 @@
 """The project's own environments, registered through the same ``Environment`` record a plugin uses.
 
 Each factory imports its simulator only when a game is built, so listing the families stays cheap.
-The built-in families' evaluation seeds are written once, in ``assets/seeds/eval.yaml``: their records'
-``eval_seeds`` (which the ``Environment`` contract requires) are read from that file, never restated; a
-plugin's own seeds apply only where that file has no set for the family.
+The built-in families' evaluation seeds are written once, in ``assets/seeds/eval.yaml`` (data a round's DVC
+stages depend on): their records carry none of their own (``FROM_SEED_FILE``); a plugin's own seeds apply only
+where that file has no set for the family.
 """
 
 from __future__ import annotations
 
 import re
 
-import yaml
-
 import automem_dagster.games.courier as courier
 import automem_dagster.games.keydoor as keydoor
 from automem_dagster.games.base import Game
 from automem_dagster.games.registration import Environment
-from automem_dagster.paths import DEFAULT_SEEDS_FILE, SCAFFOLDS
+from automem_dagster.paths import SCAFFOLDS
 
 BALROG_MINIHACK_TASKS = (
     "Boxoban-Hard",
@@ -32,18 +30,9 @@ BALROG_MINIHACK_TASKS = (
 
 
 
-def shipped_eval_seeds(family: str) -> tuple[int, ...]:
-    """``family``'s evaluation seeds as the shipped seed file lists them. Read with plain YAML, not
-    ``rollout.seeds`` (which validates the file but imports this package): a set the file lacks is
-    refused naming the file, and ``rollout.seeds.load_seed_config`` checks the sets themselves."""
-    if not DEFAULT_SEEDS_FILE.is_file():
-        raise ValueError(f"{DEFAULT_SEEDS_FILE}: no seed file in this project home (AUTOMEM_HOME, else the checkout): "
-                         "point AUTOMEM_HOME at a project home with assets/, or restore assets/seeds/eval.yaml")
-    sets = (yaml.safe_load(DEFAULT_SEEDS_FILE.read_text()) or {}).get("eval") or {}
-    if not sets.get(family):
-        raise ValueError(f"{DEFAULT_SEEDS_FILE}: no eval.{family} seed set; restore assets/seeds/eval.yaml")
-    return tuple(sets[family])
-
+FROM_SEED_FILE: tuple[int, ...] = ()
+"""A built-in family's own evaluation seeds: none. Its set is written once, in ``assets/seeds/eval.yaml``, and
+``rollout.seeds.eval_seeds`` reads it there (a seed file without it is refused, naming the file)."""
 
 _MINIHACK_ID = re.compile(r"^MiniHack-(.+?)(-v\d+)$")
 
@@ -155,7 +144,7 @@ def _textworld(task: str, max_steps: int | None) -> Game:
 BUILTIN = (
     Environment(
         family="crafter", make=_crafter, scaffold=SCAFFOLDS / "crafter" / "v0.yaml",
-        eval_seeds=shipped_eval_seeds("crafter"), min_examples=500,
+        eval_seeds=FROM_SEED_FILE, min_examples=500,
         goal=("You are an agent playing Crafter, a 2D survival and crafting game. Unlock as many of its 22 "
               "achievements as you can (collect wood, stone, coal, iron and diamond; place a table and a furnace; "
               "make pickaxes and swords; eat, drink, sleep; defeat zombies and skeletons) while keeping health, "
@@ -163,20 +152,20 @@ BUILTIN = (
     ),
     Environment(
         family="minihack", make=_minihack, scaffold=SCAFFOLDS / "minihack" / "v0.yaml",
-        eval_seeds=shipped_eval_seeds("minihack"), tasks=("Corridor-R3",), canonical=_minihack_canonical,
+        eval_seeds=FROM_SEED_FILE, tasks=("Corridor-R3",), canonical=_minihack_canonical,
         min_examples=300,
         goal=("You are an agent playing a MiniHack task, a small level of NetHack. Complete the task, usually by "
               "reaching the staircase down (>), in as few steps as you can."),
     ),
     Environment(
         family="nethack", make=_nethack, scaffold=SCAFFOLDS / "nethack" / "v0.yaml",
-        eval_seeds=shipped_eval_seeds("nethack"), min_examples=800,
+        eval_seeds=FROM_SEED_FILE, min_examples=800,
         goal=("You are an agent playing NetHack. Stay alive, gain experience levels and go down the stairs (>) to "
               "reach deeper dungeon levels."),
     ),
     Environment(
         family="babyai", make=_babyai, scaffold=SCAFFOLDS / "babyai" / "v0.yaml",
-        eval_seeds=shipped_eval_seeds("babyai"),
+        eval_seeds=FROM_SEED_FILE,
         tasks=("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoorLoc", "GoToObj"),
         goal=("You are an agent in BabyAI, a grid world of rooms with keys, balls, boxes and doors. Carry out the "
               "mission given in the observation (go to, pick up, open or put an object next to another) in as few "
@@ -184,13 +173,13 @@ BUILTIN = (
     ),
     Environment(
         family="textworld", make=_textworld, scaffold=SCAFFOLDS / "textworld" / "v0.yaml",
-        eval_seeds=shipped_eval_seeds("textworld"), tasks=("coin_collector",),
+        eval_seeds=FROM_SEED_FILE, tasks=("coin_collector",),
         goal=("You are an agent playing a TextWorld text adventure. Reach the objective given at the start by "
               "moving between rooms and acting on objects, in as few steps as you can."),
     ),
     Environment(
         family="keydoor", make=_keydoor, scaffold=SCAFFOLDS / "keydoor" / "v0.yaml",
-        eval_seeds=shipped_eval_seeds("keydoor"), tasks=(keydoor.knob_task(keydoor.DEFAULTS),),
+        eval_seeds=FROM_SEED_FILE, tasks=(keydoor.knob_task(keydoor.DEFAULTS),),
         canonical=keydoor.canonical,
         knobs=keydoor.knobs, min_examples=30,
         goal=("You are an agent in a hallway that leads to a junction and on to a locked door. A sign in the hallway "
@@ -199,7 +188,7 @@ BUILTIN = (
     ),
     Environment(
         family="courier", make=_courier, scaffold=SCAFFOLDS / "courier" / "v0.yaml",
-        eval_seeds=shipped_eval_seeds("courier"), tasks=(courier.knob_task(courier.DEFAULTS),),
+        eval_seeds=FROM_SEED_FILE, tasks=(courier.knob_task(courier.DEFAULTS),),
         canonical=courier.canonical,
         knobs=courier.knobs, min_examples=30,
         goal=("You are a courier. At the depot each parcel's label says once where it goes (the mill, the farm or "

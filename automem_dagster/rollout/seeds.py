@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from automem_dagster.datafiles import load_yaml_model
 from automem_dagster.games import EnvRef, as_ref, minihack_env_id, minihack_suite_tasks
 from automem_dagster.games.minihack_suite import suite_units
-from automem_dagster.paths import DEFAULT_SEEDS_FILE
+from automem_dagster.paths import ASSETS
+
+DEFAULT_SEEDS_FILE = ASSETS / "seeds" / "eval.yaml"
 
 
 class SeedConfigError(ValueError):
@@ -46,7 +48,8 @@ class TrainingRange(BaseModel):
 class SeedConfig(BaseModel):
     """The evaluation seed sets of game families (MiniHack: per task) and the training range.
 
-    A family without a set here plays its environment record's ``eval_seeds`` (``eval_seeds``)."""
+    A family without a set here plays its environment record's ``eval_seeds`` (``eval_seeds``); a built-in
+    family's record has none (``games/builtin.FROM_SEED_FILE``): this file is the one list of its set."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -73,15 +76,17 @@ def eval_seeds(game: str | EnvRef, path: Path = DEFAULT_SEEDS_FILE) -> list[int]
     A MiniHack suite ("minihack:suite") plays every task on the family's set: its seeds are the units that
     stand for each (task, seed) (``games.minihack_suite``), so the gate pairs tasks x seeds."""
     ref, config = as_ref(game), load_seed_config(path)
+    seeds = list(config.eval.get(ref.family) or ref.plugin.eval_seeds)
+    if not seeds:  # a built-in family's set is only in the seed file (games/builtin.FROM_SEED_FILE)
+        raise SeedConfigError(f"seed file {path}: no eval.{ref.family} set, and the {ref.family} family has no seeds of "
+                              "its own; restore assets/seeds/eval.yaml or add the set")
     suite = minihack_suite_tasks(ref.task) if ref.family == "minihack" else None
     if suite is not None:
-        units = suite_units(len(suite), config.eval.get("minihack", list(ref.plugin.eval_seeds)))
+        units = suite_units(len(suite), seeds)
         assert_disjoint(config.training.seeds(), units, f"training range of {path}", f"the units of {ref.name}")
         return units
-    if ref.family in config.eval:
-        return list(config.eval[ref.family])
-    seeds = list(ref.plugin.eval_seeds)
-    assert_disjoint(config.training.seeds(), seeds, f"training range of {path}", f"eval_seeds of plugin {ref.family!r}")
+    if ref.family not in config.eval:
+        assert_disjoint(config.training.seeds(), seeds, f"training range of {path}", f"eval_seeds of plugin {ref.family!r}")
     return seeds
 
 

@@ -32,10 +32,10 @@ params = io.StringIO()
 with contextlib.redirect_stdout(params):
     cli.main(["params"])
 schema = {}
-for config in (RoundConfig, ProficiencyConfig):
+for config_name, config in (("RoundConfig", RoundConfig), ("ProficiencyConfig", ProficiencyConfig)):
     fields = infer_schema_from_config_class(config).config_type.fields
     if part in fields and name in fields[part].config_type.fields:
-        schema[config.__name__] = fields[part].config_type.fields[name].default_value
+        schema[config_name] = fields[part].config_type.fields[name].default_value
 print(json.dumps({"help": helps, "params": params.getvalue(), "dagster": schema}))
 """
 

@@ -6,19 +6,18 @@ processes only: there the entry point must find it, a rollout must play it, a st
 with the rules meta must run on it, and Dagster must list it as a partition.
 """
 
-import ast
-import inspect
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from automem_dagster.cli import main as cli_main
 from automem_dagster.games import PluginError, builtin, env_ref, families, plugin
 from automem_dagster.games.builtin import BUILTIN
 from automem_dagster.games.plugin import ENTRY_POINT_GROUP, Environment, validate_environment, validate_game
 from automem_dagster.paths import ASSETS
-from automem_dagster.rollout.seeds import eval_seeds
+from automem_dagster.rollout.seeds import SeedConfigError, eval_seeds, load_seed_config
 from automem_dagster.rollout.trajectory import partial_path, read_trajectory
 
 
@@ -106,15 +105,16 @@ def test_a_game_that_does_not_replay_exactly_is_played_again_rather_than_resumed
         plugin._reference.cache_clear()
 
 
-def test_builtin_records_read_the_seed_file():
-    """The built-in families' seeds are written once, in assets/seeds/eval.yaml: their records say the same
-    because they read it, and no record writes a seed of its own (a literal or a ``range`` would be a second
-    list that a change to the file leaves behind)."""
+def test_builtin_families_take_their_seeds_from_the_seed_file_alone(tmp_path):
+    """The built-in families' seeds are written once, in assets/seeds/eval.yaml: their records carry none of
+    their own (a second list that a change to the file would leave behind), and a seed file without a built-in
+    family's set is refused naming the file, not played on other seeds."""
+    shipped = load_seed_config()
     for env in BUILTIN:
-        assert list(env.eval_seeds) == eval_seeds(env.default_game()), env.family
-    tree = ast.parse(inspect.getsource(builtin))
-    given = [kw.value for node in ast.walk(tree) if isinstance(node, ast.Call) for kw in node.keywords
-             if kw.arg == "eval_seeds"]
-    assert len(given) == len(BUILTIN)
-    assert all(isinstance(v, ast.Call) and getattr(v.func, "id", "") == "shipped_eval_seeds" for v in given), \
-        [ast.unparse(v) for v in given]
+        assert env.eval_seeds == builtin.FROM_SEED_FILE, env.family
+        assert eval_seeds(env.default_game()) == shipped.eval[env.family], env.family
+    partial = tmp_path / "eval.yaml"
+    partial.write_text(yaml.safe_dump({"eval": {"crafter": [42]}, "training": {"first": 1000, "last": 1100}}))
+    assert eval_seeds("crafter", partial) == [42]
+    with pytest.raises(SeedConfigError, match=f"seed file {partial}: no eval.nethack set"):
+        eval_seeds("nethack", partial)
