@@ -78,7 +78,7 @@ def run_structure_round(settings: StructureConfig, endpoints: Path, storage: Sto
     """One structure round of ``settings.game``, whole, as a run of ``structure_full_round_job`` executed as
     ``execution`` says: what it produced, its plots and MLflow runs, and a line saying where the run shows."""
     values, run = _run(STRUCTURE_ROUND, "structure_full_round_job", settings.game,
-                       RoundConfig(**settings.model_dump(), shards=execution.shards),
+                       _run_config(RoundConfig, settings, execution),
                        _resources(endpoints, storage, tracker, meta), execution)
     return *_structure_result(settings.game, storage, **values), run
 
@@ -90,10 +90,16 @@ def run_proficiency_round(settings: ProficiencyLoop, endpoints: Path, storage: S
     ``execution`` says. A dataset below the minimum ends the run before training, and the run succeeds
     (``sft_dataset`` observed as ``dataset_too_small``, the steps after it skipped); here it is
     ``meta.curate.DatasetTooSmall``, the designed stop the CLI's rounds print in one line."""
-    config = ProficiencyConfig(**settings.model_dump(), shards=execution.shards)
+    config = _run_config(ProficiencyConfig, settings, execution)
     values, run = _run(PROFICIENCY_ROUND, "proficiency_full_round_job", settings.game, config,
                        _resources(endpoints, storage, tracker, meta), execution)
     return *_proficiency_result(settings.game, storage, **values), run
+
+
+def _run_config(config: type[RoundConfig], settings: StructureConfig, execution: Execution) -> RoundConfig:
+    """The run config of ``settings`` (the demo's proficiency config plays its structure round too: only the parts
+    ``config`` has), sharded as ``execution`` says."""
+    return config.model_validate({**settings.model_dump(include=set(config.model_fields)), "shards": execution.shards})
 
 
 def _resources(endpoints: Path, storage: Storage, tracker: Tracker | None, meta: str) -> dict:

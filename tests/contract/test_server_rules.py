@@ -205,10 +205,10 @@ def test_the_training_base_defaults_to_the_base_the_vllm_memory_endpoint_serves(
     server = vllm([GAME_RULE], base_root="/models/Qwen2.5-0.5B-Instruct")
     settings = ProficiencyConfig().for_game("crafter")
     served = EndpointsConfig(game=EndpointConfig(name="game", base_url=server.base_url, server="vllm", model=BASE))
-    assert with_training_base(settings, served).base == "/models/Qwen2.5-0.5B-Instruct"
-    assert with_training_base(settings, EndpointsConfig(game=EndpointConfig(name="game"))).base == "embedded"
+    assert with_training_base(settings, served).training.base == "/models/Qwen2.5-0.5B-Instruct"
+    assert with_training_base(settings, EndpointsConfig(game=EndpointConfig(name="game"))).training.base == "embedded"
     given = ProficiencyConfig(training=Training(base="embedded")).for_game("crafter")
-    assert with_training_base(given, served).base == "embedded"
+    assert with_training_base(given, served).training.base == "embedded"
 
 
 def test_a_memory_endpoint_used_as_given_must_list_this_adapter(scripted, tmp_path):

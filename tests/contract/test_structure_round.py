@@ -7,7 +7,6 @@ the marker makes a candidate that really wins on the evaluation seeds, and one w
 really ties.
 """
 
-import dataclasses
 import json
 from datetime import datetime
 
@@ -23,7 +22,7 @@ from structure_round_rules import storage as round_storage
 
 from automem_dagster.llm.client import EndpointError
 from automem_dagster.loop.report import batch_span_ms
-from automem_dagster.metrics.paired import GatePolicy
+from automem_dagster.loop.settings import Gate
 from automem_dagster.rollout import RolloutError
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.tracking import Tracker
@@ -73,7 +72,7 @@ def test_a_winning_revision_is_kept_and_tracked(storage, scripted, tmp_path):
 
 def test_the_significant_gate_calls_a_win_on_too_few_seeds_inconclusive(storage, scripted):
     server = scripted(meta_rules(storage, patch_reply("WIN-MARKER")) + GAME_RULES)
-    significant = dataclasses.replace(SETTINGS, gate=GatePolicy("significant", 0.05, 5))
+    significant = SETTINGS.model_copy(update={"gate": Gate(rule="significant", level=0.05, min_seeds=5)})
     result, _ = run(storage, server, settings=significant)
     assert result.candidate_eval.progression.mean > result.champion_eval.progression.mean
     assert result.outcome == "inconclusive" and "on 2 seeds" in result.decision.reason
@@ -89,8 +88,8 @@ def test_the_equal_score_gate_keeps_a_tie_that_reads_fewer_prompt_tokens(storage
     shorter = json.dumps({"remove_files": ["survival_log.txt", "actions_log.txt"],
                           "rationale": "Finding 1: the agent idles; two files it never reads only lengthen the prompt."})
     server = scripted(meta_rules(storage, shorter) + GAME_RULES)
-    cheaper = GatePolicy("equal_score", 0.6, 2, "input_tokens_per_step", 0.1)
-    result, _ = run(storage, server, settings=dataclasses.replace(SETTINGS, gate=cheaper))
+    cheaper = Gate(rule="equal_score", level=0.6, min_seeds=2, metric="input_tokens_per_step", margin=0.1)
+    result, _ = run(storage, server, settings=SETTINGS.model_copy(update={"gate": cheaper}))
     assert result.candidate_eval.progression.mean == result.champion_eval.progression.mean
     assert result.outcome == "kept" and "input_tokens_per_step lower" in result.decision.reason
     metric = result.decision.metric

@@ -70,8 +70,8 @@ def _setup(tmp_path, storage, scripted, cluster):
 def _run_config(cluster, shards: int = SHARDS, overrides: dict | None = None) -> dict:
     seeds_per_shard = -(-EPISODES // shards)
     visibility = visibility_timeout(STEPS, seeds_per_shard, 2, 60)
-    return {"ops": {"rollout_batch": {"config": {"rollout_episodes": EPISODES, "rollout_max_steps": STEPS,
-                                                 "concurrency": 2, "shards": shards}}},
+    budget = {"rollout_episodes": EPISODES, "rollout_max_steps": STEPS, "concurrency": 2}
+    return {"ops": {"rollout_batch": {"config": {"budget": budget, "shards": shards}}},
             "execution": {"config": celery_config(cluster.broker, visibility, overrides=overrides)}}
 
 

@@ -43,8 +43,8 @@ def test_shards_in_their_own_processes_merge_into_the_one_process_batch(tmp_path
         "endpoints": str(rollout_endpoints(tmp_path, server)), "runs": storage.runs,
         "scaffolds": storage.scaffolds, "lineage": storage.lineage, "specialists": storage.specialists,
         "mlflow": f"sqlite:///{tmp_path}/mlflow.db"}))
-    run_config = {"ops": {"rollout_batch": {"config": {"rollout_episodes": EPISODES, "rollout_max_steps": STEPS,
-                                                       "concurrency": 2, "shards": 2}}}}
+    budget = {"rollout_episodes": EPISODES, "rollout_max_steps": STEPS, "concurrency": 2}
+    run_config = {"ops": {"rollout_batch": {"config": {"budget": budget, "shards": 2}}}}
     settings = StructureConfig(budget=Budget(rollout_episodes=EPISODES, rollout_max_steps=STEPS, eval_max_steps=STEPS,
                                              eval_episodes=2)).for_game("crafter")
     start = start_round(settings, storage.storage())
