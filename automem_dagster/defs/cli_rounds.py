@@ -37,7 +37,7 @@ from automem_dagster.loop.proficiency import (
     ProficiencyResult,
     curated,
     dataset_dir,
-    load_specialist_decision,
+    load_specialist_verdict,
     registry,
     training_record,
 )
@@ -46,7 +46,7 @@ from automem_dagster.loop.report import RoundReport
 from automem_dagster.loop.round_plan import PROFICIENCY_ROUND, STRUCTURE_ROUND, RoundPlan
 from automem_dagster.loop.settings import ProficiencySettings, RoundSettings
 from automem_dagster.loop.storage import Storage, slug
-from automem_dagster.loop.structure import RoundResult, load_decision
+from automem_dagster.loop.structure import RoundResult, load_verdict
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.meta.revise import Revision
@@ -159,7 +159,7 @@ def _structure_result(game: str, storage: Storage, rollout_batch, diagnosis, sca
     if candidate_evaluation and candidate_evaluation["outcome"] == "evaluated":
         result.candidate_eval = load_summary(Path(candidate_evaluation["candidate_batch"]))
         result.champion_eval = load_summary(Path(candidate_evaluation["champion_batch"]))
-        result.decision = load_decision(storage, game, result.candidate)
+        result.decision = load_verdict(storage, game, result.candidate)
     return result, RoundReport.from_json((champion_scaffold or {}).get("report", {}))
 
 
@@ -188,6 +188,6 @@ def _proficiency_result(game: str, storage: Storage, training_rollouts, sft_data
         result.specialist_eval = load_summary(Path(specialist_evaluation["specialist_batch"]))
         result.champion_eval = load_summary(Path(specialist_evaluation["champion_batch"]))
         result.endpoints = specialist_evaluation["endpoints"]
-        result.decision = load_specialist_decision(storage, game, record.id)
+        result.decision = load_specialist_verdict(storage, game, record.id)
         report = report | RoundReport.from_json((champion_specialist or {}).get("report", {}))
     return result, report

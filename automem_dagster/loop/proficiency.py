@@ -11,7 +11,7 @@ Like the structure loop, each stage is a plain function writing under ``runs/`` 
 derived from its inputs, so rerunning resumes: a finished dataset, configuration or adapter
 is read back, and an adapter trained but not yet judged is evaluated by the next round
 instead of training another. The specialist pointer (``assets/specialists/<family>.json``)
-moves only in ``decide_challenger`` (``loop.ledgers.RegistryLedger``).
+moves only in ``judge_challenger`` (``loop.ledgers.RegistryLedger``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.challenger import DecisionRecord, RoundStart, load_decision_record
+from automem_dagster.loop.challenger import RoundStart, VerdictRecord, load_verdict_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.seed_blocks import round_seeds
@@ -223,8 +223,8 @@ def specialist_evaluation_specs(settings: ProficiencySettings, scaffold: Scaffol
 
 # --- stage 6: the decision ------------------------------------------------------------------
 
-def load_specialist_decision(storage: Storage, game: str, adapter_id: str) -> DecisionRecord | None:
-    return load_decision_record(storage, game, "specialist", adapter_id)
+def load_specialist_verdict(storage: Storage, game: str, adapter_id: str) -> VerdictRecord | None:
+    return load_verdict_record(storage, game, "specialist", adapter_id)
 
 
 # --- the whole round ------------------------------------------------------------------------
@@ -242,7 +242,7 @@ class ProficiencyResult:
     training: dict | None = None
     specialist_eval: BatchSummary | None = None
     champion_eval: BatchSummary | None = None
-    decision: DecisionRecord | None = None
+    decision: VerdictRecord | None = None
     endpoints: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 

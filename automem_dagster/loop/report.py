@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from automem_dagster.games import game_family
-from automem_dagster.loop.challenger import DecisionRecord
+from automem_dagster.loop.challenger import VerdictRecord
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.loop.structure import RoundResult
@@ -73,7 +73,7 @@ def version_points(storage: Storage, game: str) -> list[VersionPoint]:
     champion = lineage.champion().version
     scores: dict[int, tuple[float, float]] = {}
     for path in sorted((storage.runs / "decisions" / slug(game)).glob("v*.json"), key=lambda p: int(p.stem[1:])):
-        record = DecisionRecord.from_json(json.loads(path.read_text()))
+        record = VerdictRecord.from_json(json.loads(path.read_text()))
         for version, batch in ((record.champion_before, record.champion_batch), (record.challenger, record.challenger_batch)):
             progression = json.loads((Path(batch) / "summary.json").read_text())["progression"]
             scores[version] = (progression["mean"], progression["stderr"])
@@ -218,7 +218,7 @@ def curation_figures(data_dir: Path) -> dict[str, float]:
     return {k: float(v) for k, v in figures.items() if v is not None}
 
 
-def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecord, specialist: BatchSummary,
+def report_specialist(game: str, adapter: AdapterRecord, decision: VerdictRecord, specialist: BatchSummary,
                       champion: BatchSummary, endpoints: dict, storage: Storage, tracker: Tracker | None,
                       max_steps: int, extra_plots: list[Path] = ()) -> RoundReport:
     """Plots of the gate (progression and behaviour, specialist vs the agent in service) and, with a
@@ -239,7 +239,7 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecor
     if tracker is None:
         return report
     from automem_dagster.tracking.batches import log_champion_once  # these need MLflow, which a tracker implies
-    from automem_dagster.tracking.model_registry import record_specialist_decision
+    from automem_dagster.tracking.model_registry import record_specialist_verdict
 
     outcome = decision.tracked()
     one_model = {k: v for k, v in endpoints.items() if k != "memory"}
@@ -248,7 +248,7 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecor
         decision=outcome, plots=[*report.plots.values(), *extra_plots]))
     report.runs["champion"] = log_champion_once(tracker, evaluation_run(
         game, champion, version, "champion", one_model, storage, max_steps, adapter.id), report.runs["specialist"])
-    record_specialist_decision(tracker, game_family(game), adapter.id, decision.keep, decision.reason,
+    record_specialist_verdict(tracker, game_family(game), adapter.id, decision.keep, decision.reason,
                                decision.outcome)
     return report
 

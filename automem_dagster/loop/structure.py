@@ -10,7 +10,7 @@ assets run these stages one each (the CLI runs those assets as one Dagster run),
 through the step commands.
 
 The champion pointer (``assets/lineage/<family>.json``) is changed in exactly one place,
-``decide_challenger`` (``loop.ledgers.LineageLedger``, this loop's ledger), by one atomic file
+``judge_challenger`` (``loop.ledgers.LineageLedger``, this loop's ledger), by one atomic file
 replace after the decision is known. A failure anywhere
 before that leaves the champion as it was and the candidate pending; the next round picks
 the pending candidate up and finishes its evaluation instead of making a new one.
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.challenger import DecisionRecord, RoundStart, load_decision_record
+from automem_dagster.loop.challenger import RoundStart, VerdictRecord, load_verdict_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.settings import RoundSettings
@@ -164,8 +164,8 @@ def start_round(settings: RoundSettings, storage: Storage) -> RoundStart[Pending
 
 # --- stage 5: the decision ------------------------------------------------------------------
 
-def load_decision(storage: Storage, game: str, version: int) -> DecisionRecord | None:
-    return load_decision_record(storage, game, "candidate", version)
+def load_verdict(storage: Storage, game: str, version: int) -> VerdictRecord | None:
+    return load_verdict_record(storage, game, "candidate", version)
 
 
 # --- the whole round ------------------------------------------------------------------------
@@ -184,11 +184,11 @@ class RoundResult:
     revision_dir: Path | None = None
     candidate_eval: BatchSummary | None = None
     champion_eval: BatchSummary | None = None
-    decision: DecisionRecord | None = None
+    decision: VerdictRecord | None = None
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def judged(cls, decision: DecisionRecord, candidate_eval: BatchSummary, champion_eval: BatchSummary,
+    def judged(cls, decision: VerdictRecord, candidate_eval: BatchSummary, champion_eval: BatchSummary,
                diagnosis_dir: Path | None = None, revision_dir: Path | None = None) -> RoundResult:
         return cls(game=decision.game, parent=decision.champion_before, candidate=decision.challenger,
                    diagnosis_dir=diagnosis_dir, revision_dir=revision_dir, candidate_eval=candidate_eval,

@@ -358,7 +358,7 @@ def _tags(run: EvaluationRun) -> list[RunTag]:
         "automem.batch": run.batch,
         "automem.identity": (run.identity or {}).get("digest"),
         "automem.models": models_tag(run.identity),
-        "automem.decision": run.decision_tag,
+        "automem.decision": run.verdict_tag,
         "mlflow.note.content": _summary(run),
     }
     return [RunTag(key, value) for key, value in values.items() if value is not None]
@@ -385,7 +385,7 @@ def _summary(run: EvaluationRun) -> str:
         d = run.decision
         lines += [
             "",
-            f"Decision: **{run.decision_tag}**, difference {d['mean_difference']:+.1f} ± {d['stderr_difference']:.1f} points "
+            f"Decision: **{run.verdict_tag}**, difference {d['mean_difference']:+.1f} ± {d['stderr_difference']:.1f} points "
             f"(interval {d['ci_low']:+.1f} to {d['ci_high']:+.1f}). {d['reason']}",
         ]
     return "\n".join(lines)

@@ -124,7 +124,7 @@ class EvaluationRun:
         return f"{subject}-{self.role}" + (f"-{self.round_id}" if self.round_id else "")
 
     @property
-    def decision_tag(self) -> str | None:
+    def verdict_tag(self) -> str | None:
         if self.decision is None:
             return None
         return self.decision.get("outcome") or ("kept" if self.decision["keep"] else "rolled_back")

@@ -21,13 +21,13 @@ from automem_dagster.llm.server_info import endpoint_identity
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.vllm_lora import content_hash as adapter_hash
 from automem_dagster.llm.vllm_lora import serve_adapter
-from automem_dagster.loop.challenger import decide_challenger
+from automem_dagster.loop.challenger import judge_challenger
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.gate import paired_verdict
 from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import load_decision
+from automem_dagster.loop.structure import load_verdict
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import run_batch
 from automem_dagster.rollout.identity import IDENTITY_VERSION
@@ -130,14 +130,14 @@ def test_a_structure_round_refuses_to_pair_batches_of_two_models(storage, server
     champion_batch = play(config(servers["model-a"], "model-a"), storage)
     by_b = play(config(servers["model-b"], "model-b"), storage, candidate)
     with pytest.raises(RoundError, match=r"different roles\.game\.model.*nothing is decided"):
-        decide_challenger("candidate", "crafter", 1, (by_b, champion_batch), storage)
+        judge_challenger("candidate", "crafter", 1, (by_b, champion_batch), storage)
     lineage = storage.load_lineage("crafter")
     assert lineage.champion().version == 0 and lineage.record(1).decision is None
-    assert load_decision(storage, "crafter", 1) is None
+    assert load_verdict(storage, "crafter", 1) is None
     # The same candidate played by the champion's model differs in the scaffold alone: it is decided.
     shutil.rmtree(by_b.out_dir)
     by_a = play(config(servers["model-a"], "model-a"), storage, candidate)
-    record = decide_challenger("candidate", "crafter", 1, (by_a, champion_batch), storage)
+    record = judge_challenger("candidate", "crafter", 1, (by_a, champion_batch), storage)
     assert record.identity["candidate"]["models"] == record.identity["champion"]["models"] == {"game": "model-a"}
     assert record.identity["candidate"]["scaffold_hash"] != record.identity["champion"]["scaffold_hash"]
 

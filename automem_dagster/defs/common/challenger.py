@@ -21,7 +21,7 @@ from automem_dagster.defs.common.metadata import behaviour_table, identity_text,
 from automem_dagster.defs.common.partitions import game_of, game_partitions, partitioned_checks
 from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
-from automem_dagster.loop.challenger import Challenger, DecisionRecord, decide_challenger, load_decision_record
+from automem_dagster.loop.challenger import Challenger, VerdictRecord, judge_challenger, load_verdict_record
 from automem_dagster.loop.gate import gate_scores, per_seed, verdict_of_scores
 from automem_dagster.loop.noise import gate_floors, load_noise
 from automem_dagster.loop.round_plan import RoundPlan
@@ -84,8 +84,8 @@ def candidate_evaluation_metadata(game: str, candidate: BatchSummary, champion: 
             **paired_metadata(game, "candidate", candidate, champion, names, plot_path)}
 
 
-def decide_once(context: dg.AssetExecutionContext, recorded: DecisionRecord | None, decide: Callable[[], DecisionRecord],
-                mlflow: MlflowResource, label: str) -> tuple[DecisionRecord, Tracker | None]:
+def decide_once(context: dg.AssetExecutionContext, recorded: VerdictRecord | None, decide: Callable[[], VerdictRecord],
+                mlflow: MlflowResource, label: str) -> tuple[VerdictRecord, Tracker | None]:
     """The decision a promotion shows: ``recorded`` when a retried run finds one (its MLflow runs
     were logged when it was taken, so no tracker), else a new one from ``decide`` with a tracker."""
     if recorded is not None:
@@ -178,14 +178,14 @@ def evaluated(challenge: Challenge, plan: dict, mine: BatchSummary, champion: Ba
 
 
 def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: dict, store: Storage,
-            mlflow: MlflowResource) -> tuple[DecisionRecord, BatchSummary, BatchSummary, Tracker | None]:
+            mlflow: MlflowResource) -> tuple[VerdictRecord, BatchSummary, BatchSummary, Tracker | None]:
     """The one promote path: the decision on the evaluated challenger, taken once (``decide_once``) under
     the gate the evaluation recorded, with both batches and, for a new decision, the tracker to log it."""
     game, challenger = game_of(context.partition_key), evaluation[challenge.key]
     mine = load_summary(Path(evaluation[f"{challenge.role}_batch"]))
     champion = load_summary(Path(evaluation["champion_batch"]))
-    record, tracker = decide_once(context, load_decision_record(store, game, challenge.role, challenger),
-                                  lambda: decide_challenger(challenge.role, game, challenger, (mine, champion), store,
+    record, tracker = decide_once(context, load_verdict_record(store, game, challenge.role, challenger),
+                                  lambda: judge_challenger(challenge.role, game, challenger, (mine, champion), store,
                                                             evaluation["gate"]), mlflow,
                                   challenge.labelled(evaluation)[challenge.key])
     context.log.info(record.reason)

@@ -11,7 +11,7 @@ import dagster as dg
 from automem_dagster.defs.common.long_values import link, long_text
 from automem_dagster.games import game_family
 from automem_dagster.llm.attempts import describe_failures
-from automem_dagster.loop.challenger import DecisionRecord
+from automem_dagster.loop.challenger import VerdictRecord
 from automem_dagster.loop.gate import identity_quote
 from automem_dagster.loop.storage import Storage
 from automem_dagster.meta.diagnose import Diagnosis
@@ -168,7 +168,7 @@ def could_have_seen(detectable: dict) -> dict:
     return long_text("could_have_seen", detectable["summary"]) if detectable else {}
 
 
-def challenger_decision_metadata(record: DecisionRecord, runs: dict, plots: dict[str, Path], names: dict,
+def challenger_decision_metadata(record: VerdictRecord, runs: dict, plots: dict[str, Path], names: dict,
                                  plot: tuple[str, str]) -> dict:
     """What a promotion of either loop shows of its decision: the outcome and its reason, ``names`` (the
     challenger and the champion before and after, as the loop names them), the paired difference, what
@@ -190,7 +190,7 @@ def challenger_decision_metadata(record: DecisionRecord, runs: dict, plots: dict
     return metadata
 
 
-def decision_metadata(record: DecisionRecord, storage: Storage, runs: dict, plots: dict[str, Path]) -> dict:
+def decision_metadata(record: VerdictRecord, storage: Storage, runs: dict, plots: dict[str, Path]) -> dict:
     """What ``champion_scaffold`` shows of a keep-or-rollback decision: the decision and its reason,
     the champion before and after, the lineage tree, the MLflow runs and the progression plot."""
     tree = render_tree(storage.load_lineage(game_family(record.game)))

@@ -11,7 +11,7 @@ import dagster as dg
 from automem_dagster.defs.common.challenger import paired_metadata
 from automem_dagster.defs.common.long_values import long_text
 from automem_dagster.defs.common.metadata import challenger_decision_metadata, code_block, run_link_metadata
-from automem_dagster.loop.challenger import DecisionRecord
+from automem_dagster.loop.challenger import VerdictRecord
 from automem_dagster.meta.dataset_card import calibration_words, replay_words
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.plots import png_markdown
@@ -106,7 +106,7 @@ def specialist_evaluation_metadata(game: str, adapter: str, scaffold_version: in
             "endpoints": dg.MetadataValue.json(endpoints)}
 
 
-def specialist_decision_metadata(game: str, decision: DecisionRecord, runs: dict, plots: dict[str, Path]) -> dict:
+def specialist_decision_metadata(game: str, decision: VerdictRecord, runs: dict, plots: dict[str, Path]) -> dict:
     """What ``champion_specialist`` shows of a keep-or-rollback decision on a specialist."""
     names = {"adapter": decision.challenger, "scaffold": f"v{decision.scaffold_version}",
              "specialist_before": _no_specialist(decision.champion_before),
