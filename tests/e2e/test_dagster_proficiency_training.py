@@ -48,7 +48,7 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     assert dataset["outcome"] == "curated" and dataset["examples"] >= 6 and len(dataset["dataset_version"]) == 16
     # The scripted game only plays `do`, which rarely changes anything, so the agent skips most LOG turns
     # (nothing new to record): the dataset's examples come from the PLAN phase.
-    assert "| reviewed_kept |" in dataset["verdicts"] and "| plan |" in dataset["examples_by_phase"]
+    assert "| reviewed_kept |" in dataset["fates"] and "| plan |" in dataset["examples_by_phase"]
     assert dataset["excluded_episodes"] == "none"
     config = metadata(result, "lora_config")
     assert config["source"] == "meta-LLM" and '"rank": 8' in config["settings"] and config["attempts"] == "1. valid"

@@ -92,8 +92,8 @@ def demo_rounds(tmp_path, storage, scripted, specialist_vllm, tracker: Tracker) 
     # 8-step rollouts with a 2-step window, as tests/e2e/test_dagster_proficiency_training.py plays them: the routine's
     # first note (step 5) and the read that shows it are what curation credits. Its 2-seed evaluation
     # decides under higher_mean (the default gate calls 2 seeds inconclusive). No counterfactual replay, so
-    # the unmeasured decisions train by request (keep_unmeasured): the pages are tested here, and a replayed
-    # verdict could drop the 6 examples the round trains on.
+    # the unmeasured decisions train by request (keep_unmeasured): the pages are tested here, and the replay
+    # could drop the 6 examples the round trains on.
     settings = ProficiencyConfig(rollout_episodes=4, rollout_max_steps=8, score_window=2, min_examples=6,
                                  max_review_batches=4, max_train_steps=1, eval_max_steps=8, base="embedded",
                                  gate="higher_mean", replay_decisions=0, keep_unmeasured=True).settings("crafter")
