@@ -22,7 +22,8 @@ from automem_dagster.loop.gate import paired_verdict, verdict_evidence
 from automem_dagster.loop.ledgers import LEDGERS
 from automem_dagster.loop.noise import gate_floors, load_noise, noise_evidence
 from automem_dagster.loop.storage import Storage, slug
-from automem_dagster.metrics.paired import GatePolicy, Verdict
+from automem_dagster.metrics.paired import GatePolicy
+from automem_dagster.metrics.verdict import Verdict
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.scaffold import Scaffold
 

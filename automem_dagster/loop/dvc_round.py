@@ -48,6 +48,7 @@ from automem_dagster.loop.records import (
     write_resumed,
 )
 from automem_dagster.loop.storage import Storage
+from automem_dagster.meta.revise import CANDIDATE_FILE, REVISION_FILE
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.trajectory import read_manifest
@@ -74,8 +75,8 @@ def write_resumed_revision(storage: Storage, family: str, version: int, out: Pat
     out = Path(out)
     candidate = load_scaffold(family, version, storage.scaffolds)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "candidate.yaml").write_text(scaffold_yaml(candidate))
-    write_json_atomic(out / "revision.json", {"version": version, "parent_version": candidate.parent,
+    (out / CANDIDATE_FILE).write_text(scaffold_yaml(candidate))
+    write_json_atomic(out / REVISION_FILE, {"version": version, "parent_version": candidate.parent,
                                               "rejected_reason": None, "resumed": True})
     write_resumed(out, "candidate", version)
 

@@ -7,8 +7,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.metrics.paired import GatePolicy, Verdict, compare_metric, compare_paired, gate_verdict
+from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired
 from automem_dagster.metrics.power import detectable_gain
+from automem_dagster.metrics.verdict import Verdict, gate_verdict
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.identity import differences, summarize_fields
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from automem_dagster.games import game_family
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.storage import Storage
-from automem_dagster.metrics.paired import Verdict
+from automem_dagster.metrics.verdict import Verdict
 from automem_dagster.scaffold.lineage import Lineage
 from automem_dagster.training.registry import SpecialistRegistry
 

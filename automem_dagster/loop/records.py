@@ -19,9 +19,10 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.loop.challenger import VerdictRecord
+from automem_dagster.meta.revise import REVISION_FILE
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.summary import load_summary
-from automem_dagster.rollout.trajectory import read_manifest
+from automem_dagster.rollout.trajectory import BATCH_FILE, read_manifest
 
 REJECTED = "rejected.json"
 """Written into a candidate's evaluation folder when there was no candidate to evaluate."""
@@ -43,7 +44,7 @@ COMPARISON_FIELDS = ("candidate_mean", "champion_mean", "mean_difference", "stde
 
 def write_rejected(out: Path, revision_dir: Path) -> dict:
     """Record in ``out`` that the revision in ``revision_dir`` was rejected, so nothing was played."""
-    revision = json.loads((Path(revision_dir) / "revision.json").read_text())
+    revision = json.loads((Path(revision_dir) / REVISION_FILE).read_text())
     marker = {"rejected_reason": revision["rejected_reason"], "parent_version": revision["parent_version"]}
     write_json_atomic(Path(out) / REJECTED, marker)
     return marker
@@ -118,7 +119,7 @@ def read_evaluation(batch_dir: Path) -> BatchSummary | None:
     folder = Path(batch_dir)
     if unplayed(folder) is not None:
         return None
-    if not (folder / "batch.json").exists():
+    if not (folder / BATCH_FILE).exists():
         raise ValueError(f"{folder} holds neither an evaluated batch (batch.json) nor a {' or '.join(OUTCOMES)} "
                          "marker: rerun the evaluation stage that writes it (`dvc repro`)")
     return load_summary(folder)

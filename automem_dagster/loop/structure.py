@@ -29,7 +29,8 @@ from automem_dagster.loop.settings import RoundSettings
 from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
-from automem_dagster.meta.revise import Revision, propose_revision
+from automem_dagster.meta.diagnosis_record import DIAGNOSIS_FILE
+from automem_dagster.meta.revise import CANDIDATE_FILE, REVISION_FILE, Revision, propose_revision
 from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
 from automem_dagster.rollout import BatchSummary, RolloutSpec
 from automem_dagster.rollout.trajectory import finished_episodes
@@ -56,7 +57,7 @@ async def diagnose_stage(batch: Path, scaffold: Scaffold, clients: Clients, stor
     """The diagnosis of ``batch`` (in ``out``, else a folder derived from the batch): read back when
     it exists, else asked of the meta-LLM and saved."""
     out = Path(out) if out else diagnosis_dir(storage, batch)
-    if (out / "diagnosis.json").exists():
+    if (out / DIAGNOSIS_FILE).exists():
         return Diagnosis.load(out), out
     if clients.rules_meta is not None:
         return rules_diagnose(batch, scaffold, out), out
@@ -106,7 +107,7 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
                                           lineage.next_version(), max_attempts, tools)
     revision.save(out)
     if register and revision.accepted:
-        register_candidate(load_scaffold_file(out / "candidate.yaml"), parent.version, diagnosis_path, storage, out)
+        register_candidate(load_scaffold_file(out / CANDIDATE_FILE), parent.version, diagnosis_path, storage, out)
     return revision, out
 
 
@@ -134,7 +135,7 @@ def stored_revision_dir(storage: Storage, diagnosis: Path | str | None) -> Path 
     """The revision directory the stages derive from ``diagnosis``, where one is stored there; None without a
     diagnosis or a stored revision (one made with ``propose --out`` lives there, as a DVC round's does)."""
     path = revision_dir(storage, Path(diagnosis)) if diagnosis else None
-    return path if path is not None and (path / "revision.json").exists() else None
+    return path if path is not None and (path / REVISION_FILE).exists() else None
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,12 @@ from automem_dagster.meta.meta_review import review_borderline
 from automem_dagster.rollout.seeds import assert_disjoint
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold import Scaffold
+from automem_dagster.training.sft_result import DATASET_FILE
 from automem_dagster.training.sft_row import SFTRow
+
+STATS_FILE = "stats.json"
+DECISIONS_FILE = "decisions.jsonl"
+REVIEW_FILE = "review.json"
 
 
 class CurationSettings(BaseModel):
@@ -132,12 +137,12 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
     stats["calibration"] = agreement([d for d in decisions if d.replayed is not None])
     say(f"calibration of the cheap score: {calibration_words(stats['calibration'])}")
     out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "decisions.jsonl", "".join(json.dumps(d.record()) + "\n" for d in decisions))
-    write_json_atomic(out / "review.json", [asdict(a) for a in attempts])
+    write_text_atomic(out / DECISIONS_FILE, "".join(json.dumps(d.record()) + "\n" for d in decisions))
+    write_json_atomic(out / REVIEW_FILE, [asdict(a) for a in attempts])
     if len(rows) < settings.min_examples:
-        write_json_atomic(out / "stats.json", stats)
+        write_json_atomic(out / STATS_FILE, stats)
         write_card(out, stats, f"{scaffold.game} v{scaffold.version} curation (too small to train on)")
-        (out / "dataset.parquet").unlink(missing_ok=True)
+        (out / DATASET_FILE).unlink(missing_ok=True)
         unmeasured = (f"; {replay['unmeasured']} eligible decisions were left unmeasured ({replay['unmeasured_why']}): "
                       "give the endpoints that played the batch, raise --replay-decisions, or opt in with "
                       "--keep-unmeasured" if replay["unmeasured"] and not settings.keep_unmeasured else "")
@@ -146,8 +151,8 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
             f"{settings.min_examples}{unmeasured}: collect more training rollouts (more episodes or steps) or lower "
             f"min_examples; every decision and its fate is in {out / 'decisions.jsonl'}"
         )
-    stats["dataset_hash"] = write_dataset(out / "dataset.parquet", rows)
-    write_json_atomic(out / "stats.json", stats)
+    stats["dataset_hash"] = write_dataset(out / DATASET_FILE, rows)
+    write_json_atomic(out / STATS_FILE, stats)
     write_card(out, stats, f"{scaffold.game} v{scaffold.version} curated dataset {stats['dataset_hash']}")
     say(f"dataset: {len(rows)} examples from {len(kept)} decisions, version {stats['dataset_hash']}")
     return CurationResult(str(out), len(rows), stats)

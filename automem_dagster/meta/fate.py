@@ -1,7 +1,7 @@
 """A memory decision's fate in curation: one value of ``Fate`` with the reason that quotes the numbers.
 
 "Fate" is curation's word, kept apart from "verdict" (a round's keep, roll-back or inconclusive on its
-challenger, ``metrics.paired.Verdict``): each curation stage (the cheap score in ``meta/decisions.py``,
+challenger, ``metrics.verdict.Verdict``): each curation stage (the cheap score in ``meta/decisions.py``,
 the replay in ``meta/curation_review.py``, the meta-LLM in ``meta/meta_review.py``, the caps in
 ``meta/curation_caps.py``) returns the new ``Fated`` of the decisions it judged rather than changing
 them, and ``curate`` alone sets them, so the order of the stages is written in one place.

@@ -69,7 +69,7 @@ Evaluation = create_model("Evaluation", __base__=_PersistedComparison, __module_
 
 
 class VerdictFields(Protocol):
-    """What ``record_verdict`` reads of a gate's decision (``metrics.paired.Verdict``):
+    """What ``record_verdict`` reads of a gate's decision (``metrics.verdict.Verdict``):
     whether it keeps the candidate, why, and on what comparison. Named here so that the lineage does not
     import the metrics package (which imports the agent, which imports this package)."""
 

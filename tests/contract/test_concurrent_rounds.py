@@ -25,7 +25,8 @@ ROUNDS = 25
 WORKER = """
 import sys, time
 from pathlib import Path
-from automem_dagster.metrics.paired import compare_paired, gate_verdict
+from automem_dagster.metrics.paired import compare_paired
+from automem_dagster.metrics.verdict import gate_verdict
 from automem_dagster.scaffold.lineage import Lineage
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 

@@ -23,7 +23,8 @@ from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.settings import ProficiencyOptions
 from automem_dagster.meta.curate import curate
-from automem_dagster.rollout.runner import RolloutSpec, run_batch
+from automem_dagster.rollout.batch_spec import RolloutSpec
+from automem_dagster.rollout.runner import run_batch
 from automem_dagster.scaffold import load_scaffold_file
 from automem_dagster.standins.seeded_server import seeded_server
 

@@ -15,7 +15,7 @@ from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.process import ServerProcess
 from automem_dagster.paths import DEFAULT_ENDPOINTS
 from automem_dagster.rollout import RolloutSpec
-from automem_dagster.rollout.runner import BatchConflict
+from automem_dagster.rollout.batch_spec import BatchConflict
 from automem_dagster.rollout.shards import merge_shards, played_without_server
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from automem_dagster.metrics.paired import GatePolicy, compare_paired, gate_verdict
+from automem_dagster.metrics.paired import GatePolicy, compare_paired
+from automem_dagster.metrics.verdict import gate_verdict
 
 CHAMPION = {42: 0.2, 43: 0.4, 44: 0.1, 45: 0.3, 46: 0.0}
 CANDIDATE = {42: 0.3, 43: 0.4, 44: 0.3, 45: 0.3, 46: 0.1}  # differences 0.1, 0, 0.2, 0, 0.1

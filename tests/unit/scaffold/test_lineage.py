@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from automem_dagster.metrics.paired import compare_paired, gate_verdict
+from automem_dagster.metrics.paired import compare_paired
+from automem_dagster.metrics.verdict import gate_verdict
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.lineage import Lineage, LineageError, render_tree
