@@ -149,7 +149,7 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
         raise DatasetTooSmall(
             f"curation kept {len(rows)} examples from {len(kept)} of {len(decisions)} decisions, fewer than the minimum of "
             f"{settings.min_examples}{unmeasured}: collect more training rollouts (more episodes or steps) or lower "
-            f"min_examples; every decision and its fate is in {out / 'decisions.jsonl'}"
+            f"min_examples; every decision and its fate is in {out / DECISIONS_FILE}"
         )
     stats["dataset_hash"] = write_dataset(out / DATASET_FILE, rows)
     write_json_atomic(out / STATS_FILE, stats)
