@@ -168,7 +168,7 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
     diff_md = (result.revision_dir / DIFF_FILE).read_text() if result.revision_dir else None
     report.runs["candidate"] = tracker.log_evaluation(evaluation_run(
         result.game, result.candidate_eval, result.candidate, "candidate", endpoints, storage, max_steps, round_id,
-        diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, diagnosis=diagnosis,
+        diagnosis_md=diagnosis_md, diff_md=diff_md, verdict=decision, diagnosis=diagnosis,
         plots=list(report.plots.values()), meta=revision_meta(result.revision_dir)))
     from automem_dagster.tracking.batches import log_champion_once  # needs MLflow, which a tracker implies
 
@@ -250,7 +250,7 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: VerdictRecord
     one_model = {k: v for k, v in endpoints.items() if k != "memory"}
     report.runs["specialist"] = tracker.log_evaluation(evaluation_run(
         game, specialist, version, "specialist", endpoints, storage, max_steps, adapter.id, adapter=adapter.id,
-        decision=outcome, plots=[*report.plots.values(), *extra_plots]))
+        verdict=outcome, plots=[*report.plots.values(), *extra_plots]))
     report.runs["champion"] = log_champion_once(tracker, evaluation_run(
         game, champion, version, "champion", one_model, storage, max_steps, adapter.id), report.runs["specialist"])
     record_specialist_verdict(tracker, game_family(game), adapter.id, decision.keep, decision.reason,

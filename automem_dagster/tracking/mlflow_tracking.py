@@ -170,8 +170,8 @@ class Tracker:
             self.client.log_text(run_id, run.diagnosis_md, DIAGNOSIS_MD_FILE)
         if run.diff_md is not None:
             self.client.log_text(run_id, run.diff_md, DIFF_FILE)
-        if run.decision is not None:
-            self.client.log_text(run_id, json.dumps(run.decision, indent=2, sort_keys=True), "decision.json")
+        if run.verdict is not None:
+            self.client.log_text(run_id, json.dumps(run.verdict, indent=2, sort_keys=True), "decision.json")
         for plot in run.plots:
             self.client.log_artifact(run_id, str(plot), "plots")
         for extra in run.extra_artifacts:

@@ -100,13 +100,13 @@ def evaluation_metrics(run: EvaluationRun) -> list[Metric]:
     if steps is not None:
         values["total_input_tokens"] = run.behaviour["input_tokens_per_step"] * steps
         values["total_output_tokens"] = run.behaviour["output_tokens_per_step"] * steps
-    if run.decision is not None:
+    if run.verdict is not None:
         values |= {
-            "decision_mean_difference": run.decision["mean_difference"],
-            "decision_stderr": run.decision["stderr_difference"],
-            "decision_ci_low": run.decision["ci_low"],
-            "decision_ci_high": run.decision["ci_high"],
-            "decision_keep": 1.0 if run.decision["keep"] else 0.0,
+            "decision_mean_difference": run.verdict["mean_difference"],
+            "decision_stderr": run.verdict["stderr_difference"],
+            "decision_ci_low": run.verdict["ci_low"],
+            "decision_ci_high": run.verdict["ci_high"],
+            "decision_keep": 1.0 if run.verdict["keep"] else 0.0,
         }
     values |= (run.diagnosis or {}).get("metrics", {})
     metrics = [Metric(key, float(value), now, 0) for key, value in values.items()]
@@ -152,8 +152,8 @@ def evaluation_summary(run: EvaluationRun) -> str:
         f"Progression {run.progression_mean:.1f} ± {run.progression_se:.1f} % over {len(run.seeds)} seeds, "
         f"at most {run.max_steps} steps each.",
     ]
-    if run.decision is not None:
-        d = run.decision
+    if run.verdict is not None:
+        d = run.verdict
         lines += [
             "",
             f"Verdict: **{run.verdict_tag}**, difference {d['mean_difference']:+.1f} ± {d['stderr_difference']:.1f} points "
