@@ -22,7 +22,7 @@ def _figure(**kwargs):
 
     return Figure(**kwargs)
 
-VERDICT_COLOURS = {
+DECISION_COLOURS = {
     "baseline": "#7f7f7f",
     "kept": "#2ca02c",
     "rolled_back": "#d62728",
@@ -52,8 +52,8 @@ class VersionPoint:
     decision: str
 
     def __post_init__(self) -> None:
-        if self.decision not in VERDICT_COLOURS:
-            raise ValueError(f"decision {self.decision!r} of v{self.version}: expected one of {tuple(VERDICT_COLOURS)}")
+        if self.decision not in DECISION_COLOURS:
+            raise ValueError(f"decision {self.decision!r} of v{self.version}: expected one of {tuple(DECISION_COLOURS)}")
 
 
 def plot_progression_by_version(points: list[VersionPoint], title: str, out: Path) -> Path:
@@ -64,7 +64,7 @@ def plot_progression_by_version(points: list[VersionPoint], title: str, out: Pat
     fig = _figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
     ax.plot([p.version for p in points], [p.mean for p in points], color="#bbbbbb", zorder=1)
-    for decision, colour in VERDICT_COLOURS.items():
+    for decision, colour in DECISION_COLOURS.items():
         chosen = [p for p in points if p.decision == decision]
         if chosen:
             ax.errorbar(
@@ -72,9 +72,9 @@ def plot_progression_by_version(points: list[VersionPoint], title: str, out: Pat
                 fmt="o", color=colour, capsize=4, markersize=8, label=decision.replace("_", " "), zorder=2,
             )
     for champion in (p for p in points if p.decision == "champion"):
-        ax.axhline(champion.mean, color=VERDICT_COLOURS["champion"], linestyle="--", linewidth=1.5, zorder=0)
+        ax.axhline(champion.mean, color=DECISION_COLOURS["champion"], linestyle="--", linewidth=1.5, zorder=0)
         ax.annotate(f"champion v{champion.version}", (points[0].version, champion.mean), xytext=(8, -12),
-                    textcoords="offset points", color=VERDICT_COLOURS["champion"], fontsize=8)
+                    textcoords="offset points", color=DECISION_COLOURS["champion"], fontsize=8)
     for p in points:  # the figures themselves, so a zero SE (every seed alike) reads as such, not as a missing bar
         ax.annotate(f"{p.mean:.1f} ± {p.se:.1f}", (p.version, p.mean + p.se), xytext=(0, 6),
                     textcoords="offset points", ha="center", fontsize=8)
@@ -123,7 +123,7 @@ def plot_behaviour(
 @dataclass(frozen=True)
 class AgentPoint:
     """One agent's mean progression (percent) ± SE on a seed set: a baseline, a scaffold version,
-    or a scaffold with its memory specialist. ``kind`` picks the colour (a VERDICT_COLOURS key).
+    or a scaffold with its memory specialist. ``kind`` picks the colour (a DECISION_COLOURS key).
     ``costs`` holds its per-step cost (``model_calls_per_step``, ``input_tokens_per_step``,
     ``output_tokens_per_step``) where the run logged it."""
 
@@ -153,7 +153,7 @@ def plot_agent_comparison(points: list[AgentPoint], title: str, out: Path) -> Pa
     fig.suptitle(title)
     axes = fig.subplots(1, 3) if costed else [fig.add_subplot()]
     xs = list(range(len(points)))
-    colours = [VERDICT_COLOURS.get(p.kind, "#1f77b4") for p in points]
+    colours = [DECISION_COLOURS.get(p.kind, "#1f77b4") for p in points]
     ax = axes[0]
     ax.bar(xs, [p.mean for p in points], yerr=[p.se for p in points], capsize=5, color=colours)
     for x, p in zip(xs, points, strict=True):
@@ -289,7 +289,7 @@ def plot_round_plans(plans, out: Path) -> Path:
             stages = "\n".join(f"dvc: {stage}" for stage in step.dvc) or "(no DVC stage)"
             ax.text(x, y, f"{step.name}\n{step.stage.__name__}()\n{stages}",
                     ha="center", va="center", fontsize=8, bbox={"boxstyle": "round,pad=0.4", "linewidth": 1,
-                    "facecolor": VERDICT_COLOURS["champion" if decides else "pending"] + "33"})
+                    "facecolor": DECISION_COLOURS["champion" if decides else "pending"] + "33"})
             for read in step.reads:
                 ax.annotate("", xy=(x - 0.36, y), xytext=(at[read][0] + 0.36, at[read][1]),
                             arrowprops={"arrowstyle": "->", "color": "#444444"})
