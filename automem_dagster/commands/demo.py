@@ -48,8 +48,8 @@ class DemoCuts:
     """Steps per episode: a keydoor episode (hall 4) ends by its 9th step, won or lost."""
     rollout_episodes: int = 2
     """Training-seed episodes the structure round diagnoses and the proficiency round curates."""
-    min_examples: int = 2
-    """The dataset's minimum (the game's own: 30)."""
+    min_examples: int = 1
+    """The dataset's minimum (the game's own: 30): one measured decision is enough to show the training."""
     train_steps: int = 3
     """LoRA optimizer steps, of one example each."""
     floor_pairs: int = 1
