@@ -5,7 +5,7 @@ worker rebuilds the job from code it can import. So the run names ``celery_round
 with the round job's name (the project's definitions, with ``celery_executor`` in place of their
 default), and everything else travels in the run config: each step's settings, the resources (the
 endpoints file, the storage folders, the tracking store: paths every worker must see) and the
-executor's settings (``defs/common/celery.py``). The workers are ``automem worker`` processes with the
+executor's settings (``defs/execution/celery.py``). The workers are ``automem worker`` processes with the
 same ``DAGSTER_HOME``, broker and visibility timeout.
 
 A step that fails on a worker reaches this process as an event, not an exception: the round raises a
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.celery import celery_config, visibility_timeout
 from automem_dagster.defs.definitions import defs
+from automem_dagster.defs.execution.celery import celery_config, visibility_timeout
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.execution import Execution
 from automem_dagster.rollout.seeds import eval_seeds

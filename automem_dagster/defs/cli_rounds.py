@@ -25,11 +25,11 @@ from dagster._core.instance.ref import InstanceRef
 
 from automem_dagster.defs.celery_rounds import run_on_celery
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.run_tags import CLI_DRIVER, DRIVER_TAG
-from automem_dagster.defs.common.shards import resumed
 from automem_dagster.defs.definitions import defs
+from automem_dagster.defs.execution.run_tags import CLI_DRIVER, DRIVER_TAG
+from automem_dagster.defs.execution.shards import resumed
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.defs.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.games import game_family
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.execution import IN_PROCESS, Execution

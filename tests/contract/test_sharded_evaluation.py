@@ -16,9 +16,9 @@ from builders import mlflow_resource, round_resources
 from dagster_round_rules import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
 
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.defs.proficiency.assets import training_rollouts
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.defs.resources import StorageResource
 from automem_dagster.defs.structure.assets import candidate_evaluation, diagnosis, rollout_batch, scaffold_candidate
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.session import connect

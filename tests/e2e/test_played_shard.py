@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.resources import LLMEndpointsResource
-from automem_dagster.defs.common.shards import Arm, shard_op, shard_outputs
+from automem_dagster.defs.execution.shards import Arm, shard_op, shard_outputs
+from automem_dagster.defs.resources import LLMEndpointsResource
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.process import ServerProcess
 from automem_dagster.paths import DEFAULT_ENDPOINTS

@@ -4,13 +4,13 @@ in the evaluation group beside the specialist's evaluation."""
 
 import dagster as dg
 
-from automem_dagster.defs.common.challenger import CANDIDATE, candidate_evaluation_metadata, evaluated
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.metadata import no_candidate_metadata
-from automem_dagster.defs.common.partitions import game_of
-from automem_dagster.defs.common.plan_assets import Batch
-from automem_dagster.defs.common.resources import StorageResource
-from automem_dagster.defs.common.shards import Arm, merge_arms, shard_outputs
+from automem_dagster.defs.execution.partitions import game_of
+from automem_dagster.defs.execution.shards import Arm, merge_arms, shard_outputs
+from automem_dagster.defs.metadata.structure import candidate_evaluation_metadata, no_candidate_metadata
+from automem_dagster.defs.plans.assets import Batch
+from automem_dagster.defs.plans.challenger import CANDIDATE, evaluated
+from automem_dagster.defs.resources import StorageResource
 from automem_dagster.loop.evaluation import champion_arms, champion_plan, evaluation_spec, round_champion
 from automem_dagster.loop.report import report_dir
 from automem_dagster.loop.storage import load_champion

@@ -1,5 +1,5 @@
 """The proficiency loop's assets, built from its plan (``loop/round_plan.PROFICIENCY_ROUND``) by
-``defs/common/plan_assets.py``; this module holds each step's body: the stage it runs and what it shows.
+``defs/plans/assets.py``; this module holds each step's body: the stage it runs and what it shows.
 
 ``training_rollouts`` -> ``sft_dataset`` -> ``lora_config`` -> ``lora_adapter`` ->
 ``specialist_evaluation`` (with the ``specialist_gate`` check) -> ``champion_specialist``.
@@ -16,10 +16,12 @@ from typing import Any
 
 import dagster as dg
 
-from automem_dagster.defs.common.challenger import SPECIALIST, evaluated, log_run_links, promote
-from automem_dagster.defs.common.partitions import game_of
-from automem_dagster.defs.common.plan_assets import Batch, Body, Loop, plan_assets
-from automem_dagster.defs.common.proficiency_metadata import (
+# specialist_evaluation sits in the evaluation group beside candidate_evaluation: both play a
+# challenger against the champion in service on the fixed seeds.
+from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
+from automem_dagster.defs.execution.partitions import game_of
+from automem_dagster.defs.execution.shards import Arm, Connection, merge_arms, resumed, shard_outputs, skipped_plan
+from automem_dagster.defs.metadata.proficiency import (
     adapter_metadata,
     curation_metadata,
     dataset_metadata,
@@ -27,14 +29,11 @@ from automem_dagster.defs.common.proficiency_metadata import (
     specialist_decision_metadata,
     specialist_evaluation_metadata,
 )
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.shards import Arm, Connection, merge_arms, resumed, shard_outputs, skipped_plan
-from automem_dagster.defs.common.versions import versioned_output
-
-# specialist_evaluation sits in the evaluation group beside candidate_evaluation: both play a
-# challenger against the champion in service on the fixed seeds.
-from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
+from automem_dagster.defs.plans.assets import Batch, Body, Loop, plan_assets
+from automem_dagster.defs.plans.challenger import SPECIALIST, evaluated, log_run_links, promote
+from automem_dagster.defs.plans.versions import versioned_output
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.defs.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import META_ONLY
 from automem_dagster.loop.evaluation import champion_arms, champion_plan, round_champion

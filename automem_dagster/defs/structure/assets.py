@@ -1,5 +1,5 @@
 """The structure loop's assets, built from its plan (``loop/round_plan.STRUCTURE_ROUND``) by
-``defs/common/plan_assets.py``; this module holds each step's body: the stage it runs and what it shows.
+``defs/plans/assets.py``; this module holds each step's body: the stage it runs and what it shows.
 
 ``rollout_batch`` -> ``diagnosis`` -> ``scaffold_candidate`` -> ``candidate_evaluation`` (its body in
 the evaluation domain) -> ``champion_scaffold``. Values passed between them are paths and small dicts;
@@ -13,32 +13,32 @@ from typing import Any
 
 import dagster as dg
 
-from automem_dagster.defs.common.challenger import CANDIDATE, log_run_links, promote
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.long_values import long_text
-from automem_dagster.defs.common.metadata import (
+from automem_dagster.defs.evaluation.assets import CANDIDATE_EVALUATION
+from automem_dagster.defs.execution.partitions import (
+    ensure_version_partition,
+    game_of,
+    parse_version_key,
+    scaffold_versions,
+)
+from automem_dagster.defs.execution.shards import Arm, resumed, shard_outputs, skipped_plan
+from automem_dagster.defs.metadata.long_values import long_text
+from automem_dagster.defs.metadata.structure import (
     decision_metadata,
     diagnosis_metadata,
     no_decision_metadata,
     revision_metadata,
     scaffold_version_metadata,
 )
-from automem_dagster.defs.common.partitions import (
-    ensure_version_partition,
-    game_of,
-    parse_version_key,
-    scaffold_versions,
-)
-from automem_dagster.defs.common.plan_assets import Batch, Body, Loop, plan_assets
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.shards import Arm, resumed, shard_outputs, skipped_plan
-from automem_dagster.defs.common.versions import (
+from automem_dagster.defs.plans.assets import Batch, Body, Loop, plan_assets
+from automem_dagster.defs.plans.challenger import CANDIDATE, log_run_links, promote
+from automem_dagster.defs.plans.versions import (
     champion_data_version,
     record_scaffold_versions,
     scaffold_data_version,
     versioned_output,
 )
-from automem_dagster.defs.evaluation.assets import CANDIDATE_EVALUATION
+from automem_dagster.defs.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import META_ONLY
 from automem_dagster.loop.report import report_round
@@ -63,7 +63,7 @@ def scaffold_version(context: dg.AssetExecutionContext, storage: StorageResource
     """One scaffold version (partition ``<family>-v<N>``): its YAML, content hash (its data version),
     parent, and what the lineage decided about it. Every version that exists is a partition, whatever
     made it: the round's assets and the CLI record each version when it is made and when it is decided
-    (``defs/common/versions.py``); materializing a partition here shows it as it is now."""
+    (``defs/plans/versions.py``); materializing a partition here shows it as it is now."""
     family, version = parse_version_key(context.partition_key)
     store = storage.storage()
     metadata = scaffold_version_metadata(store, family, version)

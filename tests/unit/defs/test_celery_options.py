@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from automem_dagster import cli
-from automem_dagster.defs.common.celery import celery_config, restore_interval
+from automem_dagster.defs.execution.celery import celery_config, restore_interval
 
 
 @pytest.mark.parametrize("option", [["--shards", "0"], ["--visibility-timeout", "0"]])

@@ -5,9 +5,9 @@ actor's memory client); only the batch identity check stopped it from scoring th
 
 from pathlib import Path
 
-from automem_dagster.defs.common.resources import LLMEndpointsResource
-from automem_dagster.defs.common.shards import Connection
+from automem_dagster.defs.execution.shards import Connection
 from automem_dagster.defs.proficiency.assets import service_connection, specialist_connection
+from automem_dagster.defs.resources import LLMEndpointsResource
 from automem_dagster.paths import ASSETS
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 

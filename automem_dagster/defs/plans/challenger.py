@@ -16,18 +16,16 @@ from pathlib import Path
 import dagster as dg
 
 from automem_dagster.defs.common.config import default_run_config
-from automem_dagster.defs.common.long_values import long_text
-from automem_dagster.defs.common.metadata import behaviour_table, identity_text, progression_table, retries_table
-from automem_dagster.defs.common.partitions import game_of, game_partitions, partitioned_checks
-from automem_dagster.defs.common.resources import MlflowResource
-from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
+from automem_dagster.defs.execution.partitions import game_of, game_partitions, partitioned_checks
+from automem_dagster.defs.execution.run_tags import MODEL_ROUND_TAGS
+from automem_dagster.defs.metadata.long_values import long_text
+from automem_dagster.defs.resources import MlflowResource
 from automem_dagster.loop.challenger import Challenger, DecisionRecord, decide_challenger, load_decision_record
-from automem_dagster.loop.gate import gate_scores, per_seed, verdict_of_scores
+from automem_dagster.loop.gate import gate_scores, verdict_of_scores
 from automem_dagster.loop.noise import gate_floors, load_noise
 from automem_dagster.loop.round_plan import RoundPlan
 from automem_dagster.loop.storage import Storage
-from automem_dagster.metrics.paired import GatePolicy, compare_paired
-from automem_dagster.plots import plot_behaviour, png_markdown
+from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary, load_summary
 from automem_dagster.tracking import Tracker
 
@@ -47,41 +45,6 @@ class Challenge:
 
 CANDIDATE = Challenge("candidate", "candidate", lambda version: f"v{version}")
 SPECIALIST = Challenge("specialist", "adapter")
-
-
-def paired_metadata(game: str, role: str, challenger: BatchSummary, champion: BatchSummary,
-                    names: tuple[str, str], plot_path: Path) -> dict:
-    """Metadata of ``challenger`` (``role``: candidate or specialist) against ``champion`` on paired
-    seeds: both means ± SE, the paired difference with its bootstrap CI, the progression and
-    behaviour tables, the behaviour plot and both batch folders."""
-    c = compare_paired(per_seed(challenger), per_seed(champion))
-    plot = plot_behaviour(challenger.behaviour.as_dict(), champion.behaviour.as_dict(),
-                          f"{game}: {names[0]} vs {names[1]}", plot_path, *names)
-    return {
-        f"{role}_mean": challenger.progression.mean,
-        f"{role}_se": challenger.progression.stderr,
-        "champion_mean": champion.progression.mean,
-        "champion_se": champion.progression.stderr,
-        **long_text("progression", progression_table(dict(zip(names, (challenger, champion), strict=True))), True),
-        "paired_difference": (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
-                              f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)"),
-        **long_text("behaviour", behaviour_table({names[0]: challenger.behaviour.as_dict(),
-                                                  names[1]: champion.behaviour.as_dict()}), markdown=True),
-        "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
-        **long_text("retries", retries_table(dict(zip(names, (challenger, champion), strict=True))), markdown=True),
-        f"{role}_batch": dg.MetadataValue.path(challenger.out_dir),
-        "champion_batch": dg.MetadataValue.path(champion.out_dir),
-        f"{role}_identity": identity_text(challenger),
-        "champion_identity": identity_text(champion),
-    }
-
-
-def candidate_evaluation_metadata(game: str, candidate: BatchSummary, champion: BatchSummary, plot_path: Path,
-                                  candidate_version: int, champion_version: int) -> dict:
-    """What ``candidate_evaluation`` shows of a candidate and the champion played on the fixed seeds."""
-    names = (f"candidate v{candidate_version}", f"champion v{champion_version}")
-    return {"outcome": "evaluated", "candidate": f"v{candidate_version}", "champion": f"v{champion_version}",
-            **paired_metadata(game, "candidate", candidate, champion, names, plot_path)}
 
 
 def decide_once(context: dg.AssetExecutionContext, recorded: DecisionRecord | None, decide: Callable[[], DecisionRecord],

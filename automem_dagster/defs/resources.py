@@ -13,7 +13,7 @@ from typing import TypeVar
 import dagster as dg
 from pydantic import PrivateAttr
 
-from automem_dagster.defs.common.step_values import StepValuesIOManager
+from automem_dagster.defs.execution.step_values import StepValuesIOManager
 from automem_dagster.llm.client import refused_request
 from automem_dagster.llm.config import EndpointsConfig, endpoints_with_meta
 from automem_dagster.llm.session import Clients, ServerPool, connect

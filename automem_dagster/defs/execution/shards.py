@@ -24,16 +24,16 @@ from pathlib import Path
 import dagster as dg
 
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.defs.common.celery import queue_tags
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.metadata import rollout_metadata
-from automem_dagster.defs.common.progress import episode_log
-from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
+from automem_dagster.defs.execution.celery import queue_tags
+from automem_dagster.defs.metadata.rounds import rollout_metadata
+from automem_dagster.defs.resources import LLMEndpointsResource, StorageResource
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import Clients, endpoint_facts, session_roles
 from automem_dagster.loop.serving import one_model
 from automem_dagster.loop.storage import Storage
 from automem_dagster.rollout import BatchSummary, RolloutSpec
+from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.shards import (
     merge_shards,
     plan_shards,
@@ -109,6 +109,16 @@ def shard_outputs(arms: list[Arm], config: RoundConfig | None = None, extra: dic
                 yield dg.DynamicOutput({"arm": arm.name, "index": index, "seeds": shards[index],
                                         "spec": spec_record(arm.spec), "one_model": arm.one_model, **(extra or {})},
                                        mapping_key=f"{arm.name}_{index}", output_name=output_name)
+
+
+def episode_log(log) -> Progress:
+    """A ``Progress`` callback that logs each finished episode of a shard (``log`` is ``context.log``)."""
+
+    def progress(episode: str, steps: int, finished: bool) -> None:
+        if finished:
+            log.info(f"{episode}: finished after {steps} steps")
+
+    return progress
 
 
 def shard_op(name: str, connection: Callable[[dict, LLMEndpointsResource, Storage], Connection] | None = None):
