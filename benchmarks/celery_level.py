@@ -28,6 +28,7 @@ import yaml
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.execution.celery import celery_config
 from automem_dagster.defs.execution.shards import Arm, merge_arms, shard_op, shard_outputs
+from automem_dagster.defs.plans.values import Shard
 from automem_dagster.defs.resources import LLMEndpointsResource, StorageResource
 from automem_dagster.rollout.shards import spec_from_record, spec_record
 from benchmarks.common import BOUNDED, MISS, batch_episodes, ratio, target
@@ -131,14 +132,14 @@ class BenchConfig(dg.Config):
     shards: int
 
 
-@dg.op(out={"shards": dg.DynamicOut(dict)})
+@dg.op(out={"shards": dg.DynamicOut(Shard)})
 def bench_plan(config: BenchConfig, storage: StorageResource):
     spec = spec_from_record(json.loads(config.spec), storage.storage().scaffolds)
     yield from shard_outputs([Arm("bench", spec)], RoundConfig(shards=config.shards))
 
 
 @dg.op
-def bench_merge(storage: StorageResource, played: list[dict]) -> str:
+def bench_merge(storage: StorageResource, played: list[Shard]) -> str:
     [summary] = merge_arms(storage.storage(), played)[0].values()
     return summary.out_dir
 

@@ -28,6 +28,7 @@ import dagster as dg
 from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.execution.partitions import game_of, game_partitions
 from automem_dagster.defs.execution.shards import batch_merge_op, fan_out, plan_config, shard_op
+from automem_dagster.defs.plans.values import Shard
 from automem_dagster.defs.resources import StorageResource
 from automem_dagster.loop.round_plan import RoundPlan, Step
 
@@ -119,7 +120,7 @@ def batch_asset(step: Step, batch: Batch, loop: Loop) -> dg.AssetsDefinition:
     shown as one asset; the round's options go to the plan step (``plan_config``)."""
     _check_reads(step, batch.plan)
     plan = dg.op(name=f"{step.name}_plan", ins={after: dg.In(dg.Nothing) for after in step.after},
-                 out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})(batch.plan)
+                 out={"plan": dg.Out(), "shards": dg.DynamicOut(Shard)})(batch.plan)
     merge = dg.op(name=f"{step.name}_merge")(batch.merge) if batch.merge else batch_merge_op(f"{step.name}_merge")
     shard = shard_op(f"{step.name}_shard", batch.connection)
 
