@@ -46,11 +46,11 @@ def run_on_celery(job: str, game: str, steps: tuple[str, ...], config: RoundConf
     except ImportError as exc:
         raise RoundError("--executor celery needs the celery extra: pip install 'automem-dagster[celery]'") from exc
     visibility = execution.visibility_timeout or derived_visibility(config, resources, game)
-    config = {**run_config, "resources": {name: {"config": resource.model_dump(exclude_none=True)}
-                                          for name, resource in resources.items()},
-              "execution": {"config": celery_config(execution.broker, visibility)}}
+    whole = {**run_config, "resources": {name: {"config": resource.model_dump(exclude_none=True)}
+                                         for name, resource in resources.items()},
+             "execution": {"config": celery_config(execution.broker, visibility)}}
     recon = dg.build_reconstructable_job(__name__, "celery_round_job", reconstructable_args=(job,))
-    with dg.execute_job(recon, instance, run_config=config, tags=tags) as result:
+    with dg.execute_job(recon, instance, run_config=whole, tags=tags) as result:
         if not result.success:
             raise failure(result, execution.broker)
         made = {event.asset_key.to_user_string() for event in result.all_events

@@ -157,16 +157,15 @@ def _structure_result(game: str, storage: Storage, rollout_batch: str | Resumed,
                       champion_scaffold: Promotion | None) -> tuple[RoundResult, RoundReport]:
     """The CLI's account of a structure round from its steps' values (a parameter per step of the plan; the
     diagnosis is read from the folder the revision names, as a resumed candidate's is)."""
-    made = scaffold_candidate
-    result = RoundResult(game=game, parent=made.parent, candidate=made.candidate,
-                         diagnosis_dir=Path(made.diagnosis_dir) if made.diagnosis_dir else None,
-                         revision_dir=Path(made.revision_dir) if made.revision_dir else None)
+    result = RoundResult(game=game, parent=scaffold_candidate.parent, candidate=scaffold_candidate.candidate,
+                         diagnosis_dir=Path(scaffold_candidate.diagnosis_dir) if scaffold_candidate.diagnosis_dir else None,
+                         revision_dir=Path(scaffold_candidate.revision_dir) if scaffold_candidate.revision_dir else None)
     if resumed(rollout_batch) is None:
         result.rollout = load_summary(Path(rollout_batch))
-    if made.outcome == "resumed":
+    if scaffold_candidate.outcome == "resumed":
         result.notes.append(f"resumed pending candidate v{result.candidate} of an earlier round")
-    elif made.revision_dir:
-        result.revision = Revision.load(Path(made.revision_dir))
+    elif scaffold_candidate.revision_dir:
+        result.revision = Revision.load(Path(scaffold_candidate.revision_dir))
     if isinstance(candidate_evaluation, Evaluation):
         result.candidate_eval = load_summary(Path(candidate_evaluation.challenger_batch))
         result.champion_eval = load_summary(Path(candidate_evaluation.champion_batch))

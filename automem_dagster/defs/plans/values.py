@@ -17,37 +17,23 @@ from dataclasses import dataclass, field
 
 from automem_dagster.loop.challenger import DecisionRecord
 from automem_dagster.loop.report import RoundReport
+from automem_dagster.loop.structure import PendingCandidate
 from automem_dagster.metrics.paired import GatePolicy
-
-
-@dataclass(frozen=True)
-class PendingCandidate:
-    """A structure round's candidate that an earlier round left pending: its version, its parent, and the
-    folders of the diagnosis and revision it came from (None when they are not stored)."""
-
-    candidate: int
-    parent: int
-    diagnosis_dir: str | None = None
-    revision_dir: str | None = None
-
-
-@dataclass(frozen=True)
-class PendingAdapter:
-    """A proficiency round's adapter that an earlier round trained and left pending."""
-
-    adapter: str
+from automem_dagster.training.registry import AdapterRecord
 
 
 @dataclass(frozen=True)
 class Resumed:
     """A round's first value when it resumes the ``pending`` challenger instead of making one (``reason``
-    says so): its play plan and every step before the challenger's pass it on."""
+    says so), as the round's start found it (``loop.challenger.RoundStart``): the structure round's
+    ``PendingCandidate``, the proficiency round's ``AdapterRecord``. Its play plan and every step before the
+    challenger's pass it on."""
 
     reason: str
-    pending: PendingCandidate | PendingAdapter
+    pending: PendingCandidate | AdapterRecord
 
 
-def resumed(value: object) -> PendingCandidate | PendingAdapter | None:
+def resumed(value: object) -> PendingCandidate | AdapterRecord | None:
     """The challenger a round resumes, where a step's ``value`` is the ``Resumed`` its first step passed on
     instead of its own result: the steps after it read the challenger from it rather than deciding the
     round's start again."""

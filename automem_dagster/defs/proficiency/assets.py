@@ -36,7 +36,6 @@ from automem_dagster.defs.plans.values import (
     Evaluation,
     EvaluationPlan,
     LoraFile,
-    PendingAdapter,
     PlayPlan,
     Promotion,
     Resumed,
@@ -96,14 +95,14 @@ def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, sto
     (``start_proficiency_round``) and splits the training seeds into shards.
 
     Skipped while an earlier round's adapter still waits for its decision (the value is then
-    ``Resumed`` with the ``PendingAdapter``, which the later steps pass on): this round
+    ``Resumed`` with the pending adapter, which the later steps pass on): this round
     then evaluates that adapter instead of training a new one."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
     start = start_proficiency_round(settings, store)
     if start.resumes:
         yield from skipped_plan(context, Resumed(f"adapter {start.pending.id} of an earlier round is pending: this "
-                                                 "round evaluates it, no new rollouts", PendingAdapter(start.pending.id)))
+                                                 "round evaluates it, no new rollouts", start.pending))
         return
     champion, seeds = start.scaffold, start.seeds
     serving = in_service(store, settings.family)
@@ -207,7 +206,7 @@ def lora_adapter_body(context: dg.AssetExecutionContext, config: ProficiencyConf
     pending = resumed(lora_config)
     if pending is not None:
         outcome = "resumed"
-        record = registry(store, family).record(pending.adapter)
+        record = registry(store, family).record(pending.id)
         context.log.info(f"resuming pending adapter {record.id} (an earlier round stopped before its decision)")
     else:
         outcome = "trained"

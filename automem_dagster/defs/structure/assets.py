@@ -35,7 +35,6 @@ from automem_dagster.defs.plans.challenger import CANDIDATE, log_run_links, prom
 from automem_dagster.defs.plans.values import (
     Candidate,
     NotEvaluated,
-    PendingCandidate,
     PlayPlan,
     Promotion,
     Resumed,
@@ -87,7 +86,7 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
     (``start_round``) and splits the champion's training seeds into shards.
 
     Skipped while an earlier round's candidate still waits for its decision (the value is then
-    ``Resumed`` with the ``PendingCandidate``, which the later steps pass on): this round
+    ``Resumed`` with the pending candidate, which the later steps pass on): this round
     then finishes that candidate instead of making a new one."""
     settings = config.settings(game_of(context.partition_key))
     store = storage.storage()
@@ -98,9 +97,7 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
         pending = start.pending
         yield from skipped_plan(context, Resumed(
             f"candidate v{pending.version} of an earlier round is pending: this round resumes it, no new rollouts",
-            PendingCandidate(pending.version, champion.version,
-                             str(pending.diagnosis_dir) if pending.diagnosis_dir else None,
-                             str(pending.revision_dir) if pending.revision_dir else None)))
+            pending))
         return
     spec = rollout_spec(settings, champion, start.seeds, store)
     context.log.info(f"champion v{champion.version} on training seeds {spec.seeds}, {spec.max_steps} steps each, "
@@ -141,14 +138,15 @@ def scaffold_candidate_body(context: dg.AssetExecutionContext, config: RoundConf
     store = storage.storage()
     pending = resumed(diagnosis)
     if pending is not None:
-        key = ensure_version_partition(context.instance, family, pending.candidate)
-        context.log.info(f"resuming pending candidate v{pending.candidate} (an earlier round stopped before its "
+        key = ensure_version_partition(context.instance, family, pending.version)
+        context.log.info(f"resuming pending candidate v{pending.version} (an earlier round stopped before its "
                          "decision)")
-        diff = Path(pending.revision_dir) / "diff.md" if pending.revision_dir else None
-        return dg.Output(Candidate(game, "resumed", pending.parent, pending.candidate, pending.diagnosis_dir,
-                                   pending.revision_dir), metadata={
+        diff = pending.revision_dir / "diff.md" if pending.revision_dir else None
+        parent = store.load_lineage(family).record(pending.version).parent
+        return dg.Output(Candidate(game, "resumed", parent, pending.version, _text(pending.diagnosis_dir),
+                                   _text(pending.revision_dir)), metadata={
             "outcome": "resumed",
-            "candidate": f"v{pending.candidate}",
+            "candidate": f"v{pending.version}",
             "scaffold_version": key,
             **long_text("diff", diff.read_text() if diff and diff.exists() else "(no diff stored)", markdown=True),
         })
@@ -166,6 +164,10 @@ def scaffold_candidate_body(context: dg.AssetExecutionContext, config: RoundConf
     context.log.info(f"candidate v{revision.version}: {', '.join(revision.changes)}")
     return dg.Output(Candidate(game, "accepted", parent.version, revision.version, diagnosis, str(out)),
                      metadata=revision_metadata(revision, out, key))
+
+
+def _text(path: Path | None) -> str | None:
+    return str(path) if path else None
 
 
 def _stored_dir(path: str | None, file: str) -> Path | None:

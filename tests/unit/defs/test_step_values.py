@@ -6,10 +6,10 @@ so its first three assets run in process here."""
 import dagster as dg
 
 from automem_dagster.defs.execution.step_values import StepValuesIOManager
-from automem_dagster.defs.plans.values import Candidate, PendingCandidate, Resumed
+from automem_dagster.defs.plans.values import Candidate, Resumed
 from automem_dagster.defs.resources import default_resources
 from automem_dagster.defs.structure.assets import diagnosis, rollout_batch, scaffold_candidate
-from automem_dagster.loop.structure import register_candidate
+from automem_dagster.loop.structure import PendingCandidate, register_candidate
 from automem_dagster.scaffold import load_scaffold
 
 
@@ -27,7 +27,7 @@ def test_a_resumed_rounds_values_cross_the_assets_as_their_types(tmp_path, stora
     stored = dg.Definitions(assets=assets, resources=resources)
     [rollout, diagnosed, candidate] = (stored.load_asset_value(asset.key, instance=instance, partition_key="crafter")
                                        for asset in assets)
-    pending = PendingCandidate(candidate=1, parent=0)
+    pending = PendingCandidate(1)
     assert isinstance(rollout, Resumed) and rollout.pending == pending and "v1" in rollout.reason
     assert diagnosed == rollout  # passed on, as every step before the challenger's passes it
     assert candidate == Candidate("crafter", "resumed", parent=0, candidate=1)
