@@ -48,12 +48,10 @@ class DemoCuts:
     """Steps per episode: a keydoor episode (hall 4) ends by its 9th step, won or lost."""
     rollout_episodes: int = 2
     """Training-seed episodes the structure round diagnoses and the proficiency round curates."""
-    min_examples: int = 2
-    """The dataset's minimum (the game's own: 30)."""
+    min_examples: int = 1
+    """The dataset's minimum (the game's own: 30): one measured decision is enough to show the training."""
     train_steps: int = 3
     """LoRA optimizer steps, of one example each."""
-    replayed: int = 2
-    """Eligible decisions whose effect is measured by replay (full: every eligible one)."""
     floor_pairs: int = 1
     """A/A pairs measuring the credit floor (full: 3)."""
     replay_horizon: int = 6
@@ -71,10 +69,9 @@ class DemoCuts:
             f"  structure:   one round, rules meta: diagnose {self.rollout_episodes} x {self.max_steps} steps, decide on "
             f"{self.seeds} seeds\n"
             f"               (full: automem rounds --game {self.game} --meta rules {endpoints})\n"
-            f"  proficiency: curate {self.rollout_episodes} x {self.max_steps} steps: replay {self.replayed} eligible "
-            f"decisions (at most {self.replay_horizon} steps) against {self.floor_pairs} A/A pair, and also train on\n"
-            "               unmeasured ones (marked 'unmeasured' in every row, the card and MLflow; full: measured "
-            "only),\n"
+            f"  proficiency: curate {self.rollout_episodes} x {self.max_steps} steps: replay every eligible decision (at "
+            f"most {self.replay_horizon} steps) against {self.floor_pairs} A/A pair\n"
+            "               and train only on those whose measured effect clears the floor (as a full round does),\n"
             f"               >= {self.min_examples} examples, {self.train_steps} LoRA steps of one example, decide on "
             f"{self.seeds} seeds\n"
             f"               (full: automem train --game {self.game} {endpoints})")
@@ -156,13 +153,12 @@ def what_a_decision_needs(result: RoundResult, settings: RoundSettings) -> str:
 
 
 def demo_proficiency_settings(budget: RoundSettings) -> ProficiencySettings:
-    """A short proficiency round: the structure round's budget, a dataset minimum far below the game's, a
-    replay of a few decisions, and unmeasured decisions kept (the opt-in, so marked), on purpose: the demo
-    shows the machinery train and evaluate a specialist, not a specialist worth keeping."""
+    """A short proficiency round: the structure round's budget, a dataset minimum far below the game's and
+    short replays, but credit as in a full round: every eligible decision is replayed and only a measured
+    effect trains, so the demo shows the machinery train and evaluate a specialist on what it measured."""
     curation = default_curation(DEMO.game, min_examples=DEMO.min_examples, weights=ScoreWeights(horizon=4),
-                                accept_score=0.0, review_floor=0.0, max_review_batches=2, keep_unmeasured=True,
-                                replay=ReplayBudget(decisions=DEMO.replayed, floor_pairs=DEMO.floor_pairs,
-                                                    horizon=DEMO.replay_horizon))
+                                accept_score=0.0, review_floor=0.0, max_review_batches=2,
+                                replay=ReplayBudget(floor_pairs=DEMO.floor_pairs, horizon=DEMO.replay_horizon))
     # The paper's LoRA defaults for the base, one example per step: a CPU step of 4 ~1,000-token
     # examples takes minutes, and the demo only needs the adapter trained, exported and served.
     base = describe_base("embedded")

@@ -8,7 +8,7 @@ figures.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,20 +48,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class RoundReport:
-    """The plots a round drew and the MLflow runs it logged, by name."""
+    """The plots a round drew and the MLflow runs it logged, by name (a decision asset's value carries it to
+    whoever ran the round: ``defs/plans/values.Promotion``)."""
 
     runs: dict[str, TrackedRun] = field(default_factory=dict)
     plots: dict[str, Path] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        """As a decision asset's value carries it to whoever ran the round (``defs/cli_rounds.py``)."""
-        return {"runs": {name: asdict(run) for name, run in self.runs.items()},
-                "plots": {name: str(path) for name, path in self.plots.items()}}
-
-    @classmethod
-    def from_json(cls, data: dict) -> RoundReport:
-        return cls({name: TrackedRun(**run) for name, run in data.get("runs", {}).items()},
-                   {name: Path(path) for name, path in data.get("plots", {}).items()})
 
     def __or__(self, other: RoundReport) -> RoundReport:
         return RoundReport(self.runs | other.runs, self.plots | other.plots)

@@ -2,7 +2,7 @@
 runs, and where each runs.
 
 A round is the same steps whoever runs it, and the plan is executable: Dagster's assets are built from
-it (``defs/common/plan_assets.py``: one asset per step, named after it, reading exactly the steps it
+it (``defs/plans/assets.py``: one asset per step, named after it, reading exactly the steps it
 ``reads``, described by what it ``makes`` and the stage it runs; a step that ``plays`` a batch of
 episodes becomes a graph of seed shards), the round jobs select ``round_steps`` and the promotion jobs
 ``decision``, and the CLI runs the whole plan as one Dagster run (``defs/cli_rounds.py``). DVC runs each

@@ -215,8 +215,9 @@ class Tracker:
                                              tags=version_tags(run), model_id=model.model_id)
 
     def runs_for(self, family: str) -> list[dict]:
-        """The family's runs, newest first: version, role, agent, adapter, meta, run_id, progression, decision
-        tag, and the seeds and step budget (only runs on the same seeds and steps are comparable)."""
+        """The family's runs, newest first: version, role, agent, adapter, meta, run_id, progression, verdict
+        (the ``automem.decision`` tag), round (a challenger's and its champion's run share it), and the seeds
+        and step budget (only runs on the same seeds and steps are comparable)."""
         name = f"automem-{family}"
         rows: list[dict] = []
         with self._store(f"listing the runs of experiment {name}"):
@@ -240,6 +241,7 @@ class Tracker:
                         "progression_mean": metrics.get("progression_mean"),
                         "progression_se": metrics.get("progression_se"),
                         "decision": tags.get("automem.decision"),
+                        "round": tags.get("automem.round"),
                         "seeds": found.data.params.get("seeds"),
                         "max_steps": int(found.data.params["max_steps"]) if "max_steps" in found.data.params else None,
                         "game": tags.get("automem.game"),

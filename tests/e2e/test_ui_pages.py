@@ -40,7 +40,7 @@ from automem_dagster.commands import shared
 from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.structure import structure_round
 from automem_dagster.defs import defs
-from automem_dagster.defs.common.partitions import game_partitions
+from automem_dagster.defs.execution.partitions import game_partitions
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
 from automem_dagster.llm.process import free_port

@@ -1,6 +1,6 @@
-"""The challenger model (``loop/challenger.py``) in Dagster, once for both loops: the metadata of a
-paired evaluation, the gate check that previews the decision, the job and the one promote path that
-take it once, and the MLflow links it shows.
+"""The challenger model (``loop/challenger.py``) in Dagster, once for both loops: an evaluation's value,
+the gate check that previews the decision, the job and the one promote path that take it once, and the
+MLflow links it shows (the metadata of a paired evaluation is ``metadata/rounds.py``'s).
 
 The structure loop's challenger is a scaffold candidate, the proficiency loop's a specialist adapter
 (``CANDIDATE``, ``SPECIALIST``); both are judged against the champion in service on the same fixed
@@ -12,22 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
 from automem_dagster.defs.common.config import default_run_config
-from automem_dagster.defs.common.long_values import long_text
-from automem_dagster.defs.common.metadata import behaviour_table, identity_text, progression_table, retries_table
-from automem_dagster.defs.common.partitions import game_of, game_partitions, partitioned_checks
-from automem_dagster.defs.common.resources import MlflowResource
-from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAGS
+from automem_dagster.defs.execution.partitions import game_of, game_partitions, partitioned_checks
+from automem_dagster.defs.execution.run_tags import MODEL_ROUND_TAGS
+from automem_dagster.defs.metadata.long_values import long_text
+from automem_dagster.defs.plans.values import Evaluation, EvaluationPlan, NotEvaluated
+from automem_dagster.defs.resources import MlflowResource
 from automem_dagster.loop.challenger import Challenger, VerdictRecord, judge_challenger, load_verdict_record
-from automem_dagster.loop.gate import gate_scores, per_seed, verdict_of_scores
+from automem_dagster.loop.gate import gate_scores, verdict_of_scores
 from automem_dagster.loop.noise import gate_floors, load_noise
 from automem_dagster.loop.round_plan import RoundPlan
 from automem_dagster.loop.storage import Storage
-from automem_dagster.metrics.paired import GatePolicy, compare_paired
-from automem_dagster.plots import plot_behaviour, png_markdown
 from automem_dagster.rollout import BatchSummary, load_summary
 from automem_dagster.tracking import Tracker
 
@@ -35,53 +34,18 @@ from automem_dagster.tracking import Tracker
 @dataclass(frozen=True)
 class Challenge:
     """How one loop's challenger shows in Dagster: its ``role`` (as the gate and the decision record
-    name it), the evaluation value's ``key`` naming it, and how the check labels it."""
+    name it), the metadata ``key`` naming it, and how the check labels it."""
 
     role: str
     key: str
     label: Callable[[Challenger], str] = str
 
-    def labelled(self, evaluation: dict) -> dict:
-        return {self.key: self.label(evaluation[self.key])}
+    def labelled(self, evaluation: Evaluation) -> dict:
+        return {self.key: self.label(evaluation.plan.challenger)}
 
 
 CANDIDATE = Challenge("candidate", "candidate", lambda version: f"v{version}")
 SPECIALIST = Challenge("specialist", "adapter")
-
-
-def paired_metadata(game: str, role: str, challenger: BatchSummary, champion: BatchSummary,
-                    names: tuple[str, str], plot_path: Path) -> dict:
-    """Metadata of ``challenger`` (``role``: candidate or specialist) against ``champion`` on paired
-    seeds: both means ± SE, the paired difference with its bootstrap CI, the progression and
-    behaviour tables, the behaviour plot and both batch folders."""
-    c = compare_paired(per_seed(challenger), per_seed(champion))
-    plot = plot_behaviour(challenger.behaviour.as_dict(), champion.behaviour.as_dict(),
-                          f"{game}: {names[0]} vs {names[1]}", plot_path, *names)
-    return {
-        f"{role}_mean": challenger.progression.mean,
-        f"{role}_se": challenger.progression.stderr,
-        "champion_mean": champion.progression.mean,
-        "champion_se": champion.progression.stderr,
-        **long_text("progression", progression_table(dict(zip(names, (challenger, champion), strict=True))), True),
-        "paired_difference": (f"{c.mean_difference:+.2f} points (SE {c.stderr_difference:.2f}, bootstrap 95% CI "
-                              f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}], {c.n} paired seeds)"),
-        **long_text("behaviour", behaviour_table({names[0]: challenger.behaviour.as_dict(),
-                                                  names[1]: champion.behaviour.as_dict()}), markdown=True),
-        "behaviour_plot": dg.MetadataValue.md(png_markdown(plot, f"{names[0]} vs {names[1]}: behaviour")),
-        **long_text("retries", retries_table(dict(zip(names, (challenger, champion), strict=True))), markdown=True),
-        f"{role}_batch": dg.MetadataValue.path(challenger.out_dir),
-        "champion_batch": dg.MetadataValue.path(champion.out_dir),
-        f"{role}_identity": identity_text(challenger),
-        "champion_identity": identity_text(champion),
-    }
-
-
-def candidate_evaluation_metadata(game: str, candidate: BatchSummary, champion: BatchSummary, plot_path: Path,
-                                  candidate_version: int, champion_version: int) -> dict:
-    """What ``candidate_evaluation`` shows of a candidate and the champion played on the fixed seeds."""
-    names = (f"candidate v{candidate_version}", f"champion v{champion_version}")
-    return {"outcome": "evaluated", "candidate": f"v{candidate_version}", "champion": f"v{champion_version}",
-            **paired_metadata(game, "candidate", candidate, champion, names, plot_path)}
 
 
 def decide_once(context: dg.AssetExecutionContext, recorded: VerdictRecord | None, decide: Callable[[], VerdictRecord],
@@ -100,15 +64,14 @@ def log_run_links(context: dg.AssetExecutionContext, runs: dict) -> None:
         context.log.info(f"MLflow {role} run: {run.url}")
 
 
-def gate_preview(evaluation: dict, role: str, label: dict) -> dg.AssetCheckResult:
-    """The preview of a promotion on an evaluation (``per_seed`` scores and ``gate`` (a ``GatePolicy``) of the
-    ``role``, candidate or specialist, against the champion, and ``per_seed_metric`` for a gate with a
-    metric, as ``gate_scores`` wrote them): what the gate would decide, with its
+def gate_preview(evaluation: Evaluation, role: str, label: dict) -> dg.AssetCheckResult:
+    """The preview of a promotion on an evaluation (its ``scores`` of the ``role``, candidate or specialist,
+    against the champion as ``gate_scores`` wrote them, under its plan's ``gate``): what the gate would decide, with its
     reason, as metadata. A tie or a loss is an ordinary outcome of a round, so the check passes and
     ``would`` says ``roll back``; it fails (an error) only when the scores cannot be paired, a fault
     the promotion would refuse too. ``label`` names the challenger."""
     try:
-        decision = verdict_of_scores(evaluation, role, evaluation["gate"], **evaluation.get("noise_floor", {}))
+        decision = verdict_of_scores(evaluation.scores, role, evaluation.plan.gate, **evaluation.noise_floor)
     except ValueError as exc:
         return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
                                    metadata={**label, "would": "refuse to decide", **long_text("reason", str(exc))})
@@ -134,10 +97,10 @@ def no_challenger_check(reason: str) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=True, metadata={"would": "nothing to decide", **long_text("reason", reason)})
 
 
-def gate_result(challenge: Challenge, evaluation: dict) -> dg.AssetCheckResult:
+def gate_result(challenge: Challenge, evaluation: Evaluation | NotEvaluated) -> dg.AssetCheckResult:
     """The gate check's result on an evaluation value (the assets' checks and the CLI's rounds report it)."""
-    if evaluation["outcome"] != "evaluated":
-        return no_challenger_check(f"no {challenge.role}: {evaluation.get('reason') or 'nothing was evaluated'}")
+    if isinstance(evaluation, NotEvaluated):
+        return no_challenger_check(f"no {challenge.role}: {evaluation.reason}")
     return gate_preview(evaluation, challenge.role, challenge.labelled(evaluation))
 
 
@@ -147,7 +110,7 @@ def gate_check(challenge: Challenge, evaluation: dg.AssetsDefinition, name: str,
     with partitioned_checks():
         @dg.asset_check(asset=evaluation, name=name, partitions_def=game_partitions, blocking=False,
                         description=description)
-        def check(value: dict) -> dg.AssetCheckResult:
+        def check(value: Any) -> dg.AssetCheckResult:  # an Evaluation, or NotEvaluated
             return gate_result(challenge, value)
     return check
 
@@ -165,28 +128,25 @@ def promotion_job(name: str, plan: RoundPlan, description: str):
     return dg.define_asset_job(name, selection=dg.AssetSelection.assets(plan.decision), description=description)
 
 
-def evaluated(challenge: Challenge, plan: dict, mine: BatchSummary, champion: BatchSummary, endpoints: dict,
-              store: Storage) -> dict:
-    """An evaluation asset's value, what its gate check previews and ``promote`` decides on: the ``plan``
-    (its ``gate``, the round's ``GatePolicy`` itself, passed on unchanged), both batch folders, the gate's
-    per-seed scores under that gate, the noise floors of the champion's identity (``loop.noise``) and the
-    endpoints that played."""
-    gate: GatePolicy = plan["gate"]
-    return {**plan, "outcome": "evaluated", f"{challenge.role}_batch": mine.out_dir, "champion_batch": champion.out_dir,
-            **gate_scores(mine, champion, challenge.role, gate), "endpoints": endpoints,
-            "noise_floor": gate_floors(load_noise(store, champion), gate.metric)}
+def evaluated(challenge: Challenge, plan: EvaluationPlan, mine: BatchSummary, champion: BatchSummary,
+              endpoints: dict, store: Storage) -> Evaluation:
+    """An evaluation asset's value, what its gate check previews and ``promote`` decides on: the ``plan``,
+    both batch folders, the gate's per-seed scores under the plan's gate, the noise floors of the
+    champion's identity (``loop.noise``) and the endpoints that played."""
+    return Evaluation(plan, mine.out_dir, champion.out_dir, gate_scores(mine, champion, challenge.role, plan.gate),
+                      gate_floors(load_noise(store, champion), plan.gate.metric), endpoints)
 
 
-def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: dict, store: Storage,
+def promote(context: dg.AssetExecutionContext, challenge: Challenge, evaluation: Evaluation, store: Storage,
             mlflow: MlflowResource) -> tuple[VerdictRecord, BatchSummary, BatchSummary, Tracker | None]:
     """The one promote path: the decision on the evaluated challenger, taken once (``decide_once``) under
     the gate the evaluation recorded, with both batches and, for a new decision, the tracker to log it."""
-    game, challenger = game_of(context.partition_key), evaluation[challenge.key]
-    mine = load_summary(Path(evaluation[f"{challenge.role}_batch"]))
-    champion = load_summary(Path(evaluation["champion_batch"]))
+    game, challenger = game_of(context.partition_key), evaluation.plan.challenger
+    mine = load_summary(Path(evaluation.challenger_batch))
+    champion = load_summary(Path(evaluation.champion_batch))
     record, tracker = decide_once(context, load_verdict_record(store, game, challenge.role, challenger),
                                   lambda: judge_challenger(challenge.role, game, challenger, (mine, champion), store,
-                                                            evaluation["gate"]), mlflow,
+                                                            evaluation.plan.gate), mlflow,
                                   challenge.labelled(evaluation)[challenge.key])
     context.log.info(record.reason)
     return record, mine, champion, tracker

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.challenger import paired_metadata
-from automem_dagster.defs.common.long_values import long_text
-from automem_dagster.defs.common.metadata import challenger_decision_metadata, code_block, run_link_metadata
+from automem_dagster.defs.metadata.long_values import long_text
+from automem_dagster.defs.metadata.rounds import challenger_decision_metadata, paired_metadata, run_link_metadata
+from automem_dagster.defs.metadata.tables import code_block
 from automem_dagster.loop.challenger import VerdictRecord
 from automem_dagster.meta.dataset_card import calibration_words, replay_words
 from automem_dagster.meta.fate import fate_counts
