@@ -19,8 +19,8 @@ from pathlib import Path
 from automem_dagster.atomic import write_text_atomic
 from automem_dagster.commands import shared
 from automem_dagster.commands.shared import add_game_arg, add_output_args, session
-from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.evaluation import evaluation_batch
+from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold
 from automem_dagster.metrics.paired import compare_paired
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
