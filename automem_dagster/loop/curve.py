@@ -62,6 +62,14 @@ class LearningCurve:
                   for r in self.rounds]
         return "\n".join(lines)
 
+    def metrics(self) -> dict[str, float]:
+        """Per round ``round<i>_challenger``, ``round<i>_champion`` and ``round<i>_in_service`` (percent)."""
+        values: dict[str, float] = {}
+        for r in self.rounds:
+            values |= {f"round{r.index}_challenger": r.challenger_mean, f"round{r.index}_champion": r.champion_mean,
+                       f"round{r.index}_in_service": r.in_service}
+        return values
+
     @property
     def seed_count(self) -> int:
         return len(self.seeds.split(",")) if self.seeds else 0

@@ -50,3 +50,35 @@ def test_the_plot_is_written(tmp_path):
     rows = newest_first(row("candidate", 1, 50.0, "r1", "kept"), row("champion", 0, 40.0, "r1"))
     out = plot_learning_curve(learning_curve("keydoor", rows), tmp_path / "curve.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_metrics_name_each_round():
+    rows = newest_first(row("candidate", 1, 50.0, "r1", "kept"), row("champion", 0, 40.0, "r1"))
+    assert learning_curve("keydoor", rows).metrics() == {"round1_challenger": 50.0, "round1_champion": 40.0,
+                                                         "round1_in_service": 50.0}
+
+
+def test_the_command_reads_the_rounds_from_mlflow_and_logs_the_curve_back(tmp_path, monkeypatch):
+    """Two rounds logged as the rounds log them (a challenger with its verdict and its champion beside it,
+    sharing the round tag) into a real sqlite store: ``automem curve`` draws them and logs itself."""
+    from evaluation_runs import evaluation
+    from mlflow.tracking import MlflowClient
+
+    from automem_dagster import cli, tracking
+    from automem_dagster.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    tracker = Tracker(uri, artifact_root=tmp_path / "artifacts")
+    verdict = {"keep": False, "outcome": "rolled_back", "mean_difference": -1.0, "stderr_difference": 0.5,
+               "ci_low": -2.0, "ci_high": 0.0, "reason": "worse"}
+    for version in (1, 2):
+        tracker.log_evaluation(evaluation(version - 1, role="champion", round_id=f"r{version}", parent=None))
+        tracker.log_evaluation(evaluation(version, round_id=f"r{version}", parent=0, verdict=verdict))
+    monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(uri, artifact_root=tmp_path / "artifacts"))
+    assert cli.main(["curve", "--game", "crafter", "--out", str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "learning_curve.md").read_text()
+    assert "| 1 | structure | v1 | 11.0 ± 2.0 | v0 | 10.0 ± 2.0 | rolled_back | 10.0 |" in table
+    assert "| 2 | structure | v2 | 12.0 ± 2.0 | v1 | 11.0 ± 2.0 | rolled_back | 11.0 |" in table
+    (logged,) = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("automem-crafter-tables")
+                                                .experiment_id])
+    assert logged.data.metrics["round2_in_service"] == 11.0 and logged.data.params["rounds"] == "2"
