@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from automem_dagster.commands import (
     budget_flags,
+    curve,
     demo,
     endpoints,
     evaluate,
@@ -42,7 +43,7 @@ from automem_dagster.training.base_model import BaseModelError
 from automem_dagster.training.registry import RegistryError
 from automem_dagster.training.sft_result import TrainingError
 
-COMMAND_MODULES = (rollout, demo, structure, table, evaluate, headroom, facts, noise, proficiency, plan, params,
+COMMAND_MODULES = (rollout, demo, structure, table, curve, evaluate, headroom, facts, noise, proficiency, plan, params,
                    endpoints, worker)
 """The command groups, in the order ``automem --help`` lists them."""
 

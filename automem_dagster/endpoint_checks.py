@@ -32,9 +32,10 @@ from automem_dagster.llm.server_rules import check_server
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.memory import OpName, parse_ops
-from automem_dagster.meta.curate import CurationSettings, review_schema
+from automem_dagster.meta.curate import CurationSettings
 from automem_dagster.meta.diagnose import reply_schema as diagnosis_schema
 from automem_dagster.meta.lora_config import reply_schema as lora_schema
+from automem_dagster.meta.meta_review import review_schema
 from automem_dagster.meta.replies import describe_reply
 from automem_dagster.meta.revise import revision_schema
 from automem_dagster.meta.tool_session import NO_TOOLS_HINT

@@ -1,6 +1,6 @@
 """The paired comparison of a candidate with the champion on the same seeds, as a record.
 
-``metrics.paired`` computes it and decides from it; the scaffold lineage persists it with each
+``metrics.paired`` computes it and ``metrics.verdict`` judges it; the scaffold lineage persists it with each
 decided version. It lives below both so that the lineage need not import the metrics package
 (which imports the agent, which imports the scaffold package).
 """

@@ -176,6 +176,37 @@ def plot_agent_comparison(points: list[AgentPoint], title: str, out: Path) -> Pa
     return save_figure(fig, out)
 
 
+def plot_learning_curve(curve, out: Path) -> Path:
+    """Progression by round (``loop.curve.LearningCurve``): each round's challenger (circle: a scaffold
+    candidate, square: a specialist; coloured by decision) and champion (± SE bars, paired seeds), and
+    a step line for the agent in service after each round, so a kept gain reads as a step up."""
+    rounds = curve.rounds
+    if not rounds:
+        raise ValueError(f"the learning curve of {curve.family} has no round on one budget: nothing to plot")
+    fig = _figure(figsize=(max(6.0, 0.9 * len(rounds) + 3), 4), layout="constrained")
+    ax = fig.add_subplot()
+    xs = [r.index for r in rounds]
+    ax.step([0] + xs, [rounds[0].champion_mean] + [r.in_service for r in rounds], where="post",
+            color=DECISION_COLOURS["champion"], linewidth=1.5, label="agent in service")
+    ax.errorbar([x - 0.08 for x in xs], [r.champion_mean for r in rounds], yerr=[r.champion_se for r in rounds],
+                fmt="_", color=DECISION_COLOURS["champion"], capsize=3, markersize=10, label="champion")
+    for r in rounds:
+        ax.errorbar([r.index + 0.08], [r.challenger_mean], yerr=[r.challenger_se], capsize=3, markersize=8,
+                    fmt="o" if r.loop == "structure" else "s", color=DECISION_COLOURS.get(r.decision, "#1f77b4"))
+        ax.annotate(f"{r.challenger}\n{r.decision.replace('_', ' ')}", (r.index + 0.08, r.challenger_mean + r.challenger_se),
+                    xytext=(0, 4), textcoords="offset points", ha="center", fontsize=7)
+    ax.set_xticks(xs, [f"{r.index}\n{r.loop}" for r in rounds], fontsize=8)
+    ax.set_xlim(-0.3, len(rounds) + 0.6)
+    top = max(max(max(r.challenger_mean + r.challenger_se, r.champion_mean + r.champion_se) for r in rounds) * 1.3, 1.0)
+    ax.set_ylim(bottom=-0.04 * top, top=top)
+    ax.set_xlabel("round (circle: scaffold candidate, square: specialist)")
+    ax.set_ylabel("progression (%)")
+    ax.set_title(f"{curve.family}: {curve.seed_count} paired seeds x {curve.max_steps} steps")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    return save_figure(fig, out)
+
+
 def plot_losses(train: list[list[float]], validation: list[list[float]], title: str, out: Path) -> Path:
     """Training and validation loss by optimizer step (``[step, loss]`` pairs)."""
     if not validation:

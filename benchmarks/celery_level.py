@@ -4,7 +4,7 @@
 ``local_cluster`` starts redis-server and the workers on 127.0.0.1 as a user would on one machine (the
 instance migrated once, then the workers) and stops them by PID; the suite's Celery tests start theirs with
 it too. ``play_on_workers`` runs a three-step job (plan, one shard step per worker, merge) built from the
-project's own shard steps (``defs/common/shards.py``) on the Celery executor, and reports the shards'
+project's own shard steps (``defs/execution/shards.py``) on the Celery executor, and reports the shards'
 rate over their playing window (the first shard step's start to the last one's end, so the run's start
 and the merge are apart, as for the shard processes), the whole run's time beside it, and the CPU the
 workers (main and pool processes) and the scripted server spent per step.
@@ -25,10 +25,11 @@ from typing import Any
 import dagster as dg
 import yaml
 
-from automem_dagster.defs.common.celery import celery_config
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
-from automem_dagster.defs.common.shards import Arm, merge_arms, shard_op, shard_outputs
+from automem_dagster.defs.execution.celery import celery_config
+from automem_dagster.defs.execution.shards import Arm, merge_arms, shard_op, shard_outputs
+from automem_dagster.defs.plans.values import Shard
+from automem_dagster.defs.resources import LLMEndpointsResource, StorageResource
 from automem_dagster.rollout.shards import spec_from_record, spec_record
 from benchmarks.common import BOUNDED, MISS, batch_episodes, ratio, target
 
@@ -131,14 +132,14 @@ class BenchConfig(dg.Config):
     shards: int
 
 
-@dg.op(out={"shards": dg.DynamicOut(dict)})
+@dg.op(out={"shards": dg.DynamicOut(Shard)})
 def bench_plan(config: BenchConfig, storage: StorageResource):
     spec = spec_from_record(json.loads(config.spec), storage.storage().scaffolds)
     yield from shard_outputs([Arm("bench", spec)], RoundConfig(shards=config.shards))
 
 
 @dg.op
-def bench_merge(storage: StorageResource, played: list[dict]) -> str:
+def bench_merge(storage: StorageResource, played: list[Shard]) -> str:
     [summary] = merge_arms(storage.storage(), played)[0].values()
     return summary.out_dir
 

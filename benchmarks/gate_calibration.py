@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from automem_dagster.metrics.noise import noise_floor
-from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, gate_verdict
+from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired
+from automem_dagster.metrics.verdict import gate_verdict
 from benchmarks.common import emit, parser, start_result, table, target
 
 ACHIEVEMENT = 1 / 22

@@ -12,7 +12,7 @@ import yaml
 
 from automem_dagster.commands import shared
 from automem_dagster.defs.cli_rounds import run_structure_round
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource
+from automem_dagster.defs.resources import LLMEndpointsResource, MlflowResource
 from automem_dagster.llm import EndpointConfig, LLMClient
 from automem_dagster.llm.config import EndpointsConfig, load_endpoints
 from automem_dagster.loop.report import RoundReport
@@ -105,7 +105,7 @@ def round_resources(tmp_path, storage, server, mlflow: MlflowResource, roles=("g
 
 
 def whole(shown: dict, key: str) -> str:
-    """A metadata text as a whole: ``<key>_full`` where the page sums a long one up (``defs/common/long_values``)."""
+    """A metadata text as a whole: ``<key>_full`` where the page sums a long one up (``defs/metadata/long_values``)."""
     return shown.get(f"{key}_full", shown[key])
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from sharded_rollouts import TESTS
 
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.structure.assets import rollout_batch
 from benchmarks.celery_level import local_cluster
 

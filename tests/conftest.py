@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pristine_home import HEADER  # first: it points $AUTOMEM_HOME at the committed project data
 
-from automem_dagster.defs.common.resources import StorageResource
+from automem_dagster.defs.resources import StorageResource
 from automem_dagster.llm import embedded_server
 from automem_dagster.llm.embedded_server import embedded_model_path
 from automem_dagster.llm.process import ServerProcess

@@ -8,8 +8,8 @@ import json
 import dagster as dg
 
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.resources import StorageResource
 from automem_dagster.defs.evaluation.checks import evaluation_gate
+from automem_dagster.defs.resources import StorageResource
 from automem_dagster.defs.structure.assets import (
     candidate_evaluation,
     champion_scaffold,

@@ -115,8 +115,8 @@ def judged(out: Path, useful: set, harmful: set, label: str) -> dict:
     decision dropped only as an exact repeat of a kept one (the same wing's note) counts as found."""
     decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
     key = {d["id"]: (d["episode"], d["step"], d["phase"]) for d in decisions}
-    kept = {key[d["id"]] for d in decisions if d["verdict"] in ("accepted", "reviewed_kept")}
-    found = kept | {key[d["id"]] for d in decisions if d["verdict"] == "duplicate"}
+    kept = {key[d["id"]] for d in decisions if d["fate"] in ("accepted", "reviewed_kept")}
+    found = kept | {key[d["id"]] for d in decisions if d["fate"] == "duplicate"}
     stats = json.loads((out / "stats.json").read_text())
     figures = {"kept": len(kept), "precision": len(kept & useful) / len(kept) if kept else 0.0,
                "recall": len(found & useful) / len(useful) if useful else 1.0, "harmful_kept": len(kept & harmful),

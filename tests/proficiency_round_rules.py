@@ -44,7 +44,7 @@ LORA_REPLY = {"reasoning": "A tiny dataset: a small rank, one epoch and some dro
                            "batch_size": 1, "target_modules": ["q_proj", "v_proj"], "max_length": 2048}}
 META_RULES = [
     {"match": "You configure the LoRA fine-tuning", "reply": json.dumps(LORA_REPLY)},
-    {"match": "Give a verdict", "reply": json.dumps({"verdicts": [
+    {"match": "Give a judgement", "reply": json.dumps({"judgements": [
         {"id": i, "keep": True, "reason": "records where a tree is, read before acting"} for i in range(8)]})},
 ]
 
@@ -55,8 +55,8 @@ def round_config(**overrides) -> dg.RunConfig:
     episode, so the held-out validation episode is small: on two CPU cores the trainer needs seconds
     per ~700-token Crafter prompt), a window of 2 steps, 1 optimizer step, 2 evaluation episodes of
     10 steps. No counterfactual replay (the default replays every eligible decision), so the round opts in
-    to train on unmeasured decisions (``keep_unmeasured``): these tests are about the assets, and a replayed
-    verdict could drop the 6 examples they train on; tests/contract/test_known_answer_variants.py checks
+    to train on unmeasured decisions (``keep_unmeasured``): these tests are about the assets, and the replay
+    could drop the 6 examples they train on; tests/contract/test_known_answer_variants.py checks
     the replay. ``overrides`` replace options part by part (``curation={"min_examples": 10_000}``)."""
     parts = {"budget": {"rollout_episodes": 4, "rollout_max_steps": 8},
              "curation": {"score_window": 2, "min_examples": 6, "max_review_batches": 4, "replay": {"decisions": 0},

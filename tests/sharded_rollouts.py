@@ -13,7 +13,7 @@ import dagster as dg
 import yaml
 from builders import endpoints_file
 
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
+from automem_dagster.defs.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.defs.structure.assets import rollout_batch
 
 TESTS = Path(__file__).resolve().parent

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from automem_dagster.agent import prompts
-from automem_dagster.agent.memory_agent import StepOutcome, TurnRecord, resolve_action
 from automem_dagster.agent.sampling import request_seed
+from automem_dagster.agent.step_records import StepOutcome, TurnRecord, resolve_action
 from automem_dagster.agent.turn_format import TurnConstraint, action_turn, ask, reasoning_turn
 from automem_dagster.games.base import GameState
 from automem_dagster.llm.client import LLMClient

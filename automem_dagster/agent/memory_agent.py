@@ -17,9 +17,6 @@ and the fallback applies.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from functools import cached_property
-
 import automem_dagster.agent.prompts as prompts
 from automem_dagster.agent.sampling import request_seed
 from automem_dagster.agent.savings import (
@@ -32,76 +29,13 @@ from automem_dagster.agent.savings import (
     show_consulted,
 )
 from automem_dagster.agent.signals import count_reversals, progress_fingerprint, stuck_for
+from automem_dagster.agent.step_records import OpRecord, StepOutcome, TurnRecord, checked_action, resolve_action
 from automem_dagster.agent.turn_format import TurnConstraint, TurnFormats, action_turn, ask
 from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.games.base import GameState, ParsedAction, state_record
 from automem_dagster.llm.client import Completion, ContextOverflow, LLMClient
 from automem_dagster.memory import MemoryStore, MemoryStoreError, Op, OpName, format_op, parse_ops
 from automem_dagster.scaffold.model import Scaffold
-
-
-@dataclass
-class OpRecord:
-    op: str
-    ok: bool
-    result: str
-    redundant: bool = False
-    empty: bool = False
-    changed: bool = False
-
-
-@dataclass
-class TurnRecord:
-    """One model call: what it said, what its operations did, and what it cost."""
-
-    phase: str
-    endpoint: str
-    text: str
-    ops: list[OpRecord] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_s: float = 0.0
-    attempts: int = 1
-    finish_reason: str | None = None
-    cached_tokens: int | None = None
-    """Input tokens the server took from its prompt cache, as it reported them (None: it did not say)."""
-    retries: dict[str, int] = field(default_factory=dict)
-    retry_s: float = 0.0
-    """The failed attempts before the answer by cause, and the time they cost beside ``latency_s``."""
-
-    @classmethod
-    def from_completion(cls, phase: str, endpoint: str, comp: Completion) -> TurnRecord:
-        turn = cls(phase, endpoint, comp.text, input_tokens=comp.input_tokens, output_tokens=comp.output_tokens,
-                   latency_s=comp.latency_s, attempts=comp.attempts, finish_reason=comp.finish_reason,
-                   cached_tokens=comp.cached_tokens, retries=comp.retries, retry_s=comp.retry_s)
-        if comp.finish_reason == "length":
-            turn.errors.append(f"the reply was cut off at max_tokens after {comp.output_tokens} tokens")
-        return turn
-
-
-@dataclass
-class StepOutcome:
-    """The outcome of one agent step: the action to take and the full record of how."""
-
-    action: str
-    valid: bool
-    note: str
-    turns: list[TurnRecord]
-    warnings: list[str]
-    memory_index: dict[str, str] = field(default_factory=dict)
-    """The store's index as each phase (``log``, ``plan``) saw it: with the trajectory's
-    observation, history and warnings it rebuilds the phase's prompt exactly (curation)."""
-    memory_context: dict = field(default_factory=dict)
-    """What a memory baseline put in the prompt (``rag``: the records retrieved; ``summary``: the
-    running summary; the memory agent: ``reused_consultation``, the earlier consultation shown again
-    without a call), recorded on the step so a reader sees it and a resume restores it."""
-
-    @cached_property
-    def turn_records(self) -> list[dict]:
-        """The turns as the trajectory records them, built once: the agent decides its next steps on them
-        and the runner writes them."""
-        return [asdict(t) for t in self.turns]
 
 
 class MemoryAgent:
@@ -347,26 +281,6 @@ class MemoryAgent:
             return OpRecord(format_op(op), False, f"{op.name.value} is not enabled in this scaffold")
         res = self.store.execute(op, phase=phase)
         return OpRecord(format_op(op), res.ok, res.text, res.redundant, res.empty, res.changed)
-
-
-def resolve_action(turn: TurnRecord, parse_action) -> ParsedAction:
-    """The action of a turn that should hold ``<|ACTION|>a<|END|>``: taken from the token when there is
-    one, else read from the whole text; ``parse_action`` falls back to the game's default with a note."""
-    action = parse_ops(turn.text).action
-    if action is None:
-        turn.errors.append("no <|ACTION|>...<|END|> in the game model's reply; the action is read from the text")
-        return parse_action(turn.text)
-    return checked_action(turn, action, parse_action)
-
-
-def checked_action(turn: TurnRecord, action: str, parse_action) -> ParsedAction:
-    """The game action an ``<|ACTION|>`` token names; one outside the game's vocabulary (after its
-    tolerant synonyms) makes the turn malformed, since a well-formed token around nonsense is no clean turn."""
-    parsed = parse_action(action)
-    if not parsed.valid:
-        fallback = parsed.note or "the default was used"
-        turn.errors.append(f"<|ACTION|>{action[:60]}<|END|> names no action of this game; {fallback}")
-    return parsed
 
 
 def _result_lines(turn: TurnRecord) -> list[str]:

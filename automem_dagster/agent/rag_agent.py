@@ -16,9 +16,9 @@ import numpy as np
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.baselines import DEFAULT_WINDOW, WindowAgent
-from automem_dagster.agent.memory_agent import TurnRecord
 from automem_dagster.agent.memory_settings import RagSettings
 from automem_dagster.agent.retrieval import Hit, Record, decode_vector, encode_vector, nearest_by_bm25, nearest_by_vector
+from automem_dagster.agent.step_records import TurnRecord
 from automem_dagster.llm.client import LLMClient
 
 MEMORY_SHARE = 3

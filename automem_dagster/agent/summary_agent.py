@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from automem_dagster.agent import prompts
 from automem_dagster.agent.baselines import CHARS_PER_TOKEN, DEFAULT_WINDOW, WindowAgent
-from automem_dagster.agent.memory_agent import TurnRecord
 from automem_dagster.agent.memory_settings import SummarySettings
 from automem_dagster.agent.sampling import request_seed
+from automem_dagster.agent.step_records import TurnRecord
 from automem_dagster.agent.turn_format import ask, summary_turn
 from automem_dagster.llm.client import LLMClient
 

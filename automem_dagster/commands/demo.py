@@ -49,10 +49,9 @@ def describe_cuts() -> str:
         f"  structure:   one round, rules meta: diagnose {episodes} x {budget.rollout_max_steps} steps, decide on "
         f"{seeds} seeds\n"
         f"               (full: automem rounds --game {DEMO.game} --meta rules {endpoints})\n"
-        f"  proficiency: curate {episodes} x {budget.rollout_max_steps} steps: replay {replay.decisions} eligible "
-        f"decisions (at most {replay.horizon} steps) against {replay.floor_pairs} A/A pair, and also train on\n"
-        "               unmeasured ones (marked 'unmeasured' in every row, the card and MLflow; full: measured "
-        "only),\n"
+        f"  proficiency: curate {episodes} x {budget.rollout_max_steps} steps: replay every eligible decision (at "
+        f"most {replay.horizon} steps) against {replay.floor_pairs} A/A pair\n"
+        "               and train only on those whose measured effect clears the floor (as a full round does),\n"
         f"               >= {curation.min_examples} examples, {DEMO.training.max_train_steps} LoRA steps of one example, "
         f"decide on {seeds} seeds\n"
         f"               (full: automem train --game {DEMO.game} {endpoints})")
@@ -127,8 +126,7 @@ def what_a_decision_needs(result: RoundResult, settings: ProficiencyConfig) -> s
 def with_demo_lora(demo: ProficiencyConfig) -> ProficiencyConfig:
     """The demo's proficiency round: the paper's LoRA defaults for the base, one example per step (a CPU step of
     4 ~1,000-token examples takes minutes, and the demo only needs the adapter trained, exported and served;
-    the LoRA settings depend on the base model, so they are read here, not written in ``DEMO``). On purpose, the
-    demo shows the machinery train and evaluate a specialist, not a specialist worth keeping."""
+    the LoRA settings depend on the base model, so they are read here, not written in ``DEMO``)."""
     base = describe_base("embedded")
     lora = default_settings(base["hidden_size"], max_length=min(2048, base["context"]))
     return demo.with_training(lora_settings=lora.model_copy(update={"batch_size": 1}).model_dump_json())

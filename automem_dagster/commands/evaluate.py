@@ -28,7 +28,7 @@ from automem_dagster.commands.shared import (
     session,
 )
 from automem_dagster.games import game_family
-from automem_dagster.loop.dvc_round import pending_adapter, pipeline_decision
+from automem_dagster.loop.dvc_round import pending_adapter, pipeline_verdict
 from automem_dagster.loop.evaluation import (
     evaluation_batch,
 )
@@ -223,8 +223,8 @@ def pipeline_sides(args: argparse.Namespace) -> tuple[tuple, tuple, str]:
 
 def run_decide(args: argparse.Namespace) -> int:
     """The DVC pipeline's decide stages: the round's pending challenger decided on two evaluation folders
-    (``dvc_round.pipeline_decision``: the loops' one decide path), exported as files."""
-    record, batches = pipeline_decision(args.role, args.challenger, args.champion, shared.STORAGE, gate_policy(args))
+    (``dvc_round.pipeline_verdict``: the loops' one decide path), exported as files."""
+    record, batches = pipeline_verdict(args.role, args.challenger, args.champion, shared.STORAGE, gate_policy(args))
     write_exports((args.record, args.progression, args.behaviour), record, batches)
     # A gate's reason opens with its outcome; a marker's (nothing played) does not.
     Console().print(record["reason"] if record["challenger"] else f"{record['outcome']}: {record['reason']}")

@@ -26,6 +26,7 @@ from automem_dagster.commands.shared import (
     options_from_args,
     session,
 )
+from automem_dagster.loop.evaluation import evaluation_batch
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.settings import MEASURE, StructureConfig
 from automem_dagster.loop.storage import batch_dir, resolve_scaffold
@@ -59,13 +60,24 @@ def run(args: argparse.Namespace) -> int:
 def measure_headroom(game: str, scaffold: Scaffold, seeds: list[int], max_steps: int, endpoints: Path,
                      concurrency: int, root: Path | None = None) -> str:
     """Play the three arms on ``seeds`` (in ``root``/<arm>, else in the project's batch folders) and return
-    the table, also written to ``headroom.md`` beside the batches."""
+    the table, also written to ``headroom.md`` beside the batches.
+
+    Without ``root`` the scaffold arm is the scaffold's evaluation batch on these seeds
+    (``loop.evaluation.evaluation_batch``), so a round that then evaluates the scaffold as its champion on
+    the same seeds and steps reuses it rather than playing it again (``automem demo`` does)."""
     arms = {"oracle": ("oracle", 0), "none": ("window", 0), "scaffold": ("memory", 0)}
-    specs = {arm: RolloutSpec(game, scaffold, seeds, max_steps,
-                              root / arm if root else batch_dir(shared.STORAGE.runs, "headroom", game,
-                                                                scaffold.version, seeds, max_steps, agent, window),
-                              concurrency=concurrency, agent=agent, window=window, fixed_dir=root is not None)
-             for arm, (agent, window) in arms.items()}
+
+    def spec(arm: str, agent: str, window: int) -> RolloutSpec:
+        if root is not None:
+            return RolloutSpec(game, scaffold, seeds, max_steps, root / arm, concurrency=concurrency, agent=agent,
+                               window=window, fixed_dir=True)
+        if arm == "scaffold":
+            return evaluation_batch(game, scaffold, seeds, max_steps, shared.STORAGE, concurrency)
+        return RolloutSpec(game, scaffold, seeds, max_steps,
+                           batch_dir(shared.STORAGE.runs, "headroom", game, scaffold.version, seeds, max_steps, agent,
+                                     window), concurrency=concurrency, agent=agent, window=window)
+
+    specs = {arm: spec(arm, agent, window) for arm, (agent, window) in arms.items()}
 
     async def go() -> tuple[dict[str, BatchSummary], dict]:
         async with session(endpoints) as (clients, progress):
@@ -73,7 +85,7 @@ def measure_headroom(game: str, scaffold: Scaffold, seeds: list[int], max_steps:
 
     played, described = asyncio.run(go())
     text = headroom_table(game, f"v{scaffold.version}", played, described.get("game", {}))
-    write_text_atomic((root or specs["scaffold"].out_dir.parent.parent) / "headroom.md", text + "\n")
+    write_text_atomic((root or specs["none"].out_dir.parent.parent) / "headroom.md", text + "\n")
     return text
 
 

@@ -2,7 +2,7 @@
 ``automem worker --migrate``, which prepares the Dagster instance once before any worker starts.
 
 A worker runs the steps of runs whose executor is ``celery_executor`` with the same settings
-(``defs/common/celery.py``), the same ``DAGSTER_HOME`` (the instance every step reports to) and the
+(``defs/execution/celery.py``), the same ``DAGSTER_HOME`` (the instance every step reports to) and the
 same ``AUTOMEM_HOME`` (the project's files) as the run. It checks the instance, the shared folders
 (``worker_share``: the project home and the step outputs at the paths ``--migrate`` marked) and the broker
 before it starts and says which one it lacks, with a non-zero exit: a worker that came up without them
@@ -69,7 +69,7 @@ def register(sub) -> None:
     parser.add_argument("--name", default=None, help="the worker's name (default automem-<pid>@<host>)")
     parser.add_argument("--visibility-timeout", type=int, default=3600,
                         help="seconds before an unacknowledged shard is redelivered; the run's value "
-                             "(defs/common/celery.py visibility_timeout)")
+                             "(defs/execution/celery.py visibility_timeout)")
     parser.add_argument("--config-yaml", type=Path, default=None,
                         help="a YAML file of Celery settings laid over the project's, under config_source: as in "
                              "a run's `execution: config:` (e.g. task_acks_late: false); the runs must use the same")
@@ -117,7 +117,7 @@ def warn_of_one_shard_at_a_time(instance, home: Path) -> None:
     """The run takes a ``game_endpoint`` slot before it sends a shard step to the workers, so a pool limit of
     1 (deploy/dagster.yaml's ``default_limit``) plays a Celery round's shards one at a time, whatever the
     workers could take: say so, and how to raise it, where the workers are set up."""
-    from automem_dagster.defs.common.shards import GAME_ENDPOINT_POOL
+    from automem_dagster.defs.execution.shards import GAME_ENDPOINT_POOL
 
     limit = instance.event_log_storage.get_concurrency_info(GAME_ENDPOINT_POOL).limit
     if limit is not None and limit < 2:
@@ -171,7 +171,7 @@ def celery_app(broker: str, visibility_s: int, overrides: dict | None = None):
     from dagster_celery.make_app import make_app
     from dagster_celery.tasks import create_task
 
-    from automem_dagster.defs.common.celery import celery_config
+    from automem_dagster.defs.execution.celery import celery_config
 
     app = make_app(CeleryExecutor.for_cli(**celery_config(broker, visibility_s, overrides=overrides)).app_args())
     create_task(app)

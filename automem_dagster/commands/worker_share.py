@@ -37,7 +37,7 @@ def shared_folders(instance, project_home: Path) -> dict[str, Path]:
     """The folders a worker must share with the run's host, by what they hold: the project home's ``runs/`` (where
     the marker goes: ``runs/`` is not versioned, and the project home's ``assets/`` sits beside it) and the step
     outputs' folder, unless ``$AUTOMEM_IO_BASE`` puts those in object storage (a URL: not checked here)."""
-    from automem_dagster.defs.common.resources import IO_BASE_ENV  # Dagster's side: imported where a worker runs
+    from automem_dagster.defs.resources import IO_BASE_ENV  # Dagster's side: imported where a worker runs
 
     folders = {"project home": Path(project_home) / "runs"}
     io_base = os.environ.get(IO_BASE_ENV)

@@ -5,7 +5,7 @@ worker rebuilds the job from code it can import. So the run names ``celery_round
 with the round job's name (the project's definitions, with ``celery_executor`` in place of their
 default), and everything else travels in the run config: each step's settings, the resources (the
 endpoints file, the storage folders, the tracking store: paths every worker must see) and the
-executor's settings (``defs/common/celery.py``). The workers are ``automem worker`` processes with the
+executor's settings (``defs/execution/celery.py``). The workers are ``automem worker`` processes with the
 same ``DAGSTER_HOME``, broker and visibility timeout.
 
 A step that fails on a worker reaches this process as an event, not an exception: the round raises a
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.celery import celery_config, visibility_timeout
+from automem_dagster.defs.common.config import RoundConfig
 from automem_dagster.defs.definitions import defs
+from automem_dagster.defs.execution.celery import celery_config, visibility_timeout
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.execution import Execution
 from automem_dagster.rollout.seeds import eval_seeds
@@ -35,20 +36,21 @@ def celery_round_job(name: str) -> dg.JobDefinition:
     return defs.resolve_job_def(name).with_executor_def(celery_executor)
 
 
-def run_on_celery(job: str, game: str, steps: tuple[str, ...], run_config: dict, resources: dict,
-                  instance: dg.DagsterInstance, execution: Execution, tags: dict) -> tuple[dict, str]:
-    """Execute ``job`` for ``game`` (its partition in ``tags``) on the workers of ``execution.broker``; returns
-    each of ``steps``' values (None for a step the run did not reach) and the run's id."""
+def run_on_celery(job: str, game: str, steps: tuple[str, ...], config: RoundConfig, run_config: dict,
+                  resources: dict, instance: dg.DagsterInstance, execution: Execution, tags: dict) -> tuple[dict, str]:
+    """Execute ``job`` for ``game`` (its partition in ``tags``) on the workers of ``execution.broker``, every step
+    configured with ``config`` (``run_config`` carries it); returns each of ``steps``' values (None for a step
+    the run did not reach) and the run's id."""
     try:
         import dagster_celery  # noqa: F401
     except ImportError as exc:
         raise RoundError("--executor celery needs the celery extra: pip install 'automem-dagster[celery]'") from exc
-    visibility = execution.visibility_timeout or derived_visibility(run_config, resources, game)
-    config = {**run_config, "resources": {name: {"config": resource.model_dump(exclude_none=True)}
-                                          for name, resource in resources.items()},
-              "execution": {"config": celery_config(execution.broker, visibility)}}
+    visibility = execution.visibility_timeout or derived_visibility(config, resources, game)
+    whole = {**run_config, "resources": {name: {"config": resource.model_dump(exclude_none=True)}
+                                         for name, resource in resources.items()},
+             "execution": {"config": celery_config(execution.broker, visibility)}}
     recon = dg.build_reconstructable_job(__name__, "celery_round_job", reconstructable_args=(job,))
-    with dg.execute_job(recon, instance, run_config=config, tags=tags) as result:
+    with dg.execute_job(recon, instance, run_config=whole, tags=tags) as result:
         if not result.success:
             raise failure(result, execution.broker)
         made = {event.asset_key.to_user_string() for event in result.all_events
@@ -58,15 +60,14 @@ def run_on_celery(job: str, game: str, steps: tuple[str, ...], run_config: dict,
             if step in made else None for step in steps}, result.run_id
 
 
-def derived_visibility(run_config: dict, resources: dict, game: str) -> int:
-    """``visibility_timeout`` for the round's budget: its longest episodes, its largest batch split in its
-    shards, at the game endpoint's timeout per call."""
-    [config, *_] = (step["config"] for step in run_config["ops"].values())
-    budget = config["budget"]
-    evaluated = budget["eval_episodes"] or len(eval_seeds(game, Path(resources["storage"].seeds_file)))
-    seeds = config["shard_size"] or math.ceil(max(budget["rollout_episodes"], evaluated) / config["shards"])
-    return visibility_timeout(max(budget["rollout_max_steps"], budget["eval_max_steps"]), seeds,
-                              budget["concurrency"], resources["endpoints"].config().game.timeout_s)
+def derived_visibility(config: RoundConfig, resources: dict, game: str) -> int:
+    """``visibility_timeout`` for the round's budget (``config``): its longest episodes, its largest batch split
+    in its shards, at the game endpoint's timeout per call."""
+    budget = config.budget
+    evaluated = budget.eval_episodes or len(eval_seeds(game, Path(resources["storage"].seeds_file)))
+    seeds = config.shard_size or math.ceil(max(budget.rollout_episodes, evaluated) / config.shards)
+    return visibility_timeout(max(budget.rollout_max_steps, budget.eval_max_steps), seeds,
+                              budget.concurrency, resources["endpoints"].config().game.timeout_s)
 
 
 def failure(result, broker: str) -> Exception:

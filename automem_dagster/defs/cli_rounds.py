@@ -25,11 +25,21 @@ from dagster._core.instance.ref import InstanceRef
 
 from automem_dagster.defs.celery_rounds import run_on_celery
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.run_tags import CLI_DRIVER, DRIVER_TAG
-from automem_dagster.defs.common.shards import resumed
 from automem_dagster.defs.definitions import defs
+from automem_dagster.defs.execution.run_tags import CLI_DRIVER, DRIVER_TAG
+from automem_dagster.defs.plans.values import (
+    Adapter,
+    Candidate,
+    Dataset,
+    Evaluation,
+    LoraFile,
+    NotEvaluated,
+    Promotion,
+    Resumed,
+    resumed,
+)
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.defs.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.games import game_family
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.execution import IN_PROCESS, Execution
@@ -37,7 +47,7 @@ from automem_dagster.loop.proficiency import (
     ProficiencyResult,
     curated,
     dataset_dir,
-    load_specialist_decision,
+    load_specialist_verdict,
     registry,
     training_record,
 )
@@ -47,7 +57,7 @@ from automem_dagster.loop.round_plan import PROFICIENCY_ROUND, STRUCTURE_ROUND, 
 from automem_dagster.loop.settings import ProficiencyConfig as ProficiencyLoop
 from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage, slug
-from automem_dagster.loop.structure import RoundResult, load_decision
+from automem_dagster.loop.structure import RoundResult, load_verdict
 from automem_dagster.meta.curate import DatasetTooSmall
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.meta.revise import Revision
@@ -110,7 +120,7 @@ def _resources(endpoints: Path, storage: Storage, tracker: Tracker | None, meta:
             "storage": StorageResource.of(storage), "mlflow": mlflow}
 
 
-def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dict,
+def _run(plan: RoundPlan, job: str, game: str, config: RoundConfig, resources: dict,
          execution: Execution) -> tuple[dict, str]:
     """Execute ``job`` for ``game``'s partition on the project's instance with ``config`` for every step;
     returns each step's value by step name (None for a step the run did not reach), which the result
@@ -120,7 +130,7 @@ def _run(plan: RoundPlan, job: str, game: str, config: dg.Config, resources: dic
                   "loggers": {"console": {"config": {"log_level": "INFO"}}}}
     with project_instance() as instance:
         if execution.executor == "celery":
-            values, run_id = run_on_celery(job, game, plan.names, run_config, resources, instance, execution,
+            values, run_id = run_on_celery(job, game, plan.names, config, run_config, resources, instance, execution,
                                            tags={DRIVER_TAG: CLI_DRIVER, "dagster/partition": slug(game)})
             return values, (f"Dagster: run {run_id} of {job} on Celery workers ({execution.broker}) in "
                             f"{instance.root_directory} (make dagster)")
@@ -149,29 +159,31 @@ def _value(result: dg.ExecuteInProcessResult, step: str):
         return None
 
 
-def _structure_result(game: str, storage: Storage, rollout_batch, diagnosis, scaffold_candidate, candidate_evaluation,
-                      champion_scaffold) -> tuple[RoundResult, RoundReport]:
+def _structure_result(game: str, storage: Storage, rollout_batch: str | Resumed, diagnosis,
+                      scaffold_candidate: Candidate, candidate_evaluation: Evaluation | NotEvaluated | None,
+                      champion_scaffold: Promotion | None) -> tuple[RoundResult, RoundReport]:
     """The CLI's account of a structure round from its steps' values (a parameter per step of the plan; the
     diagnosis is read from the folder the revision names, as a resumed candidate's is)."""
-    diagnosis_dir, revision_dir = scaffold_candidate.get("diagnosis_dir"), scaffold_candidate.get("revision_dir")
-    result = RoundResult(game=game, parent=scaffold_candidate["parent"], candidate=scaffold_candidate.get("candidate"),
-                         diagnosis_dir=Path(diagnosis_dir) if diagnosis_dir else None,
-                         revision_dir=Path(revision_dir) if revision_dir else None)
+    result = RoundResult(game=game, parent=scaffold_candidate.parent, candidate=scaffold_candidate.candidate,
+                         diagnosis_dir=Path(scaffold_candidate.diagnosis_dir) if scaffold_candidate.diagnosis_dir else None,
+                         revision_dir=Path(scaffold_candidate.revision_dir) if scaffold_candidate.revision_dir else None)
     if resumed(rollout_batch) is None:
         result.rollout = load_summary(Path(rollout_batch))
-    if scaffold_candidate["outcome"] == "resumed":
+    if scaffold_candidate.outcome == "resumed":
         result.notes.append(f"resumed pending candidate v{result.candidate} of an earlier round")
-    elif revision_dir:
-        result.revision = Revision.load(Path(revision_dir))
-    if candidate_evaluation and candidate_evaluation["outcome"] == "evaluated":
-        result.candidate_eval = load_summary(Path(candidate_evaluation["candidate_batch"]))
-        result.champion_eval = load_summary(Path(candidate_evaluation["champion_batch"]))
-        result.decision = load_decision(storage, game, result.candidate)
-    return result, RoundReport.from_json((champion_scaffold or {}).get("report", {}))
+    elif scaffold_candidate.revision_dir:
+        result.revision = Revision.load(Path(scaffold_candidate.revision_dir))
+    if isinstance(candidate_evaluation, Evaluation):
+        result.candidate_eval = load_summary(Path(candidate_evaluation.challenger_batch))
+        result.champion_eval = load_summary(Path(candidate_evaluation.champion_batch))
+        result.decision = load_verdict(storage, game, result.candidate)
+    return result, champion_scaffold.report if champion_scaffold else RoundReport()
 
 
-def _proficiency_result(game: str, storage: Storage, training_rollouts, sft_dataset, lora_config, lora_adapter,
-                        specialist_evaluation, champion_specialist) -> tuple[ProficiencyResult, RoundReport]:
+def _proficiency_result(game: str, storage: Storage, training_rollouts: str | Resumed | None,
+                        sft_dataset: Dataset | Resumed | None, lora_config: LoraFile | Resumed | None,
+                        lora_adapter: Adapter | None, specialist_evaluation: Evaluation | None,
+                        champion_specialist: Promotion | None) -> tuple[ProficiencyResult, RoundReport]:
     """The CLI's account of a proficiency round from its steps' values (a parameter per step of the plan; the
     dataset is read from the folder the LoRA settings name)."""
     if sft_dataset is None and training_rollouts is not None and resumed(training_rollouts) is None:
@@ -180,21 +192,21 @@ def _proficiency_result(game: str, storage: Storage, training_rollouts, sft_data
             raise DatasetTooSmall(json.loads(marker.read_text())["too_small_reason"])
     if lora_adapter is None:
         raise RoundError(f"{game}: the proficiency round stopped before its adapter; its run in Dagster says why")
-    record = registry(storage, game_family(game)).record(lora_adapter["adapter"])
+    record = registry(storage, game_family(game)).record(lora_adapter.adapter)
     result = ProficiencyResult(game, record.scaffold_version, record)
     if resumed(training_rollouts) is None:
         result.rollout = load_summary(Path(training_rollouts))
-    if lora_adapter["outcome"] == "resumed":
+    if lora_adapter.outcome == "resumed":
         result.notes.append(f"resumed pending adapter {record.id} of an earlier round")
     else:
-        result.dataset = curated(Path(lora_config["dataset_dir"]))
-        result.choice = LoraChoice.load(Path(lora_config["lora_config"]))
+        result.dataset = curated(Path(lora_config.dataset.dataset_dir))
+        result.choice = LoraChoice.load(Path(lora_config.config_file))
     result.training = training_record(record)
-    report = RoundReport.from_json(lora_adapter.get("report", {}))
-    if specialist_evaluation and specialist_evaluation["outcome"] == "evaluated":
-        result.specialist_eval = load_summary(Path(specialist_evaluation["specialist_batch"]))
-        result.champion_eval = load_summary(Path(specialist_evaluation["champion_batch"]))
-        result.endpoints = specialist_evaluation["endpoints"]
-        result.decision = load_specialist_decision(storage, game, record.id)
-        report = report | RoundReport.from_json((champion_specialist or {}).get("report", {}))
+    report = lora_adapter.report
+    if isinstance(specialist_evaluation, Evaluation):
+        result.specialist_eval = load_summary(Path(specialist_evaluation.challenger_batch))
+        result.champion_eval = load_summary(Path(specialist_evaluation.champion_batch))
+        result.endpoints = specialist_evaluation.endpoints
+        result.decision = load_specialist_verdict(storage, game, record.id)
+        report = report | (champion_specialist.report if champion_specialist else RoundReport())
     return result, report

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from automem_dagster.defs.common.resources import default_resources
 from automem_dagster.defs.evaluation.definitions import evaluation_definitions
 from automem_dagster.defs.proficiency.definitions import proficiency_definitions
+from automem_dagster.defs.resources import default_resources
 from automem_dagster.defs.structure.definitions import structure_definitions
 
 defs = dg.Definitions.merge(

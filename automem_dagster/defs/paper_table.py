@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from automem_dagster.defs.cli_rounds import project_instance
-from automem_dagster.defs.common.partitions import game_partitions
+from automem_dagster.defs.execution.partitions import game_partitions
 from automem_dagster.loop.paper_table import PaperTable
 from automem_dagster.loop.storage import slug
 from automem_dagster.plots import png_markdown

@@ -9,9 +9,9 @@ stages play that challenger beside the champion (for a specialist, the agent in 
 own arms (``evaluation.play_beside_champion``: replayed unless the identity's A/A was bit-identical, the A/A
 measured where none is stored), and name the champion batch the decision pairs with it
 (``records.round_champion_dir``). The decide stages decide that pending challenger with
-``decide_challenger`` on the loop's ledger, so a DVC round records its decision in the lineage or the
+``judge_challenger`` on the loop's ledger, so a DVC round records its decision in the lineage or the
 registry (and ``runs/decisions/``) as a CLI round does; the flat record for ``dvc metrics`` is an export
-of that one ``DecisionRecord`` (``records.flat_decision``).
+of that one ``VerdictRecord`` (``records.flat_verdict``).
 
 The ledger is therefore both an input of the round's first stages and what its last stage writes. DVC
 forbids a stage to declare another stage's dependency as its output in a cycle, so the ledger is the
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.games import game_family
-from automem_dagster.loop.challenger import DecisionRecord, decide_challenger, load_decision_record
+from automem_dagster.loop.challenger import VerdictRecord, judge_challenger, load_verdict_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.gate import identity_quote
 from automem_dagster.loop.proficiency import (
@@ -40,14 +40,15 @@ from automem_dagster.loop.proficiency import (
 )
 from automem_dagster.loop.records import (
     batch_label,
-    flat_decision,
+    flat_verdict,
     read_evaluation,
     round_champion_dir,
     unplayed,
-    unplayed_decision,
+    unplayed_verdict,
     write_resumed,
 )
 from automem_dagster.loop.storage import Storage
+from automem_dagster.meta.revise import CANDIDATE_FILE, REVISION_FILE
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.trajectory import read_manifest
@@ -74,8 +75,8 @@ def write_resumed_revision(storage: Storage, family: str, version: int, out: Pat
     out = Path(out)
     candidate = load_scaffold(family, version, storage.scaffolds)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "candidate.yaml").write_text(scaffold_yaml(candidate))
-    write_json_atomic(out / "revision.json", {"version": version, "parent_version": candidate.parent,
+    (out / CANDIDATE_FILE).write_text(scaffold_yaml(candidate))
+    write_json_atomic(out / REVISION_FILE, {"version": version, "parent_version": candidate.parent,
                                               "rejected_reason": None, "resumed": True})
     write_resumed(out, "candidate", version)
 
@@ -114,16 +115,16 @@ def candidate_version(storage: Storage, candidate: BatchSummary) -> int:
     return version
 
 
-def pipeline_decision(role: str, challenger_dir: Path, champion_dir: Path, storage: Storage,
+def pipeline_verdict(role: str, challenger_dir: Path, champion_dir: Path, storage: Storage,
                        gate: GatePolicy | None = None) -> tuple[dict, dict[str, BatchSummary]]:
     """The decide stages: the round's pending ``role`` decided on the challenger's evaluation folder and the
     champion folder played beside it (``records.round_champion_dir``: the arm the round pairs with it) with
-    the loops' one decide path (``decide_challenger`` on the lineage or the registry), as a flat record, and
+    the loops' one decide path (``judge_challenger`` on the lineage or the registry), as a flat record, and
     the evaluated batches by label for the plot tables. A folder holding a marker of nothing played gives
     that outcome and leaves the ledger as it is."""
     challenger = read_evaluation(challenger_dir)
     if challenger is None:
-        return unplayed_decision(role, None, *unplayed(challenger_dir)), {}
+        return unplayed_verdict(role, None, *unplayed(challenger_dir)), {}
     champion_dir = round_champion_dir(champion_dir)
     champion = read_evaluation(champion_dir)
     if champion is None:
@@ -131,27 +132,27 @@ def pipeline_decision(role: str, challenger_dir: Path, champion_dir: Path, stora
                          "point --champion at the folder `evaluate --beside-champion` played the champion into")
     labels = (batch_label(challenger_dir), batch_label(champion_dir))
     batches = {labels[1]: champion, labels[0]: challenger}
-    return flat_decision(recorded_or_new(role, challenger, champion, storage, gate), labels), batches
+    return flat_verdict(recorded_or_new(role, challenger, champion, storage, gate), labels), batches
 
 
 def recorded_or_new(role: str, challenger: BatchSummary, champion: BatchSummary, storage: Storage,
-                gate: GatePolicy | None) -> DecisionRecord:
+                gate: GatePolicy | None) -> VerdictRecord:
     """The decision on these batches: the one already recorded for them (a decision is taken once; the
     stage ran again, e.g. after the gate's parameters changed, which apply from the next round), else
     the ledger's pending challenger decided now."""
     game = challenger.game
     pending = candidate_version(storage, challenger) if role == "candidate" else pending_or_decided(storage, game)
-    done = load_decision_record(storage, game, role, pending)
+    done = load_verdict_record(storage, game, role, pending)
     if done is not None and (done.challenger_batch, done.champion_batch) == (challenger.out_dir, champion.out_dir):
         return done
     if role == "candidate":
-        return decide_challenger(role, game, pending, (challenger, champion), storage, gate)
+        return judge_challenger(role, game, pending, (challenger, champion), storage, gate)
     serving = in_service(storage, game_family(game))
     if serving is not None and not read_manifest(Path(champion.out_dir)).get("two_model"):
         raise RoundError(f"specialist {serving.id} is in service, and a specialist is judged against the agent in "
                          f"service; {champion.out_dir} is the one-model agent's evaluation: evaluate the adapter with "
                          "`automem evaluate --specialist ... --beside-champion ...`, which plays the agent in service")
-    return decide_challenger(role, game, pending, (challenger, champion), storage, gate)
+    return judge_challenger(role, game, pending, (challenger, champion), storage, gate)
 
 
 def pending_or_decided(storage: Storage, game: str) -> str:

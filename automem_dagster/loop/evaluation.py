@@ -20,6 +20,7 @@ from automem_dagster.options import BUDGET
 from automem_dagster.rollout import BatchSummary, RolloutSpec, run_batch
 from automem_dagster.rollout.runner import BatchProgress, Progress
 from automem_dagster.rollout.summary import load_summary
+from automem_dagster.rollout.trajectory import BATCH_FILE
 from automem_dagster.scaffold import Scaffold
 
 
@@ -53,7 +54,7 @@ def evaluation_spec(settings: StructureConfig, scaffold: Scaffold, storage: Stor
 
 def stored_noise(spec: RolloutSpec, storage: Storage) -> NoiseRecord | None:
     """The A/A record of the batch played in ``spec``'s folder, where one is played and measured."""
-    if not (Path(spec.out_dir) / "batch.json").exists():
+    if not (Path(spec.out_dir) / BATCH_FILE).exists():
         return None
     played = load_summary(Path(spec.out_dir))  # its identity too: batch.json is read once
     return load_noise(storage, played) if played.identity else None

@@ -14,7 +14,7 @@ class Execution:
     """How a CLI round's Dagster run executes its steps: ``in_process`` (the default: every step in this
     process) or ``celery`` (every step a task on ``broker`` for the ``automem worker`` processes), its batches
     split into ``shards`` seed shards; ``visibility_timeout`` in seconds, None: derived from the round's budget
-    (``defs/common/celery.py``)."""
+    (``defs/execution/celery.py``)."""
 
     executor: str = "in_process"
     broker: str = DEFAULT_BROKER

@@ -1,5 +1,5 @@
 """The gate of both loops: a challenger (a scaffold candidate or a specialist adapter) against the
-champion on the paired evaluation seeds, and the evidence a decision keeps beside its verdict."""
+champion on the paired evaluation seeds, and the evidence a verdict record keeps beside the comparison."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from automem_dagster.loop.errors import RoundError
-from automem_dagster.metrics.paired import GatePolicy, Verdict, compare_metric, compare_paired, gate_verdict
+from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired
 from automem_dagster.metrics.power import detectable_gain
+from automem_dagster.metrics.verdict import Verdict, gate_verdict
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.identity import differences, summarize_fields
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
@@ -114,20 +115,20 @@ def sampling_of(batch: BatchSummary) -> dict:
     return batch.sampling_seeds or {"note": "not recorded: the batch was played before requests carried seeds"}
 
 
-def decision_evidence(decision: Verdict, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
-    """What a decision record keeps beside the comparison: the gate policy it was taken under, whether
+def verdict_evidence(verdict: Verdict, challenger: BatchSummary, champion: BatchSummary, role: str) -> dict:
+    """What a verdict record keeps beside the comparison: the gate policy it was taken under, whether
     each side's endpoints honour sampling seeds (so whether a rerun would replay it), the smallest gain
     the gate could have detected on these seeds (``metrics.power``) and the equal_score gate's metric."""
-    detectable = detectable_gain(per_seed(challenger), per_seed(champion), decision.policy)
-    return {"gate": decision.policy.as_dict(),
+    detectable = detectable_gain(per_seed(challenger), per_seed(champion), verdict.policy)
+    return {"gate": verdict.policy.as_dict(),
             "sampling": {role: sampling_of(challenger), "champion": sampling_of(champion)},
             "detectable": {**detectable.as_dict(), "summary": detectable.describe()},
-            "metric": asdict(decision.metric) if decision.metric else {},
+            "metric": asdict(verdict.metric) if verdict.metric else {},
             "identity": {role: identity_quote(challenger), "champion": identity_quote(champion)}}
 
 
 def identity_quote(batch: BatchSummary) -> dict:
-    """What a decision record quotes of a batch's identity: its digest and, per role, the model."""
+    """What a verdict record quotes of a batch's identity: its digest and, per role, the model."""
     identity = batch.identity or {}
     return {"digest": identity.get("digest"),
             "models": {role: facts.get("model") for role, facts in identity.get("roles", {}).items()},

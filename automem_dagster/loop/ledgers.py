@@ -1,5 +1,5 @@
 """Each loop's ``Ledger`` (``loop.challenger``): the file holding its challengers' fates and its champion
-pointer, open under its lock for the one step a decision takes. The structure loop's is the lineage (a
+pointer, open under its lock for the one step a verdict takes. The structure loop's is the lineage (a
 kept candidate becomes the champion scaffold), the proficiency loop's the specialist registry (a kept
 adapter serves the memory role). ``LEDGERS`` opens the one of a challenger's role."""
 
@@ -12,7 +12,7 @@ from dataclasses import asdict
 from automem_dagster.games import game_family
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.storage import Storage
-from automem_dagster.metrics.paired import Verdict
+from automem_dagster.metrics.verdict import Verdict
 from automem_dagster.scaffold.lineage import Lineage
 from automem_dagster.training.registry import SpecialistRegistry
 
@@ -41,7 +41,7 @@ class LineageLedger:
                              f"v{champion}: evaluate a revision of the current champion instead")
 
     def settle(self, challenger: int, verdict: Verdict) -> None:
-        self.lineage.record_decision(challenger, verdict)
+        self.lineage.record_verdict(challenger, verdict)
         if verdict.keep:
             self.lineage.promote(challenger)
 
@@ -77,7 +77,7 @@ class RegistryLedger:
                 "comparison": record.comparison, "inconclusive": record.decision == "inconclusive"}
 
     def settle(self, challenger: str, verdict: Verdict) -> None:
-        self.registry.record_decision(challenger, verdict.keep, verdict.reason, asdict(verdict.comparison),
+        self.registry.record_verdict(challenger, verdict.keep, verdict.reason, asdict(verdict.comparison),
                                       verdict.outcome)
 
 

@@ -11,7 +11,7 @@ Like the structure loop, each stage is a plain function writing under ``runs/`` 
 derived from its inputs, so rerunning resumes: a finished dataset, configuration or adapter
 is read back, and an adapter trained but not yet judged is evaluated by the next round
 instead of training another. The specialist pointer (``assets/specialists/<family>.json``)
-moves only in ``decide_challenger`` (``loop.ledgers.RegistryLedger``).
+moves only in ``judge_challenger`` (``loop.ledgers.RegistryLedger``).
 """
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ from pathlib import Path
 
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.challenger import DecisionRecord, RoundStart, load_decision_record
+from automem_dagster.loop.challenger import RoundStart, VerdictRecord, load_verdict_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.settings import ProficiencyConfig
 from automem_dagster.loop.storage import Storage, batch_dir, load_champion, slug
-from automem_dagster.meta.curate import CurationResult, curate
-from automem_dagster.meta.lora_config import LoraChoice, recommend_lora
+from automem_dagster.meta.curate import STATS_FILE, CurationResult, curate
+from automem_dagster.meta.lora_config import LORA_CONFIG_FILE, LoraChoice, recommend_lora
 from automem_dagster.rollout import BatchSummary, RolloutSpec
 from automem_dagster.rollout.seeds import eval_seeds
 from automem_dagster.scaffold import Scaffold, load_scaffold
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 from automem_dagster.training.settings import default_settings
-from automem_dagster.training.sft_result import ADAPTER, RESULT_FILE
+from automem_dagster.training.sft_result import ADAPTER, DATASET_FILE, RESULT_FILE
 
 
 def registry(storage: Storage, family: str) -> SpecialistRegistry:
@@ -83,9 +83,9 @@ def dataset_dir(storage: Storage, batch: Path) -> Path:
 def read_curation(out: Path) -> CurationResult | None:
     """The finished curation in ``out`` (its dataset and ``stats.json``), or None when there is none."""
     out = Path(out)
-    if not ((out / "dataset.parquet").exists() and (out / "stats.json").exists()):
+    if not ((out / DATASET_FILE).exists() and (out / STATS_FILE).exists()):
         return None
-    stats = json.loads((out / "stats.json").read_text())
+    stats = json.loads((out / STATS_FILE).read_text())
     return CurationResult(str(out), stats["examples"], stats)
 
 
@@ -119,7 +119,7 @@ async def lora_config_stage(data: CurationResult, settings: ProficiencyConfig, m
     chosen, and given or earlier settings above it are refused before hours of training."""
     from automem_dagster.training.base_model import describe_base
 
-    path = path or Path(data.out_dir) / "lora_config.json"
+    path = path or Path(data.out_dir) / LORA_CONFIG_FILE
     if settings.training.lora is None and path.exists():
         choice = LoraChoice.load(path)
     elif settings.training.lora is not None:
@@ -153,7 +153,7 @@ def exported_adapter(folder: Path, scaffold_version: int) -> AdapterRecord:
     ``training.json``, so an adapter pulled from a DVC remote into another checkout still resolves;
     its dataset is identified by the training run's fingerprint, which hashes the dataset's bytes."""
     folder = Path(folder)
-    missing = [name for name in (RESULT_FILE, "lora_config.json", ADAPTER) if not (folder / name).exists()]
+    missing = [name for name in (RESULT_FILE, LORA_CONFIG_FILE, ADAPTER) if not (folder / name).exists()]
     if missing:
         raise RoundError(f"{folder} is not a trained adapter (missing {', '.join(missing)}): "
                          "run `automem finetune --out` (the DVC finetune stage) first")
@@ -161,7 +161,7 @@ def exported_adapter(folder: Path, scaffold_version: int) -> AdapterRecord:
     gguf = folder / "adapter.gguf"
     return AdapterRecord(folder.name, scaffold_version, training["fingerprint"], training["dataset"],
                          str(folder / ADAPTER), str(gguf) if gguf.exists() else None,
-                         LoraChoice.load(folder / "lora_config.json").source)
+                         LoraChoice.load(folder / LORA_CONFIG_FILE).source)
 
 
 def train_into(data: CurationResult, choice: LoraChoice, settings: ProficiencyConfig, out: Path, progress=None):
@@ -224,8 +224,8 @@ def specialist_evaluation_specs(settings: ProficiencyConfig, scaffold: Scaffold,
 
 # --- stage 6: the decision ------------------------------------------------------------------
 
-def load_specialist_decision(storage: Storage, game: str, adapter_id: str) -> DecisionRecord | None:
-    return load_decision_record(storage, game, "specialist", adapter_id)
+def load_specialist_verdict(storage: Storage, game: str, adapter_id: str) -> VerdictRecord | None:
+    return load_verdict_record(storage, game, "specialist", adapter_id)
 
 
 # --- the whole round ------------------------------------------------------------------------
@@ -243,11 +243,11 @@ class ProficiencyResult:
     training: dict | None = None
     specialist_eval: BatchSummary | None = None
     champion_eval: BatchSummary | None = None
-    decision: DecisionRecord | None = None
+    decision: VerdictRecord | None = None
     endpoints: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
 def training_record(record: AdapterRecord) -> dict:
     """The trainer's ``training.json`` of an adapter (losses, speed, memory)."""
-    return json.loads((Path(record.adapter_dir).parent / "training.json").read_text())
+    return json.loads((Path(record.adapter_dir).parent / RESULT_FILE).read_text())

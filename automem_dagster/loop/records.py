@@ -1,9 +1,9 @@
 """What the DVC pipeline's stages leave in their folders besides batches: markers of what was not played,
 and the flat export of a round's decision for tools that compare runs by file (``dvc metrics``, ``dvc plots``).
 
-The DVC round decides as the CLI's and Dagster's rounds do (``loop/dvc_round.py``: ``decide_challenger``
+The DVC round decides as the CLI's and Dagster's rounds do (``loop/dvc_round.py``: ``judge_challenger``
 on the lineage or the specialist registry); the record its decide stage writes under ``outputs/decide``
-is that one ``DecisionRecord`` flattened (``flat_decision``), with no gating of its own.
+is that one ``VerdictRecord`` flattened (``flat_verdict``), with no gating of its own.
 
 A round that has nothing to play is an outcome, not a failure, and a marker file in a stage's folder
 says which: ``rejected.json`` (the meta-LLM made no valid revision: the candidate's evaluation played
@@ -18,10 +18,11 @@ import json
 from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.loop.challenger import DecisionRecord
+from automem_dagster.loop.challenger import VerdictRecord
+from automem_dagster.meta.revise import REVISION_FILE
 from automem_dagster.rollout import BatchSummary
 from automem_dagster.rollout.summary import load_summary
-from automem_dagster.rollout.trajectory import read_manifest
+from automem_dagster.rollout.trajectory import BATCH_FILE, read_manifest
 
 REJECTED = "rejected.json"
 """Written into a candidate's evaluation folder when there was no candidate to evaluate."""
@@ -43,7 +44,7 @@ COMPARISON_FIELDS = ("candidate_mean", "champion_mean", "mean_difference", "stde
 
 def write_rejected(out: Path, revision_dir: Path) -> dict:
     """Record in ``out`` that the revision in ``revision_dir`` was rejected, so nothing was played."""
-    revision = json.loads((Path(revision_dir) / "revision.json").read_text())
+    revision = json.loads((Path(revision_dir) / REVISION_FILE).read_text())
     marker = {"rejected_reason": revision["rejected_reason"], "parent_version": revision["parent_version"]}
     write_json_atomic(Path(out) / REJECTED, marker)
     return marker
@@ -118,13 +119,13 @@ def read_evaluation(batch_dir: Path) -> BatchSummary | None:
     folder = Path(batch_dir)
     if unplayed(folder) is not None:
         return None
-    if not (folder / "batch.json").exists():
+    if not (folder / BATCH_FILE).exists():
         raise ValueError(f"{folder} holds neither an evaluated batch (batch.json) nor a {' or '.join(OUTCOMES)} "
                          "marker: rerun the evaluation stage that writes it (`dvc repro`)")
     return load_summary(folder)
 
 
-def flat_decision(record: DecisionRecord, labels: tuple[str, str]) -> dict:
+def flat_verdict(record: VerdictRecord, labels: tuple[str, str]) -> dict:
     """``record`` as one flat JSON object (``labels``: the challenger's and the champion's batch labels):
     ``keep`` 0 or 1 and ``outcome`` so ``dvc metrics diff`` and ``dvc exp show`` line decisions up across
     experiments; the comparison in percent (``candidate_mean`` is the challenger's whatever its role);
@@ -141,7 +142,7 @@ def flat_decision(record: DecisionRecord, labels: tuple[str, str]) -> dict:
             "noise_floor": record.noise.get("floor")}
 
 
-def unplayed_decision(role: str, champion: str | None, outcome: str, why: str) -> dict:
+def unplayed_verdict(role: str, champion: str | None, outcome: str, why: str) -> dict:
     """The flat record of a round that had no challenger to decide (a marker's ``outcome`` and reason); no
     ``champion`` label where nothing was played beside it either (``evaluate --beside-champion``)."""
     return {"role": role, "challenger": None, "champion": champion, "challenger_id": None, "outcome": outcome,

@@ -8,18 +8,22 @@ figures.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from automem_dagster.games import game_family
-from automem_dagster.loop.challenger import DecisionRecord
+from automem_dagster.loop.challenger import VerdictRecord
 from automem_dagster.loop.gate import per_seed
 from automem_dagster.loop.storage import Storage, slug
 from automem_dagster.loop.structure import RoundResult
+from automem_dagster.meta.curate import STATS_FILE
 from automem_dagster.meta.dataset_card import CARD, EFFECTS_PLOT
 from automem_dagster.meta.diagnose import Diagnosis
+from automem_dagster.meta.diagnosis_record import DIAGNOSIS_MD_FILE
+from automem_dagster.meta.lora_config import LORA_CONFIG_FILE
+from automem_dagster.meta.revise import DIFF_FILE, REVISION_FILE
 from automem_dagster.plots import (
     AgentPoint,
     VersionPoint,
@@ -29,6 +33,7 @@ from automem_dagster.plots import (
     plot_progression_by_version,
 )
 from automem_dagster.rollout import BatchSummary
+from automem_dagster.rollout.summary import SUMMARY_FILE
 from automem_dagster.rollout.trajectory import finished_episodes, read_manifest, read_trajectory
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.io import scaffold_yaml
@@ -43,20 +48,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class RoundReport:
-    """The plots a round drew and the MLflow runs it logged, by name."""
+    """The plots a round drew and the MLflow runs it logged, by name (a decision asset's value carries it to
+    whoever ran the round: ``defs/plans/values.Promotion``)."""
 
     runs: dict[str, TrackedRun] = field(default_factory=dict)
     plots: dict[str, Path] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        """As a decision asset's value carries it to whoever ran the round (``defs/cli_rounds.py``)."""
-        return {"runs": {name: asdict(run) for name, run in self.runs.items()},
-                "plots": {name: str(path) for name, path in self.plots.items()}}
-
-    @classmethod
-    def from_json(cls, data: dict) -> RoundReport:
-        return cls({name: TrackedRun(**run) for name, run in data.get("runs", {}).items()},
-                   {name: Path(path) for name, path in data.get("plots", {}).items()})
 
     def __or__(self, other: RoundReport) -> RoundReport:
         return RoundReport(self.runs | other.runs, self.plots | other.plots)
@@ -73,9 +69,9 @@ def version_points(storage: Storage, game: str) -> list[VersionPoint]:
     champion = lineage.champion().version
     scores: dict[int, tuple[float, float]] = {}
     for path in sorted((storage.runs / "decisions" / slug(game)).glob("v*.json"), key=lambda p: int(p.stem[1:])):
-        record = DecisionRecord.from_json(json.loads(path.read_text()))
+        record = VerdictRecord.from_json(json.loads(path.read_text()))
         for version, batch in ((record.champion_before, record.champion_batch), (record.challenger, record.challenger_batch)):
-            progression = json.loads((Path(batch) / "summary.json").read_text())["progression"]
+            progression = json.loads((Path(batch) / SUMMARY_FILE).read_text())["progression"]
             scores[version] = (progression["mean"], progression["stderr"])
     points = []
     for r in lineage.versions:
@@ -117,7 +113,7 @@ def evaluation_run(game: str, summary: BatchSummary, version: int, role: str, en
 
 def revision_record(revision_dir: Path | None) -> dict:
     """A round's ``revision.json`` (empty when there is none)."""
-    path = Path(revision_dir) / "revision.json" if revision_dir else None
+    path = Path(revision_dir) / REVISION_FILE if revision_dir else None
     return json.loads(path.read_text()) if path is not None and path.exists() else {}
 
 
@@ -156,14 +152,14 @@ def report_round(result: RoundResult, storage: Storage, tracker: Tracker | None,
         return report
     decision = result.decision.tracked()
     round_id = f"r{result.candidate}"
-    diagnosis_md = (result.diagnosis_dir / "diagnosis.md").read_text() if result.diagnosis_dir else None
+    diagnosis_md = (result.diagnosis_dir / DIAGNOSIS_MD_FILE).read_text() if result.diagnosis_dir else None
     diagnosis = Diagnosis.load(result.diagnosis_dir).tracking_summary() if result.diagnosis_dir else None
     if diagnosis is not None:
         diagnosis["metrics"] |= revision_metrics(result.revision_dir)
-    diff_md = (result.revision_dir / "diff.md").read_text() if result.revision_dir else None
+    diff_md = (result.revision_dir / DIFF_FILE).read_text() if result.revision_dir else None
     report.runs["candidate"] = tracker.log_evaluation(evaluation_run(
         result.game, result.candidate_eval, result.candidate, "candidate", endpoints, storage, max_steps, round_id,
-        diagnosis_md=diagnosis_md, diff_md=diff_md, decision=decision, diagnosis=diagnosis,
+        diagnosis_md=diagnosis_md, diff_md=diff_md, verdict=decision, diagnosis=diagnosis,
         plots=list(report.plots.values()), meta=revision_meta(result.revision_dir)))
     from automem_dagster.tracking.batches import log_champion_once  # needs MLflow, which a tracker implies
 
@@ -192,7 +188,7 @@ def report_training(game: str, adapter: AdapterRecord, training: dict, storage: 
         figures={**{k: training[k] for k in FIGURES if training.get(k) is not None}, **curation_figures(data_dir)},
         trained_on={k: training[k] for k in TRAINED_ON if training.get(k) not in (None, "")},
         adapter_dir=Path(adapter.adapter_dir),
-        artifacts=[p for p in (data_dir / "stats.json", data_dir / "lora_config.json", data_dir / CARD,
+        artifacts=[p for p in (data_dir / STATS_FILE, data_dir / LORA_CONFIG_FILE, data_dir / CARD,
                                 data_dir / EFFECTS_PLOT, plot) if p.exists()]))
     with SpecialistRegistry.updating(game_family(game), storage.specialists) as reg:
         reg.mark_logged(adapter.id, run.run_id)
@@ -204,7 +200,7 @@ def curation_figures(data_dir: Path) -> dict[str, float]:
     decisions replayed, their Spearman agreement with the cheap score, the share of cheap acceptances
     with an effect above 0, the credit floor, the eligible decisions left unmeasured, and the kept
     decisions by how they were measured (``curation.kept_unmeasured``: kept by request, unmeasured)."""
-    path = Path(data_dir) / "stats.json"
+    path = Path(data_dir) / STATS_FILE
     if not path.exists():
         return {}
     stats = json.loads(path.read_text())
@@ -218,7 +214,7 @@ def curation_figures(data_dir: Path) -> dict[str, float]:
     return {k: float(v) for k, v in figures.items() if v is not None}
 
 
-def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecord, specialist: BatchSummary,
+def report_specialist(game: str, adapter: AdapterRecord, decision: VerdictRecord, specialist: BatchSummary,
                       champion: BatchSummary, endpoints: dict, storage: Storage, tracker: Tracker | None,
                       max_steps: int, extra_plots: list[Path] = ()) -> RoundReport:
     """Plots of the gate (progression and behaviour, specialist vs the agent in service) and, with a
@@ -239,16 +235,16 @@ def report_specialist(game: str, adapter: AdapterRecord, decision: DecisionRecor
     if tracker is None:
         return report
     from automem_dagster.tracking.batches import log_champion_once  # these need MLflow, which a tracker implies
-    from automem_dagster.tracking.model_registry import record_specialist_decision
+    from automem_dagster.tracking.model_registry import record_specialist_verdict
 
     outcome = decision.tracked()
     one_model = {k: v for k, v in endpoints.items() if k != "memory"}
     report.runs["specialist"] = tracker.log_evaluation(evaluation_run(
         game, specialist, version, "specialist", endpoints, storage, max_steps, adapter.id, adapter=adapter.id,
-        decision=outcome, plots=[*report.plots.values(), *extra_plots]))
+        verdict=outcome, plots=[*report.plots.values(), *extra_plots]))
     report.runs["champion"] = log_champion_once(tracker, evaluation_run(
         game, champion, version, "champion", one_model, storage, max_steps, adapter.id), report.runs["specialist"])
-    record_specialist_decision(tracker, game_family(game), adapter.id, decision.keep, decision.reason,
+    record_specialist_verdict(tracker, game_family(game), adapter.id, decision.keep, decision.reason,
                                decision.outcome)
     return report
 

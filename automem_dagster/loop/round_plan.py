@@ -2,7 +2,7 @@
 runs, and where each runs.
 
 A round is the same steps whoever runs it, and the plan is executable: Dagster's assets are built from
-it (``defs/common/plan_assets.py``: one asset per step, named after it, reading exactly the steps it
+it (``defs/plans/assets.py``: one asset per step, named after it, reading exactly the steps it
 ``reads``, described by what it ``makes`` and the stage it runs; a step that ``plays`` a batch of
 episodes becomes a graph of seed shards), the round jobs select ``round_steps`` and the promotion jobs
 ``decision``, and the CLI runs the whole plan as one Dagster run (``defs/cli_rounds.py``). DVC runs each
@@ -10,7 +10,7 @@ step as the stages ``dvc`` names (``dvc.yaml``, generated from the plans by ``au
 rules inside the steps are written once too, in the stage functions every executor calls: how a round
 starts (``structure.start_round``, ``proficiency.start_proficiency_round``: resume an undecided
 challenger, else play the champion on ``seed_blocks.round_seeds``), the gate (``loop.gate`` under the
-round's ``GatePolicy``) and what a decision does (``challenger.decide_challenger``).
+round's ``GatePolicy``) and what a decision does (``challenger.judge_challenger``).
 ``tests/unit/loop/test_round_plan.py`` checks the Dagster asset graph and ``dvc.yaml`` against these plans.
 """
 
@@ -87,7 +87,7 @@ STRUCTURE_ROUND = RoundPlan("structure", (
          dvc=("evaluate_candidate",), plays=True),
     Step("champion_scaffold", ("candidate_evaluation",), "the gate's decision, recorded; the candidate becomes the "
                                                          "champion on a keep",
-         stage=challenger.decide_challenger, writes="runs/decisions/<game>/v<N>.json and the lineage's champion",
+         stage=challenger.judge_challenger, writes="runs/decisions/<game>/v<N>.json and the lineage's champion",
          dvc=("decide",)),
 ), {
     "kept": "the gate judged the candidate better on the paired seeds: it is the champion now",
@@ -116,7 +116,7 @@ PROFICIENCY_ROUND = RoundPlan("proficiency", (
          dvc=("evaluate_specialist",), plays=True),
     Step("champion_specialist", ("specialist_evaluation",), "the gate's decision, recorded; the adapter serves the "
                                                             "memory role on a keep",
-         stage=challenger.decide_challenger, writes="runs/decisions/<game>/specialist-<id>.json and the "
+         stage=challenger.judge_challenger, writes="runs/decisions/<game>/specialist-<id>.json and the "
                                                            "registry's specialist in service", dvc=("decide_specialist",)),
 ), {
     "kept": "the gate judged the two-model agent better: the adapter is the specialist in service",

@@ -10,7 +10,7 @@ assets run these stages one each (the CLI runs those assets as one Dagster run),
 through the step commands.
 
 The champion pointer (``assets/lineage/<family>.json``) is changed in exactly one place,
-``decide_challenger`` (``loop.ledgers.LineageLedger``, this loop's ledger), by one atomic file
+``judge_challenger`` (``loop.ledgers.LineageLedger``, this loop's ledger), by one atomic file
 replace after the decision is known. A failure anywhere
 before that leaves the champion as it was and the candidate pending; the next round picks
 the pending candidate up and finishes its evaluation instead of making a new one.
@@ -22,14 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.challenger import DecisionRecord, RoundStart, load_decision_record
+from automem_dagster.loop.challenger import RoundStart, VerdictRecord, load_verdict_record
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.meta.batch_tools import BatchTools
 from automem_dagster.meta.diagnose import Diagnosis, diagnose
-from automem_dagster.meta.revise import Revision, propose_revision
+from automem_dagster.meta.diagnosis_record import DIAGNOSIS_FILE
+from automem_dagster.meta.revise import CANDIDATE_FILE, REVISION_FILE, Revision, propose_revision
 from automem_dagster.meta.rules_reviser import rules_diagnose, rules_revision
 from automem_dagster.options import BUDGET
 from automem_dagster.rollout import BatchSummary, RolloutSpec
@@ -58,7 +59,7 @@ async def diagnose_stage(batch: Path, scaffold: Scaffold, clients: Clients, stor
     """The diagnosis of ``batch`` (in ``out``, else a folder derived from the batch): read back when
     it exists, else asked of the meta-LLM and saved."""
     out = Path(out) if out else diagnosis_dir(storage, batch)
-    if (out / "diagnosis.json").exists():
+    if (out / DIAGNOSIS_FILE).exists():
         return Diagnosis.load(out), out
     if clients.rules_meta is not None:
         return rules_diagnose(batch, scaffold, out), out
@@ -109,7 +110,7 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
                                           lineage.next_version(), max_attempts, tools)
     revision.save(out)
     if register and revision.accepted:
-        register_candidate(load_scaffold_file(out / "candidate.yaml"), parent.version, diagnosis_path, storage, out)
+        register_candidate(load_scaffold_file(out / CANDIDATE_FILE), parent.version, diagnosis_path, storage, out)
     return revision, out
 
 
@@ -137,7 +138,7 @@ def stored_revision_dir(storage: Storage, diagnosis: Path | str | None) -> Path 
     """The revision directory the stages derive from ``diagnosis``, where one is stored there; None without a
     diagnosis or a stored revision (one made with ``propose --out`` lives there, as a DVC round's does)."""
     path = revision_dir(storage, Path(diagnosis)) if diagnosis else None
-    return path if path is not None and (path / "revision.json").exists() else None
+    return path if path is not None and (path / REVISION_FILE).exists() else None
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,8 @@ def start_round(settings: StructureConfig, storage: Storage) -> RoundStart[Pendi
 
 # --- stage 5: the decision ------------------------------------------------------------------
 
-def load_decision(storage: Storage, game: str, version: int) -> DecisionRecord | None:
-    return load_decision_record(storage, game, "candidate", version)
+def load_verdict(storage: Storage, game: str, version: int) -> VerdictRecord | None:
+    return load_verdict_record(storage, game, "candidate", version)
 
 
 # --- the whole round ------------------------------------------------------------------------
@@ -187,11 +188,11 @@ class RoundResult:
     revision_dir: Path | None = None
     candidate_eval: BatchSummary | None = None
     champion_eval: BatchSummary | None = None
-    decision: DecisionRecord | None = None
+    decision: VerdictRecord | None = None
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def judged(cls, decision: DecisionRecord, candidate_eval: BatchSummary, champion_eval: BatchSummary,
+    def judged(cls, decision: VerdictRecord, candidate_eval: BatchSummary, champion_eval: BatchSummary,
                diagnosis_dir: Path | None = None, revision_dir: Path | None = None) -> RoundResult:
         return cls(game=decision.game, parent=decision.champion_before, candidate=decision.challenger,
                    diagnosis_dir=diagnosis_dir, revision_dir=revision_dir, candidate_eval=candidate_eval,

@@ -20,6 +20,9 @@ from automem_dagster.datafiles import appended_records
 
 from .ops import OpResult
 
+JOURNAL_FILE = "journal.jsonl"
+"""An episode's journal, in its memory folder beside the memory files (``files/``)."""
+
 JournalPhase = Literal["log", "plan", "harness"]
 
 

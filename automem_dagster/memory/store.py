@@ -1,11 +1,9 @@
 """The sandboxed per-episode memory store that executes the model's memory operations.
 
 The model's text decides file names and contents, so the store treats every name and
-argument as hostile: names are flat ASCII file names checked against a strict pattern,
-links, directories, special files and hard-linked files inside the root are refused, reads
-open with ``O_NOFOLLOW`` and writes go through a temp file in the root and ``os.replace``
-(which replaces a link rather than following it). Nothing outside the root is ever read
-or written. A refusal is an ``OpResult(ok=False)`` whose text tells the model what to do
+argument as hostile: its files are reached only through the sandbox (``sandbox.py``: checked
+flat names, no links or special files, atomic writes), and nothing outside the root is ever
+read or written. A refusal is an ``OpResult(ok=False)`` whose text tells the model what to do
 instead; nothing is written when an operation is refused.
 
 Redundancy rules: APPEND always appends but flags ``redundant`` when the exact line (after
@@ -27,43 +25,34 @@ from automem_dagster.cpu_ledger import LEDGER
 
 from .files import (
     DEFAULT_LIMITS,
-    NAME_HINT,
     MemoryLimits,
     MemoryStoreError,
-    check_plain,
     join_lines,
     key_of,
     line_present,
     name_problem,
-    read_plain,
-    replace_file,
-    split_lines,
 )
 from .journal import Journal
 from .kept_reads import KeptReads
 from .ops import OP_SYNTAX, READ_ONLY_OPS, Op, OpName, OpResult, file_name, format_op, quote, validate_op
 from .policy import FilePolicy
+from .sandbox import FREE, SandboxedFiles
 
 Phase = Literal["log", "plan"]
 
 # Control characters, Unicode line/paragraph separators and lone surrogates; tab is allowed.
 _BAD_IN_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-_BAD_IN_CONTENT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-_FREE = FilePolicy()
 _SUMMARY_LINE_CHARS = 120
 
 
-class MemoryStore:
+class MemoryStore(SandboxedFiles):
     """One episode's memory files in ``root``; the model reaches them only through ``execute``."""
 
     def __init__(self, root: Path, limits: MemoryLimits = DEFAULT_LIMITS, journal: Journal | None = None) -> None:
-        Path(root).mkdir(parents=True, exist_ok=True)
-        self.root = Path(os.path.realpath(root))
-        self.limits = limits
+        super().__init__(root, limits)
         self.journal = journal if journal is not None else Journal()
         if self.journal.path is not None and Path(os.path.realpath(self.journal.path)).is_relative_to(self.root):
             raise ValueError(f"journal path {self.journal.path} is inside the memory root {self.root}; put it outside")
-        self._policies: dict[str, FilePolicy] = {}
         self._kept = KeptReads(self.root, limits.max_name_len, self.journal)  # the harness's reads (kept_reads.py)
         # one method per file operation, named after it (``_create`` for CREATE); DONE touches no file
         self._handlers: dict[OpName, Callable[[str, tuple[str, ...]], OpResult]] = {
@@ -93,7 +82,7 @@ class MemoryStore:
         Read-only policies do not apply here, but the sandbox, size and file-count checks do;
         a violation raises ``MemoryStoreError`` because it is a scaffold or harness bug.
         """
-        chosen = policy if policy is not None else _FREE
+        chosen = policy if policy is not None else FREE
 
         def run() -> OpResult:
             self._path(name)
@@ -195,15 +184,6 @@ class MemoryStore:
         if op.name is OpName.UPSERT and ":" in op.args[0]:
             raise MemoryStoreError(f"UPSERT refused: the key {quote(op.args[0])} contains ':'; use a key like 12,5 or stairs")
 
-    def _content_lines(self, name: str, content: str) -> list[str]:
-        bad = _BAD_IN_CONTENT.search(content)
-        if bad:
-            raise MemoryStoreError(f"content for {name} contains the control character {bad.group()!r}")
-        return split_lines(content)
-
-    def _policy(self, name: str) -> FilePolicy:
-        return self._policies.get(name, _FREE)
-
     def _lines_after(self, name: str | None) -> int | None:
         if name is None or name_problem(name, self.limits.max_name_len) is not None:
             return None
@@ -211,74 +191,6 @@ class MemoryStore:
             return len(self._read_lines(name)) if self._exists(name) else None
         except (MemoryStoreError, OSError):
             return None
-
-    # ----- sandboxed file access --------------------------------------------------------
-
-    def _path(self, name: str) -> str:
-        """The path of ``name`` inside the root, or a refusal naming the problem."""
-        problem = name_problem(name, self.limits.max_name_len)
-        if problem:
-            raise MemoryStoreError(f"invalid file name {quote(name)}: {problem}; {NAME_HINT}")
-        path = os.path.join(self.root, name)
-        if os.path.realpath(os.path.dirname(path)) != str(self.root):
-            raise MemoryStoreError(f"{name} is not inside the memory folder; {NAME_HINT}")
-        twins = [entry for entry in os.listdir(self.root) if entry != name and entry.casefold() == name.casefold()]
-        if twins:
-            raise MemoryStoreError(
-                f"invalid file name {quote(name)}: it differs from the existing {twins[0]} only by case, and on a "
-                f"case-insensitive filesystem (macOS, Windows) both are one file under {twins[0]}'s policy; "
-                f"use {twins[0]} or another name")
-        return path
-
-    def _exists(self, name: str) -> bool:
-        """Whether ``name`` exists as a plain file; anything else at that path is refused."""
-        try:
-            info = os.lstat(self._path(name))
-        except FileNotFoundError:
-            return False
-        check_plain(name, info)
-        return True
-
-    def _missing(self, name: str) -> MemoryStoreError:
-        existing = ", ".join(self.files()) or "none"
-        return MemoryStoreError(f"no memory file named {name} (files: {existing}); create it with <|CREATE|>{name}")
-
-    def _read_lines(self, name: str) -> list[str]:
-        """Read ``name``; the lstat check gives clear refusals, ``O_NOFOLLOW`` and fstat close the race."""
-        if not self._exists(name):
-            raise self._missing(name)
-        try:
-            data = read_plain(self._path(name), name, self.limits.max_file_bytes)
-        except FileNotFoundError:
-            raise self._missing(name) from None
-        try:
-            return split_lines(data.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise MemoryStoreError(f"{name} is not UTF-8 text and cannot be read") from None
-
-    def _write_lines(self, name: str, lines: list[str]) -> None:
-        """Replace ``name`` atomically: a temp file in the root, then ``os.replace``."""
-        data = join_lines(lines).encode("utf-8")
-        if len(data) > self.limits.max_file_bytes:
-            hint = (
-                f"shorten it with <|WRITE|>{name}|text or DELETE it"
-                if self._policy(name).allows(OpName.WRITE)
-                else "keep lines short and record only what is new"
-            )
-            raise MemoryStoreError(
-                f"{name} would grow to {len(data)} bytes, over the {self.limits.max_file_bytes}-byte limit;"
-                f" nothing was written; {hint}"
-            )
-        path = self._path(name)
-        self._exists(name)  # refuses a link, directory or special file at the target
-        replace_file(self.root, path, data)
-
-    def _check_room(self, name: str) -> None:
-        if len(self.files()) >= self.limits.max_files:
-            raise MemoryStoreError(
-                f"cannot create {name}: memory already holds {self.limits.max_files} files, the limit;"
-                " reuse an existing file or DELETE one"
-            )
 
     # ----- operations -------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from automem_dagster.games.base import StepResult
 from automem_dagster.llm.client import Completion
 from automem_dagster.llm.session import Clients
 from automem_dagster.memory import Journal, MemoryStore
-from automem_dagster.memory.journal import read_journal
+from automem_dagster.memory.journal import JOURNAL_FILE, read_journal
 from automem_dagster.meta.decisions import DONE, MemoryDecision
 from automem_dagster.rollout.resume import Interrupted, Play, ResumeMismatch, replay
 from automem_dagster.rollout.trajectory import read_manifest, read_trajectory
@@ -100,7 +100,7 @@ class ArmRun:
                                       "so its episodes cannot be restored to a step")
         if self.two_model and self.clients.memory is None:
             raise CounterfactualError(f"{d.id} was played by two models: replaying it needs the memory endpoint")
-        journal = _journal(batch / "memory" / header["episode"] / "journal.jsonl")
+        journal = _journal(batch / "memory" / header["episode"] / JOURNAL_FILE)
         self.game = make_game(header["game"], header["max_steps"])
         self.tmp = tempfile.TemporaryDirectory(prefix="automem-arm-")
         try:

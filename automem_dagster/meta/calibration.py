@@ -10,6 +10,7 @@ acceptances are not to be trusted, which is why an unmeasured decision trains on
 from __future__ import annotations
 
 from automem_dagster.meta.decisions import MemoryDecision
+from automem_dagster.meta.fate import Fate
 
 
 def effect_of(d: MemoryDecision) -> tuple[float, str, str, int]:
@@ -24,7 +25,7 @@ def agreement(replayed: list[MemoryDecision]) -> dict:
     """How the cheap score agrees with the measured effect on the replayed sample."""
     cheap = [d.score.score for d in replayed]
     measured = [d.replayed["effect"] for d in replayed]
-    accepted = [d for d in replayed if d.cheap_verdict == "accepted"]
+    accepted = [d for d in replayed if d.cheap_fate is Fate.ACCEPTED]
     out = {"replayed": len(replayed), "spearman": spearman(cheap, measured),
            "effect_above_zero": sum(v > 0 for v in measured),
            "arms_never_differed": sum(not d.replayed["differ"] for d in replayed),

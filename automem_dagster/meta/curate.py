@@ -4,7 +4,7 @@ Every eligible decision (``meta/decisions.py``: credited, well formed) is replay
 it and kept only when its effect clears the credit floor (``meta/curation_review.py``); the cheap
 score only orders that replay. Eligible decisions left unreplayed (a budget, no endpoints) are
 ``unmeasured`` and none of them trains, unless the curation opts in with ``keep_unmeasured``: then
-they take the cheap score's verdict (at or above ``accept_score`` taken; between ``review_floor``
+they take the cheap score's fate (at or above ``accept_score`` taken; between ``review_floor``
 and ``accept_score`` borderline, sent to the meta-LLM in batches, which keeps or drops each with a
 reason), and every such row, the card and the training run's MLflow record say "unmeasured". Then
 identical examples are removed, no completion may repeat more than ``max_repeats`` times (a dataset
@@ -17,7 +17,7 @@ files, because training on too little teaches the specialist noise.
 The dataset folder holds ``dataset.parquet`` (trl's conversational prompt/completion format plus
 provenance: episode, seed, step, phase, turn, score, and the decision's effect with its unit, how it
 was measured, ``replayed`` or ``unmeasured``, and its window), ``decisions.jsonl`` (every decision
-with its score, verdict and reason), ``review.json`` (every meta-LLM call) and ``stats.json``
+with its score, fate (``meta/fate.py``) and reason), ``review.json`` (every meta-LLM call) and ``stats.json``
 (counts, score distribution, the kept effects, the replay's floor and cost, the calibration of the
 cheap score on the replayed decisions and the dataset's content hash, its version), and ``card.md``
 with ``effects.png`` (``meta/dataset_card.py``: the same in words, and the effects' histogram).
@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,28 +35,31 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from automem_dagster.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
-from automem_dagster.datafiles import parse_json_reply
-from automem_dagster.eta import eta
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.llm.session import Clients
-from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.meta.calibration import agreement, effect_of, effect_summary
 from automem_dagster.meta.counterfactual import ReplayBudget
+from automem_dagster.meta.curation_caps import balance, dedupe
 from automem_dagster.meta.curation_review import measured_review
 from automem_dagster.meta.dataset_card import calibration_words, write_card
-from automem_dagster.meta.decisions import MemoryDecision, MemoryDecisionError, ScoreWeights, extract_decisions
-from automem_dagster.meta.replies import Attempt, describe_reply
+from automem_dagster.meta.decisions import (
+    MemoryDecision,
+    MemoryDecisionError,
+    ScoreWeights,
+    cheap_fate,
+    extract_decisions,
+)
+from automem_dagster.meta.fate import KEPT, Fate, Fated
+from automem_dagster.meta.meta_review import review_borderline
 from automem_dagster.rollout.seeds import assert_disjoint
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold import Scaffold
+from automem_dagster.training.sft_result import DATASET_FILE
+from automem_dagster.training.sft_row import SFTRow
 
-REVIEW_SYSTEM = """You are the meta-LLM of AutoMem. A game agent manages a file-based memory with \
-operations (LOG phase: record what happened; PLAN phase: read memory before acting). You review \
-its memory decisions for a training set that will teach a small model to manage memory. Keep a \
-decision only if it records or consults information that helps later play: where a resource, \
-exit or danger is, what worked or failed, a plan worth following. Drop noise: repeated or \
-meaningless writes, reads of empty files, copying the observation verbatim, doing nothing when \
-something important just happened. Reply with JSON only."""
+STATS_FILE = "stats.json"
+DECISIONS_FILE = "decisions.jsonl"
+REVIEW_FILE = "review.json"
 
 
 class CurationSettings(BaseModel):
@@ -100,20 +101,6 @@ class CurationResult:
     stats: dict
 
 
-class Verdict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: int
-    keep: bool
-    reason: str = Field(min_length=1, max_length=120)
-
-
-class ReviewReply(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    verdicts: list[Verdict] = Field(min_length=1)
-
-
 Say = Callable[[str], None]
 
 
@@ -129,62 +116,58 @@ async def curate(batches: list[Path], scaffold: Scaffold, eval_seeds: list[int],
     decisions, excluded = _collect(batches, scaffold, set(eval_seeds), settings.weights)
     say(f"{len(decisions)} memory decisions from {len({d.episode for d in decisions})} episodes "
         f"({len(excluded)} episodes excluded), {sum(d.score.eligible for d in decisions)} eligible")
-    _cheap_verdicts(decisions, settings)
-    replay = await measured_review(decisions, scaffold, players, settings.replay, say)
+    cheap = {d.id: cheap_fate(d.score, settings.accept_score, settings.review_floor) for d in decisions}
+    for d in decisions:
+        d.cheap_fate = cheap[d.id].fate
+    _settle(decisions, cheap)
+    replay, measured = await measured_review(decisions, scaffold, players, settings.replay, say)
+    _settle(decisions, measured)
     if settings.keep_unmeasured:
-        for d in decisions:
-            if d.verdict == "unmeasured":
-                d.verdict = d.cheap_verdict
-                d.reason = f"unmeasured (keep_unmeasured): cheap score {d.score.score:g}, verdict {d.cheap_verdict}"
-    borderline = [d for d in decisions if d.verdict == "borderline"]
-    attempts = await _review(borderline, settings, meta, say)
-    kept = [d for d in decisions if d.verdict in ("accepted", "reviewed_kept")]
-    kept = _balance(_dedupe(kept, settings.max_repeats), settings.episode_balance)
+        _settle(decisions, {d.id: _unmeasured_kept(d, cheap[d.id]) for d in decisions if d.fate is Fate.UNMEASURED})
+    borderline = [d for d in decisions if d.fate is Fate.BORDERLINE]
+    attempts, reviewed = await review_borderline(borderline, settings.review_batch, settings.max_review_batches, meta, say)
+    _settle(decisions, reviewed)
+    kept, duplicates = dedupe([d for d in decisions if d.fate in KEPT], settings.max_repeats)
+    kept, balanced_out = balance(kept, settings.episode_balance)
+    _settle(decisions, {**duplicates, **balanced_out})
     rows = [_row(d, e) for d in kept for e in d.examples]
-    assert_disjoint({r["seed"] for r in rows}, eval_seeds, "curated examples", "evaluation seeds")
+    assert_disjoint({r.seed for r in rows}, eval_seeds, "curated examples", "evaluation seeds")
     stats = _stats(decisions, kept, rows, excluded, settings)
     stats["replay"] = replay
     stats["calibration"] = agreement([d for d in decisions if d.replayed is not None])
     say(f"calibration of the cheap score: {calibration_words(stats['calibration'])}")
     out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "decisions.jsonl", "".join(json.dumps(d.record()) + "\n" for d in decisions))
-    write_json_atomic(out / "review.json", [asdict(a) for a in attempts])
+    write_text_atomic(out / DECISIONS_FILE, "".join(json.dumps(d.record()) + "\n" for d in decisions))
+    write_json_atomic(out / REVIEW_FILE, [asdict(a) for a in attempts])
     if len(rows) < settings.min_examples:
-        write_json_atomic(out / "stats.json", stats)
+        write_json_atomic(out / STATS_FILE, stats)
         write_card(out, stats, f"{scaffold.game} v{scaffold.version} curation (too small to train on)")
-        (out / "dataset.parquet").unlink(missing_ok=True)
+        (out / DATASET_FILE).unlink(missing_ok=True)
         unmeasured = (f"; {replay['unmeasured']} eligible decisions were left unmeasured ({replay['unmeasured_why']}): "
                       "give the endpoints that played the batch, raise --replay-decisions, or opt in with "
                       "--keep-unmeasured" if replay["unmeasured"] and not settings.keep_unmeasured else "")
         raise DatasetTooSmall(
             f"curation kept {len(rows)} examples from {len(kept)} of {len(decisions)} decisions, fewer than the minimum of "
             f"{settings.min_examples}{unmeasured}: collect more training rollouts (more episodes or steps) or lower "
-            f"min_examples; every decision and its verdict is in {out / 'decisions.jsonl'}"
+            f"min_examples; every decision and its fate is in {out / DECISIONS_FILE}"
         )
-    stats["dataset_hash"] = write_dataset(out / "dataset.parquet", rows)
-    write_json_atomic(out / "stats.json", stats)
+    stats["dataset_hash"] = write_dataset(out / DATASET_FILE, rows)
+    write_json_atomic(out / STATS_FILE, stats)
     write_card(out, stats, f"{scaffold.game} v{scaffold.version} curated dataset {stats['dataset_hash']}")
     say(f"dataset: {len(rows)} examples from {len(kept)} decisions, version {stats['dataset_hash']}")
     return CurationResult(str(out), len(rows), stats)
 
 
-def _cheap_verdicts(decisions: list[MemoryDecision], settings: CurationSettings) -> None:
-    """Each decision's verdict by the cheap score alone, kept as ``cheap_verdict`` (the calibration against
-    replayed effects compares them; an unmeasured decision kept by request takes it). The replay then
-    replaces an eligible decision's verdict with its measured one, or ``unmeasured``."""
+def _settle(decisions: list[MemoryDecision], fates: dict[str, Fated]) -> None:
+    """Give each decision named in ``fates`` (by its id) the fate a stage returned: the one place fates change."""
     for d in decisions:
-        if d.score.malformed:
-            d.verdict, d.reason = "rejected", "a turn of this decision was malformed"
-        elif not d.score.credited:
-            d.verdict, d.reason = "ineligible", ("uncredited: no write shown by a later PLAN read, "
-                                                 "no read that showed a line")
-        elif d.score.score >= settings.accept_score:
-            d.verdict, d.reason = "accepted", f"score {d.score.score:g} >= {settings.accept_score:g}"
-        elif d.score.score >= settings.review_floor:
-            d.verdict, d.reason = "borderline", "between review_floor and accept_score"
-        else:
-            d.verdict, d.reason = "rejected", f"score {d.score.score:g} < {settings.review_floor:g}"
-        d.cheap_verdict = d.verdict
+        if d.id in fates:
+            d.fate, d.reason = fates[d.id]
+
+
+def _unmeasured_kept(d: MemoryDecision, cheap: Fated) -> Fated:
+    """An unmeasured decision kept by opt-in (``keep_unmeasured``) takes its cheap score's fate."""
+    return Fated(cheap.fate, f"unmeasured (keep_unmeasured): cheap score {d.score.score:g}, fate {cheap.fate.value}")
 
 
 def _collect(batches: list[Path], scaffold: Scaffold, eval_seeds: set[int],
@@ -208,131 +191,25 @@ def _collect(batches: list[Path], scaffold: Scaffold, eval_seeds: set[int],
     return decisions, excluded
 
 
-async def _review(borderline: list[MemoryDecision], settings: CurationSettings, meta: LLMClient | None,
-                  say: Say) -> list[Attempt]:
-    """Let the meta-LLM judge borderline decisions, best scores first, in batches."""
-    borderline.sort(key=lambda d: -d.score.score)
-    attempts: list[Attempt] = []
-    batches = [borderline[i:i + settings.review_batch] for i in range(0, len(borderline), settings.review_batch)]
-    calls, started = min(len(batches), settings.max_review_batches), time.perf_counter()
-    for number, batch in enumerate(batches):
-        if meta is None or number >= settings.max_review_batches:
-            why = "no meta endpoint" if meta is None else f"review budget of {settings.max_review_batches} calls spent"
-            for d in batch:
-                d.verdict, d.reason = "unreviewed", f"borderline, not reviewed ({why})"
-            continue
-        say(f"meta-LLM review {number + 1}/{calls} ({len(batch)} decisions), "
-            f"eta {eta(number, calls, time.perf_counter() - started)}")
-        verdicts, error, completion = await _review_batch(batch, meta)
-        attempts.append(Attempt.of(completion, error))
-        for i, d in enumerate(batch):
-            v = verdicts.get(i)
-            if v is None:
-                d.verdict, d.reason = "reviewed_dropped", error or "the review gave no verdict for this decision"
-            else:
-                d.verdict, d.reason = ("reviewed_kept" if v.keep else "reviewed_dropped"), v.reason
-    return attempts
-
-
-def review_schema(decisions: int) -> dict:
-    """The review reply's schema for a batch of ``decisions``: one verdict per decision id."""
-    schema = ReviewReply.model_json_schema()
-    schema["$defs"]["Verdict"]["properties"]["id"] = {"type": "integer", "enum": list(range(decisions))}
-    schema["properties"]["verdicts"]["maxItems"] = decisions
-    return to_strict(schema)
-
-
-async def _review_batch(batch: list[MemoryDecision], meta: LLMClient):
-    shown = "\n\n".join(_describe(i, d) for i, d in enumerate(batch))
-    schema = review_schema(len(batch))
-    messages = [{"role": "system", "content": REVIEW_SYSTEM},
-                {"role": "user", "content": f"Decisions:\n\n{shown}\n\nGive a verdict (keep or not, with a short reason) "
-                                            "for each decision id.\n" + describe_reply(schema)}]
-    completion = await meta.complete(messages, json_schema=schema, schema_name="review")
-    reply, error = parse_json_reply(completion.text, ReviewReply)
-    if reply is None:
-        return {}, f"review reply unusable: {error}", completion
-    verdicts = {v.id: v for v in reply.verdicts if 0 <= v.id < len(batch)}
-    return verdicts, None, completion
-
-
-def _describe(i: int, d: MemoryDecision) -> str:
-    s = d.score
-    ops = "; ".join(d.ops) or "(no operation)"
-    text = " | ".join(e["completion"][0]["content"].replace("\n", " ") for e in d.examples)
-    observation = d.examples[0]["prompt"][1]["content"].rsplit("Now:", 1)[-1].strip()[:400]
-    return (f"[{i}] {d.phase.upper()} at step {d.step}. Situation:\n{observation}\nIt wrote: {text[:300]}\n"
-            f"Operations: {ops[:300]}\nAfterwards ({s.window} steps): {s.window_return:+.2f} {s.unit} against "
-            f"{s.baseline:+.2f} at the episode's pace (advantage {s.advantage:+.2f}); writes {s.writes} "
-            f"(shown by a later PLAN read {s.writes_used}), reads {s.reads} (showing lines {s.reads_with_content}), "
-            f"redundant {s.redundant}, empty {s.empty}.")
-
-
-def _dedupe(kept: list[MemoryDecision], max_repeats: int) -> list[MemoryDecision]:
-    """Drop decisions whose examples all repeat already-kept ones exactly, and cap identical
-    completions at ``max_repeats`` (the largest measured effects kept)."""
-    seen: set[str] = set()
-    repeats: Counter[str] = Counter()
-    out = []
-    for d in sorted(kept, key=_measured_first):
-        keys = [_example_key(e) for e in d.examples]
-        completion = "\n".join(e["completion"][0]["content"] for e in d.examples)
-        if all(k in seen for k in keys):
-            d.verdict, d.reason = "duplicate", "its examples repeat kept examples exactly"
-        elif repeats[completion] >= max_repeats:
-            d.verdict, d.reason = "duplicate", f"this completion is already kept {max_repeats} times"
-        else:
-            seen.update(keys)
-            repeats[completion] += 1
-            out.append(d)
-    return out
-
-
-def _balance(kept: list[MemoryDecision], balance: float) -> list[MemoryDecision]:
-    by_episode: dict[str, list[MemoryDecision]] = defaultdict(list)
-    for d in kept:
-        by_episode[d.episode].append(d)
-    if not by_episode:
-        return []
-    cap = max(1, math.ceil(balance * len(kept) / len(by_episode)))
-    out = []
-    for episode_decisions in by_episode.values():
-        for rank, d in enumerate(sorted(episode_decisions, key=_measured_first)):
-            if rank < cap:
-                out.append(d)
-            else:
-                d.verdict, d.reason = "balanced_out", f"episode already contributes {cap} decisions"
-    return sorted(out, key=lambda d: (d.episode, d.step, d.phase))
-
-
-def _measured_first(d: MemoryDecision) -> tuple:
-    """The order dedupe and balance keep decisions in: measured before unmeasured, largest effect first."""
-    return (d.replayed is None, -effect_of(d)[0], d.episode, d.step, d.phase)
-
-
-def _example_key(example: dict) -> str:
-    return hashlib.sha256(json.dumps([example["prompt"], example["completion"]], sort_keys=True).encode()).hexdigest()
-
-
-def _row(d: MemoryDecision, example: dict) -> dict:
+def _row(d: MemoryDecision, example: dict) -> SFTRow:
     effect, unit, method, window = effect_of(d)
-    return {"prompt": example["prompt"], "completion": example["completion"], "episode": d.episode, "seed": d.seed,
-            "step": d.step, "phase": d.phase, "turn": example["turn"], "score": d.score.score,
-            "effect": effect, "effect_unit": unit, "effect_method": method, "window": window}
+    return SFTRow(prompt=example["prompt"], completion=example["completion"], episode=d.episode, seed=d.seed,
+                  step=d.step, phase=d.phase, turn=example["turn"], score=d.score.score,
+                  effect=effect, effect_unit=unit, effect_method=method, window=window)
 
 
-def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: list[dict], excluded: list[dict],
+def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: list[SFTRow], excluded: list[dict],
            settings: CurationSettings) -> dict:
     scores = sorted(d.score.score for d in decisions)
     return {
         "settings": settings.model_dump(),
         "decisions": len(decisions),
         "by_phase": dict(Counter(d.phase for d in decisions)),
-        "verdicts": dict(Counter(d.verdict for d in decisions)),
+        "fates": dict(Counter(d.fate.value for d in decisions)),
         "kept_decisions": len(kept),
         "examples": len(rows),
-        "examples_by_phase": dict(Counter(r["phase"] for r in rows)),
-        "examples_by_episode": dict(Counter(r["episode"] for r in rows)),
+        "examples_by_phase": dict(Counter(r.phase for r in rows)),
+        "examples_by_episode": dict(Counter(r.episode for r in rows)),
         "episodes": len({d.episode for d in decisions}),
         "excluded_episodes": excluded,
         "score": {"min": scores[0], "median": scores[len(scores) // 2], "max": scores[-1]} if scores else {},
@@ -341,18 +218,19 @@ def _stats(decisions: list[MemoryDecision], kept: list[MemoryDecision], rows: li
         "kept_effects": effect_summary(kept),
         "unmeasured_kept": sum(d.replayed is None for d in kept),
         "kept_effect_values": [list(effect_of(d)[:3]) for d in kept],
-        "mean_prompt_chars": round(sum(len(m["content"]) for r in rows for m in r["prompt"]) / len(rows)) if rows else 0,
-        "mean_completion_chars": round(sum(len(r["completion"][0]["content"]) for r in rows) / len(rows)) if rows else 0,
+        "mean_prompt_chars": round(sum(len(m.content) for r in rows for m in r.prompt) / len(rows)) if rows else 0,
+        "mean_completion_chars": round(sum(len(r.completion[0].content) for r in rows) / len(rows)) if rows else 0,
     }
 
 
-def write_dataset(path: Path, rows: list[dict]) -> str:
+def write_dataset(path: Path, rows: list[SFTRow]) -> str:
     """Write the examples as parquet (atomically) and return their content hash, the dataset's version."""
     import io
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    rows = [r.model_dump() for r in rows]
     digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16]
     buffer = io.BytesIO()
     pq.write_table(pa.Table.from_pylist(rows), buffer)

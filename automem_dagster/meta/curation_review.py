@@ -32,6 +32,7 @@ from automem_dagster.meta.counterfactual import (
     replay_cost,
 )
 from automem_dagster.meta.decisions import MemoryDecision
+from automem_dagster.meta.fate import Fate, Fated
 from automem_dagster.scaffold import Scaffold
 
 Say = Callable[[str], None]
@@ -45,9 +46,10 @@ def replay_order(decisions: list[MemoryDecision], budget: ReplayBudget) -> tuple
 
 
 async def measured_review(decisions: list[MemoryDecision], scaffold: Scaffold, clients: Clients | None,
-                          budget: ReplayBudget, say: Say) -> dict:
-    """Replay the eligible decisions (``replay_order``), set each one's verdict from its effect against the
-    floor, mark the rest ``unmeasured``, and return the replay's record (floor, cost, counts) for ``stats.json``."""
+                          budget: ReplayBudget, say: Say) -> tuple[dict, dict[str, Fated]]:
+    """Replay the eligible decisions (``replay_order``, each one's effect kept in its ``replayed``) and return
+    the replay's record (floor, cost, counts) for ``stats.json`` and the new fate of every eligible decision,
+    by its id: judged by its effect against the floor, or ``unmeasured``."""
     order, left = replay_order(decisions, budget) if clients is not None else ([], 0)
     why = "no endpoints were given to replay with" if clients is None else \
         f"the replay budget of {budget.decisions} decisions was spent"
@@ -73,31 +75,28 @@ async def measured_review(decisions: list[MemoryDecision], scaffold: Scaffold, c
             drifts.append(effect.drift)
     seconds = round(time.perf_counter() - started, 1)
     floor = max(drifts, default=0.0)
-    for d in played:
-        _judge(d, floor)
+    fates = {d.id: _judge(d.replayed, floor) for d in played}
     unmeasured = [d for d in decisions if d.score.eligible and d.replayed is None]
-    for d in unmeasured:
-        d.verdict = "unmeasured"
-        d.reason = "eligible but not replayed: " + (d.notes[-1] if d.notes else why)
+    fates.update({d.id: Fated(Fate.UNMEASURED, "eligible but not replayed: " + (d.notes[-1] if d.notes else why))
+                  for d in unmeasured})
     if order:
         say(f"replay done: {len(played)} decisions in {seconds:g} s, {calls} model calls; credit floor {floor:g} "
             f"(largest A/A difference of {len(drifts)} pair(s)); {len(unmeasured)} eligible decisions unmeasured")
     return {"floor": floor, "floor_rule": "kept when the replayed effect is above the floor (effect > floor)",
             "floor_pairs": len(drifts), "drifts": drifts, "replayed": len(played), "unmeasured": len(unmeasured),
             "left_by_budget": left, "unmeasured_why": why if unmeasured else None,
-            "cost": {"estimate": estimate, "model_calls": calls, "seconds": seconds}}
+            "cost": {"estimate": estimate, "model_calls": calls, "seconds": seconds}}, fates
 
 
-def _judge(d: MemoryDecision, floor: float) -> None:
-    e = d.replayed
+def _judge(e: dict, floor: float) -> Fated:
+    """A replayed decision's fate by its effect record ``e`` (``counterfactual.Effect.record``) against ``floor``."""
     if e["differ"] and e["effect"] > floor:
-        d.verdict, d.reason = "accepted", f"replayed effect {e['effect']:+g} {e['unit']} > floor {floor:g}"
-    elif e["unresolved"]:
-        d.verdict, d.reason = "unresolved", (
+        return Fated(Fate.ACCEPTED, f"replayed effect {e['effect']:+g} {e['unit']} > floor {floor:g}")
+    if e["unresolved"]:
+        return Fated(Fate.UNRESOLVED, (
             f"unresolved at horizon {e['horizon']}: the arms' memory differed but their play did not diverge within "
-            f"{e['horizon']} steps (its content was last read at step {e['last_read']})")
-    elif not e["differ"]:
-        d.verdict, d.reason = "rejected", ("replayed: the arms' play never diverged up to the last read of its "
-                                           "content: effect exactly 0")
-    else:
-        d.verdict, d.reason = "rejected", f"replayed effect {e['effect']:+g} {e['unit']} <= floor {floor:g}"
+            f"{e['horizon']} steps (its content was last read at step {e['last_read']})"))
+    if not e["differ"]:
+        return Fated(Fate.REJECTED, "replayed: the arms' play never diverged up to the last read of its content: "
+                                    "effect exactly 0")
+    return Fated(Fate.REJECTED, f"replayed effect {e['effect']:+g} {e['unit']} <= floor {floor:g}")

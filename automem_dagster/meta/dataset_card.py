@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from automem_dagster.atomic import write_text_atomic
+from automem_dagster.meta.fate import fate_counts
 from automem_dagster.plots import plot_effects
 
 CARD = "card.md"
@@ -23,8 +24,8 @@ def write_card(out: Path, stats: dict, title: str) -> Path:
     out = Path(out)
     lines = [f"# {title}", "", f"{stats['decisions']} memory decisions from {stats['episodes']} episodes; "
              f"{stats['eligible_decisions']} eligible (credited, full window); {stats['kept_decisions']} kept, "
-             f"{stats['examples']} examples.", "", "Verdicts: " + ", ".join(
-                 f"{k} {v}" for k, v in sorted(stats["verdicts"].items())) + ".", ""]
+             f"{stats['examples']} examples.", "", "Fates: " + ", ".join(
+                 f"{k} {v}" for k, v in sorted(fate_counts(stats).items())) + ".", ""]
     lines += _replay_section(stats)
     lines += _effects_section(stats)
     lines += _calibration_section(stats.get("calibration") or {})

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from automem_dagster.agent import prompts
 from automem_dagster.memory.ops import OpName, parse_ops
+from automem_dagster.meta.fate import Fate, Fated
 from automem_dagster.rollout.trajectory import TrajectoryError, read_trajectory
 from automem_dagster.scaffold import Scaffold, content_hash
 
@@ -94,6 +95,20 @@ class MemoryDecisionScore:
         return self.credited and not self.malformed
 
 
+def cheap_fate(score: MemoryDecisionScore, accept_score: float, review_floor: float) -> Fated:
+    """A decision's fate by its cheap ``score`` alone (curation's first stage): what the replay then replaces
+    for an eligible decision, and what an unmeasured one kept by opt-in takes."""
+    if score.malformed:
+        return Fated(Fate.REJECTED, "a turn of this decision was malformed")
+    if not score.credited:
+        return Fated(Fate.INELIGIBLE, "uncredited: no write shown by a later PLAN read, no read that showed a line")
+    if score.score >= accept_score:
+        return Fated(Fate.ACCEPTED, f"score {score.score:g} >= {accept_score:g}")
+    if score.score >= review_floor:
+        return Fated(Fate.BORDERLINE, "between review_floor and accept_score")
+    return Fated(Fate.REJECTED, f"score {score.score:g} < {review_floor:g}")
+
+
 @dataclass
 class MemoryDecision:
     episode: str
@@ -105,15 +120,15 @@ class MemoryDecision:
     ops: list[str]
     errors: list[str]
     score: MemoryDecisionScore
-    verdict: str = ""
-    """Set by curation: accepted, reviewed_kept, reviewed_dropped, rejected, duplicate, ..."""
+    fate: Fate | None = None
+    """Set by curation (``meta/fate.py``): accepted, reviewed_kept, reviewed_dropped, rejected, duplicate, ..."""
     reason: str = ""
     notes: list[str] = field(default_factory=list)
     trajectory: str = ""
     """The finished trajectory the decision was cut from (what a counterfactual replay restores)."""
     replayed: dict | None = None
     """Set by curation for a replayed decision: its ``counterfactual.Effect`` record (both arms)."""
-    cheap_verdict: str = ""
+    cheap_fate: Fate | None = None
     """What the cheap score alone would have decided (``accepted``, ``borderline``, ``rejected``), kept
     for the calibration of the cheap score against replayed effects."""
 

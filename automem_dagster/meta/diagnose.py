@@ -24,6 +24,7 @@ from automem_dagster.llm.strict_schema import to_strict
 from automem_dagster.llm.tokens import TokenCounter
 from automem_dagster.meta.compress import RenderedBatch, ranges, render_for_diagnosis
 from automem_dagster.meta.diagnosis_record import (
+    DIAGNOSIS_FAILED_FILE,
     MAX_ATTEMPTS,
     SYSTEM_PROMPT,
     Diagnosis,
@@ -188,7 +189,7 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
             result.save(out_dir)
             return result
         ask_again(messages, 2, completion.text, f"That reply was rejected: {error}. Reply again with valid JSON.")
-    failed = Path(out_dir) / "diagnosis_failed.json"
+    failed = Path(out_dir) / DIAGNOSIS_FAILED_FILE
     write_json_atomic(failed, [asdict(a) for a in attempts])
     raise DiagnosisError(f"the meta-LLM gave no usable diagnosis in {max_attempts} attempts (last: {attempts[-1].error}); "
                          f"its replies are in {failed}. Try a stronger meta endpoint or rerun")

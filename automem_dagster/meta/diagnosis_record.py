@@ -20,6 +20,11 @@ from automem_dagster.meta.evidence import FAILURE_KINDS, Evidence, evidence_dige
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.options import BUDGET
 
+DIAGNOSIS_FILE = "diagnosis.json"
+DIAGNOSIS_MD_FILE = "diagnosis.md"
+DIAGNOSIS_FAILED_FILE = "diagnosis_failed.json"
+"""What a diagnosis that found no usable reply leaves instead of ``diagnosis.json``."""
+
 MAX_ATTEMPTS = BUDGET.max_attempts
 """Replies a diagnosis asks for at most, in either mode, before it gives up with the replies kept."""
 
@@ -118,13 +123,13 @@ class Diagnosis:
     def save(self, out_dir: Path) -> Path:
         """Write ``diagnosis.json`` and ``diagnosis.md`` (each atomically) and return the directory."""
         out = Path(out_dir)
-        write_json_atomic(out / "diagnosis.json", asdict(self))
-        write_text_atomic(out / "diagnosis.md", self.to_markdown())
+        write_json_atomic(out / DIAGNOSIS_FILE, asdict(self))
+        write_text_atomic(out / DIAGNOSIS_MD_FILE, self.to_markdown())
         return out
 
     @classmethod
     def load(cls, out_dir: Path) -> Diagnosis:
-        path = Path(out_dir) / "diagnosis.json"
+        path = Path(out_dir) / DIAGNOSIS_FILE
         try:
             data = json.loads(path.read_text())
             data["attempts"] = [Attempt(**a) for a in data["attempts"]]

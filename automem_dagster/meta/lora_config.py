@@ -22,6 +22,9 @@ from automem_dagster.meta.replies import Attempt, ask_again, describe_reply
 from automem_dagster.options import BUDGET
 from automem_dagster.training.settings import TARGET_MODULES, LoraSettings
 
+LORA_CONFIG_FILE = "lora_config.json"
+"""The LoRA settings chosen for a curated dataset, kept in its folder beside ``dataset.parquet``."""
+
 MAX_ATTEMPTS = BUDGET.max_attempts
 
 SYSTEM_PROMPT = """You are the meta-LLM of AutoMem. You configure the LoRA fine-tuning of a memory \

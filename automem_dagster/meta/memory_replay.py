@@ -19,6 +19,7 @@ from pathlib import Path
 
 from automem_dagster.games.base import GameState
 from automem_dagster.memory import Journal, MemoryStore
+from automem_dagster.memory.journal import JOURNAL_FILE
 from automem_dagster.memory.store import MemoryStoreError
 from automem_dagster.meta.evidence import recorded_op
 from automem_dagster.scaffold.model import Scaffold
@@ -29,7 +30,7 @@ class ReplayError(ValueError):
 
 
 def journal_path(batch_dir: Path, episode: str) -> Path:
-    return Path(batch_dir) / "memory" / episode / "journal.jsonl"
+    return Path(batch_dir) / "memory" / episode / JOURNAL_FILE
 
 
 def model_entries(path: Path) -> list[dict]:

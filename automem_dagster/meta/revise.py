@@ -39,6 +39,10 @@ from automem_dagster.scaffold.io import diff_scaffolds, revision_changes, scaffo
 from automem_dagster.scaffold.model import MODEL_OPS, Limits, LogTrigger, Routine, Scaffold, Signals
 from automem_dagster.scaffold.patch import MAX_FILES_TOUCHED, PatchRejected, ScaffoldPatch, apply_patch, patch_json_schema
 
+REVISION_FILE = "revision.json"
+DIFF_FILE = "diff.md"
+CANDIDATE_FILE = "candidate.yaml"
+
 MAX_ATTEMPTS = BUDGET.max_attempts
 STRUCTURAL_FIELDS = ("enable_operations", "add_files", "signals", "set_policies", "limits", "routine",
                      "disable_operations")
@@ -99,16 +103,16 @@ class Revision:
     def save(self, out_dir: Path) -> Path:
         """Write ``revision.json``, ``diff.md`` and, when accepted, ``candidate.yaml`` (atomically)."""
         out = Path(out_dir)
-        write_json_atomic(out / "revision.json", asdict(self))
-        write_text_atomic(out / "diff.md", self.diff_md)
+        write_json_atomic(out / REVISION_FILE, asdict(self))
+        write_text_atomic(out / DIFF_FILE, self.diff_md)
         if self.candidate_yaml is not None:
-            write_text_atomic(out / "candidate.yaml", self.candidate_yaml)
+            write_text_atomic(out / CANDIDATE_FILE, self.candidate_yaml)
         return out
 
     @classmethod
     def load(cls, out_dir: Path) -> Revision:
         """A revision ``save`` wrote (what a round's report reads back after a Dagster run made it)."""
-        data = json.loads((Path(out_dir) / "revision.json").read_text())
+        data = json.loads((Path(out_dir) / REVISION_FILE).read_text())
         return cls(**{**data, "attempts": [Attempt(**a) for a in data.get("attempts", [])]})
 
 

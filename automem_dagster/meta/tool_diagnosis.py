@@ -20,7 +20,14 @@ from automem_dagster.atomic import write_json_atomic
 from automem_dagster.datafiles import parse_json_reply
 from automem_dagster.llm.client import LLMClient
 from automem_dagster.meta.batch_tools import BatchTools
-from automem_dagster.meta.diagnosis_record import SYSTEM_PROMPT, Diagnosis, DiagnosisError, DiagnosisReply, check_citations
+from automem_dagster.meta.diagnosis_record import (
+    DIAGNOSIS_FAILED_FILE,
+    SYSTEM_PROMPT,
+    Diagnosis,
+    DiagnosisError,
+    DiagnosisReply,
+    check_citations,
+)
 from automem_dagster.meta.evidence import evidence_digest
 from automem_dagster.meta.replies import Attempt
 from automem_dagster.meta.tool_session import NO_TOOLS_HINT, BudgetSpent, ToolSession, ToolsUnsupported, after_tools_hint
@@ -95,7 +102,7 @@ async def diagnose_with_tools(batch_dir: Path, scaffold: Scaffold, client: LLMCl
 
 
 def _fail(out_dir: Path, attempts: list[Attempt], session: ToolSession, message: str) -> None:
-    failed = Path(out_dir) / "diagnosis_failed.json"
+    failed = Path(out_dir) / DIAGNOSIS_FAILED_FILE
     write_json_atomic(failed, {"attempts": [asdict(a) for a in attempts],
                                "tool_calls": [asdict(c) for c in session.calls], "cost": session.summary()})
     raise DiagnosisError(f"{message}{failed}")

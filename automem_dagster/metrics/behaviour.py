@@ -88,7 +88,7 @@ def behaviour_metrics(episodes: list[list[dict]]) -> BehaviourMetrics:
 
 READ_TOKENS = ("<|READ|>", "<|TAIL|>", "<|SEARCH|>", "<|COUNT|>")
 GUARDS = ("valid_action_rate", "reads_per_step", "writes_per_step")
-"""What a cheaper scaffold may not give up to be kept at an equal score (``metrics.paired``, equal_score):
+"""What a cheaper scaffold may not give up to be kept at an equal score (``metrics.verdict``, equal_score):
 valid actions, and reading and writing its memory at all."""
 
 

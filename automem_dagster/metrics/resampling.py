@@ -1,5 +1,5 @@
 """Resampling of per-seed differences: the paired permutation (sign-flip) test and the seed bootstrap
-that the gates (``metrics.paired``) read, and the paired change of any per-seed quantity built on them
+that the gates (``metrics.verdict``) read, and the paired change of any per-seed quantity built on them
 (the paper's table, the noise floor of a gate's metric). Plain numpy, no policy: what a p-value or an
 interval means for a keep is decided in ``paired``."""
 

@@ -1,6 +1,7 @@
 """Concurrent, resumable episode batches and their trajectory files."""
 
-from automem_dagster.rollout.runner import RolloutError, RolloutSpec, run_batch, run_episode
+from automem_dagster.rollout.batch_spec import RolloutSpec
+from automem_dagster.rollout.runner import RolloutError, run_batch, run_episode
 from automem_dagster.rollout.summary import BatchSummary, EpisodeSummary, load_summary, summarize_batch
 from automem_dagster.rollout.trajectory import TrajectoryError, TrajectoryWriter, episode_id, read_trajectory
 

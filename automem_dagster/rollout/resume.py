@@ -24,7 +24,7 @@ from automem_dagster.agent.baselines import Agent
 from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.games.base import StepResult, state_record
 from automem_dagster.memory import MemoryStore, format_op, parse_ops
-from automem_dagster.memory.journal import read_journal
+from automem_dagster.memory.journal import JOURNAL_FILE, read_journal
 from automem_dagster.rollout.trajectory import TrajectoryError, read_partial
 
 ASIDE_SUFFIX = ".interrupted"
@@ -113,7 +113,7 @@ def load_interrupted(partial: Path, aside: Path, episode: str, uses_memory: bool
         raise ResumeMismatch(f"the partial trajectory is of episode {header.get('episode')!r}, not {episode!r}")
     journal: dict[int | None, list[dict]] = {}
     if uses_memory and steps:
-        path = aside / "journal.jsonl"
+        path = aside / JOURNAL_FILE
         try:
             for entry in read_journal(path):
                 journal.setdefault(entry.get("step"), []).append(entry)

@@ -21,17 +21,16 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from automem_dagster.agent import MemoryAgent
-from automem_dagster.agent.baselines import AGENTS, DEFAULT_WINDOW, WINDOWED, Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
-from automem_dagster.agent.memory_settings import settings_for, settings_record
+from automem_dagster.agent.baselines import Agent, ChainOfThoughtAgent, RandomAgent, WindowAgent
+from automem_dagster.agent.memory_settings import settings_for
 from automem_dagster.agent.oracle_agent import OracleAgent
 from automem_dagster.agent.rag_agent import RagAgent
-from automem_dagster.agent.sampling import sampling_record
 from automem_dagster.agent.summary_agent import SummaryAgent
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.cpu_ledger import LEDGER
@@ -42,9 +41,10 @@ from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
 from automem_dagster.llm.slot_turns import lanes_for
 from automem_dagster.memory import Journal, MemoryStore
-from automem_dagster.options import BUDGET
+from automem_dagster.memory.journal import JOURNAL_FILE
+from automem_dagster.rollout.batch_spec import RolloutSpec, place_batch
 from automem_dagster.rollout.failure import failure_message
-from automem_dagster.rollout.identity import batch_identity, observed_replies, summarize_fields, unlike_fields
+from automem_dagster.rollout.identity import batch_identity, observed_replies
 from automem_dagster.rollout.resume import (
     GameStep,
     Play,
@@ -57,76 +57,20 @@ from automem_dagster.rollout.resume import (
 )
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
 from automem_dagster.rollout.trajectory import (
+    BATCH_FILE,
     TrajectoryWriter,
     episode_id,
     partial_path,
     read_manifest,
     trajectory_path,
 )
-from automem_dagster.scaffold import Scaffold, content_hash
+from automem_dagster.scaffold import content_hash
 
 log = logging.getLogger(__name__)
 
 
 class RolloutError(RuntimeError):
     """A batch that could not finish; finished episodes are kept and a rerun resumes."""
-
-
-class BatchConflict(ValueError):
-    """A directory holds a batch of another identity than the one asked for: nothing was played,
-    and rerunning the same command cannot help (another directory, or deleting that one, does)."""
-
-
-@dataclass
-class RolloutSpec:
-    """A batch. ``agent`` is ``memory`` (the scaffold's LOG + PLAN agent) or a baseline
-    (``random``, ``window``, ``cot``, ``rag``, ``summary``); a baseline keeps the scaffold only to
-    name the game family and the batch, and ``window`` is the history length of the windowed ones.
-    ``settings`` are the ``rag`` and ``summary`` agents' own (``agent.memory_settings``): checked and
-    completed with defaults here, recorded in batch.json and every trajectory header."""
-
-    game: str
-    scaffold: Scaffold
-    seeds: list[int]
-    max_steps: int
-    out_dir: Path
-    concurrency: int = BUDGET.concurrency
-    agent: str = "memory"
-    window: int = DEFAULT_WINDOW
-    settings: dict = field(default_factory=dict)
-    fixed_dir: bool = False
-    """``out_dir`` was chosen by the caller (``--out``, a shard): a batch of another identity there is
-    refused; otherwise it is played beside it (``place_batch``)."""
-
-    def __post_init__(self) -> None:
-        if self.agent not in AGENTS:
-            raise ValueError(f"agent {self.agent!r}: expected one of {', '.join(AGENTS)}")
-        if self.window < 0:
-            raise ValueError(f"window {self.window}: the history length must be 0 or more steps")
-        self.settings = settings_record(settings_for(self.agent, self.settings))
-
-    def agent_settings(self) -> dict:
-        """The agent as batch.json and trajectory headers record it."""
-        return {"agent": self.agent, **({"window": self.window} if self.agent in WINDOWED else {}),
-                **({"settings": self.settings} if self.settings else {})}
-
-    def scaffold_hash(self) -> str:
-        return content_hash(self.scaffold)
-
-    def manifest(self, clients: Clients) -> dict:
-        return {
-            "game": self.game,
-            "scaffold_game": self.scaffold.game,
-            "scaffold_version": self.scaffold.version,
-            "scaffold_hash": self.scaffold_hash(),
-            "seeds": list(self.seeds),
-            "max_steps": self.max_steps,
-            # Only the memory agent uses a memory endpoint; a baseline plays with the game model alone.
-            "two_model": self.agent == "memory" and clients.memory is not None,
-            **self.agent_settings(),
-            # Whether a rerun replays the batch: requests carry seeds, and what each server does with them.
-            "sampling_seeds": sampling_record(clients) if self.agent != "random" else {"random": "seeded by the episode seed"},
-        }
 
 
 RULE_ACTED = ("memory", "window", "oracle", "random")
@@ -146,43 +90,18 @@ class BatchProgress(Protocol):
     def batch(self, name: str, episodes: int, max_steps: int) -> Progress: ...
 
 
-def place_batch(spec: RolloutSpec, identity: dict) -> Path:
-    """Where a batch of ``identity`` is played: ``spec.out_dir`` when it is empty or holds a batch of
-    that identity (reused, resumed, or grown by seeds: ``unlike_fields``), else beside it in
-    ``<out_dir>-<digest>``, with a warning naming what changed; never a batch of another identity.
-    A batch from before identities were recorded is unknown, so it is never reused. With
-    ``spec.fixed_dir`` (a directory the user or a pipeline chose) a different batch there is refused
-    instead, since the caller reads that directory."""
-    out = Path(spec.out_dir)
-    if not (out / "batch.json").exists():
-        return out
-    recorded = read_manifest(out).get("identity")
-    if recorded and not unlike_fields(recorded, identity):
-        return out
-    changed = (summarize_fields(unlike_fields(recorded, identity)) if recorded
-               else "identity (unknown: the batch was played before batches recorded what played them)")
-    if spec.fixed_dir:
-        raise BatchConflict(f"{out} already holds a batch with a different {changed}; use another --out directory "
-                           "for a different batch, or delete that one")
-    beside = out.with_name(f"{out.name}-{identity['digest']}")
-    if (beside / "batch.json").exists() and unlike_fields(read_manifest(beside).get("identity") or {}, identity):
-        raise BatchConflict(f"{beside} holds a batch of another identity than its name says: delete it and rerun")
-    log.warning("%s holds a batch played with a different %s: this batch is played in %s", out, changed, beside)
-    return beside
-
-
 async def _open_batch(spec: RolloutSpec, clients: Clients) -> tuple[RolloutSpec, dict]:
     """The batch's identity, the directory it is played in (``place_batch``) and its batch.json, written
     there (keeping what an earlier run of the same batch observed of its servers)."""
     identity = await batch_identity(spec, clients)
     out = place_batch(spec, identity)
-    if (out / "batch.json").exists():
+    if (out / BATCH_FILE).exists():
         observed = (read_manifest(out).get("identity") or {}).get("observed")
         identity = {**identity, **({"observed": observed} if observed else {})}
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     spec = replace(spec, out_dir=out)
     manifest = {**spec.manifest(clients), "identity": identity}
-    write_json_atomic(out / "batch.json", manifest)
+    write_json_atomic(out / BATCH_FILE, manifest)
     return spec, manifest
 
 
@@ -224,7 +143,7 @@ async def run_batch(spec: RolloutSpec, clients: Clients,
     observed = observed_replies(clients) if todo else {}
     if observed:  # a hosted API's word on what served the batch, known once it answered; the first one stays
         identity = manifest["identity"]
-        write_json_atomic(out / "batch.json", {**manifest, "identity": {
+        write_json_atomic(out / BATCH_FILE, {**manifest, "identity": {
             **identity, "observed": {**observed, **identity.get("observed", {})}}})
     summary = summarize_batch(out)
     if failures:
@@ -345,7 +264,7 @@ def make_agent(spec: RolloutSpec, seed: int, game: Game, clients: Clients, mem_r
     """The agent of one episode: the memory agent with a fresh store under ``mem_root``, or a baseline."""
     if spec.agent == "memory":
         mem_root.mkdir(parents=True)
-        store = MemoryStore(mem_root / "files", journal=Journal(mem_root / "journal.jsonl"))
+        store = MemoryStore(mem_root / "files", journal=Journal(mem_root / JOURNAL_FILE))
         return MemoryAgent(spec.scaffold, store, game.actions(), game.parse_action, clients.game, clients.memory,
                            episode_seed=seed, lane=lane)
     if spec.agent == "random":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from automem_dagster.atomic import write_json_atomic
 from automem_dagster.llm.session import Clients
+from automem_dagster.rollout.batch_spec import BatchConflict, RolloutSpec
 from automem_dagster.rollout.identity import (
     batch_identity,
     embedded_batch_identity,
@@ -25,9 +26,9 @@ from automem_dagster.rollout.identity import (
     summarize_fields,
     unlike_fields,
 )
-from automem_dagster.rollout.runner import BatchConflict, Progress, RolloutError, RolloutSpec, run_batch
+from automem_dagster.rollout.runner import Progress, RolloutError, run_batch
 from automem_dagster.rollout.summary import BatchSummary, summarize_batch
-from automem_dagster.rollout.trajectory import episode_id, read_manifest, trajectory_path
+from automem_dagster.rollout.trajectory import BATCH_FILE, episode_id, read_manifest, trajectory_path
 from automem_dagster.scaffold import load_scaffold
 
 SHARDS_DIR = "shards"
@@ -107,7 +108,7 @@ def played_without_server(spec: RolloutSpec, seeds: list[int], configs: dict, lo
     connects, checks the identity against the servers (refusing a batch other settings played) and
     plays what is left."""
     batch = Path(spec.out_dir)
-    if not (batch / "batch.json").exists() or _unmerged(spec, seeds):
+    if not (batch / BATCH_FILE).exists() or _unmerged(spec, seeds):
         return False
     recorded = read_manifest(batch).get("identity")
     if not recorded:
@@ -119,7 +120,7 @@ def played_without_server(spec: RolloutSpec, seeds: list[int], configs: dict, lo
 async def _check_batch_identity(spec: RolloutSpec, seeds: list[int], clients: Clients) -> None:
     """Refuse to add to (or count as played) a merged batch that other models or worlds played."""
     batch = Path(spec.out_dir)
-    if not (batch / "batch.json").exists():
+    if not (batch / BATCH_FILE).exists():
         return
     recorded = read_manifest(batch).get("identity")
     mine = await batch_identity(replace(spec, seeds=seeds), clients)
@@ -156,11 +157,11 @@ def merge_shards(spec: RolloutSpec, shards: list[list[int]]) -> BatchSummary:
     planned = [s for shard in shards for s in shard]
     if sorted(planned) != sorted(spec.seeds):
         raise ValueError(f"the shards hold seeds {sorted(planned)}, the batch {sorted(spec.seeds)}: plan them again")
-    existing = batch / "batch.json"
+    existing = batch / BATCH_FILE
     manifest, missing = (read_manifest(batch) if existing.exists() else None), {}
     found = [manifest["identity"]] if manifest and manifest.get("identity") else []
     for index in range(len(shards)):  # every shard checked before any episode moves
-        if (shard_dir(batch, index) / "batch.json").exists():
+        if (shard_dir(batch, index) / BATCH_FILE).exists():
             shard_manifest = read_manifest(shard_dir(batch, index))
             manifest = _agreeing_manifest(manifest, shard_manifest, index)
             found += [shard_manifest["identity"]] if shard_manifest.get("identity") else []
@@ -180,7 +181,7 @@ def merge_shards(spec: RolloutSpec, shards: list[list[int]]) -> BatchSummary:
         listed = "; ".join(f"shard {i} (seeds {seeds})" for i, seeds in missing.items())
         raise RolloutError(f"{sum(map(len, missing.values()))} episodes of {batch} are not finished: rerun {listed}")
     if manifest is not None:
-        write_json_atomic(batch / "batch.json", {**manifest, "seeds": list(spec.seeds), **identities})
+        write_json_atomic(batch / BATCH_FILE, {**manifest, "seeds": list(spec.seeds), **identities})
     for index in range(len(shards)):
         shutil.rmtree(shard_dir(batch, index), ignore_errors=True)
     shards_root = batch / SHARDS_DIR

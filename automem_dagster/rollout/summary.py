@@ -17,6 +17,8 @@ from automem_dagster.metrics.paired import GATE_METRICS
 from automem_dagster.metrics.retries import RetryStats, retry_stats
 from automem_dagster.rollout.trajectory import TrajectoryError, finished_episodes, read_manifest, read_trajectory
 
+SUMMARY_FILE = "summary.json"
+
 
 @dataclass(frozen=True)
 class EpisodeSummary:
@@ -67,7 +69,7 @@ class BatchSummary:
 def summarize_batch(out_dir: Path) -> BatchSummary:
     """Read every finished trajectory of a batch, write ``summary.json`` and return it."""
     summary = _summary_of(Path(out_dir))
-    write_json_atomic(Path(out_dir) / "summary.json", summary.as_dict())
+    write_json_atomic(Path(out_dir) / SUMMARY_FILE, summary.as_dict())
     return summary
 
 
@@ -102,7 +104,7 @@ def load_summary(out_dir: Path) -> BatchSummary:
     """The batch's ``summary.json`` read back as written, for readers that must not rewrite a finished
     batch; rebuilt in memory from the trajectories where it is absent or written before summaries
     carried what the gate reads (``identity``)."""
-    path = Path(out_dir) / "summary.json"
+    path = Path(out_dir) / SUMMARY_FILE
     if not path.exists():
         return summarize_batch(out_dir)
     data = read_json_file(path, "batch summary", TrajectoryError,

@@ -18,6 +18,8 @@ from automem_dagster.atomic import write_text_atomic
 from automem_dagster.cpu_ledger import LEDGER
 from automem_dagster.datafiles import appended_records, read_json_file, read_text_file
 
+BATCH_FILE = "batch.json"
+
 PARTIAL_SUFFIX = ".partial"
 
 
@@ -169,7 +171,7 @@ def finished_episodes(batch_dir: Path) -> list[Path]:
 def read_manifest(batch_dir: Path) -> dict:
     """A batch's ``batch.json`` (what the batch is: game, scaffold, seeds, agent), with errors that name
     the file and what to do; readers and the resume check both come through here."""
-    path = Path(batch_dir) / "batch.json"
+    path = Path(batch_dir) / BATCH_FILE
     advice = ("restore it from version control, or rerun the rollout with a new --out folder "
               "(the trajectories in this one are kept)")
     missing = (f"is {Path(batch_dir)} a batch folder? Pass the folder a rollout wrote "

@@ -7,7 +7,7 @@ what runs next, so the file is only ever replaced whole (temp file, then ``os.re
 and validated on load; a broken file stops the loop with a message instead of silently
 falling back to v0.
 
-The in-memory ``Lineage`` is changed by ``record_candidate``, ``record_decision`` and
+The in-memory ``Lineage`` is changed by ``record_candidate``, ``record_verdict`` and
 ``promote``, and written by ``save``; nothing touches the disk before ``save``.
 """
 
@@ -32,7 +32,7 @@ from automem_dagster.scaffold.model import Family, registered_family
 
 DEFAULT_ROOT = ASSETS / "lineage"
 
-DecisionName = Literal["kept", "rolled_back", "inconclusive", "rejected", "baseline"]
+VerdictName = Literal["kept", "rolled_back", "inconclusive", "rejected", "baseline"]
 
 
 class LineageError(ValueError):
@@ -69,7 +69,7 @@ Evaluation = create_model("Evaluation", __base__=_PersistedComparison, __module_
 
 
 class VerdictFields(Protocol):
-    """What ``record_decision`` reads of a gate's decision (``metrics.paired.Verdict``):
+    """What ``record_verdict`` reads of a gate's decision (``metrics.verdict.Verdict``):
     whether it keeps the candidate, why, and on what comparison. Named here so that the lineage does not
     import the metrics package (which imports the agent, which imports this package)."""
 
@@ -90,7 +90,7 @@ class VersionRecord(BaseModel):
     diagnosis: str | None
     created_at: datetime
     evaluation: Evaluation | None = None
-    decision: DecisionName | None = None
+    decision: VerdictName | None = None
     reason: str = ""
 
 
@@ -196,7 +196,7 @@ class Lineage:
         self._data.versions.append(record)
         return record.model_copy(deep=True)
 
-    def record_decision(self, version: int, decision: VerdictFields | str) -> VersionRecord:
+    def record_verdict(self, version: int, decision: VerdictFields | str) -> VersionRecord:
         """Record a pending version's fate: the gate's ``Verdict`` on the paired evaluation (kept or
         rolled back, with its statistics), or a string, the reason it was rejected unevaluated."""
         record = self._find(version)

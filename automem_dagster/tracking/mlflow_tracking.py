@@ -6,7 +6,7 @@ store, or two Dagster resources) would leak into each other. Here each ``Tracker
 client and every call names its run.
 
 One experiment per game family (``automem-crafter``...) so MLflow's compare view lines up
-the versions of one family's scaffold lineage; params, metrics and tags use the same keys
+the versions of one family's scaffold lineage; params, metrics and tags (``run_fields.py``) use the same keys
 in every run for the same reason.
 """
 
@@ -26,12 +26,21 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
 
-from automem_dagster.rollout.identity import flatten
+from automem_dagster.meta.diagnosis_record import DIAGNOSIS_MD_FILE
+from automem_dagster.meta.revise import DIFF_FILE
+from automem_dagster.tracking.run_fields import (
+    evaluation_metrics,
+    evaluation_params,
+    evaluation_tags,
+    training_metrics,
+    training_params,
+    training_tags,
+    version_tags,
+)
 from automem_dagster.tracking.runs import (
     COST_PER_STEP,
     DEFAULT_ARTIFACT_ROOT,
     DEFAULT_UI_URL,
-    ENDPOINT_FIELDS,
     EvaluationRun,
     TrackedRun,
     TrackingError,
@@ -116,7 +125,8 @@ class Tracker:
         """One MLflow run with the evaluation's params, metrics, tags and artifacts; FAILED if logging breaks."""
 
         def log(run_id: str) -> None:
-            self.client.log_batch(run_id, metrics=_metrics(run), params=_params(run), tags=_tags(run))
+            self.client.log_batch(run_id, metrics=evaluation_metrics(run), params=evaluation_params(run),
+                                  tags=evaluation_tags(run))
             self._log_artifacts(run_id, run)
 
         return self._logged_run(run.family, run.run_name, log, run.span_ms)
@@ -157,11 +167,11 @@ class Tracker:
     def _log_artifacts(self, run_id: str, run: EvaluationRun) -> None:
         self.client.log_text(run_id, run.scaffold_yaml, f"scaffold/v{run.version}.yaml")
         if run.diagnosis_md is not None:
-            self.client.log_text(run_id, run.diagnosis_md, "diagnosis.md")
+            self.client.log_text(run_id, run.diagnosis_md, DIAGNOSIS_MD_FILE)
         if run.diff_md is not None:
-            self.client.log_text(run_id, run.diff_md, "diff.md")
-        if run.decision is not None:
-            self.client.log_text(run_id, json.dumps(run.decision, indent=2, sort_keys=True), "decision.json")
+            self.client.log_text(run_id, run.diff_md, DIFF_FILE)
+        if run.verdict is not None:
+            self.client.log_text(run_id, json.dumps(run.verdict, indent=2, sort_keys=True), "decision.json")
         for plot in run.plots:
             self.client.log_artifact(run_id, str(plot), "plots")
         for extra in run.extra_artifacts:
@@ -175,12 +185,12 @@ class Tracker:
         from automem_dagster.tracking.specialist_model import log_specialist_model  # mlflow.pyfunc: only here
 
         def log(run_id: str) -> None:
-            self.client.log_batch(run_id, metrics=_training_metrics(run), params=_training_params(run),
-                                  tags=_training_tags(run))
+            self.client.log_batch(run_id, metrics=training_metrics(run), params=training_params(run),
+                                  tags=training_tags(run))
             for path in run.artifacts:
                 self.client.log_artifact(run_id, str(path))
             model = log_specialist_model(self.client, self.experiment_id(run.family), run_id, run.adapter,
-                                         run.adapter_dir, run.base, _version_tags(run))
+                                         run.adapter_dir, run.base, version_tags(run))
             self._register(run, run_id, model)
 
         return self._logged_run(run.family, f"v{run.scaffold_version}+{run.adapter}-training", log)
@@ -202,11 +212,12 @@ class Tracker:
                 raise
         with _use_tracking_uri(self.tracking_uri):
             self.client.create_model_version(name, f"models:/{model.model_id}", run_id=run_id,
-                                             tags=_version_tags(run), model_id=model.model_id)
+                                             tags=version_tags(run), model_id=model.model_id)
 
     def runs_for(self, family: str) -> list[dict]:
-        """The family's runs, newest first: version, role, agent, adapter, meta, run_id, progression, decision
-        tag, and the seeds and step budget (only runs on the same seeds and steps are comparable)."""
+        """The family's runs, newest first: version, role, agent, adapter, meta, run_id, progression, verdict
+        (the ``automem.decision`` tag), round (a challenger's and its champion's run share it), and the seeds
+        and step budget (only runs on the same seeds and steps are comparable)."""
         name = f"automem-{family}"
         rows: list[dict] = []
         with self._store(f"listing the runs of experiment {name}"):
@@ -230,6 +241,7 @@ class Tracker:
                         "progression_mean": metrics.get("progression_mean"),
                         "progression_se": metrics.get("progression_se"),
                         "decision": tags.get("automem.decision"),
+                        "round": tags.get("automem.round"),
                         "seeds": found.data.params.get("seeds"),
                         "max_steps": int(found.data.params["max_steps"]) if "max_steps" in found.data.params else None,
                         "game": tags.get("automem.game"),
@@ -241,151 +253,3 @@ class Tracker:
                 token = page.token
                 if not token:
                     return rows
-
-
-def _version_tags(run: TrainingRun) -> dict[str, str]:
-    """What the adapter's registered version and logged model say of it."""
-    return {"automem.adapter": run.adapter, "automem.scaffold_version": str(run.scaffold_version),
-            "automem.dataset": run.dataset_hash, "automem.base": run.base}
-
-
-def _training_params(run: TrainingRun) -> list[Param]:
-    values = {"game": run.game, "version": run.scaffold_version, "adapter": run.adapter, "base": run.base,
-              "settings_source": run.settings_source, "dataset_hash": run.dataset_hash,
-              "examples_train": run.examples_train, "examples_validation": run.examples_validation,
-              **{f"lora.{k}": ",".join(v) if isinstance(v, list) else v for k, v in run.settings.items()},
-              **{f"trained_on.{k}": v for k, v in run.trained_on.items()}}
-    return [Param(key, str(value)) for key, value in values.items() if value is not None]
-
-
-def _training_metrics(run: TrainingRun) -> list[Metric]:
-    now = int(time.time() * 1000)
-    metrics = [Metric("train_loss", float(loss), now, int(step)) for step, loss in run.train_loss]
-    metrics += [Metric("validation_loss", float(loss), now, int(step)) for step, loss in run.validation_loss]
-    metrics += [Metric(key, float(value), now, 0) for key, value in run.figures.items()]
-    return metrics
-
-
-def _training_tags(run: TrainingRun) -> list[RunTag]:
-    first, last = run.validation_loss[0][1], run.validation_loss[-1][1]
-    note = (f"**{run.game}** LoRA memory specialist {run.adapter} for scaffold v{run.scaffold_version}, base "
-            f"`{run.base}`, settings from the {run.settings_source}. {run.examples_train} training and "
-            f"{run.examples_validation} validation examples (dataset {run.dataset_hash}); validation loss "
-            f"{first:.3f} -> {last:.3f}.")
-    unmeasured = int(run.figures.get("curation.kept_unmeasured", 0))
-    effects = (f"unmeasured: {unmeasured} kept decisions have no replayed effect (keep_unmeasured)" if unmeasured
-               else "measured: every kept decision's effect was replayed")
-    values = {"automem.game": run.game, "automem.family": run.family, "automem.version": str(run.scaffold_version),
-              "automem.role": "training", "automem.agent": "memory", "automem.adapter": run.adapter,
-              "automem.effects": effects, "mlflow.note.content": f"{note} Effects: {effects}."}
-    return [RunTag(key, value) for key, value in values.items()]
-
-
-def _params(run: EvaluationRun) -> list[Param]:
-    values = {
-        "version": run.version,
-        "parent": run.parent,
-        "content_hash": run.content_hash,
-        "game": run.game,
-        "seeds": ",".join(str(s) for s in run.seeds),
-        "n_seeds": len(run.seeds),
-        "max_steps": run.max_steps,
-        "role": run.role,
-        "round_id": run.round_id,
-        "agent": run.agent,
-        "window": run.window,
-        "agent_settings": json.dumps(run.settings, sort_keys=True) if run.settings else None,
-        "adapter": run.adapter,
-    }
-    values["meta_mode"] = (run.diagnosis or {}).get("meta_mode")
-    values |= identity_params(run.identity)
-    for role, endpoint in sorted(run.endpoints.items()):
-        for key in ENDPOINT_FIELDS:
-            values[f"endpoint.{role}.{key}"] = endpoint.get(key)
-    # A missing value is left out rather than logged as "None", so the compare view shows a blank.
-    return [Param(key, str(value)) for key, value in values.items() if value is not None]
-
-
-def identity_params(identity: dict | None) -> dict:
-    """What played the batch, as params: the digest, per role the endpoint's identity, the game's
-    package versions (seeds and worlds are in the batch itself)."""
-    if not identity:
-        return {}
-    shown = {"digest": identity.get("digest"), "roles": identity.get("roles", {}), "packages": identity.get("packages", {})}
-    return {f"identity.{key}": value for key, value in flatten(shown).items()}
-
-
-def models_tag(identity: dict | None) -> str | None:
-    """``game=model-a,memory=automem-crafter-a1-...``: the models that played, for the runs table."""
-    roles = (identity or {}).get("roles") or {}
-    return ",".join(f"{role}={facts.get('model')}" for role, facts in sorted(roles.items())) or None
-
-
-def _metrics(run: EvaluationRun) -> list[Metric]:
-    now = int(time.time() * 1000)
-    values = {"progression_mean": run.progression_mean, "progression_se": run.progression_se, **run.behaviour}
-    values |= run.retries
-    steps = run.behaviour.get("steps")
-    if steps is not None:
-        values["total_input_tokens"] = run.behaviour["input_tokens_per_step"] * steps
-        values["total_output_tokens"] = run.behaviour["output_tokens_per_step"] * steps
-    if run.decision is not None:
-        values |= {
-            "decision_mean_difference": run.decision["mean_difference"],
-            "decision_stderr": run.decision["stderr_difference"],
-            "decision_ci_low": run.decision["ci_low"],
-            "decision_ci_high": run.decision["ci_high"],
-            "decision_keep": 1.0 if run.decision["keep"] else 0.0,
-        }
-    values |= (run.diagnosis or {}).get("metrics", {})
-    metrics = [Metric(key, float(value), now, 0) for key, value in values.items()]
-    # Step = seed, so MLflow's metric chart draws progression across the seed set.
-    metrics += [Metric("progression_seed", float(run.per_seed[seed]), now, int(seed)) for seed in sorted(run.per_seed)]
-    return metrics
-
-
-def _tags(run: EvaluationRun) -> list[RunTag]:
-    values = {
-        "automem.game": run.game,
-        "automem.family": run.family,
-        "automem.version": str(run.version),
-        "automem.parent": None if run.parent is None else str(run.parent),
-        "automem.role": run.role,
-        "automem.agent": run.agent,
-        "automem.adapter": run.adapter,
-        "automem.meta": run.meta,
-        "automem.round": run.round_id,
-        "automem.batch": run.batch,
-        "automem.identity": (run.identity or {}).get("digest"),
-        "automem.models": models_tag(run.identity),
-        "automem.decision": run.decision_tag,
-        "mlflow.note.content": _summary(run),
-    }
-    return [RunTag(key, value) for key, value in values.items() if value is not None]
-
-
-def _summary(run: EvaluationRun) -> str:
-    parent = "no parent" if run.parent is None else f"parent v{run.parent}"
-    if run.agent == "memory":
-        subject = f"**{run.game}** scaffold v{run.version} ({parent}), {run.role}"
-        if run.meta:
-            subject += f", made by the {run.meta} meta"
-        if run.adapter:
-            subject += f", memory operations by LoRA specialist {run.adapter}"
-    else:
-        subject = f"**{run.game}** {run.agent} baseline" + (f" (last {run.window} steps in context)" if run.window else "")
-        subject += f", settings {json.dumps(run.settings, sort_keys=True)}" if run.settings else ""
-    lines = [
-        subject + (f", round {run.round_id}" if run.round_id else ""),
-        "",
-        f"Progression {run.progression_mean:.1f} ± {run.progression_se:.1f} % over {len(run.seeds)} seeds, "
-        f"at most {run.max_steps} steps each.",
-    ]
-    if run.decision is not None:
-        d = run.decision
-        lines += [
-            "",
-            f"Decision: **{run.decision_tag}**, difference {d['mean_difference']:+.1f} ± {d['stderr_difference']:.1f} points "
-            f"(interval {d['ci_low']:+.1f} to {d['ci_high']:+.1f}). {d['reason']}",
-        ]
-    return "\n".join(lines)

@@ -16,7 +16,7 @@ REASON_LIMIT = 5000
 """MLflow keeps tag values up to 5000 characters in its sqlite store; a longer reason is cut there."""
 
 
-def record_specialist_decision(tracker: Tracker, family: str, adapter: str, keep: bool, reason: str,
+def record_specialist_verdict(tracker: Tracker, family: str, adapter: str, keep: bool, reason: str,
                                outcome: str | None = None) -> str | None:
     """Tag the registered version of ``adapter`` with the decision, and point ``champion`` at it when
     kept. Returns the version, or None when the adapter was never registered (its training not tracked)."""

@@ -49,7 +49,7 @@ class EvaluationRun:
     """Everything recorded about one evaluation of one scaffold version on fixed seeds.
 
     Progressions are in percent. ``endpoints`` is ``Clients.describe()``; only the fields in
-    ``ENDPOINT_FIELDS`` are logged. ``decision`` is the keep-or-rollback outcome of a paired
+    ``ENDPOINT_FIELDS`` are logged. ``verdict`` is the keep-or-rollback outcome of a paired
     comparison (keep, reason, mean_difference, stderr_difference, ci_low, ci_high).
     ``agent`` is ``memory`` for a scaffold's agent; a baseline (``random``, ``window``, ``cot``)
     has role ``baseline``, and ``version`` is then the scaffold its batch was filed with.
@@ -75,7 +75,7 @@ class EvaluationRun:
     retries: dict[str, float] = field(default_factory=dict)  # RetryStats.as_metrics(): attempts, retries by cause
     diagnosis_md: str | None = None
     diff_md: str | None = None
-    decision: dict | None = None
+    verdict: dict | None = None
     diagnosis: dict | None = None
     """The round's diagnosis, ``Diagnosis.tracking_summary()``: ``meta_mode`` and ``metrics``."""
     plots: list[Path] = field(default_factory=list)
@@ -124,10 +124,10 @@ class EvaluationRun:
         return f"{subject}-{self.role}" + (f"-{self.round_id}" if self.round_id else "")
 
     @property
-    def decision_tag(self) -> str | None:
-        if self.decision is None:
+    def verdict_tag(self) -> str | None:
+        if self.verdict is None:
             return None
-        return self.decision.get("outcome") or ("kept" if self.decision["keep"] else "rolled_back")
+        return self.verdict.get("outcome") or ("kept" if self.verdict["keep"] else "rolled_back")
 
 
 def specialist_model_name(family: str) -> str:

@@ -25,6 +25,8 @@ from pathlib import Path
 from automem_dagster.cpu_threads import threads_from_env
 
 EMBEDDED_BASE = "embedded"
+MODEL_CONFIG = "config.json"
+"""The Hugging Face model folder's config: a converted base is complete once it is there."""
 
 
 class BaseModelError(RuntimeError):
@@ -102,7 +104,7 @@ def embedded_base_folder() -> Path:
     with path.open("rb") as f:
         digest = hashlib.file_digest(f, "sha256").hexdigest()[:16]
     folder = base_cache_root() / "bases" / f"{path.stem}-{digest}-transformers{transformers.__version__}"
-    if (folder / "config.json").exists():
+    if (folder / MODEL_CONFIG).exists():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".converting-"))
@@ -114,7 +116,7 @@ def embedded_base_folder() -> Path:
         tokenizer.save_pretrained(scratch)
         os.rename(scratch, folder)
     except OSError:
-        if not (folder / "config.json").exists():  # not another process's finished conversion: a real error
+        if not (folder / MODEL_CONFIG).exists():  # not another process's finished conversion: a real error
             raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

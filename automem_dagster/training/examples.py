@@ -1,5 +1,6 @@
-"""The training examples: a curated ``dataset.parquet`` loaded and checked row by row, then split
-into training and validation (by episode whenever there are two or more)."""
+"""The training examples: a curated ``dataset.parquet`` loaded and checked row by row against the
+row curation writes (``training/sft_row.SFTRow``), then split into training and validation (by
+episode whenever there are two or more)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from automem_dagster.training.sft_result import DATASET_FILE, TrainingError
-
-REQUIRED_COLUMNS = ("prompt", "completion", "episode", "seed", "step", "phase", "turn", "score")
-PHASES = ("log", "plan")
-PROMPT_ROLES = ("system", "user", "assistant")
+from automem_dagster.training.sft_row import REQUIRED_COLUMNS, SFTRow, row_problem
 
 
 def load_examples(dataset_dir: Path) -> list[dict[str, Any]]:
@@ -32,13 +30,13 @@ def load_examples(dataset_dir: Path) -> list[dict[str, Any]]:
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
         raise TrainingError(f"{path} lacks the columns {missing} (it has {table.column_names}); {redo}")
-    rows = table.select(list(REQUIRED_COLUMNS)).to_pylist()
+    rows = table.select([c for c in SFTRow.model_fields if c in table.column_names]).to_pylist()
     if len(rows) < 2:
         raise TrainingError(f"{path} holds {len(rows)} example(s): training needs at least 2 (one to train on, "
                             f"one to validate on), and a useful run hundreds; collect more episodes and {redo}")
     problems = []
     for i, row in enumerate(rows):
-        problem = _row_problem(row)
+        problem = row_problem(row)
         if problem:
             problems.append(f"row {i} (episode {row.get('episode')!r}, step {row.get('step')}): {problem}")
     if problems:
@@ -46,36 +44,7 @@ def load_examples(dataset_dir: Path) -> list[dict[str, Any]]:
         raise TrainingError(f"{path} has {len(problems)} malformed row(s): {shown}. Each row needs `prompt`: chat "
                             "messages (system/user/assistant, ending with a user message) and `completion`: exactly "
                             f"one assistant message; {redo}")
-    return rows
-
-
-def _row_problem(row: dict[str, Any]) -> str | None:
-    for key, kind in (("episode", str), ("seed", int), ("step", int), ("turn", int)):
-        if not isinstance(row[key], kind):
-            return f"`{key}` is {row[key]!r}, expected {kind.__name__}"
-    if not isinstance(row["score"], int | float):
-        return f"`score` is {row['score']!r}, expected a number"
-    if row["phase"] not in PHASES:
-        return f"`phase` is {row['phase']!r}, expected one of {list(PHASES)}"
-    prompt, completion = row["prompt"], row["completion"]
-    for name, messages in (("prompt", prompt), ("completion", completion)):
-        if not isinstance(messages, list) or not messages:
-            return f"`{name}` is not a non-empty list of messages"
-        for m in messages:
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-                return f"`{name}` holds {m!r}, not a {{'role', 'content'}} message"
-    roles = [m["role"] for m in prompt]
-    if any(r not in PROMPT_ROLES for r in roles):
-        return f"prompt roles {roles} include one outside {list(PROMPT_ROLES)}"
-    if "system" in roles[1:]:
-        return f"prompt roles {roles}: a system message may only come first"
-    if roles[-1] != "user":
-        return f"prompt roles {roles}: the prompt must end with a user message (the completion answers it)"
-    if [m["role"] for m in completion] != ["assistant"]:
-        return f"completion roles {[m['role'] for m in completion]}: expected exactly ['assistant']"
-    if not completion[0]["content"].strip():
-        return "the completion is empty"
-    return None
+    return [{c: row[c] for c in REQUIRED_COLUMNS} for row in rows]
 
 
 @dataclass(frozen=True)

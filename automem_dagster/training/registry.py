@@ -3,7 +3,7 @@
 ``assets/specialists/<family>.json`` is to adapters what the lineage file is to scaffolds:
 every trained adapter (``a1``, ``a2``...) with the scaffold version it was trained for, its
 dataset version, files and gate decision, plus the ``champion`` pointer (None: the one-model
-agent serves). The pointer moves only in ``record_decision``, after a win on the fixed seeds, by one
+agent serves). The pointer moves only in ``record_verdict``, after a win on the fixed seeds, by one
 atomic file replace, so a failure at any earlier point leaves the service as it was.
 """
 
@@ -101,7 +101,7 @@ class SpecialistRegistry:
     def mark_logged(self, adapter_id: str, run_id: str) -> None:
         self.record(adapter_id).training_run = run_id
 
-    def record_decision(self, adapter_id: str, keep: bool, reason: str, comparison: dict, outcome: str | None = None) -> None:
+    def record_verdict(self, adapter_id: str, keep: bool, reason: str, comparison: dict, outcome: str | None = None) -> None:
         """Record the gate's ``outcome`` (default: kept or rolled_back from ``keep``); only a keep moves the champion."""
         record = self.record(adapter_id)
         if record.decision is not None:

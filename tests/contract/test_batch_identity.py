@@ -21,18 +21,18 @@ from automem_dagster.llm.server_info import endpoint_identity
 from automem_dagster.llm.session import connect
 from automem_dagster.llm.vllm_lora import content_hash as adapter_hash
 from automem_dagster.llm.vllm_lora import serve_adapter
-from automem_dagster.loop.challenger import decide_challenger
+from automem_dagster.loop.challenger import judge_challenger
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.evaluation import evaluation_spec
 from automem_dagster.loop.gate import paired_verdict
 from automem_dagster.loop.settings import StructureConfig
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import load_decision
+from automem_dagster.loop.structure import load_verdict
 from automem_dagster.options import Budget
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import run_batch
+from automem_dagster.rollout.batch_spec import BatchConflict
 from automem_dagster.rollout.identity import IDENTITY_VERSION
-from automem_dagster.rollout.runner import BatchConflict
 from automem_dagster.rollout.shards import run_shard
 from automem_dagster.rollout.summary import summarize_batch
 from automem_dagster.rollout.trajectory import finished_episodes, read_manifest, read_trajectory
@@ -94,7 +94,7 @@ def test_a_second_endpoints_file_plays_its_own_model_and_both_runs_say_which(sto
     for model, server in servers.items():
         path = tmp_path / f"{model}.yaml"
         path.write_text(yaml.safe_dump({"game": endpoint(server, model)}))
-        with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
+        with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.batch_spec"):
             assert cli.main(["evaluate", "--game", "crafter", "--scaffold", "v0", "--eval-episodes", "2",
                              "--eval-max-steps", "4", "--endpoints", str(path)]) == 0
     assert {r["model"] for r in requests(servers["model-b"])} == {"model-b"}    # the second evaluation asked model-b
@@ -131,14 +131,14 @@ def test_a_structure_round_refuses_to_pair_batches_of_two_models(storage, server
     champion_batch = play(config(servers["model-a"], "model-a"), storage)
     by_b = play(config(servers["model-b"], "model-b"), storage, candidate)
     with pytest.raises(RoundError, match=r"different roles\.game\.model.*nothing is decided"):
-        decide_challenger("candidate", "crafter", 1, (by_b, champion_batch), storage)
+        judge_challenger("candidate", "crafter", 1, (by_b, champion_batch), storage)
     lineage = storage.load_lineage("crafter")
     assert lineage.champion().version == 0 and lineage.record(1).decision is None
-    assert load_decision(storage, "crafter", 1) is None
+    assert load_verdict(storage, "crafter", 1) is None
     # The same candidate played by the champion's model differs in the scaffold alone: it is decided.
     shutil.rmtree(by_b.out_dir)
     by_a = play(config(servers["model-a"], "model-a"), storage, candidate)
-    record = decide_challenger("candidate", "crafter", 1, (by_a, champion_batch), storage)
+    record = judge_challenger("candidate", "crafter", 1, (by_a, champion_batch), storage)
     assert record.identity["candidate"]["models"] == record.identity["champion"]["models"] == {"game": "model-a"}
     assert record.identity["candidate"]["scaffold_hash"] != record.identity["champion"]["scaffold_hash"]
 
@@ -149,7 +149,7 @@ def test_changing_only_the_temperature_plays_a_new_champion_batch(storage, serve
     again = play(config(server, "model-a"), storage)
     assert again.out_dir == first.out_dir                     # the same identity: reused, nothing played
     sent = len(requests(server))
-    with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
+    with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.batch_spec"):
         warmer = play(config(server, "model-a", temperature=0.7), storage)
     assert warmer.out_dir != first.out_dir and len(warmer.episodes) == 2
     assert {r.get("temperature") for r in requests(server)[sent:]} == {0.7}
@@ -231,7 +231,7 @@ def test_a_batch_played_under_another_memory_routine_is_another_scaffold(storage
     assert "step_policy" not in recorded and recorded["identity_version"] == IDENTITY_VERSION
     sparser = with_routine("crafter", log_every=load_scaffold("crafter", 0).routine.log_every + 1)
     assert content_hash(sparser) != recorded["scaffold_hash"]
-    with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
+    with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.batch_spec"):
         other = play(config(server, "model-a"), storage, sparser)
     assert other.out_dir != first.out_dir and "scaffold_hash" in caplog.text
     assert paired_verdict(other, first, "candidate").comparison.n == 2
@@ -267,7 +267,7 @@ def test_a_batch_recorded_before_the_routine_was_scaffold_data_is_not_reused(sto
     manifest["identity"] |= {"identity_version": 1,
                              "step_policy": {"revision": 2, "log_every": 5, "reuse_consultation": True}}
     (Path(first.out_dir) / "batch.json").write_text(json.dumps(manifest))
-    with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.runner"):
+    with caplog.at_level(logging.WARNING, logger="automem_dagster.rollout.batch_spec"):
         again = play(config(server, "model-a"), storage)
     assert again.out_dir != first.out_dir and "identity_version, step_policy.log_every" in caplog.text
     with pytest.raises(RoundError, match=r"identity_version"):

@@ -2,7 +2,7 @@
 
 Each worker is a fresh interpreter that, many times over, records a candidate of the current
 champion, keeps it and promotes it (lineage), and registers and keeps an adapter (registry),
-each as one ``updating`` step, the way ``decide_challenger`` (both loops), ``revise_stage`` and
+each as one ``updating`` step, the way ``judge_challenger`` (both loops), ``revise_stage`` and
 ``train_stage`` do. Without the cross-process lock, the later save of an interleaved
 pair drops the earlier one's records.
 """
@@ -25,7 +25,8 @@ ROUNDS = 25
 WORKER = """
 import sys, time
 from pathlib import Path
-from automem_dagster.metrics.paired import compare_paired, gate_verdict
+from automem_dagster.metrics.paired import compare_paired
+from automem_dagster.metrics.verdict import gate_verdict
 from automem_dagster.scaffold.lineage import Lineage
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 
@@ -37,12 +38,12 @@ for k in range(int(rounds)):
     with Lineage.updating("crafter", Path(lineage_root), Path(scaffolds)) as lineage:
         version, parent = lineage.next_version(), lineage.champion().version
         lineage.record_candidate(version, parent, f"{name}-{k}", None)
-        lineage.record_decision(version, WIN)
+        lineage.record_verdict(version, WIN)
         lineage.promote(version)
     with SpecialistRegistry.updating("crafter", Path(registry_root)) as reg:
         adapter = reg.next_id()
         reg.add(AdapterRecord(adapter, 0, f"{name}-{k}", "data", "dir", None, "given"))
-        reg.record_decision(adapter, True, f"{name} kept {adapter}", {})
+        reg.record_verdict(adapter, True, f"{name} kept {adapter}", {})
 """
 
 

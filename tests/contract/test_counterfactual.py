@@ -19,7 +19,8 @@ from automem_dagster.games.plugin import env_ref
 from automem_dagster.llm.session import Clients
 from automem_dagster.meta.counterfactual import ReplayBudget, measure
 from automem_dagster.meta.decisions import ScoreWeights, extract_decisions
-from automem_dagster.rollout.runner import RolloutSpec, run_batch
+from automem_dagster.rollout.batch_spec import RolloutSpec
+from automem_dagster.rollout.runner import run_batch
 from automem_dagster.scaffold import load_scaffold_file
 from automem_dagster.standins.keydoor_rules import game_rules, memory_rules
 

@@ -15,7 +15,7 @@ from automem_dagster.meta.curate import DatasetTooSmall, curate
 
 
 def test_meta_review_keeps_or_drops_borderline_decisions(tmp_path, scripted):
-    reply = json.dumps({"verdicts": [{"id": 0, "keep": True, "reason": "records where the agent acted"},
+    reply = json.dumps({"judgements": [{"id": 0, "keep": True, "reason": "records where the agent acted"},
                                      {"id": 1, "keep": False, "reason": "did nothing"}]})
     server = scripted([{"match": "review its memory decisions", "reply": reply}])
     batch = tmp_path / "batch"
@@ -29,13 +29,13 @@ def test_meta_review_keeps_or_drops_borderline_decisions(tmp_path, scripted):
             await client.close()
 
     result = asyncio.run(run())
-    assert result.stats["verdicts"] == {"reviewed_kept": 1, "reviewed_dropped": 2, "ineligible": 5, "rejected": 1}
+    assert result.stats["fates"] == {"reviewed_kept": 1, "reviewed_dropped": 2, "ineligible": 5, "rejected": 1}
     review = json.loads((tmp_path / "data" / "review.json").read_text())
     assert len(review) == 1 and review[0]["error"] is None
     lines = (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()
     audit = {json.loads(line)["id"]: json.loads(line) for line in lines}
     assert audit["crafter__seed1234/step0/plan"]["reason"] == "records where the agent acted"    # best borderline first
-    assert audit["crafter__seed1234/step2/log"]["verdict"] == "ineligible"      # uncredited: never reviewed
+    assert audit["crafter__seed1234/step2/log"]["fate"] == "ineligible"      # uncredited: never reviewed
 
 
 def test_an_unusable_review_reply_drops_the_batch_and_is_kept(tmp_path, scripted):
@@ -52,13 +52,13 @@ def test_an_unusable_review_reply_drops_the_batch_and_is_kept(tmp_path, scripted
 
     with pytest.raises(DatasetTooSmall, match="kept 0 examples"):     # every borderline decision dropped
         asyncio.run(run())
-    assert json.loads((tmp_path / "data" / "stats.json").read_text())["verdicts"]["reviewed_dropped"] == 3
+    assert json.loads((tmp_path / "data" / "stats.json").read_text())["fates"]["reviewed_dropped"] == 3
     review = json.loads((tmp_path / "data" / "review.json").read_text())
     assert review[0]["reply"] == "I think they are fine" and review[0]["error"].startswith("review reply unusable")
 
 
 def test_the_review_counts_its_calls_with_an_eta(tmp_path, scripted):
-    reply = json.dumps({"verdicts": [{"id": 0, "keep": True, "reason": "records where the agent acted"}]})
+    reply = json.dumps({"judgements": [{"id": 0, "keep": True, "reason": "records where the agent acted"}]})
     server = scripted([{"match": "review its memory decisions", "reply": reply}])
     write_episode(tmp_path / "batch", 1234)
     lines: list[str] = []

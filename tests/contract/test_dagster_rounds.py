@@ -13,8 +13,8 @@ from builders import metadata, mlflow_resource, round_resources, run_id_of, whol
 from dagster_round_rules import GAME_RULES, ROUND, RUN_CONFIG, meta_rules, winning_patch
 
 from automem_dagster.defs import defs
-from automem_dagster.defs.common.resources import MlflowResource
 from automem_dagster.defs.proficiency.sensors import new_champion_sensor
+from automem_dagster.defs.resources import MlflowResource
 from automem_dagster.defs.structure.assets import (
     champion_scaffold,
     scaffold_version,

@@ -8,8 +8,8 @@ from builders import endpoints_file
 from dvc_stages import WIN, StageProject, evaluated_revision
 
 from automem_dagster import cli
-from automem_dagster.loop.records import flat_decision
-from automem_dagster.loop.structure import load_decision
+from automem_dagster.loop.records import flat_verdict
+from automem_dagster.loop.structure import load_verdict
 
 
 def decide_args(outputs, *gate):
@@ -33,7 +33,7 @@ def test_the_decide_command_decides_the_pending_candidate_in_the_lineage_once(tm
     assert "the champion stays" in flat["reason"] and "2 seeds" in flat["detectable"]
     lineage = project.storage.load_lineage("crafter")
     assert lineage.record(1).decision == "inconclusive" and lineage.champion().version == 0
-    assert flat == json.loads(json.dumps(flat_decision(load_decision(project.storage, "crafter", 1), ("v1", "v0"))))
+    assert flat == json.loads(json.dumps(flat_verdict(load_verdict(project.storage, "crafter", 1), ("v1", "v0"))))
     rows = json.loads((outputs / "decide" / "progression.json").read_text())
     assert [r["agent"] for r in rows] == ["v0", "v1"]
     assert all(r["progression_low"] <= r["progression"] <= r["progression_high"] for r in rows)

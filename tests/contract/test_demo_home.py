@@ -45,3 +45,9 @@ def test_the_demo_leaves_a_clean_clone_clean(tmp_path, scripted):
     assert status == "", f"the demo changed the clone's versioned files:\n{status}"
     home = Storage.under(clone / "runs" / "demo")
     assert (home.lineage / "keydoor.json").exists() and (home.scaffolds / "keydoor" / "v1.yaml").exists()
+    # v0's headroom arm is v0's evaluation batch on the demo's seeds, so the structure round reused it as
+    # its champion's evaluation and played only the replay that measures the noise floor
+    evaluations = home.runs / "evaluations" / "keydoor-hall4-decoys2" / "v0"
+    assert sorted(p.name for p in evaluations.iterdir()) == ["steps10-seeds42-47-n6", "steps10-seeds42-47-n6-replay-v1"]
+    assert not (home.runs / "headroom" / "keydoor-hall4-decoys2" / "v0").exists()
+    assert (home.runs / "headroom" / "keydoor-hall4-decoys2" / "headroom.md").exists()

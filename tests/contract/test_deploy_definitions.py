@@ -21,7 +21,7 @@ def test_step_outputs_go_where_automem_io_base_says(tmp_path, monkeypatch, base)
     reached through the same fsspec interface as s3fs or gcsfs (filesystem_spec docs, "Implementations")."""
     from upath import UPath
 
-    from automem_dagster.defs.common.resources import IO_BASE_ENV, io_manager
+    from automem_dagster.defs.resources import IO_BASE_ENV, io_manager
 
     target = str(tmp_path / "shared-io") if base == "folder" else base
     monkeypatch.setenv(IO_BASE_ENV, target)

@@ -9,11 +9,11 @@ import shutil
 from builders import endpoints_file
 from dvc_stages import WIN, StageProject, register_pending, win_candidate
 
-from automem_dagster.loop.challenger import decide_challenger
-from automem_dagster.loop.records import flat_decision, round_champion_dir
+from automem_dagster.loop.challenger import judge_challenger
+from automem_dagster.loop.records import flat_verdict, round_champion_dir
 from automem_dagster.loop.seed_blocks import round_seeds
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import load_decision
+from automem_dagster.loop.structure import load_verdict
 from automem_dagster.metrics.paired import GatePolicy
 from automem_dagster.rollout.summary import load_summary
 
@@ -56,12 +56,12 @@ def test_a_dvc_round_resumes_the_pending_candidate_and_decides_as_the_cli_round(
     # Decided in the lineage and runs/decisions, as every round decides; the metrics file is that record.
     lineage = project.storage.load_lineage("crafter")
     assert lineage.record(1).decision == "kept" and lineage.champion().version == 1
-    record = load_decision(project.storage, "crafter", 1)
+    record = load_verdict(project.storage, "crafter", 1)
     assert record.keep and record.champion_before == 0 and record.champion_after == 1
     assert json.loads((outputs / "decide" / "structure.json").read_text()) == json.loads(json.dumps(
-        flat_decision(record, ("v1", "v0"))))
+        flat_verdict(record, ("v1", "v0"))))
 
-    # The CLI round's decision (Dagster's promotion calls decide_challenger) on the same two batches, in the
+    # The CLI round's decision (Dagster's promotion calls judge_challenger) on the same two batches, in the
     # twin project, decides the same.
     # The evaluate stage played the champion twice beside v1 and stored that A/A floor: the twin reads it too.
     assert {p.name for p in (outputs / "evaluate" / "candidate-champion").iterdir()} == \
@@ -71,7 +71,7 @@ def test_a_dvc_round_resumes_the_pending_candidate_and_decides_as_the_cli_round(
     monkeypatch.chdir(project.root)  # where the stages ran: the batches name their folders from there
     evaluated = outputs / "evaluate"
     batches = [load_summary(side) for side in (evaluated / "candidate", round_champion_dir(evaluated / "candidate-champion"))]
-    cli = decide_challenger("candidate", "crafter", 1, tuple(batches), twin, GatePolicy("higher_mean"))
+    cli = judge_challenger("candidate", "crafter", 1, tuple(batches), twin, GatePolicy("higher_mean"))
     assert said(cli) == said(record)
     cli_lineage = twin.load_lineage("crafter")
     assert cli_lineage.record(1) == lineage.record(1) and cli_lineage.champion().version == 1

@@ -108,7 +108,7 @@ def _project(tmp_path: Path) -> Path:
 PROBE = textwrap.dedent("""
     import json, sys
     from automem_dagster.cli import main
-    from automem_dagster.defs.common.partitions import game_of, game_partitions
+    from automem_dagster.defs.execution.partitions import game_of, game_partitions
     from automem_dagster.games import env_ref, families
     rollout, revise = json.loads(sys.argv[1])
     assert main(rollout) == 0 and main(revise) == 0

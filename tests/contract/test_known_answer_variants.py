@@ -23,7 +23,8 @@ from automem_dagster.llm.rule_actor import RuleActor
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.settings import ProficiencyConfig
 from automem_dagster.meta.curate import curate
-from automem_dagster.rollout.runner import RolloutSpec, run_batch
+from automem_dagster.rollout.batch_spec import RolloutSpec
+from automem_dagster.rollout.runner import run_batch
 from automem_dagster.scaffold import load_scaffold_file
 from automem_dagster.standins.seeded_server import seeded_server
 
@@ -119,7 +120,7 @@ def test_a_read_that_avoids_an_error(seeded, tmp_path):
     assert figures["precision"] >= 0.9 and figures["harmful_kept"] == 0
     reads = [d for d in decisions_of(out).values() if (d["episode"], d["step"], d["phase"]) in useful
              and d["phase"] == "plan"]
-    assert reads and all(d["verdict"] in ("accepted", "duplicate") for d in reads)
+    assert reads and all(d["fate"] in ("accepted", "duplicate") for d in reads)
     assert all(d["replayed"]["gain"] == 0 and d["replayed"]["errors_avoided"] > 0 for d in reads)
 
 
@@ -146,4 +147,4 @@ def test_a_note_read_beyond_the_score_window(seeded, tmp_path):
     window = ProficiencyConfig().curation.score_window
     far = [d for key, d in decisions_of(out).items() if key in useful and d["phase"] == "log"]
     assert far and all(d["score"]["last_read"] - d["step"] > window for d in far)
-    assert all(d["verdict"] == "accepted" and d["replayed"]["window"] > window for d in far)
+    assert all(d["fate"] == "accepted" and d["replayed"]["window"] > window for d in far)

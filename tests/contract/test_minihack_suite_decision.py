@@ -7,7 +7,7 @@ import json
 from builders import cli_storage, endpoints_file
 
 from automem_dagster import cli
-from automem_dagster.loop.structure import load_decision
+from automem_dagster.loop.structure import load_verdict
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold import content_hash, load_scaffold, save_scaffold
 
@@ -31,7 +31,7 @@ def test_a_suite_evaluation_of_two_tasks_by_two_seeds_decides_on_four_pairs(scri
     assert cli.main(["decide", "--role", "candidate", "--challenger", str(batches["v1"]), "--champion", str(batches["v0"]),
                      "--record", str(tmp_path / "decision.json"), "--progression", str(tmp_path / "progression.json"),
                      "--behaviour", str(tmp_path / "behaviour.json")]) == 0
-    record = load_decision(storage, SUITE, 1)
+    record = load_verdict(storage, SUITE, 1)
     assert record.comparison["n"] == 4 and record.outcome == "inconclusive"
     batch = batches["v1"]
     headers = [read_trajectory(path) for path in finished_episodes(batch)]

@@ -13,7 +13,7 @@ from automem_dagster import cli
 from automem_dagster.loop.evaluation import champion_arms, evaluation_spec, stored_noise
 from automem_dagster.loop.noise import differing_seeds, load_noise, measure_noise
 from automem_dagster.loop.settings import StructureConfig
-from automem_dagster.loop.structure import load_decision
+from automem_dagster.loop.structure import load_verdict
 from automem_dagster.options import Budget
 from automem_dagster.rollout.summary import summarize_batch
 from automem_dagster.rollout.trajectory import finished_episodes
@@ -95,7 +95,7 @@ def decide_candidate(storage, endpoints: Path, capsys) -> None:
 
 def test_the_first_decision_without_a_floor_replays_the_champion_and_measures_it(storage, scripted, tmp_path, capsys):
     decide_candidate(storage, endpoints_of(scripted(EAST), tmp_path), capsys)
-    record = load_decision(storage, "crafter", 1)
+    record = load_verdict(storage, "crafter", 1)
     assert record.noise["floor"] == 0.0 and record.noise["bit_identical"]      # measured by this round
     first = evaluation_spec(SETTINGS, load_scaffold("crafter", 0, storage.scaffolds), storage)
     assert stored_noise(first, storage).replay_batch == f"{first.out_dir}-replay-v1"
@@ -107,7 +107,7 @@ def test_a_decision_quotes_the_stored_floor_and_says_the_champion_batch_was_reus
     endpoints = endpoints_of(scripted(EAST), tmp_path)
     noise(endpoints, capsys)
     decide_candidate(storage, endpoints, capsys)
-    record = load_decision(storage, "crafter", 1)
+    record = load_verdict(storage, "crafter", 1)
     assert record.noise["floor"] == 0.0 and record.noise["bit_identical"]
     assert "noise floor 0.00 points (one A/A pair, bootstrap over its 2 seeds, bit-identical replays)" in record.reason
     assert "batch reused: this identity's A/A replays were bit-identical" in record.noise["champion_play"]

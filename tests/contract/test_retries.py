@@ -15,7 +15,7 @@ import pytest
 from builders import endpoints_file, scripted_client, with_routine
 
 from automem_dagster.cli import main as cli_main
-from automem_dagster.defs.common.metadata import retries_table
+from automem_dagster.defs.metadata.tables import retries_table
 from automem_dagster.llm.client import EndpointError, LLMClient
 from automem_dagster.rollout import load_summary, read_trajectory
 from automem_dagster.scaffold import scaffold_yaml

@@ -16,9 +16,10 @@ from builders import mlflow_resource, round_resources
 from dagster_round_rules import GAME_RULES, RUN_CONFIG, meta_rules, winning_patch
 
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.resources import StorageResource
+from automem_dagster.defs.plans.values import Evaluation
 from automem_dagster.defs.proficiency.assets import training_rollouts
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.defs.resources import StorageResource
 from automem_dagster.defs.structure.assets import candidate_evaluation, diagnosis, rollout_batch, scaffold_candidate
 from automem_dagster.llm.config import load_endpoints
 from automem_dagster.llm.session import connect
@@ -68,18 +69,18 @@ def test_a_sharded_evaluation_merges_into_the_one_process_evaluation(tmp_path, s
     assert _shard_steps(result, "candidate_evaluation") == ["candidate_0", "candidate_1", "champion_0", "champion_1",
                                                             "champion_replay_0", "champion_replay_1"]
     value = result.output_for_node("candidate_evaluation")
-    assert value["outcome"] == "evaluated" and len(value["seeds"]) == 3
+    assert isinstance(value, Evaluation) and len(value.plan.seeds) == 3
 
     clean = _clean_copy(tmp_path, storage)
     store = clean.storage()
-    candidate, champion = (load_scaffold("crafter", v, store.scaffolds) for v in (value["candidate"], value["champion"]))
+    candidate, champion = (load_scaffold("crafter", v, store.scaffolds) for v in (value.plan.challenger, value.plan.champion))
     specs = [evaluation_spec(evaluation.for_game("crafter"), scaffold, store) for scaffold in (candidate, champion)]
     whole = [_one_process(resources, tmp_path, lambda clients, spec=spec: run_batch(spec, clients)) for spec in specs]
     # the champion was replayed beside the candidate; bit-identical (scripted), so its first play is the batch
-    assert Path(value["champion_batch"] + "-replay-v1", "batch.json").exists()
-    assert [batch_content(value[f"{arm}_batch"]) for arm in ("candidate", "champion")] == \
+    assert Path(value.champion_batch + "-replay-v1", "batch.json").exists()
+    assert [batch_content(batch) for batch in (value.challenger_batch, value.champion_batch)] == \
         [batch_content(batch.out_dir) for batch in whole]
-    assert value["per_seed"]["candidate"] != value["per_seed"]["champion"]  # two different batches, each merged
+    assert value.scores["per_seed"]["candidate"] != value.scores["per_seed"]["champion"]  # two different batches, each merged
 
 
 def test_sharded_training_rollouts_merge_into_the_one_process_batch(tmp_path, storage, scripted):

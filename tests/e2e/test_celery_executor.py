@@ -24,8 +24,8 @@ from batch_content import batch_content
 from celery_cluster import PATHS_ENV, celery_rollout_job_handle, started_cluster
 from sharded_rollouts import EPISODES, KILLED, RULES, STEPS, kill_first_shard_mid_episode, rollout_endpoints
 
-from automem_dagster.defs.common.celery import celery_config, visibility_timeout
-from automem_dagster.defs.common.resources import StorageResource
+from automem_dagster.defs.execution.celery import celery_config, visibility_timeout
+from automem_dagster.defs.resources import StorageResource
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect

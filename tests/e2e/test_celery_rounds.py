@@ -30,7 +30,7 @@ from sharded_rollouts import recorded_steps
 
 from automem_dagster import cli
 from automem_dagster.commands import shared
-from automem_dagster.defs.common.shards import GAME_ENDPOINT_POOL, PLAYED_IN
+from automem_dagster.defs.execution.shards import GAME_ENDPOINT_POOL, PLAYED_IN
 from automem_dagster.loop.storage import Storage
 from automem_dagster.paths import PROJECT_ROOT, SCAFFOLDS
 from automem_dagster.rollout.shards import shard_dir

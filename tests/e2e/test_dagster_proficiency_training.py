@@ -48,7 +48,7 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     assert dataset["outcome"] == "curated" and dataset["examples"] >= 6 and len(dataset["dataset_version"]) == 16
     # The scripted game only plays `do`, which rarely changes anything, so the agent skips most LOG turns
     # (nothing new to record): the dataset's examples come from the PLAN phase.
-    assert "| reviewed_kept |" in dataset["verdicts"] and "| plan |" in dataset["examples_by_phase"]
+    assert "| reviewed_kept |" in dataset["fates"] and "| plan |" in dataset["examples_by_phase"]
     assert dataset["excluded_episodes"] == "none"
     config = metadata(result, "lora_config")
     assert config["source"] == "meta-LLM" and '"rank": 8' in config["settings"] and config["attempts"] == "1. valid"
@@ -123,12 +123,12 @@ def test_a_round_trains_a_specialist_that_the_promotion_keeps(tmp_path, storage,
     # No floor is stored for a1's agent yet, so this round plays it again beside a2 (the shard above): the
     # stand-in keys its cycling LOG notes (NOTES) by the request's seed, so the replay is bit-identical to
     # a1's batch, the A/A says so, and the decision pairs a2 with that batch.
-    assert value["adapter"] == "a2" and value["champion_batch"].endswith("-specialist-a1")
-    assert load_noise(storage.storage(), load_summary(Path(value["champion_batch"]))).bit_identical
-    memory = {arm: read_manifest(Path(value[f"{arm}_batch"]))["identity"]["roles"]["memory"]["model"]
-              for arm in ("specialist", "champion")}
+    assert value.plan.challenger == "a2" and value.champion_batch.endswith("-specialist-a1")
+    assert load_noise(storage.storage(), load_summary(Path(value.champion_batch))).bit_identical
+    memory = {arm: read_manifest(Path(batch))["identity"]["roles"]["memory"]["model"]
+              for arm, batch in (("specialist", value.challenger_batch), ("champion", value.champion_batch))}
     assert "a2" in memory["specialist"] and "a1" in memory["champion"]
-    assert value["per_seed"]["specialist"] == value["per_seed"]["champion"]
+    assert value.scores["per_seed"]["specialist"] == value.scores["per_seed"]["champion"]
     settled = dg.materialize(ROUND, partition_key="crafter", resources=res, instance=instance,
                              selection=[champion_specialist])
     assert metadata(settled, "champion_specialist")["decision"] != "kept"

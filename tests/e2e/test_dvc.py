@@ -47,7 +47,7 @@ DIAGNOSIS = {"summary": "The agent notes trees but never acts on them.", "findin
      "proposed_change": "warn when the same action repeats"}]}
 PATCH = {"signals": {"stuck": {"enabled": True, "repeats": 2}},
          "rationale": "Finding 1: the agent repeats itself; a stuck warning after two repeats tells it so."}
-KEEP_ALL = {"verdicts": [{"id": i, "keep": True, "reason": "records and reads a resource location"} for i in range(8)]}
+KEEP_ALL = {"judgements": [{"id": i, "keep": True, "reason": "records and reads a resource location"} for i in range(8)]}
 LORA = {"reasoning": "a tiny dataset: low rank, one epoch", "settings": {
     "rank": 8, "alpha": 16, "dropout": 0.0, "learning_rate": 0.0005, "epochs": 1, "batch_size": 2,
     "target_modules": ["q_proj", "v_proj"], "max_length": 1024}}

@@ -18,7 +18,7 @@ import yaml
 from batch_content import batch_content
 from sharded_rollouts import ENV, EPISODES, KILLED, RULES, STEPS, TESTS, kill_first_shard_mid_episode, rollout_endpoints
 
-from automem_dagster.defs.common.resources import StorageResource
+from automem_dagster.defs.resources import StorageResource
 from automem_dagster.llm import EndpointConfig
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import connect

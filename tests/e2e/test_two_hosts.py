@@ -35,7 +35,7 @@ from builders import endpoints_file
 from celery_round_records import IDLE_SLOWLY, decision, merged_batches, resumes
 from sharded_rollouts import recorded_steps
 
-from automem_dagster.defs.common.shards import PLAYED_IN
+from automem_dagster.defs.execution.shards import PLAYED_IN
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server, pytest.mark.ci_required]
 

@@ -40,7 +40,7 @@ from automem_dagster.commands import shared
 from automem_dagster.commands.proficiency import proficiency_round
 from automem_dagster.commands.structure import structure_round
 from automem_dagster.defs import defs
-from automem_dagster.defs.common.partitions import game_partitions
+from automem_dagster.defs.execution.partitions import game_partitions
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.defs.proficiency.sensors import specialist_gate_sensor
 from automem_dagster.llm.process import free_port
@@ -92,8 +92,8 @@ def demo_rounds(tmp_path, storage, scripted, specialist_vllm, tracker: Tracker) 
     # 8-step rollouts with a 2-step window, as tests/e2e/test_dagster_proficiency_training.py plays them: the routine's
     # first note (step 5) and the read that shows it are what curation credits. Its 2-seed evaluation
     # decides under higher_mean (the default gate calls 2 seeds inconclusive). No counterfactual replay, so
-    # the unmeasured decisions train by request (keep_unmeasured): the pages are tested here, and a replayed
-    # verdict could drop the 6 examples the round trains on.
+    # the unmeasured decisions train by request (keep_unmeasured): the pages are tested here, and the replay
+    # could drop the 6 examples the round trains on.
     settings = ProficiencyConfig(budget={"rollout_episodes": 4, "rollout_max_steps": 8, "eval_max_steps": 8},
                                  curation={"score_window": 2, "min_examples": 6, "max_review_batches": 4,
                                            "replay": {"decisions": 0}, "keep_unmeasured": True},

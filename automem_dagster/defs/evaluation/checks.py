@@ -2,7 +2,7 @@
 
 from functools import partial
 
-from automem_dagster.defs.common.challenger import CANDIDATE, gate_check, gate_result
+from automem_dagster.defs.plans.challenger import CANDIDATE, gate_check, gate_result
 from automem_dagster.defs.structure.assets import ASSETS
 
 evaluation_gate = gate_check(

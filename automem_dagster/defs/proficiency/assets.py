@@ -1,25 +1,26 @@
 """The proficiency loop's assets, built from its plan (``loop/round_plan.PROFICIENCY_ROUND``) by
-``defs/common/plan_assets.py``; this module holds each step's body: the stage it runs and what it shows.
+``defs/plans/assets.py``; this module holds each step's body: the stage it runs and what it shows.
 
 ``training_rollouts`` -> ``sft_dataset`` -> ``lora_config`` -> ``lora_adapter`` ->
 ``specialist_evaluation`` (with the ``specialist_gate`` check) -> ``champion_specialist``.
-Values passed between them are paths and small dicts; everything else is read back from the
-files the stages wrote. An adapter trained but not yet decided is resumed: the next round
+Values passed between them are folders and the typed values of ``plans/values.py``; everything else
+is read back from the files the stages wrote. An adapter trained but not yet decided is resumed: the next round
 skips rollouts, curation and configuration and evaluates it instead of training another.
 """
 
 import json
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from automem_dagster.defs.common.challenger import SPECIALIST, evaluated, log_run_links, promote
-from automem_dagster.defs.common.partitions import game_of
-from automem_dagster.defs.common.plan_assets import Batch, Body, Loop, plan_assets
-from automem_dagster.defs.common.proficiency_metadata import (
+# specialist_evaluation sits in the evaluation group beside candidate_evaluation: both play a
+# challenger against the champion in service on the fixed seeds.
+from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
+from automem_dagster.defs.execution.partitions import game_of
+from automem_dagster.defs.execution.shards import Arm, Connection, merge_arms, shard_outputs, skipped_plan
+from automem_dagster.defs.metadata.proficiency import (
     adapter_metadata,
     curation_metadata,
     dataset_metadata,
@@ -27,14 +28,23 @@ from automem_dagster.defs.common.proficiency_metadata import (
     specialist_decision_metadata,
     specialist_evaluation_metadata,
 )
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.shards import Arm, Connection, merge_arms, resumed, shard_outputs, skipped_plan
-from automem_dagster.defs.common.versions import versioned_output
-
-# specialist_evaluation sits in the evaluation group beside candidate_evaluation: both play a
-# challenger against the champion in service on the fixed seeds.
-from automem_dagster.defs.evaluation.assets import GROUP as EVALUATION_GROUP
+from automem_dagster.defs.plans.assets import Batch, Body, Loop, plan_assets
+from automem_dagster.defs.plans.challenger import SPECIALIST, evaluated, log_run_links, promote
+from automem_dagster.defs.plans.values import (
+    Adapter,
+    Dataset,
+    Evaluation,
+    EvaluationPlan,
+    LoraFile,
+    PlayPlan,
+    Promotion,
+    Resumed,
+    Shard,
+    resumed,
+)
+from automem_dagster.defs.plans.versions import versioned_output
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
+from automem_dagster.defs.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import META_ONLY
 from automem_dagster.loop.evaluation import champion_arms, champion_plan, round_champion
@@ -85,36 +95,36 @@ def training_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, sto
     (``start_proficiency_round``) and splits the training seeds into shards.
 
     Skipped while an earlier round's adapter still waits for its decision (the value is then
-    ``{"resumes": {"adapter": id}}``, which the later steps pass on): this round
+    ``Resumed`` with the pending adapter, which the later steps pass on): this round
     then evaluates that adapter instead of training a new one."""
     settings = config.for_game(game_of(context.partition_key))
     store = storage.storage()
     start = start_proficiency_round(settings, store)
     if start.resumes:
-        yield from skipped_plan(context, f"adapter {start.pending.id} of an earlier round is pending: this round "
-                                         "evaluates it, no new rollouts", {"adapter": start.pending.id})
+        yield from skipped_plan(context, Resumed(f"adapter {start.pending.id} of an earlier round is pending: this "
+                                                 "round evaluates it, no new rollouts", start.pending))
         return
     champion, seeds = start.scaffold, start.seeds
     serving = in_service(store, settings.family)
     agent = f"the two-model agent with specialist {serving.id}" if serving else "the one-model agent"
     context.log.info(f"champion v{champion.version} played by {agent} (in service) on training seeds {seeds}, "
                      f"{settings.budget.rollout_max_steps} steps each, {config.sharding()}")
-    yield dg.Output({"version": champion.version, "seeds": seeds}, "plan")
+    yield dg.Output(PlayPlan(champion.version, tuple(seeds)), "plan")
     spec = training_rollout_spec(settings, champion, seeds, store)
     yield from shard_outputs([Arm("training", spec, one_model=serving is None)], config,
-                             {"champion_adapter": serving.id if serving else None})
+                             champion_adapter=serving.id if serving else None)
 
 
-def service_connection(shard: dict, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
+def service_connection(shard: Shard, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
     """The agent in service: the two-model agent with its specialist (``adapter_connection``) once one
     was kept, else the endpoints file as it is (the one-model agent), connected as the structure round
     connects it, so its batches are the structure round's (same identity) and never carry a pending
     adapter: under the rule actor (``actor: rules``) the one-model agent keeps its memory client, which
     on a server started with the new adapter would serve that adapter."""
-    if not shard.get("champion_adapter"):
+    if not shard.champion_adapter:
         return Connection()
-    return adapter_connection(registry(store, shard["spec"]["family"]).record(shard["champion_adapter"]), endpoints,
-                              shard["spec"]["family"])
+    family = shard.spec["family"]
+    return adapter_connection(registry(store, family).record(shard.champion_adapter), endpoints, family)
 
 
 def sft_dataset_body(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
@@ -157,12 +167,12 @@ def sft_dataset_body(context: dg.AssetExecutionContext, config: ProficiencyConfi
     context.log.info(f"{data.examples} examples from {stats['kept_decisions']} decisions, version "
                      f"{stats['dataset_hash']}: {data.out_dir}")
     (Path(data.out_dir) / TOO_SMALL).unlink(missing_ok=True)
-    yield versioned_output({"dataset_dir": data.out_dir, "scaffold_version": version},
+    yield versioned_output(Dataset(str(data.out_dir), version),
                             dataset_metadata(stats, Path(data.out_dir), version), dg.DataVersion(stats["dataset_hash"]))
 
 
 def lora_config_body(context: dg.AssetExecutionContext, config: ProficiencyConfig, endpoints: LLMEndpointsResource,
-                storage: StorageResource, sft_dataset: dict) -> dg.Output:
+                storage: StorageResource, sft_dataset: Any) -> dg.Output:
     """The LoRA configuration of the training: the settings given in the run config, else the
     meta-LLM's recommendation from the dataset's statistics, validated against the bounds (no
     usable reply: the AutoMem paper's defaults scaled to the base, and the record says so). Saved as
@@ -172,17 +182,17 @@ def lora_config_body(context: dg.AssetExecutionContext, config: ProficiencyConfi
         return dg.Output(sft_dataset, metadata={"outcome": "skipped"})
     settings = with_training_base(config.for_game(game_of(context.partition_key)), endpoints.config())
     store = storage.storage()
-    data = curated(sft_dataset["dataset_dir"])
+    data = curated(sft_dataset.dataset_dir)
     limit = serving_rank_limit(endpoints.config())
     choice = endpoints.run(lambda clients: lora_config_stage(data, settings, clients.meta, max_rank=limit),
                            store.runs / "logs", roles=META_ONLY)
     path = Path(data.out_dir) / "lora_config.json"
     context.log.info(f"{choice.source} settings: {choice.settings.model_dump_json()}")
-    return dg.Output({**sft_dataset, "lora_config": str(path)}, metadata=lora_config_metadata(choice, path))
+    return dg.Output(LoraFile(sft_dataset, str(path)), metadata=lora_config_metadata(choice, path))
 
 
 def lora_adapter_body(context: dg.AssetExecutionContext, config: ProficiencyConfig, storage: StorageResource,
-                 mlflow: MlflowResource, endpoints: LLMEndpointsResource, lora_config: dict) -> dg.Output:
+                 mlflow: MlflowResource, endpoints: LLMEndpointsResource, lora_config: Any) -> dg.Output:
     """The memory specialist: a LoRA adapter trained on the dataset (completion-only loss, held-out
     validation by episode, checkpoints a rerun resumes from), exported as GGUF for the embedded
     server and registered as pending in ``assets/specialists/<family>.json``. Logged to MLflow with
@@ -196,13 +206,13 @@ def lora_adapter_body(context: dg.AssetExecutionContext, config: ProficiencyConf
     pending = resumed(lora_config)
     if pending is not None:
         outcome = "resumed"
-        record = registry(store, family).record(pending["adapter"])
+        record = registry(store, family).record(pending.id)
         context.log.info(f"resuming pending adapter {record.id} (an earlier round stopped before its decision)")
     else:
         outcome = "trained"
-        data = curated(lora_config["dataset_dir"])
-        choice = LoraChoice.load(Path(lora_config["lora_config"]))
-        scaffold = load_scaffold(family, lora_config["scaffold_version"], store.scaffolds)
+        data = curated(lora_config.dataset.dataset_dir)
+        choice = LoraChoice.load(Path(lora_config.config_file))
+        scaffold = load_scaffold(family, lora_config.dataset.scaffold_version, store.scaffolds)
         cap = settings.training.max_train_steps
         steps = f"at most {cap} steps" if cap else f"{choice.settings.epochs} epochs"
         context.log.info(f"training on {data.examples} examples ({settings.training.base}, {steps})")
@@ -214,12 +224,11 @@ def lora_adapter_body(context: dg.AssetExecutionContext, config: ProficiencyConf
     if run is not None:
         context.log.info(f"MLflow training run: {run.url}")
     report = RoundReport({"training": run} if run else {}, {"losses": plot})
-    return dg.Output({"game": game, "adapter": record.id, "outcome": outcome, "loss_plot": str(plot),
-                      "report": report.to_json()}, metadata=metadata)
+    return dg.Output(Adapter(game, record.id, outcome, str(plot), report), metadata=metadata)
 
 
 def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, storage: StorageResource,
-                    lora_adapter: dict):
+                    lora_adapter: Adapter):
     """The two-model agent (the specialist does the memory operations, the frozen game model picks
     the actions) against the agent in service (``loop.proficiency.in_service``: the specialist kept last,
     else the one-model agent), the same scaffold, on the same fixed evaluation seeds (paired), the
@@ -230,31 +239,30 @@ def specialist_plan(context: dg.OpExecutionContext, config: ProficiencyConfig, s
     ``specialist_gate`` check previews it and ``champion_specialist`` takes it."""
     settings = config.for_game(game_of(context.partition_key))
     store = storage.storage()
-    record = registry(store, settings.family).record(lora_adapter["adapter"])
+    record = registry(store, settings.family).record(lora_adapter.adapter)
     scaffold = load_scaffold(settings.family, record.scaffold_version, store.scaffolds)
     specialist, champion = specialist_evaluation_specs(settings, scaffold, record, store)
     serving = in_service(store, settings.family)
     against = f"specialist {serving.id} in service" if serving else "the one-model agent in service"
     context.log.info(f"specialist {record.id} + frozen game model vs {against}, scaffold v{scaffold.version}, on "
                      f"seeds {specialist.seeds}, {specialist.max_steps} steps each, {config.sharding()} each")
-    yield dg.Output({"game": settings.game, "outcome": "evaluated", "adapter": record.id,
-                     "scaffold_version": scaffold.version, "seeds": specialist.seeds,
-                     "eval_max_steps": specialist.max_steps, "loss_plot": lora_adapter.get("loss_plot"),
-                     "gate": settings.gate.policy()}, "plan")
+    yield dg.Output(EvaluationPlan(settings.game, record.id, tuple(specialist.seeds), specialist.max_steps,
+                                   settings.gate.policy(), scaffold_version=scaffold.version,
+                                   loss_plot=lora_adapter.loss_plot), "plan")
     champions = champion_arms(champion, f"specialist-{record.id}", store)
     context.log.info(champion_plan(champions))
     yield from shard_outputs([Arm("specialist", specialist),
                               *(Arm(name, spec, one_model=serving is None) for name, spec in champions.items())],
-                             config, {"adapter": record.id, "champion_adapter": serving.id if serving else None})
+                             config, adapter=record.id, champion_adapter=serving.id if serving else None)
 
 
-def specialist_connection(shard: dict, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
+def specialist_connection(shard: Shard, endpoints: LLMEndpointsResource, store: Storage) -> Connection:
     """The new adapter's arm connects as the two-model agent with it; the champion's arms as the agent in
     service (``service_connection``)."""
-    if shard["arm"] != "specialist":
+    if shard.arm != "specialist":
         return service_connection(shard, endpoints, store)
-    family = shard["spec"]["family"]
-    return adapter_connection(registry(store, family).record(shard["adapter"]), endpoints, family)
+    family = shard.spec["family"]
+    return adapter_connection(registry(store, family).record(shard.adapter), endpoints, family)
 
 
 def adapter_connection(record: AdapterRecord, endpoints: LLMEndpointsResource, family: str) -> Connection:
@@ -266,14 +274,14 @@ def adapter_connection(record: AdapterRecord, endpoints: LLMEndpointsResource, f
                       check=lambda clients: check_specialist_served(clients.memory, family, record))
 
 
-def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict,
-                     played: list[dict]) -> dg.Output:
+def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, plan: EvaluationPlan,
+                     played: list[Shard]) -> dg.Output:
     """Both batches merged from their shards, paired, with behaviour metrics."""
     store = storage.storage()
     batches, described = merge_arms(store, played)
     spec, champ = batches["specialist"], round_champion(batches, store)
-    game, adapter = plan["game"], plan["adapter"]
-    metadata = specialist_evaluation_metadata(game, adapter, plan["scaffold_version"], spec, champ,
+    game, adapter = plan.game, plan.challenger
+    metadata = specialist_evaluation_metadata(game, adapter, plan.scaffold_version, spec, champ,
                                               report_dir(store, game) / f"{adapter}_behaviour.png", described)
     context.log.info(f"specialist {adapter} {spec.progression} vs the agent in service {champ.progression}: "
                      f"{metadata['paired_difference']}")
@@ -281,7 +289,7 @@ def specialist_merge(context: dg.OpExecutionContext, storage: StorageResource, p
 
 
 def champion_specialist_body(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
-                        specialist_evaluation: dict) -> dg.Output:
+                        specialist_evaluation: Evaluation) -> dg.Output:
     """The specialist in service after the round's gate on the evaluation: the adapter is kept only
     when the gate (``metrics.paired``) keeps the two-model agent against the agent in service;
     rolled back and inconclusive leave the specialist in service. This is the only place the specialist pointer moves. Logs both
@@ -292,14 +300,13 @@ def champion_specialist_body(context: dg.AssetExecutionContext, storage: Storage
     decision, specialist, champion, tracker = promote(context, SPECIALIST, specialist_evaluation, store,
                                                       mlflow)
     record = registry(store, game_family(game)).record(decision.challenger)
-    loss_plot = specialist_evaluation.get("loss_plot")
+    loss_plot = specialist_evaluation.plan.loss_plot
     extra = [Path(loss_plot)] if loss_plot and Path(loss_plot).exists() else []
-    report = report_specialist(game, record, decision, specialist, champion, specialist_evaluation["endpoints"], store,
-                               tracker, specialist_evaluation["eval_max_steps"], extra)
+    report = report_specialist(game, record, decision, specialist, champion, specialist_evaluation.endpoints, store,
+                               tracker, specialist_evaluation.plan.eval_max_steps, extra)
     metadata = specialist_decision_metadata(game, decision, report.runs, report.plots)
     log_run_links(context, report.runs)
-    return dg.Output({**asdict(decision), "decision": metadata["decision"], "report": report.to_json()},
-                     metadata=metadata)
+    return dg.Output(Promotion(game, decision, report), metadata=metadata)
 
 
 BODIES = {

@@ -2,7 +2,7 @@
 
 from functools import partial
 
-from automem_dagster.defs.common.challenger import SPECIALIST, gate_check, gate_result
+from automem_dagster.defs.plans.challenger import SPECIALIST, gate_check, gate_result
 from automem_dagster.defs.proficiency.assets import ASSETS
 
 specialist_gate = gate_check(

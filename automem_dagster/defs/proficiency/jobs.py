@@ -3,7 +3,7 @@ whole round in one run."""
 
 from __future__ import annotations
 
-from automem_dagster.defs.common.challenger import promotion_job, round_job
+from automem_dagster.defs.plans.challenger import promotion_job, round_job
 from automem_dagster.defs.proficiency.config import ProficiencyConfig
 from automem_dagster.loop.round_plan import PROFICIENCY_ROUND
 

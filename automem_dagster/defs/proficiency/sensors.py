@@ -2,13 +2,13 @@
 scaffold -> a proficiency round on it.
 
 Each reads every new materialization of its asset (``specialist_evaluation``, ``champion_scaffold``)
-since its cursor, in order (``defs/common/sensors.py``), so materializations of several games between
+since its cursor, in order (``defs/plans/sensors.py``), so materializations of several games between
 two ticks each get their run, and the run key (the materialization's storage id) starts one run only.
 """
 
 import dagster as dg
 
-from automem_dagster.defs.common.sensors import after_new_champion, gate_sensor, metadata_text
+from automem_dagster.defs.plans.sensors import after_new_champion, gate_sensor, metadata_text
 from automem_dagster.defs.proficiency.jobs import proficiency_round_job, promote_specialist_job
 from automem_dagster.loop.round_plan import PROFICIENCY_ROUND
 

@@ -1,44 +1,52 @@
 """The structure loop's assets, built from its plan (``loop/round_plan.STRUCTURE_ROUND``) by
-``defs/common/plan_assets.py``; this module holds each step's body: the stage it runs and what it shows.
+``defs/plans/assets.py``; this module holds each step's body: the stage it runs and what it shows.
 
 ``rollout_batch`` -> ``diagnosis`` -> ``scaffold_candidate`` -> ``candidate_evaluation`` (its body in
-the evaluation domain) -> ``champion_scaffold``. Values passed between them are paths and small dicts;
-everything else is read back from the files the stages wrote. ``scaffold_version`` stands beside the
-chain, no step of the plan: one partition per version, for looking at a version's YAML and fate.
+the evaluation domain) -> ``champion_scaffold``. Values passed between them are folders and the typed
+values of ``plans/values.py``; everything else is read back from the files the stages wrote.
+``scaffold_version`` stands beside the chain, no step of the plan: one partition per version, for
+looking at a version's YAML and fate.
 """
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from automem_dagster.defs.common.challenger import CANDIDATE, log_run_links, promote
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.long_values import long_text
-from automem_dagster.defs.common.metadata import (
+from automem_dagster.defs.evaluation.assets import CANDIDATE_EVALUATION
+from automem_dagster.defs.execution.partitions import (
+    ensure_version_partition,
+    game_of,
+    parse_version_key,
+    scaffold_versions,
+)
+from automem_dagster.defs.execution.shards import Arm, shard_outputs, skipped_plan
+from automem_dagster.defs.metadata.long_values import long_text
+from automem_dagster.defs.metadata.structure import (
     decision_metadata,
     diagnosis_metadata,
     no_decision_metadata,
     revision_metadata,
     scaffold_version_metadata,
 )
-from automem_dagster.defs.common.partitions import (
-    ensure_version_partition,
-    game_of,
-    parse_version_key,
-    scaffold_versions,
+from automem_dagster.defs.plans.assets import Batch, Body, Loop, plan_assets
+from automem_dagster.defs.plans.challenger import CANDIDATE, log_run_links, promote
+from automem_dagster.defs.plans.values import (
+    Candidate,
+    NotEvaluated,
+    PlayPlan,
+    Promotion,
+    Resumed,
+    resumed,
 )
-from automem_dagster.defs.common.plan_assets import Batch, Body, Loop, plan_assets
-from automem_dagster.defs.common.resources import LLMEndpointsResource, MlflowResource, StorageResource
-from automem_dagster.defs.common.shards import Arm, resumed, shard_outputs, skipped_plan
-from automem_dagster.defs.common.versions import (
+from automem_dagster.defs.plans.versions import (
     champion_data_version,
     record_scaffold_versions,
     scaffold_data_version,
     versioned_output,
 )
-from automem_dagster.defs.evaluation.assets import CANDIDATE_EVALUATION
+from automem_dagster.defs.resources import LLMEndpointsResource, MlflowResource, StorageResource
 from automem_dagster.games import game_family
 from automem_dagster.llm.session import META_ONLY
 from automem_dagster.loop.report import report_round
@@ -63,7 +71,7 @@ def scaffold_version(context: dg.AssetExecutionContext, storage: StorageResource
     """One scaffold version (partition ``<family>-v<N>``): its YAML, content hash (its data version),
     parent, and what the lineage decided about it. Every version that exists is a partition, whatever
     made it: the round's assets and the CLI record each version when it is made and when it is decided
-    (``defs/common/versions.py``); materializing a partition here shows it as it is now."""
+    (``defs/plans/versions.py``); materializing a partition here shows it as it is now."""
     family, version = parse_version_key(context.partition_key)
     store = storage.storage()
     metadata = scaffold_version_metadata(store, family, version)
@@ -78,7 +86,7 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
     (``start_round``) and splits the champion's training seeds into shards.
 
     Skipped while an earlier round's candidate still waits for its decision (the value is then
-    ``{"resumes": {"candidate": N, ...}}``, which the later steps pass on): this round
+    ``Resumed`` with the pending candidate, which the later steps pass on): this round
     then finishes that candidate instead of making a new one."""
     settings = config.for_game(game_of(context.partition_key))
     store = storage.storage()
@@ -87,16 +95,14 @@ def rollout_plan(context: dg.OpExecutionContext, config: RoundConfig, storage: S
     record_scaffold_versions(context.instance, store, settings.family, [champion.version], only_new=True)
     if start.resumes:
         pending = start.pending
-        yield from skipped_plan(context, f"candidate v{pending.version} of an earlier round is pending: this "
-                                         "round resumes it, no new rollouts", {
-            "candidate": pending.version, "parent": champion.version,
-            "diagnosis_dir": str(pending.diagnosis_dir) if pending.diagnosis_dir else None,
-            "revision_dir": str(pending.revision_dir) if pending.revision_dir else None})
+        yield from skipped_plan(context, Resumed(
+            f"candidate v{pending.version} of an earlier round is pending: this round resumes it, no new rollouts",
+            pending))
         return
     spec = rollout_spec(settings, champion, start.seeds, store)
     context.log.info(f"champion v{champion.version} on training seeds {spec.seeds}, {spec.max_steps} steps each, "
                      f"{config.sharding()}")
-    yield dg.Output({"version": champion.version, "seeds": spec.seeds}, "plan")
+    yield dg.Output(PlayPlan(champion.version, tuple(spec.seeds)), "plan")
     yield from shard_outputs([Arm("rollout", spec)], config)
 
 
@@ -132,13 +138,15 @@ def scaffold_candidate_body(context: dg.AssetExecutionContext, config: RoundConf
     store = storage.storage()
     pending = resumed(diagnosis)
     if pending is not None:
-        key = ensure_version_partition(context.instance, family, pending["candidate"])
-        context.log.info(f"resuming pending candidate v{pending['candidate']} (an earlier round stopped before its "
+        key = ensure_version_partition(context.instance, family, pending.version)
+        context.log.info(f"resuming pending candidate v{pending.version} (an earlier round stopped before its "
                          "decision)")
-        diff = Path(pending["revision_dir"]) / "diff.md" if pending["revision_dir"] else None
-        return dg.Output({"game": game, "outcome": "resumed", **pending}, metadata={
+        diff = pending.revision_dir / "diff.md" if pending.revision_dir else None
+        parent = store.load_lineage(family).record(pending.version).parent
+        return dg.Output(Candidate(game, "resumed", parent, pending.version, _text(pending.diagnosis_dir),
+                                   _text(pending.revision_dir)), metadata={
             "outcome": "resumed",
-            "candidate": f"v{pending['candidate']}",
+            "candidate": f"v{pending.version}",
             "scaffold_version": key,
             **long_text("diff", diff.read_text() if diff and diff.exists() else "(no diff stored)", markdown=True),
         })
@@ -148,16 +156,18 @@ def scaffold_candidate_body(context: dg.AssetExecutionContext, config: RoundConf
     revision, out = endpoints.run(lambda clients: revise_stage(diag, Path(diagnosis), parent, clients, store,
                                                                config.budget.max_attempts, register=True), store.runs / "logs",
                                   roles=META_ONLY)
-    value = {"game": game, "parent": parent.version, "candidate": None, "diagnosis_dir": diagnosis,
-             "revision_dir": str(out)}
     if not revision.accepted:
         context.log.warning(f"revision rejected: {revision.rejected_reason}")
-        return dg.Output({**value, "outcome": "rejected", "reason": revision.rejected_reason},
+        return dg.Output(Candidate(game, "rejected", parent.version, None, diagnosis, str(out), revision.rejected_reason),
                          metadata=revision_metadata(revision, out, None))
     key = record_scaffold_versions(context.instance, store, family, [revision.version])
     context.log.info(f"candidate v{revision.version}: {', '.join(revision.changes)}")
-    return dg.Output({**value, "outcome": "accepted", "candidate": revision.version},
+    return dg.Output(Candidate(game, "accepted", parent.version, revision.version, diagnosis, str(out)),
                      metadata=revision_metadata(revision, out, key))
+
+
+def _text(path: Path | None) -> str | None:
+    return str(path) if path else None
 
 
 def _stored_dir(path: str | None, file: str) -> Path | None:
@@ -166,31 +176,30 @@ def _stored_dir(path: str | None, file: str) -> Path | None:
 
 
 def champion_scaffold_body(context: dg.AssetExecutionContext, storage: StorageResource, mlflow: MlflowResource,
-                      candidate_evaluation: dict) -> dg.Output:
+                      candidate_evaluation: Any) -> dg.Output:
     """The champion after the round's gate on the evaluation: the candidate is kept only when the gate
     (``metrics.paired``) keeps it; rolled back and inconclusive leave the champion in place. This is the only
     place the champion pointer moves. Logs both evaluations to MLflow and plots progression by version.
-    A decision already taken (a retried promotion) is shown again, not taken twice."""
+    A decision already taken (a retried promotion) is shown again, not taken twice. ``candidate_evaluation``
+    is an ``Evaluation``, or ``NotEvaluated`` when the round made no candidate."""
     game = game_of(context.partition_key)
     family = game_family(game)
     store = storage.storage()
-    before = store.load_lineage(family).champion().version
-    version = candidate_evaluation.get("candidate")
-    if candidate_evaluation["outcome"] != "evaluated" or version is None:
-        reason = candidate_evaluation.get("reason") or "no candidate this round"
-        context.log.info(f"nothing to decide ({reason}): champion stays v{before}")
-        return versioned_output({"game": game, "decision": "no candidate", "champion": before},
-                                no_decision_metadata(reason, store, family), champion_data_version(store, family))
+    if isinstance(candidate_evaluation, NotEvaluated):
+        reason = candidate_evaluation.reason
+        context.log.info(f"nothing to decide ({reason}): champion stays v{store.load_lineage(family).champion().version}")
+        return versioned_output(Promotion(game, None, reason=reason), no_decision_metadata(reason, store, family),
+                                champion_data_version(store, family))
+    plan = candidate_evaluation.plan
     record, candidate, champion, tracker = promote(context, CANDIDATE, candidate_evaluation, store, mlflow)
     result = RoundResult.judged(record, candidate, champion,
-                                _stored_dir(candidate_evaluation.get("diagnosis_dir"), "diagnosis.md"),
-                                _stored_dir(candidate_evaluation.get("revision_dir"), "diff.md"))
-    report = report_round(result, store, tracker, candidate_evaluation["endpoints"], candidate_evaluation["eval_max_steps"])
+                                _stored_dir(plan.candidate.diagnosis_dir, "diagnosis.md"),
+                                _stored_dir(plan.candidate.revision_dir, "diff.md"))
+    report = report_round(result, store, tracker, candidate_evaluation.endpoints, plan.eval_max_steps)
     metadata = decision_metadata(record, store, report.runs, report.plots)
     log_run_links(context, report.runs)
-    record_scaffold_versions(context.instance, store, family, [record.champion_before, version])
-    return versioned_output({**asdict(record), "decision": metadata["decision"], "report": report.to_json()}, metadata,
-                            champion_data_version(store, family))
+    record_scaffold_versions(context.instance, store, family, [record.champion_before, plan.challenger])
+    return versioned_output(Promotion(game, record, report), metadata, champion_data_version(store, family))
 
 
 BODIES = {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from automem_dagster.defs.common.challenger import promotion_job, round_job
 from automem_dagster.defs.common.config import RoundConfig
+from automem_dagster.defs.plans.challenger import promotion_job, round_job
 from automem_dagster.loop.round_plan import STRUCTURE_ROUND
 
 structure_round_job = round_job(

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from automem_dagster.defs.common.partitions import game_partitions
+from automem_dagster.defs.execution.partitions import game_partitions
 from automem_dagster.defs.structure.jobs import structure_round_job
 
 

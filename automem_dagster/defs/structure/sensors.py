@@ -2,17 +2,17 @@
 the one that gives every scaffold version on disk its ``scaffold_version`` partition.
 
 The chaining sensors read every new materialization of their asset since their cursor (a storage id), in
-order (``defs/common/sensors.py``), so evaluations of several games finishing between two
+order (``defs/plans/sensors.py``), so evaluations of several games finishing between two
 ticks each get their own run; the run key is the materialization's storage id, so a
 materialization starts one run only.
 """
 
 import dagster as dg
 
-from automem_dagster.defs.common.partitions import scaffold_versions, version_key
-from automem_dagster.defs.common.resources import StorageResource
-from automem_dagster.defs.common.sensors import after_new_champion, gate_sensor
-from automem_dagster.defs.common.versions import scaffold_version_event
+from automem_dagster.defs.execution.partitions import scaffold_versions, version_key
+from automem_dagster.defs.plans.sensors import after_new_champion, gate_sensor
+from automem_dagster.defs.plans.versions import scaffold_version_event
+from automem_dagster.defs.resources import StorageResource
 from automem_dagster.defs.structure.jobs import promote_job, structure_round_job
 from automem_dagster.games import families
 from automem_dagster.loop.round_plan import STRUCTURE_ROUND

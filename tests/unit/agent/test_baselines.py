@@ -18,8 +18,8 @@ from automem_dagster.llm.session import Clients
 from automem_dagster.loop.storage import Storage, batch_dir
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.rollout import RolloutSpec
+from automem_dagster.rollout.batch_spec import BatchConflict, place_batch
 from automem_dagster.rollout.identity import batch_identity
-from automem_dagster.rollout.runner import BatchConflict, place_batch
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.tracking import EvaluationRun, Tracker
 

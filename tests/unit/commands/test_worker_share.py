@@ -11,7 +11,7 @@ from automem_dagster.commands.worker_share import (
     mark_shared_folders,
     shared_folders,
 )
-from automem_dagster.defs.common.resources import IO_BASE_ENV
+from automem_dagster.defs.resources import IO_BASE_ENV
 
 
 @pytest.fixture

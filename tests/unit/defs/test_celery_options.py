@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from automem_dagster import cli
-from automem_dagster.defs.common.celery import celery_config, restore_interval
+from automem_dagster.defs.execution.celery import celery_config, restore_interval
 
 
 @pytest.mark.parametrize("option", [["--shards", "0"], ["--visibility-timeout", "0"]])
@@ -62,3 +62,21 @@ def test_migrate_warns_when_the_game_endpoint_pool_takes_one_shard_at_a_time(tmp
         instance.event_log_storage.set_concurrency_slots("game_endpoint", 4)
     assert cli.main(["worker", "--migrate"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_the_visibility_timeout_is_derived_from_the_rounds_typed_config(storage):
+    """The longest episodes of the round's budget, its largest batch split in its shards (or ``shard_size``),
+    at the game endpoint's timeout per call."""
+    from automem_dagster.defs.celery_rounds import derived_visibility
+    from automem_dagster.defs.common.config import RoundConfig
+    from automem_dagster.defs.execution.celery import visibility_timeout
+    from automem_dagster.defs.resources import LLMEndpointsResource
+
+    resources = {"storage": storage, "endpoints": LLMEndpointsResource()}
+    timeout = resources["endpoints"].config().game.timeout_s
+    budget = {"rollout_episodes": 8, "rollout_max_steps": 50, "eval_episodes": 4, "eval_max_steps": 20,
+              "concurrency": 2}
+    assert derived_visibility(RoundConfig(budget=budget, shards=2), resources, "crafter") == \
+        visibility_timeout(50, 4, 2, timeout) == max(300, int(2 * 50 * 3 * timeout) + 60)
+    assert derived_visibility(RoundConfig(budget=budget, shard_size=3), resources, "crafter") == \
+        visibility_timeout(50, 3, 2, timeout)

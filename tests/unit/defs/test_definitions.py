@@ -7,8 +7,8 @@ import dagster as dg
 
 from automem_dagster.defs import defs
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.long_values import link, long_text, wrapping
-from automem_dagster.defs.common.partitions import game_of, game_partitions, parse_version_key
+from automem_dagster.defs.execution.partitions import game_of, game_partitions, parse_version_key
+from automem_dagster.defs.metadata.long_values import link, long_text, wrapping
 from automem_dagster.defs.proficiency.sensors import new_champion_sensor
 from automem_dagster.defs.structure.schedules import weekly_structure_round
 from automem_dagster.defs.structure.sensors import evaluation_gate_sensor, next_round_sensor, scaffold_versions_sensor

@@ -11,8 +11,8 @@ import dagster as dg
 import pytest
 import yaml
 
-from automem_dagster.defs.common.run_tags import MODEL_ROUND_TAG
 from automem_dagster.defs.definitions import defs
+from automem_dagster.defs.execution.run_tags import MODEL_ROUND_TAG
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "dagster.yaml"
 

@@ -1,4 +1,4 @@
-"""The Dagster assets are built from the round's plan (``defs/common/plan_assets.py``): a step added to a
+"""The Dagster assets are built from the round's plan (``defs/plans/assets.py``): a step added to a
 plan becomes an asset reading what the step reads, with no other edit (issue 43, point 2)."""
 
 from dataclasses import replace
@@ -6,10 +6,10 @@ from dataclasses import replace
 import dagster as dg
 import pytest
 
-from automem_dagster.defs.common.challenger import round_job
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.plan_assets import Batch, Body, Loop, plan_assets
-from automem_dagster.defs.common.resources import StorageResource, default_resources
+from automem_dagster.defs.plans.assets import Batch, Body, Loop, plan_assets
+from automem_dagster.defs.plans.challenger import round_job
+from automem_dagster.defs.resources import StorageResource, default_resources
 from automem_dagster.defs.structure.assets import BODIES, GROUP
 from automem_dagster.loop.round_plan import STRUCTURE_ROUND, RoundPlan, Step
 from automem_dagster.loop.settings import StructureConfig

@@ -5,17 +5,18 @@ actor's memory client); only the batch identity check stopped it from scoring th
 
 from pathlib import Path
 
-from automem_dagster.defs.common.resources import LLMEndpointsResource
-from automem_dagster.defs.common.shards import Connection
+from automem_dagster.defs.execution.shards import Connection
+from automem_dagster.defs.plans.values import Shard
 from automem_dagster.defs.proficiency.assets import service_connection, specialist_connection
+from automem_dagster.defs.resources import LLMEndpointsResource
 from automem_dagster.paths import ASSETS
 from automem_dagster.training.registry import AdapterRecord, SpecialistRegistry
 
 RULE_ACTOR = LLMEndpointsResource(endpoints_file=str(ASSETS / "endpoints" / "embedded-rule-actor.yaml"), meta="rules")
 
 
-def shard(arm: str, champion_adapter: str | None) -> dict:
-    return {"arm": arm, "spec": {"family": "keydoor"}, "adapter": "a2", "champion_adapter": champion_adapter}
+def shard(arm: str, champion_adapter: str | None) -> Shard:
+    return Shard(arm, 0, (), {"family": "keydoor"}, adapter="a2", champion_adapter=champion_adapter)
 
 
 def registered(storage, *ids: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 from automem_dagster import cli
 from automem_dagster.commands import shared
 from automem_dagster.llm.session import Clients
-from automem_dagster.loop.dvc_round import pipeline_decision
+from automem_dagster.loop.dvc_round import pipeline_verdict
 from automem_dagster.loop.errors import RoundError
 from automem_dagster.loop.proficiency import exported_adapter
 from automem_dagster.loop.records import (
@@ -62,7 +62,7 @@ def test_a_candidate_batch_the_lineage_did_not_register_is_refused(tmp_path, sto
     play(tmp_path / "champion", load_scaffold("crafter", 0, storage.scaffolds))
     play(tmp_path / "candidate", candidate(storage, register=False))
     with pytest.raises(RoundError, match="was not played by crafter v1 as the lineage registered it"):
-        pipeline_decision("candidate", tmp_path / "candidate", tmp_path / "champion", storage)
+        pipeline_verdict("candidate", tmp_path / "candidate", tmp_path / "champion", storage)
     assert storage.load_lineage("crafter").next_version() == 1
 
 
@@ -71,7 +71,7 @@ def test_a_rejected_revision_is_recorded_as_an_outcome_and_the_lineage_is_untouc
     marker = write_rejected(tmp_path / "candidate", rejected_revision(tmp_path / "revise"))
     assert marker["rejected_reason"].startswith("wording only")
     assert read_evaluation(tmp_path / "candidate") is None
-    record, batches = pipeline_decision("candidate", tmp_path / "candidate", tmp_path / "champion", storage)
+    record, batches = pipeline_verdict("candidate", tmp_path / "candidate", tmp_path / "champion", storage)
     assert record["outcome"] == "rejected" and record["keep"] == 0 and record["challenger"] is None
     assert record["mean_difference"] is None and "wording only" in record["reason"] and batches == {}
     assert storage.load_lineage("crafter").path.read_text() == before
@@ -106,7 +106,7 @@ def test_a_folder_that_is_neither_batch_nor_marker_is_named(tmp_path, storage):
     play(tmp_path / "champion", load_scaffold("crafter", 0, storage.scaffolds))
     (tmp_path / "unfinished").mkdir()
     with pytest.raises(ValueError, match="unfinished holds neither"):
-        pipeline_decision("specialist", tmp_path / "unfinished", tmp_path / "champion", storage)
+        pipeline_verdict("specialist", tmp_path / "unfinished", tmp_path / "champion", storage)
 
 
 def test_an_adapter_folder_without_training_is_refused_by_name(tmp_path):

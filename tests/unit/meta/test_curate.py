@@ -189,11 +189,11 @@ def test_curation_keeps_good_decisions_and_never_an_eval_seed(tmp_path):
     assert all(r["effect"] == pytest.approx(advantage, abs=1e-3) for r in table)
     stats = json.loads((tmp_path / "data" / "stats.json").read_text())
     assert stats["excluded_episodes"][0]["reason"] == "seed 42 is an evaluation seed"
-    assert stats["verdicts"] == {"accepted": 3, "ineligible": 5, "rejected": 1}
+    assert stats["fates"] == {"accepted": 3, "ineligible": 5, "rejected": 1}
     assert stats["kept_effects"]["method"] == {"unmeasured": 3} and stats["unmeasured_kept"] == 3
     assert stats["kept_effects"]["by_unit"]["progression (unmeasured)"]["above_zero"] == 3
     audit = [json.loads(line) for line in (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()]
-    assert len(audit) == 9 and all(a["verdict"] and a["reason"] for a in audit)
+    assert len(audit) == 9 and all(a["fate"] and a["reason"] for a in audit)
     assert len(stats["dataset_hash"]) == 16
     # The default budget replays every eligible decision, but without the endpoints that played the batch none
     # is: these examples are here only because the settings opt in (keep_unmeasured), and the card says so.
@@ -212,7 +212,7 @@ def test_without_the_opt_in_no_unmeasured_decision_trains(tmp_path):
     with pytest.raises(DatasetTooSmall, match=r"3 eligible decisions were left unmeasured .*--keep-unmeasured"):
         asyncio.run(curate([batch], SCAFFOLD, [42], tmp_path / "data", settings(keep_unmeasured=False)))
     stats = json.loads((tmp_path / "data" / "stats.json").read_text())
-    assert stats["verdicts"]["unmeasured"] == 3 and stats["kept_decisions"] == 0 and stats["replay"]["unmeasured"] == 3
+    assert stats["fates"]["unmeasured"] == 3 and stats["kept_decisions"] == 0 and stats["replay"]["unmeasured"] == 3
     card = " ".join((tmp_path / "data" / "card.md").read_text().split())
     assert "3 eligible decisions were left unmeasured (no endpoints were given to replay with): none of them trains" in card
 
@@ -232,7 +232,7 @@ def test_accept_score_zero_takes_no_uncredited_decision(tmp_path):
     write_episode(tmp_path / "batch", 1234)
     result = asyncio.run(curate([tmp_path / "batch"], SCAFFOLD, [42], tmp_path / "data",
                                 settings(accept_score=0.0, review_floor=-5.0)))
-    assert result.stats["verdicts"] == {"accepted": 3, "ineligible": 5, "rejected": 1}
+    assert result.stats["fates"] == {"accepted": 3, "ineligible": 5, "rejected": 1}
     assert result.stats["eligible_decisions"] == 3
 
 
@@ -256,8 +256,8 @@ def test_duplicates_and_episode_balance(tmp_path):
         write_episode(batch, seed)     # identical episodes: their examples repeat exactly
     asyncio.run(curate([batch], SCAFFOLD, [42], tmp_path / "data", settings()))
     audit = [json.loads(line) for line in (tmp_path / "data" / "decisions.jsonl").read_text().splitlines()]
-    verdicts = [a["verdict"] for a in audit if a["score"]["score"] >= 1]
-    assert verdicts.count("accepted") == 3 and verdicts.count("duplicate") == 6
+    fates = [a["fate"] for a in audit if a["score"]["score"] >= 1]
+    assert fates.count("accepted") == 3 and fates.count("duplicate") == 6
 
 
 def test_eta_is_the_mean_pace_times_what_is_left():

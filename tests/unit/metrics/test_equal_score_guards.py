@@ -7,7 +7,8 @@ import pytest
 from builders import step, turn
 
 from automem_dagster.metrics.behaviour import gate_reading, guard_readings
-from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, gate_verdict
+from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired
+from automem_dagster.metrics.verdict import gate_verdict
 
 SIX = range(6)
 SCORES = {s: 0.1 * (s % 3) for s in SIX}

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from automem_dagster.metrics.noise import noise_floor
-from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired, gate_verdict
+from automem_dagster.metrics.paired import GatePolicy, compare_metric, compare_paired
 from automem_dagster.metrics.power import detectable_gain
+from automem_dagster.metrics.verdict import gate_verdict
 
 STEP = 1 / 22  # one Crafter achievement of 22
 TOKENS = "input_tokens_per_step"

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from automem_dagster.metrics.paired import GatePolicy, compare_paired, gate_verdict
+from automem_dagster.metrics.paired import GatePolicy, compare_paired
+from automem_dagster.metrics.verdict import gate_verdict
 
 CHAMPION = {42: 0.2, 43: 0.4, 44: 0.1, 45: 0.3, 46: 0.0}
 CANDIDATE = {42: 0.3, 43: 0.4, 44: 0.3, 45: 0.3, 46: 0.1}  # differences 0.1, 0, 0.2, 0, 0.1
@@ -246,15 +247,16 @@ def test_detectable_gain_says_when_the_seeds_show_no_spread():
 
 def test_dagsters_gate_check_previews_the_equal_score_gate_from_the_evaluations_per_seed_metric():
     from automem_dagster.defs.evaluation.checks import evaluation_gate_result
+    from automem_dagster.defs.plans.values import Evaluation, EvaluationPlan
 
     cheaper = {s: t - 80.0 for s, t in TOKENS.items()}
-    evaluation = {"outcome": "evaluated", "candidate": 1, "gate": EQUAL,
-                  "per_seed": {"candidate": SCORES, "champion": SCORES},
-                  "per_seed_metric": {"candidate": cheaper, "champion": TOKENS}}
-    check = evaluation_gate_result(evaluation)
+    scores = {"per_seed": {"candidate": SCORES, "champion": SCORES},
+              "per_seed_metric": {"candidate": cheaper, "champion": TOKENS}}
+    plan = EvaluationPlan("crafter", 1, tuple(SCORES), 10, EQUAL)
+    check = evaluation_gate_result(Evaluation(plan, "candidate", "champion", scores, {}, {}))
     assert check.passed and check.metadata["would"].value == "keep"
     # An evaluation recorded before the gate had a metric cannot be judged by it: refused, saying why.
-    refused = evaluation_gate_result({k: v for k, v in evaluation.items() if k != "per_seed_metric"})
+    refused = evaluation_gate_result(Evaluation(plan, "candidate", "champion", {"per_seed": scores["per_seed"]}, {}, {}))
     assert not refused.passed and "did not record it" in refused.metadata["reason"].value
 
 

@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from automem_dagster.metrics.paired import compare_paired, gate_verdict
+from automem_dagster.metrics.paired import compare_paired
+from automem_dagster.metrics.verdict import gate_verdict
 from automem_dagster.paths import SCAFFOLDS
 from automem_dagster.scaffold import content_hash, load_scaffold
 from automem_dagster.scaffold.lineage import Lineage, LineageError, render_tree
@@ -33,7 +34,7 @@ def load(dirs):
 def with_kept_v1(dirs):
     lineage = load(dirs)
     lineage.record_candidate(1, 0, "hash-v1", "runs/diagnosis-1.md")
-    lineage.record_decision(1, WIN)
+    lineage.record_verdict(1, WIN)
     lineage.promote(1)
     return lineage
 
@@ -55,9 +56,9 @@ def test_without_a_file_or_v0_there_is_nothing_to_start_from(dirs):
 def test_round_trip_keeps_records_decisions_and_champion(dirs):
     lineage = with_kept_v1(dirs)
     lineage.record_candidate(2, 1, "hash-v2", None)
-    lineage.record_decision(2, LOSS)
+    lineage.record_verdict(2, LOSS)
     lineage.record_candidate(3, 1, "hash-v3", None)
-    lineage.record_decision(3, "no structural change: wording only")
+    lineage.record_verdict(3, "no structural change: wording only")
     lineage.save()
     again = load(dirs)
     assert again.versions == lineage.versions and again.champion() == lineage.champion()
@@ -75,11 +76,11 @@ def test_promotion_only_after_keep(dirs):
     lineage.record_candidate(2, 1, "hash-v2", None)
     with pytest.raises(LineageError, match="pending"):
         lineage.promote(2)
-    lineage.record_decision(2, LOSS)
+    lineage.record_verdict(2, LOSS)
     with pytest.raises(LineageError, match="rolled_back"):
         lineage.promote(2)
     lineage.record_candidate(3, 1, "hash-v3", None)
-    lineage.record_decision(3, "invalid patch")
+    lineage.record_verdict(3, "invalid patch")
     with pytest.raises(LineageError, match="rejected"):
         lineage.promote(3)
     with pytest.raises(LineageError, match="baseline"):
@@ -91,7 +92,7 @@ def test_promotion_only_after_keep(dirs):
 def test_decisions_are_final_and_candidates_need_a_known_parent(dirs):
     lineage = with_kept_v1(dirs)
     with pytest.raises(LineageError, match="already decided"):
-        lineage.record_decision(1, LOSS)
+        lineage.record_verdict(1, LOSS)
     with pytest.raises(LineageError, match="already in the lineage"):
         lineage.record_candidate(1, 0, "x", None)
     with pytest.raises(LineageError, match="v7 is not in the lineage"):
@@ -114,7 +115,7 @@ def test_a_crash_during_save_leaves_the_previous_file_intact(dirs, monkeypatch):
     path = lineage.save()
     before = path.read_bytes()
     lineage.record_candidate(2, 1, "hash-v2", None)
-    lineage.record_decision(2, WIN)
+    lineage.record_verdict(2, WIN)
     lineage.promote(2)
 
     def crash(src, dst):
@@ -143,7 +144,7 @@ def test_a_corrupted_file_names_the_file_and_what_to_do(dirs, damage):
 def test_render_tree_shows_branches_decisions_scores_and_champion(dirs):
     lineage = with_kept_v1(dirs)
     lineage.record_candidate(2, 1, "hash-v2", None)
-    lineage.record_decision(2, LOSS)
+    lineage.record_verdict(2, LOSS)
     lineage.record_candidate(3, 0, "hash-v3", None)
     assert render_tree(lineage).splitlines() == [
         "crafter lineage (champion v1)",
@@ -159,7 +160,7 @@ def test_an_inconclusive_decision_is_recorded_as_such_and_cannot_be_promoted(dir
     assert few.outcome == "inconclusive"
     lineage = load(dirs)
     lineage.record_candidate(1, 0, "hash-v1", "runs/diagnosis-1.md")
-    assert lineage.record_decision(1, few).decision == "inconclusive"
+    assert lineage.record_verdict(1, few).decision == "inconclusive"
     with pytest.raises(LineageError, match="its decision is inconclusive"):
         lineage.promote(1)
     lineage.save()

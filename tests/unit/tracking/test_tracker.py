@@ -27,12 +27,12 @@ def logged(tmp_path_factory):
     plot.write_bytes(b"\x89PNG fake")
     extra = root / "evidence.json"
     extra.write_text("{}")
-    decision = {"keep": True, "reason": "candidate mean 11.0 > champion 10.0", "mean_difference": 1.0,
+    verdict = {"keep": True, "reason": "candidate mean 11.0 > champion 10.0", "mean_difference": 1.0,
                 "stderr_difference": 0.5, "ci_low": 0.2, "ci_high": 1.8}
     v0 = tracker.log_evaluation(evaluation(0))
     diagnosis = {"meta_mode": "tools", "metrics": {"diagnosis_tool_calls": 6, "diagnosis_tokens": 41_900,
                                                    "diagnosis_input_tokens": 41_000, "diagnosis_steps_read": 51}}
-    v1 = tracker.log_evaluation(evaluation(1, decision=decision, diagnosis_md="# why", diff_md="+ file", diagnosis=diagnosis,
+    v1 = tracker.log_evaluation(evaluation(1, verdict=verdict, diagnosis_md="# why", diff_md="+ file", diagnosis=diagnosis,
                                            plots=[plot], extra_artifacts=[extra], endpoints=endpoints(SECRET)))
     mh = tracker.log_evaluation(evaluation(0, family="minihack"))
     return {"tracker": tracker, "client": MlflowClient(uri), "root": root, "v0": v0, "v1": v1, "mh": mh}

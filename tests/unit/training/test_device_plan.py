@@ -161,7 +161,7 @@ def test_step_time_is_the_median_after_warm_up_and_tokens_per_second_counts_the_
 def test_the_mlflow_training_run_names_the_device_and_its_figures(tmp_path):
     """Tokens per second and peak device memory as metrics, the device's name and how the steps ran as
     params, as ``loop.report`` hands a result's record to the tracker."""
-    from automem_dagster.tracking.mlflow_tracking import _training_metrics, _training_params
+    from automem_dagster.tracking.run_fields import training_metrics, training_params
     from automem_dagster.tracking.runs import TrainingRun
     from automem_dagster.training.sft_result import FIGURES, TRAINED_ON
 
@@ -173,8 +173,8 @@ def test_the_mlflow_training_run_names_the_device_and_its_figures(tmp_path):
                       examples_train=3, examples_validation=1, train_loss=[[1, 2.0]], validation_loss=[[0, 2.5]],
                       figures={k: record[k] for k in FIGURES if k in record},
                       trained_on={k: record[k] for k in TRAINED_ON if k in record}, adapter_dir=tmp_path)
-    metrics = {m.key: m.value for m in _training_metrics(run)}
-    params = {p.key: p.value for p in _training_params(run)}
+    metrics = {m.key: m.value for m in training_metrics(run)}
+    params = {p.key: p.value for p in training_params(run)}
     assert metrics["tokens_per_second"] == 2241.0 and metrics["peak_device_memory_mb"] == 912.5
     assert params["trained_on.device_name"] == "NVIDIA H200" and params["trained_on.micro_batch"] == "16"
     assert params["trained_on.precision"] == "bf16" and params["trained_on.padding_free"] == "True"

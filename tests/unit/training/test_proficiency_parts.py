@@ -71,15 +71,15 @@ def test_registry_moves_the_pointer_only_on_keep(tmp_path):
     reg.save()
     reg = SpecialistRegistry.load("crafter", tmp_path)
     assert reg.pending().id == "a1"
-    reg.record_decision("a1", False, "tie", {})
+    reg.record_verdict("a1", False, "tie", {})
     assert reg.champion is None and reg.pending() is None
     reg.add(_record("a2"))
-    reg.record_decision("a2", True, "win", {"mean_difference": 2.0})
+    reg.record_verdict("a2", True, "win", {"mean_difference": 2.0})
     reg.save()
     reg = SpecialistRegistry.load("crafter", tmp_path)
     assert reg.champion == "a2" and reg.record("a1").decision == "rolled_back"
     with pytest.raises(RegistryError, match="already decided"):
-        reg.record_decision("a2", True, "again", {})
+        reg.record_verdict("a2", True, "again", {})
     (tmp_path / "crafter.json").write_text("{not json")
     with pytest.raises(RegistryError, match="restore it"):
         SpecialistRegistry.load("crafter", tmp_path)

@@ -32,8 +32,9 @@ def test_good_dataset_loads(tmp_path):
      r"completion roles \['user'\]: expected exactly \['assistant'\]"),
     (lambda rows: [{**r, "completion": r["completion"] * 2} for r in rows], "expected exactly"),
     (lambda rows: [{**r, "prompt": r["prompt"] + r["completion"]} for r in rows], "must end with a user message"),
-    (lambda rows: [{**r, "prompt": [{"role": "tool", "content": "x"}, *r["prompt"]]} for r in rows], "outside"),
-    (lambda rows: [{**r, "phase": "act"} for r in rows], "`phase` is 'act'"),
+    (lambda rows: [{**r, "prompt": [{"role": "tool", "content": "x"}, *r["prompt"]]} for r in rows],
+     r"`prompt.0.role`: Input should be .system., .user. or .assistant. \(got .tool.\)"),
+    (lambda rows: [{**r, "phase": "act"} for r in rows], r"`phase`: Input should be 'log' or 'plan' \(got 'act'\)"),
     (lambda rows: [{**r, "completion": [{"role": "assistant", "content": "  "}]} for r in rows], "completion is empty"),
 ])
 def test_malformed_dataset_names_file_and_problem(tmp_path, change, message):

@@ -7,8 +7,8 @@ the asset plays (its *arms*: the candidate and the champion of an evaluation, th
 rollout) and splits each arm's seeds into ``shards`` shards. With the multiprocess, Celery or
 Kubernetes executor each shard step is its own process or pod; a shard that fails
 is retried on its own (``SHARD_RETRY``) and resumes where its batch stopped, and "re-execute from
-failure" reruns only the failed shards. The plan passes plain data (each batch's spec as
-``rollout.shards.spec_record``), so the steps share nothing but the project's storage.
+failure" reruns only the failed shards. The plan passes each shard step a ``plans.values.Shard``
+(its batch's spec as ``rollout.shards.spec_record``), so the steps share nothing but the project's storage.
 
 Each merged batch says where its shards were played: ``shards.json`` lists, per shard played in the
 run, its seeds and the host and process id of the step that finished it (a Celery worker's pool
@@ -18,22 +18,24 @@ process, a pod, or the run's own process in process); no other file of the batch
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
 from automem_dagster.atomic import write_json_atomic
-from automem_dagster.defs.common.celery import queue_tags
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.metadata import rollout_metadata
-from automem_dagster.defs.common.progress import episode_log
-from automem_dagster.defs.common.resources import LLMEndpointsResource, StorageResource
+from automem_dagster.defs.execution.celery import queue_tags
+from automem_dagster.defs.metadata.rounds import rollout_metadata
+from automem_dagster.defs.plans.values import Resumed, Shard
+from automem_dagster.defs.resources import LLMEndpointsResource, StorageResource
 from automem_dagster.llm.config import EndpointsConfig
 from automem_dagster.llm.session import Clients, endpoint_facts, session_roles
 from automem_dagster.loop.serving import one_model
 from automem_dagster.loop.storage import Storage
 from automem_dagster.rollout import BatchSummary, RolloutSpec
+from automem_dagster.rollout.runner import Progress
 from automem_dagster.rollout.shards import (
     merge_shards,
     plan_shards,
@@ -75,107 +77,109 @@ class Connection:
     check: Callable[[Clients], None] | None = None
 
 
-def skipped_plan(context: dg.OpExecutionContext, reason: str, resumes: dict):
-    """A round's plan outputs when it plays nothing because of ``reason``: it ``resumes`` an earlier
-    round's challenger (as the round's start decided, once). The plan says why, and one empty shard
-    lets the merge step run, which passes ``resumes`` on (``resumed``)."""
-    context.log.info(reason)
-    yield dg.Output({"skipped": reason, "resumes": resumes}, "plan")
+def skipped_plan(context: dg.OpExecutionContext, resumes: Resumed):
+    """A round's plan outputs when it plays nothing because it ``resumes`` an earlier round's challenger (as
+    the round's start decided, once): the plan is ``resumes``, and one empty shard lets the merge step run,
+    which passes it on (``plans.values.resumed``)."""
+    context.log.info(resumes.reason)
+    yield dg.Output(resumes, "plan")
     yield from shard_outputs([])
 
 
-def resumed(value) -> dict | None:
-    """What a round resumes, where a step's ``value`` passes on the start's ``{"resumes": ...}`` instead of
-    its own result (``skipped_plan``): the steps after a skipped first one read the challenger from it
-    rather than deciding the round's start again."""
-    return value["resumes"] if isinstance(value, dict) and "resumes" in value else None
-
-
-def shard_outputs(arms: list[Arm], config: RoundConfig | None = None, extra: dict | None = None,
-                  output_name: str = "shards"):
-    """One ``DynamicOutput`` per shard of each arm's seeds (split as ``config.shard_plan`` says), carrying
-    ``extra`` (what the shard step's connection needs), the arms' shards alternating so an executor that
+def shard_outputs(arms: list[Arm], config: RoundConfig | None = None, adapter: str | None = None,
+                  champion_adapter: str | None = None, output_name: str = "shards"):
+    """One ``DynamicOutput`` per shard of each arm's seeds (split as ``config.shard_plan`` says), each a
+    ``Shard`` carrying the ``adapter`` under evaluation and the ``champion_adapter`` in service (what the shard
+    step's connection needs), the arms' shards alternating so an executor that
     runs them in order plays a candidate's seeds beside its champion's (``shard_size`` 1: episode by
     episode). A plan with nothing to play (no arms) still
     yields one empty shard, so the merge step always runs and can say why nothing was played."""
     if not arms:
-        yield dg.DynamicOutput({"arm": None, "index": 0, "seeds": [], "spec": None}, mapping_key="nothing",
-                               output_name=output_name)
+        yield dg.DynamicOutput(Shard(None, 0, ()), mapping_key="nothing", output_name=output_name)
         return
     planned = [(arm, plan_shards(arm.spec.seeds, **config.shard_plan())) for arm in arms]
     for index in range(max(len(shards) for _, shards in planned)):  # the arms' shards alternate (interleaved play)
         for arm, shards in planned:
             if index < len(shards):
-                yield dg.DynamicOutput({"arm": arm.name, "index": index, "seeds": shards[index],
-                                        "spec": spec_record(arm.spec), "one_model": arm.one_model, **(extra or {})},
+                yield dg.DynamicOutput(Shard(arm.name, index, tuple(shards[index]), spec_record(arm.spec),
+                                             arm.one_model, adapter, champion_adapter),
                                        mapping_key=f"{arm.name}_{index}", output_name=output_name)
 
 
-def shard_op(name: str, connection: Callable[[dict, LLMEndpointsResource, Storage], Connection] | None = None):
+def episode_log(log) -> Progress:
+    """A ``Progress`` callback that logs each finished episode of a shard (``log`` is ``context.log``)."""
+
+    def progress(episode: str, steps: int, finished: bool) -> None:
+        if finished:
+            log.info(f"{episode}: finished after {steps} steps")
+
+    return progress
+
+
+def shard_op(name: str, connection: Callable[[Shard, LLMEndpointsResource, Storage], Connection] | None = None):
     """The mapped step that plays one shard of a batch, connected as ``connection(shard, endpoints,
     storage)`` says (default: the endpoints file); returns the shard with the endpoints it was played on."""
 
     @dg.op(name=name, retry_policy=SHARD_RETRY, pool=GAME_ENDPOINT_POOL,
            tags={"kind": "llm", **queue_tags(GAME_ENDPOINT_POOL)})
     def play_shard(context: dg.OpExecutionContext, endpoints: LLMEndpointsResource, storage: StorageResource,
-                   shard: dict) -> dict:
-        if shard["spec"] is None:
+                   shard: Shard) -> Shard:
+        if shard.spec is None:
             return shard
         store = storage.storage()
-        spec = spec_from_record(shard["spec"], store.scaffolds)
+        spec = spec_from_record(shard.spec, store.scaffolds)
         how = connection(shard, endpoints, store) if connection else Connection()
         config = how.config or endpoints.config()
         roles = session_roles(config, how.two_model)
-        playing = {r: cfg for r, cfg in roles.items() if r != "memory" or not shard["one_model"]}
-        if played_without_server(spec, shard["seeds"], playing, how.lora):
-            context.log.info(f"{shard['arm']} shard {shard['index']}: seeds {shard['seeds']} are in {spec.out_dir}, "
+        playing = {r: cfg for r, cfg in roles.items() if r != "memory" or not shard.one_model}
+        if played_without_server(spec, list(shard.seeds), playing, how.lora):
+            context.log.info(f"{shard.arm} shard {shard.index}: seeds {list(shard.seeds)} are in {spec.out_dir}, "
                              "played by these embedded endpoints and settings; nothing to play, no server started")
             facts = {r: endpoint_facts(r, cfg, cfg.base_url) for r, cfg in roles.items()}
             rules = {"meta": config.rules_meta.facts()} if config.rules_meta else {}
-            return {**shard, "endpoints": {**facts, **rules}}
-        context.log.info(f"{shard['arm']} shard {shard['index']}: seeds {shard['seeds']} of {spec.out_dir}")
+            return replace(shard, endpoints={**facts, **rules})
+        context.log.info(f"{shard.arm} shard {shard.index}: seeds {list(shard.seeds)} of {spec.out_dir}")
 
         async def play(clients: Clients) -> dict:
             if how.check:
                 how.check(clients)
-            await run_shard(spec, shard["index"], shard["seeds"], one_model(clients) if shard["one_model"] else clients,
+            await run_shard(spec, shard.index, list(shard.seeds), one_model(clients) if shard.one_model else clients,
                             episode_log(context.log))
             return clients.describe()
 
         described = endpoints.run(play, store.runs / "logs", how.config, how.lora or None, how.two_model)
-        return {**shard, "endpoints": described, "played_in": {"host": socket.gethostname(), "pid": os.getpid()}}
+        return replace(shard, endpoints=described, played_in={"host": socket.gethostname(), "pid": os.getpid()})
 
     return play_shard
 
 
-def merge_arms(store: Storage, played: list[dict]) -> tuple[dict[str, BatchSummary], dict]:
+def merge_arms(store: Storage, played: list[Shard]) -> tuple[dict[str, BatchSummary], dict]:
     """Each arm's shards merged into its batch (what one process playing it would have left), by arm
     name, and the endpoints the shards were played on."""
-    by_arm: dict[str, list[dict]] = {}
-    for shard in sorted(played, key=lambda s: s["index"]):
-        if shard["arm"] is not None:
-            by_arm.setdefault(shard["arm"], []).append(shard)
-    batches = {arm: merge_shards(spec_from_record(shards[0]["spec"], store.scaffolds), [s["seeds"] for s in shards])
+    by_arm: dict[str, list[Shard]] = {}
+    for shard in sorted(played, key=lambda s: s.index):
+        if shard.arm is not None:
+            by_arm.setdefault(shard.arm, []).append(shard)
+    batches = {arm: merge_shards(spec_from_record(shards[0].spec, store.scaffolds), [list(s.seeds) for s in shards])
                for arm, shards in by_arm.items()}
     for arm, shards in by_arm.items():
-        played_here = [{"index": s["index"], "seeds": s["seeds"], **s["played_in"]} for s in shards if "played_in" in s]
+        played_here = [{"index": s.index, "seeds": list(s.seeds), **s.played_in} for s in shards if s.played_in]
         if played_here:  # a rerun whose shards were all merged before played nothing: the record stays
             write_json_atomic(Path(batches[arm].out_dir) / PLAYED_IN, {"shards": played_here})
-    return batches, next((s["endpoints"] for s in played if s.get("endpoints")), {})
+    return batches, next((s.endpoints for s in played if s.endpoints), {})
 
 
 def batch_merge_op(name: str) -> dg.OpDefinition:
     """The fan-in of a one-batch asset (rollouts): the batch directory, or, when its plan skipped
-    (``skipped_plan``), ``{"resumes": ...}``, what the round resumes; a played plan says the scaffold
-    ``version`` and ``seeds``."""
+    (``skipped_plan``), the ``Resumed`` it passes on; a played plan is a ``PlayPlan``."""
 
     @dg.op(name=name)
-    def merge(context: dg.OpExecutionContext, storage: StorageResource, plan: dict, played: list[dict]) -> dg.Output:
-        if "skipped" in plan:
-            return dg.Output({"resumes": plan["resumes"]}, metadata={"outcome": "skipped", "reason": plan["skipped"]})
+    def merge(context: dg.OpExecutionContext, storage: StorageResource, plan: Any, played: list[Shard]) -> dg.Output:
+        if isinstance(plan, Resumed):
+            return dg.Output(plan, metadata={"outcome": "skipped", "reason": plan.reason})
         [summary] = merge_arms(storage.storage(), played)[0].values()
         context.log.info(f"progression {summary.progression}: {summary.out_dir}")
-        return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, plan["version"], plan["seeds"]),
+        return dg.Output(summary.out_dir, metadata={**rollout_metadata(summary, plan.version, list(plan.seeds)),
                                                     "shards": len(played)})
 
     return merge

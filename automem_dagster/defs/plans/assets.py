@@ -11,7 +11,7 @@ description, and sits in the loop's group, partitioned by game. Two kinds of ste
   wants to see. A step with no body runs ``stage_body``: its stage function called with the values it
   reads, and ``settings``, ``storage`` or ``game`` where its parameters ask for them.
 - ``Batch``: a step that ``plays`` a batch of episodes is the graph ``<step>_plan`` -> one
-  ``<step>_shard`` step per seed shard -> ``<step>_merge`` (``defs/common/shards.py``); only the plan
+  ``<step>_shard`` step per seed shard -> ``<step>_merge`` (``defs/execution/shards.py``); only the plan
   (what to play) and the merge (what the value is) differ between steps.
 
 Dagster-only facts (the kinds shown in the UI, the evaluation group the challengers' evaluations share)
@@ -26,9 +26,10 @@ from dataclasses import dataclass
 import dagster as dg
 
 from automem_dagster.defs.common.config import RoundConfig
-from automem_dagster.defs.common.partitions import game_of, game_partitions
-from automem_dagster.defs.common.resources import StorageResource
-from automem_dagster.defs.common.shards import batch_merge_op, fan_out, plan_config, shard_op
+from automem_dagster.defs.execution.partitions import game_of, game_partitions
+from automem_dagster.defs.execution.shards import batch_merge_op, fan_out, plan_config, shard_op
+from automem_dagster.defs.plans.values import Shard
+from automem_dagster.defs.resources import StorageResource
 from automem_dagster.loop.round_plan import RoundPlan, Step
 
 
@@ -119,7 +120,7 @@ def batch_asset(step: Step, batch: Batch, loop: Loop) -> dg.AssetsDefinition:
     shown as one asset; the round's options go to the plan step (``plan_config``)."""
     _check_reads(step, batch.plan)
     plan = dg.op(name=f"{step.name}_plan", ins={after: dg.In(dg.Nothing) for after in step.after},
-                 out={"plan": dg.Out(dict), "shards": dg.DynamicOut(dict)})(batch.plan)
+                 out={"plan": dg.Out(), "shards": dg.DynamicOut(Shard)})(batch.plan)
     merge = dg.op(name=f"{step.name}_merge")(batch.merge) if batch.merge else batch_merge_op(f"{step.name}_merge")
     shard = shard_op(f"{step.name}_shard", batch.connection)
 

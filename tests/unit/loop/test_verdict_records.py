@@ -1,14 +1,14 @@
-"""Both loops' decisions are one record (``loop.challenger.DecisionRecord``), and the files the two
+"""Both loops' decisions are one record (``loop.challenger.VerdictRecord``), and the files the two
 loops wrote before they shared it still load as that record: a report reads every decision file of
 a game, those from older rounds included."""
 
 import json
 
-from automem_dagster.loop.challenger import DecisionRecord
-from automem_dagster.loop.proficiency import load_specialist_decision
+from automem_dagster.loop.challenger import VerdictRecord
+from automem_dagster.loop.proficiency import load_specialist_verdict
 from automem_dagster.loop.report import version_points
 from automem_dagster.loop.storage import Storage
-from automem_dagster.loop.structure import load_decision
+from automem_dagster.loop.structure import load_verdict
 
 COMPARISON = {"candidate_mean": 0.5, "champion_mean": 0.25, "mean_difference": 25.0, "stderr_difference": 5.0,
               "ci_low": 15.0, "ci_high": 35.0, "n": 2, "p_value": 0.25}
@@ -40,7 +40,7 @@ def write(storage: Storage, name: str, record: dict) -> None:
 def test_a_structure_decision_written_by_the_old_code_loads_as_the_shared_record(tmp_path):
     storage = Storage(runs=tmp_path / "runs", lineage=tmp_path / "lineage", specialists=tmp_path / "specialists")
     write(storage, "v1", old_structure_record(tmp_path))
-    record = load_decision(storage, "crafter", 1)
+    record = load_verdict(storage, "crafter", 1)
     assert (record.role, record.challenger, record.scaffold_version) == ("candidate", 1, 1)
     assert record.challenger_batch == str(tmp_path / "v1") and record.champion_batch == str(tmp_path / "v0")
     assert record.outcome == "kept" and record.gate["rule"] == "higher_mean" and record.comparison == COMPARISON
@@ -56,13 +56,13 @@ def test_a_structure_decision_written_by_the_old_code_loads_as_the_shared_record
 def test_a_specialist_decision_written_by_the_old_code_loads_as_the_shared_record(tmp_path):
     storage = Storage(runs=tmp_path / "runs")
     write(storage, "specialist-a1", old_specialist_record())
-    record = load_specialist_decision(storage, "crafter", "a1")
+    record = load_specialist_verdict(storage, "crafter", "a1")
     assert (record.role, record.challenger, record.scaffold_version) == ("specialist", "a1", 0)
     assert record.challenger_batch.endswith("-specialist-a1") and record.outcome == "rolled_back"
     assert record.gate == {} and record.detectable == {}
-    assert load_specialist_decision(storage, "crafter", "a2") is None
+    assert load_specialist_verdict(storage, "crafter", "a2") is None
 
 
 def test_a_new_record_reads_back_as_written():
-    record = DecisionRecord.from_json(old_specialist_record())
-    assert DecisionRecord.from_json(json.loads(json.dumps(record.__dict__))) == record
+    record = VerdictRecord.from_json(old_specialist_record())
+    assert VerdictRecord.from_json(json.loads(json.dumps(record.__dict__))) == record

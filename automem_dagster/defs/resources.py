@@ -13,7 +13,7 @@ from typing import TypeVar
 import dagster as dg
 from pydantic import PrivateAttr
 
-from automem_dagster.defs.common.step_values import StepValuesIOManager
+from automem_dagster.defs.execution.step_values import StepValuesIOManager
 from automem_dagster.llm.client import refused_request
 from automem_dagster.llm.config import EndpointsConfig, endpoints_with_meta
 from automem_dagster.llm.session import Clients, ServerPool, connect
@@ -125,9 +125,9 @@ IO_BASE_ENV = "AUTOMEM_IO_BASE"
 
 
 def io_manager() -> StepValuesIOManager:
-    """Dagster's pickling IO manager for the values passed between steps (paths, plans, small dicts;
-    the batches themselves are files under the project home), showing each value's path short
-    (``step_values``). Under ``$AUTOMEM_IO_BASE`` when set (Dagster opens it as a ``UPath``, so
+    """Dagster's pickling IO manager for the values passed between steps (folders and the typed values of
+    ``plans/values.py``; the batches themselves are files under the project home), showing each value's path
+    short (``step_values``). Under ``$AUTOMEM_IO_BASE`` when set (Dagster opens it as a ``UPath``, so
     object storage works too); else under the instance's ``local_artifact_storage``
     (deploy/dagster.yaml, deploy/k8s/dagster.yaml), Dagster's default."""
     return StepValuesIOManager(base_dir=os.environ.get(IO_BASE_ENV) or None)

@@ -14,8 +14,8 @@ import warnings
 import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_IS_USER_PROVIDED_TAG, DATA_VERSION_TAG
 
-from automem_dagster.defs.common.metadata import scaffold_version_metadata
-from automem_dagster.defs.common.partitions import ensure_version_partition, scaffold_versions, version_key
+from automem_dagster.defs.execution.partitions import ensure_version_partition, scaffold_versions, version_key
+from automem_dagster.defs.metadata.structure import scaffold_version_metadata
 from automem_dagster.loop.storage import Storage
 from automem_dagster.scaffold import content_hash, load_scaffold
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from automem_dagster.defs.common.run_tags import CLI_DRIVER, DRIVER_TAG
+from automem_dagster.defs.execution.run_tags import CLI_DRIVER, DRIVER_TAG
 from automem_dagster.loop.round_plan import RoundPlan
 
 BATCH = 100

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from automem_dagster.defs.common.challenger import paired_metadata
-from automem_dagster.defs.common.long_values import long_text
-from automem_dagster.defs.common.metadata import challenger_decision_metadata, code_block, run_link_metadata
-from automem_dagster.loop.challenger import DecisionRecord
+from automem_dagster.defs.metadata.long_values import long_text
+from automem_dagster.defs.metadata.rounds import challenger_decision_metadata, paired_metadata, run_link_metadata
+from automem_dagster.defs.metadata.tables import code_block
+from automem_dagster.loop.challenger import VerdictRecord
 from automem_dagster.meta.dataset_card import calibration_words, replay_words
+from automem_dagster.meta.fate import fate_counts
 from automem_dagster.meta.lora_config import LoraChoice
 from automem_dagster.plots import png_markdown
 from automem_dagster.rollout import BatchSummary
@@ -31,7 +32,7 @@ def _counts_table(title: str, counts: dict[str, int]) -> str:
 
 
 def curation_metadata(stats: dict, out: Path) -> dict:
-    """What a person checks in a curation (also when it stopped short): counts, verdicts, exclusions, the
+    """What a person checks in a curation (also when it stopped short): counts, fates, exclusions, the
     replay (its floor, what was left unmeasured, its cost) and the cheap score's calibration."""
     excluded = stats.get("excluded_episodes", [])
     return {
@@ -39,7 +40,7 @@ def curation_metadata(stats: dict, out: Path) -> dict:
         "decisions": stats["decisions"],
         "kept_decisions": stats["kept_decisions"],
         "episodes": stats["episodes"],
-        "verdicts": dg.MetadataValue.md(_counts_table("verdict", stats["verdicts"])),
+        "fates": dg.MetadataValue.md(_counts_table("fate", fate_counts(stats))),
         "examples_by_phase": dg.MetadataValue.md(_counts_table("phase", stats["examples_by_phase"])),
         "excluded_episodes": dg.MetadataValue.md(
             "\n".join(f"- {e['trajectory']}: {e['reason']}" for e in excluded) or "none"),
@@ -106,7 +107,7 @@ def specialist_evaluation_metadata(game: str, adapter: str, scaffold_version: in
             "endpoints": dg.MetadataValue.json(endpoints)}
 
 
-def specialist_decision_metadata(game: str, decision: DecisionRecord, runs: dict, plots: dict[str, Path]) -> dict:
+def specialist_decision_metadata(game: str, decision: VerdictRecord, runs: dict, plots: dict[str, Path]) -> dict:
     """What ``champion_specialist`` shows of a keep-or-rollback decision on a specialist."""
     names = {"adapter": decision.challenger, "scaffold": f"v{decision.scaffold_version}",
              "specialist_before": _no_specialist(decision.champion_before),
