@@ -1,8 +1,9 @@
 """The learning curve of a game family: every decided round of both loops, in the order they ran.
 
-Each round logs its challenger (a scaffold candidate or a LoRA specialist) and the champion it was
-played beside to MLflow, with the same ``automem.round`` tag and the decision on the challenger's run
-(``loop/report.py``). The curve reads those runs back (``Tracker.runs_for``), so it shows what the
+Each round logs its challenger (a scaffold candidate or a LoRA specialist) to MLflow with the verdict,
+and names the run of the champion batch it was played beside (tag ``automem.champion_run``: a champion
+batch reused by later rounds is logged once, ``tracking/batches.py``; older runs are paired by their
+shared ``automem.round`` tag). The curve reads those runs back (``Tracker.runs_for``), so it shows what the
 rounds measured and decided, never a figure computed again: round by round, the challenger's and
 the champion's progression on the same paired seeds, and the agent in service after the round (the
 challenger where it was kept, the champion otherwise). Only rounds evaluated on one seed set and
@@ -88,12 +89,14 @@ def learning_curve(family: str, rows: list[dict]) -> LearningCurve:
                             f"(automem rounds / automem train) with tracking on")
     latest = challengers[-1]
     budget = (latest["seeds"], latest["max_steps"])
-    champions = {r["round"]: r for r in oldest_first
-                 if r["role"] == "champion" and r.get("round") and (r["seeds"], r["max_steps"]) == budget}
+    by_id = {r["run_id"]: r for r in oldest_first if r.get("run_id")}
+    by_round = {r["round"]: r for r in oldest_first if r["role"] == "champion" and r.get("round")}
     rounds: list[CurveRound] = []
     left_out = 0
     for run in challengers:
-        champion = champions.get(run.get("round"))
+        champion = by_id.get(run.get("champion_run")) or by_round.get(run.get("round"))
+        if champion is not None and (champion["seeds"], champion["max_steps"]) != budget:
+            champion = None
         if (run["seeds"], run["max_steps"]) != budget or champion is None:
             left_out += 1
             continue

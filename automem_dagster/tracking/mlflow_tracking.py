@@ -242,6 +242,7 @@ class Tracker:
                         "progression_se": metrics.get("progression_se"),
                         "decision": tags.get("automem.decision"),
                         "round": tags.get("automem.round"),
+                        "champion_run": tags.get("automem.champion_run"),
                         "seeds": found.data.params.get("seeds"),
                         "max_steps": int(found.data.params["max_steps"]) if "max_steps" in found.data.params else None,
                         "game": tags.get("automem.game"),

@@ -59,26 +59,32 @@ def test_metrics_name_each_round():
 
 
 def test_the_command_reads_the_rounds_from_mlflow_and_logs_the_curve_back(tmp_path, monkeypatch):
-    """Two rounds logged as the rounds log them (a challenger with its verdict and its champion beside it,
-    sharing the round tag) into a real sqlite store: ``automem curve`` draws them and logs itself."""
+    """Two rounds logged as the rounds log them into a real sqlite store: each challenger with its verdict,
+    the champion's batch logged once and reused by round 2 (``log_champion_once``), so round 2 has no
+    champion run of its own and is paired through its ``automem.champion_run`` tag. ``automem curve``
+    draws both and logs itself."""
     from evaluation_runs import evaluation
     from mlflow.tracking import MlflowClient
 
     from automem_dagster import cli, tracking
     from automem_dagster.tracking import Tracker
+    from automem_dagster.tracking.batches import log_champion_once
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     tracker = Tracker(uri, artifact_root=tmp_path / "artifacts")
     verdict = {"keep": False, "outcome": "rolled_back", "mean_difference": -1.0, "stderr_difference": 0.5,
                "ci_low": -2.0, "ci_high": 0.0, "reason": "worse"}
     for version in (1, 2):
-        tracker.log_evaluation(evaluation(version - 1, role="champion", round_id=f"r{version}", parent=None))
-        tracker.log_evaluation(evaluation(version, round_id=f"r{version}", parent=0, verdict=verdict))
+        challenger = tracker.log_evaluation(evaluation(version, round_id=f"r{version}", parent=0, verdict=verdict))
+        log_champion_once(tracker, evaluation(0, role="champion", round_id=f"r{version}", batch="runs/evaluations/v0"),
+                          challenger)
+    client = MlflowClient(uri)
+    crafter = client.get_experiment_by_name("automem-crafter").experiment_id
+    assert len(client.search_runs([crafter], filter_string="tags.`automem.role` = 'champion'")) == 1
     monkeypatch.setattr(tracking, "Tracker", lambda: Tracker(uri, artifact_root=tmp_path / "artifacts"))
     assert cli.main(["curve", "--game", "crafter", "--out", str(tmp_path / "out")]) == 0
     table = (tmp_path / "out" / "learning_curve.md").read_text()
     assert "| 1 | structure | v1 | 11.0 ± 2.0 | v0 | 10.0 ± 2.0 | rolled_back | 10.0 |" in table
-    assert "| 2 | structure | v2 | 12.0 ± 2.0 | v1 | 11.0 ± 2.0 | rolled_back | 11.0 |" in table
-    (logged,) = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("automem-crafter-tables")
-                                                .experiment_id])
-    assert logged.data.metrics["round2_in_service"] == 11.0 and logged.data.params["rounds"] == "2"
+    assert "| 2 | structure | v2 | 12.0 ± 2.0 | v0 | 10.0 ± 2.0 | rolled_back | 10.0 |" in table
+    (logged,) = client.search_runs([client.get_experiment_by_name("automem-crafter-tables").experiment_id])
+    assert logged.data.metrics["round2_in_service"] == 10.0 and logged.data.params["rounds"] == "2"
