@@ -219,7 +219,7 @@ def assert_nothing_cut_off(page) -> None:
 def check_mlflow(page, url: str, tracker: Tracker) -> None:
     """The compare view of the round's candidate and champion runs: the decision tag; and the
     candidate run's plot artifact shown as an image."""
-    runs = {r["role"]: r for r in tracker.runs_for("crafter") if r["max_steps"] == SETTINGS.eval_max_steps}
+    runs = {r["role"]: r for r in tracker.runs_for("crafter") if r["max_steps"] == SETTINGS.budget.eval_max_steps}
     ids = [runs["candidate"]["run_id"], runs["champion"]["run_id"]]
     experiment = tracker.experiment_id("crafter")
     page.goto(f'{url}/#/compare-runs?runs=["{ids[0]}","{ids[1]}"]&experiments=["{experiment}"]', timeout=60_000)
