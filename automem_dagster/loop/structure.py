@@ -18,8 +18,10 @@ the pending candidate up and finishes its evaluation instead of making a new one
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import yaml
 
 from automem_dagster.llm.session import Clients
 from automem_dagster.loop.challenger import RoundStart, VerdictRecord, load_verdict_record
@@ -36,6 +38,7 @@ from automem_dagster.options import BUDGET
 from automem_dagster.rollout import BatchSummary, RolloutSpec
 from automem_dagster.rollout.trajectory import finished_episodes
 from automem_dagster.scaffold import Scaffold, content_hash, load_scaffold, load_scaffold_file, save_scaffold
+from automem_dagster.scaffold.io import parse_scaffold
 from automem_dagster.scaffold.lineage import Lineage
 
 # --- stage 1: rollouts for diagnosis (on the seeds of ``seed_blocks.round_seeds``) -----------
@@ -108,10 +111,27 @@ async def revise_stage(diagnosis: Diagnosis, diagnosis_path: Path, parent: Scaff
             tools = BatchTools.of_episodes(episodes, parent, _tools_parent(parent, clients, storage))
         revision = await propose_revision(parent, diagnosis.to_markdown(), diagnosis_path, clients.meta,
                                           lineage.next_version(), max_attempts, tools)
+    revision = refuse_judged_again(revision, lineage)
     revision.save(out)
     if register and revision.accepted:
         register_candidate(load_scaffold_file(out / CANDIDATE_FILE), parent.version, diagnosis_path, storage, out)
     return revision, out
+
+
+def refuse_judged_again(revision: Revision, lineage: Lineage) -> Revision:
+    """``revision`` rejected when its candidate has the content of a version a round already judged: the
+    same scaffold on the same seeds would only replay that verdict (the rules meta, which is deterministic,
+    proposes the same change from the same evidence, and a meta-LLM can repeat itself), so the round ends
+    as a rejected revision, which ``automem rounds`` counts towards its patience, without playing it."""
+    if not revision.accepted:
+        return revision
+    digest = content_hash(parse_scaffold(yaml.safe_load(revision.candidate_yaml), "the revision's candidate"))
+    judged = next((r for r in lineage.versions if r.content_hash == digest and r.decision is not None), None)
+    if judged is None:
+        return revision
+    reason = (f"the candidate is v{judged.version} again (content hash {digest}), which a round already judged: "
+              f"{judged.decision.replace('_', ' ')}; nothing new to evaluate")
+    return replace(revision, candidate_yaml=None, rejected_reason=reason, diff_md=f"No candidate: {reason}\n")
 
 
 def register_candidate(candidate: Scaffold, parent: int, diagnosis: Path | None, storage: Storage, kept_in: Path) -> None:

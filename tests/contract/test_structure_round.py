@@ -166,8 +166,9 @@ def test_the_reused_champion_batch_is_logged_once_and_linked(storage, scripted, 
     (reused) and so logged once; the second round's candidate run links that run by tag."""
     tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", artifact_root=tmp_path / "artifacts")
     _, first = run(storage, scripted(meta_rules(storage, patch_reply()) + GAME_RULES), tracker)
-    # The second round diagnoses fresh training seeds: a meta-LLM whose diagnosis cites those.
-    second_result, second = run(storage, scripted(meta_rules(storage, patch_reply()) + GAME_RULES), tracker)
+    # The second round diagnoses fresh training seeds: a meta-LLM whose diagnosis cites those, and a patch
+    # other than the first (the same one would be v1 again, rejected before it is played).
+    second_result, second = run(storage, scripted(meta_rules(storage, patch_reply("again")) + GAME_RULES), tracker)
     assert second_result.outcome == "inconclusive" and second_result.candidate == 2
     assert second.runs["champion"].run_id == first.runs["champion"].run_id
     rows = tracker.runs_for("crafter")
