@@ -40,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
     console.print(text, markup=False, highlight=False)
     console.print(f"figure: {figure}; table: {out / 'learning_curve.md'}")
     if not args.no_tracking:
-        run = tracker.log_table(family, "learning-curve", {"seeds": curve.seeds, "max_steps": curve.max_steps,
-                                                           "rounds": len(curve.rounds), "left_out": curve.left_out},
+        logged = tracker.log_table(family, "learning-curve", {"seeds": curve.seeds, "max_steps": curve.max_steps,
+                                                              "rounds": len(curve.rounds), "left_out": curve.left_out},
                                 curve.metrics(), [figure, out / "learning_curve.md"])
-        console.print(f"MLflow: {run.url}")
+        console.print(f"MLflow: {logged.url}")
     return 0

@@ -1,14 +1,14 @@
 """The learning curve of a game family: every decided round of both loops, in the order they ran.
 
 Each round logs its challenger (a scaffold candidate or a LoRA specialist) to MLflow with the verdict,
-and names the run of the champion batch it was played beside (tag ``automem.champion_run``: a champion
-batch reused by later rounds is logged once, ``tracking/batches.py``; older runs are paired by their
-shared ``automem.round`` tag). The curve reads those runs back (``Tracker.runs_for``), so it shows what the
-rounds measured and decided, never a figure computed again: round by round, the challenger's and
+and names the run of the champion batch it was played beside (tag ``automem.champion_run``, set by
+``tracking/batches.log_champion_once``: a champion batch reused by later rounds is logged once). The
+curve reads those runs back (``Tracker.runs_for``), so it shows what the rounds measured and decided,
+never a figure computed again: round by round, the challenger's and
 the champion's progression on the same paired seeds, and the agent in service after the round (the
 challenger where it was kept, the champion otherwise). Only rounds evaluated on one seed set and
 step budget are comparable; the curve takes the budget of the latest decided round and says how many
-rounds on other budgets it left out.
+rounds it left out.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ class LearningCurve:
     max_steps: int
     rounds: list[CurveRound]
     left_out: int
-    """Decided rounds on another seed set or step budget."""
+    """Decided rounds on another seed set or step budget, or whose champion run is not in the store."""
 
     def markdown(self) -> str:
         lines = [f"Learning curve of {self.family}: {len(self.rounds)} decided rounds on the same "
                  f"{self.seed_count} evaluation seeds x {self.max_steps} steps"
-                 + (f" ({self.left_out} on other budgets left out)" if self.left_out else ""), "",
+                 + (f" ({self.left_out} left out: another budget, or no champion run)" if self.left_out else ""), "",
                  "| round | loop | challenger | challenger (%) | champion | champion (%) | decision | in service (%) |",
                  "|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r.index} | {r.loop} | {r.challenger} | {r.challenger_mean:.1f} ± {r.challenger_se:.1f} | "
@@ -87,17 +87,13 @@ def learning_curve(family: str, rows: list[dict]) -> LearningCurve:
     if not challengers:
         raise NoRoundsError(f"no decided round of {family!r} is logged to MLflow: run a round first "
                             f"(automem rounds / automem train) with tracking on")
-    latest = challengers[-1]
-    budget = (latest["seeds"], latest["max_steps"])
-    by_id = {r["run_id"]: r for r in oldest_first if r.get("run_id")}
-    by_round = {r["round"]: r for r in oldest_first if r["role"] == "champion" and r.get("round")}
+    budget = _budget(challengers[-1])
+    by_id = {r["run_id"]: r for r in oldest_first}
     rounds: list[CurveRound] = []
     left_out = 0
     for run in challengers:
-        champion = by_id.get(run.get("champion_run")) or by_round.get(run.get("round"))
-        if champion is not None and (champion["seeds"], champion["max_steps"]) != budget:
-            champion = None
-        if (run["seeds"], run["max_steps"]) != budget or champion is None:
+        champion = by_id.get(run["champion_run"])
+        if champion is None or {_budget(run), _budget(champion)} != {budget}:
             left_out += 1
             continue
         rounds.append(CurveRound(
@@ -107,6 +103,10 @@ def learning_curve(family: str, rows: list[dict]) -> LearningCurve:
             champion_mean=champion["progression_mean"], champion_se=champion["progression_se"] or 0.0,
             decision=run["decision"]))
     return LearningCurve(family, budget[0] or "", budget[1], rounds, left_out)
+
+
+def _budget(run: dict) -> tuple[str | None, int | None]:
+    return run["seeds"], run["max_steps"]
 
 
 def _label(run: dict) -> str:

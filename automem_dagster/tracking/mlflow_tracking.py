@@ -216,8 +216,8 @@ class Tracker:
 
     def runs_for(self, family: str) -> list[dict]:
         """The family's runs, newest first: version, role, agent, adapter, meta, run_id, progression, verdict
-        (the ``automem.decision`` tag), round (a challenger's and its champion's run share it), and the seeds
-        and step budget (only runs on the same seeds and steps are comparable)."""
+        (the ``automem.decision`` tag), champion_run (the run of the champion batch a challenger was played
+        beside), and the seeds and step budget (only runs on the same seeds and steps are comparable)."""
         name = f"automem-{family}"
         rows: list[dict] = []
         with self._store(f"listing the runs of experiment {name}"):
@@ -241,7 +241,6 @@ class Tracker:
                         "progression_mean": metrics.get("progression_mean"),
                         "progression_se": metrics.get("progression_se"),
                         "decision": tags.get("automem.decision"),
-                        "round": tags.get("automem.round"),
                         "champion_run": tags.get("automem.champion_run"),
                         "seeds": found.data.params.get("seeds"),
                         "max_steps": int(found.data.params["max_steps"]) if "max_steps" in found.data.params else None,

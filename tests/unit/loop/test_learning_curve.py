@@ -9,8 +9,10 @@ SEEDS = ",".join(str(s) for s in range(42, 72))
 
 
 def row(role, version, mean, round_id, decision=None, adapter=None, seeds=SEEDS, max_steps=12):
+    """A ``runs_for`` row; a challenger names its round's champion run (``automem.champion_run``)."""
     return {"role": role, "version": version, "adapter": adapter, "progression_mean": mean, "progression_se": 2.0,
-            "decision": decision, "round": round_id, "seeds": seeds, "max_steps": max_steps}
+            "decision": decision, "run_id": f"{role}-{round_id}", "seeds": seeds, "max_steps": max_steps,
+            "champion_run": f"champion-{round_id}" if role in ("candidate", "specialist") else None}
 
 
 def newest_first(*rows):
@@ -38,7 +40,14 @@ def test_rounds_on_another_budget_are_left_out_and_said_so():
         row("candidate", 2, 60.0, "r2", "rolled_back"), row("champion", 0, 61.0, "r2"))
     curve = learning_curve("keydoor", rows)
     assert [r.challenger for r in curve.rounds] == ["v2"] and curve.left_out == 1
-    assert "(1 on other budgets left out)" in curve.markdown()
+    assert "(1 left out: another budget, or no champion run)" in curve.markdown()
+
+
+def test_a_round_whose_champion_run_is_missing_is_left_out():
+    rows = newest_first(row("candidate", 1, 50.0, "r1", "rolled_back"),
+                        row("candidate", 2, 60.0, "r2", "rolled_back"), row("champion", 0, 61.0, "r2"))
+    curve = learning_curve("keydoor", rows)
+    assert [r.challenger for r in curve.rounds] == ["v2"] and curve.left_out == 1
 
 
 def test_no_decided_round_is_a_clear_error():
