@@ -91,20 +91,23 @@ class TurnGrammar:
         return "\n".join([f"root ::= {root}", *lines]) + "\n"
 
     def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False,
-                  reads: int = 1) -> str:
+                  reads: int = 1, least: int = 0) -> str:
         """A consultation of up to ``reads`` reads (on ``files``), or the end of the phase.
 
         The end is the action (one-model) or ``<|DONE|>`` (``end_with_done``: the memory
-        model in two-model mode hands over to the game model).
+        model in two-model mode hands over to the game model). With ``least`` (the scaffold's
+        ``plan_min_reads``) and something to read, the turn must read at least that many times:
+        the end is not offered.
         """
         ending = '"<|DONE|>"' if end_with_done else "action"
         read_ops = self._ops(READ_OPS, False) if consult and files and reads > 0 else []
-        lines = [f"root ::= {' | '.join(['reads', ending] if read_ops else [ending])}"]
+        least = min(least, reads) if read_ops else 0
+        lines = [f"root ::= {' | '.join(['reads'] if least else ['reads', ending] if read_ops else [ending])}"]
         if read_ops:
             lines += self._common(files, [])
             lines.append("read ::= " + " | ".join(f"({r})" for r in read_ops))
-            lines.append(f'reads ::= read ("\\n" read){{0,{reads - 1}}}')
-        if not end_with_done:
+            lines.append(f'reads ::= read ("\\n" read){{{max(least - 1, 0)},{reads - 1}}}')
+        if not end_with_done and not least:
             lines.append(action_rule(actions))
         return "\n".join(lines) + "\n"
 

@@ -190,7 +190,8 @@ class MemoryAgent:
         actions, readable = list(self.actions), self._readable()
         consult = budget > 0 and bool(readable)
         while True:
-            constraint = self.formats.plan_turn(readable, actions, consult, end_with_done=two_model, reads=budget)
+            constraint = self.formats.plan_turn(readable, actions, consult, end_with_done=two_model, reads=budget,
+                                                least=self.scaffold.limits.plan_min_reads)
             seed = request_seed(self.episode_seed, step, "plan", len(turns))
             comp, dropped = await _complete_within_context(client, messages, constraint, seed, self.lane)
             turn = TurnRecord.from_completion("plan", endpoint, comp)

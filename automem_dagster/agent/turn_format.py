@@ -113,14 +113,17 @@ class TurnFormats:
 
     @LEDGER.charged("request")
     def plan_turn(self, files: list[str], actions: list[str], consult: bool, end_with_done: bool = False,
-                  reads: int = 1) -> TurnConstraint:
+                  reads: int = 1, least: int = 0) -> TurnConstraint:
         """A consultation of up to ``reads`` reads on ``files``, or the end of the phase (the action,
-        or ``done`` in two-model mode)."""
+        or ``done`` in two-model mode); with ``least`` and something to read, at least that many
+        reads and no end."""
         ending = _obj({"done": {"type": "boolean", "enum": [True]}}) if end_with_done else _obj({"action": _enum(actions)})
         ops = self._op_schemas(READ_OPS, files, []) if consult and files and reads > 0 else []
-        options = [_obj({"reads": {"type": "array", "items": {"anyOf": ops}, "maxItems": reads}})] if ops else []
-        schema = _obj({"next": {"anyOf": [*options, ending]}})
-        grammar = self.grammar.plan_turn(files, actions, consult, end_with_done, reads)
+        least = min(least, reads) if ops else 0
+        options = [_obj({"reads": {"type": "array", "items": {"anyOf": ops}, "maxItems": reads,
+                                   **({"minItems": least} if least else {})}})] if ops else []
+        schema = _obj({"next": {"anyOf": options if least else [*options, ending]}})
+        grammar = self.grammar.plan_turn(files, actions, consult, end_with_done, reads, least)
         return TurnConstraint("plan_turn", grammar, schema)
 
 

@@ -6,10 +6,15 @@ whether a LOG turn may end without one (``meta/rules_reviser.py`` applies them w
 - a LOG that ran on most steps and wrote (nearly) nothing: a LOG turn must write at least once
   (``limits.log_min_writes``). The embedded 135M model ends almost every LOG turn with ``<|DONE|>``
   at once (issue 53: no note in a whole key-and-door batch), so no memory decision could matter.
+- its read-side twin, consultations that mostly end unread while memory has content: a consultation
+  must read at least once (``limits.plan_min_reads``). Made to write, the embedded model still read
+  its notes at key and door's junction in 5 of 30 episodes, so the actor decided on memory it was
+  not shown and no note could change the outcome.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -27,12 +32,21 @@ ROUTINE_HELD_SHARE = 0.5
 routine, rather than the model's choice in its turns, is what held them back."""
 SILENT_SHARE = 0.1
 """Writes per LOG turn below which a LOG that ran on most steps counts as silent."""
+UNREAD_SHARE = 0.5
+"""Share of the consultations offered (a memory file had content) that read something, below which the
+consultations count as mostly unread."""
+_HAS_LINES = re.compile(r"\((?!0 lines)\d+ lines\)")
+"""A file with content in a step's ``memory_index`` (``MemoryStore.index``: ``name (N lines)``)."""
 _WRITES = (OpName.APPEND, OpName.WRITE, OpName.UPSERT)
 
 
+ROUTINE_COUNTS = ("steps", "log_steps", "reused_consultations", "consultations_offered", "consultations_read")
+
+
 def routine_outcomes(paths: list[Path]) -> dict[str, int]:
-    """What the memory routine let happen: the steps, those with a LOG turn, and those that showed a
-    reused consultation instead of consulting (``agent/savings.py``)."""
+    """What the memory routine let happen: the steps, those with a LOG turn, those that showed a reused
+    consultation instead of consulting (``agent/savings.py``), the consultations offered while a memory
+    file had content, and how many of those read something."""
     counts = Counter()
     for path in paths:
         _, steps, _ = read_trajectory(path)
@@ -40,7 +54,11 @@ def routine_outcomes(paths: list[Path]) -> dict[str, int]:
             counts["steps"] += 1
             counts["log_steps"] += any(t["phase"] == "log" for t in record["turns"])
             counts["reused_consultations"] += "reused_consultation" in (record.get("memory_context") or {})
-    return {key: counts[key] for key in ("steps", "log_steps", "reused_consultations")}
+            plans = [t for t in record["turns"] if t["phase"] == "plan"]
+            if plans and _HAS_LINES.search((record.get("memory_index") or {}).get("plan", "")):
+                counts["consultations_offered"] += 1
+                counts["consultations_read"] += any(t["ops"] for t in plans)
+    return {key: counts[key] for key in ROUTINE_COUNTS}
 
 
 def rule_sparse_memory(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
@@ -93,3 +111,24 @@ def rule_silent_log(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
         f"evidence routine: LOG ran at {logs} of {counts['steps']} steps and made {writes} writes",
         "a LOG turn may end with <|DONE|> at once, and the model always ended it so: nothing is ever noted",
         "limits log_min_writes 1", {"limits": {"log_min_writes": 1}})]
+
+
+def rule_unread_consultation(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
+    """Make a consultation read at least once (``limits.plan_min_reads`` 1) when consultations were offered
+    on most steps with memory holding something and read on fewer than ``UNREAD_SHARE`` of them: what
+    was noted was rarely shown to the acting model. Silent without the counts (a meta-LLM's diagnosis, or
+    trajectories recorded before ``memory_index``), on a short batch, or where a consultation must read
+    already or may not read at all."""
+    counts, limits = evidence.get("routine"), scaffold.limits
+    if (not counts or counts["steps"] < SPARSE_MIN_STEPS or limits.plan_min_reads > 0 or limits.plan_max_ops == 0
+            or not counts.get("consultations_offered")):
+        return []
+    offered, read = counts["consultations_offered"], counts["consultations_read"]
+    if offered < ROUTINE_HELD_SHARE * counts["steps"] or read >= UNREAD_SHARE * offered:
+        return []
+    episode, step = end_of_first(evidence)
+    return [RuleFinding(
+        "other", episode, step,
+        f"evidence routine: {offered} consultations offered with memory holding something, {read} read it",
+        "a consultation may end with nothing read, and mostly did: the actor decided without the notes",
+        "limits plan_min_reads 1", {"limits": {"plan_min_reads": 1}})]

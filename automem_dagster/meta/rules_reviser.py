@@ -33,7 +33,12 @@ from automem_dagster.memory.ops import OpName
 from automem_dagster.meta.diagnosis_record import Diagnosis, DiagnosisError, Finding
 from automem_dagster.meta.evidence import collect_evidence, recorded_op, tally
 from automem_dagster.meta.revise import Revision
-from automem_dagster.meta.routine_rules import routine_outcomes, rule_silent_log, rule_sparse_memory
+from automem_dagster.meta.routine_rules import (
+    routine_outcomes,
+    rule_silent_log,
+    rule_sparse_memory,
+    rule_unread_consultation,
+)
 from automem_dagster.meta.rule_finding import RuleFinding, end_of_first
 from automem_dagster.rollout.trajectory import finished_episodes, read_trajectory
 from automem_dagster.scaffold.io import diff_scaffolds, revision_changes, scaffold_yaml
@@ -242,7 +247,7 @@ def rule_invalid_actions(evidence: dict, scaffold: Scaffold) -> list[RuleFinding
 
 ALL_RULES: tuple[Callable[[dict, Scaffold], list[RuleFinding]], ...] = (
     rule_dead_files, rule_redundant_writes, rule_context_growth, rule_stuck, rule_oscillation,
-    rule_failing_operations, rule_sparse_memory, rule_silent_log, rule_invalid_actions,
+    rule_failing_operations, rule_sparse_memory, rule_silent_log, rule_unread_consultation, rule_invalid_actions,
 )
 
 

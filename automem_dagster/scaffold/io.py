@@ -81,12 +81,18 @@ def save_scaffold(scaffold: Scaffold, root: Path = DEFAULT_ROOT) -> Path:
     return write_text_atomic(path, scaffold_yaml(scaffold))
 
 
+_LATER_LIMITS = ("log_min_writes", "plan_min_reads")
+"""Limits added after scaffolds had been hashed: at 0 they are not part of the hash."""
+
+
 def content_hash(scaffold: Scaffold) -> str:
-    """A digest of everything but the lineage fields. ``limits.log_min_writes`` at its default (0) is left
-    out, so the scaffolds written before the setting existed keep their hashes, and their batches their identity."""
+    """A digest of everything but the lineage fields. ``limits.log_min_writes`` and ``limits.plan_min_reads`` at
+    their default (0) are left out, so the scaffolds written before those settings existed keep their hashes, and
+    their batches their identity."""
     data = scaffold.model_dump(mode="json", exclude=_LINEAGE_FIELDS)
-    if data["limits"].get("log_min_writes") == 0:
-        del data["limits"]["log_min_writes"]
+    for later in _LATER_LIMITS:
+        if data["limits"].get(later) == 0:
+            del data["limits"][later]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -54,16 +54,22 @@ class Limits(BaseModel):
     log_min_writes: int = Field(0, ge=0, le=20, description="writes a LOG turn must make before DONE (a constrained "
                                 "turn cannot end sooner): a model that ends every LOG at once writes something")
     plan_max_ops: int = Field(2, ge=0, le=20)
+    plan_min_reads: int = Field(0, ge=0, le=20, description="reads a consultation must make before it ends (a "
+                                "constrained turn cannot end sooner) while a memory file has content: a model that "
+                                "ends every consultation at once never shows the actor what it noted")
     history_length: int = Field(10, ge=0, le=100)
     text_max_chars: int = Field(64, ge=8, le=400)
     key_max_chars: int = Field(24, ge=2, le=64)
     keyword_max_chars: int = Field(24, ge=2, le=64)
 
     @model_validator(mode="after")
-    def _min_writes_fit(self) -> Limits:
+    def _minimums_fit(self) -> Limits:
         if self.log_min_writes > self.log_max_ops:
             raise ValueError(f"limits.log_min_writes {self.log_min_writes} exceeds log_max_ops {self.log_max_ops}: "
                              "a LOG turn cannot make more writes than its cap")
+        if self.plan_min_reads > self.plan_max_ops:
+            raise ValueError(f"limits.plan_min_reads {self.plan_min_reads} exceeds plan_max_ops {self.plan_max_ops}: "
+                             "a consultation cannot make more reads than its cap")
         return self
 
 

@@ -64,3 +64,25 @@ def test_openais_own_strict_conversion_leaves_every_schema_as_sent(family):
     for name, schema in request_schemas(GAME_OF[family], load_scaffold(family, 0)).items():
         converted = copy.deepcopy(schema)
         assert _ensure_strict_json_schema(converted, path=(), root=converted) == schema, name
+
+
+def test_a_consultation_held_to_a_least_number_of_reads_cannot_end_unread(compiler):
+    """``limits.plan_min_reads``: through vLLM's engine, the grammar and the JSON schema of a two-model
+    consultation refuse an early ``<|DONE|>`` while a file has content, and still admit it when none has
+    (nothing to read: the end is all there is)."""
+    from automem_dagster.agent.turn_format import TurnFormats
+    from automem_dagster.memory.ops import OpName
+
+    formats = TurnFormats([OpName.READ, OpName.APPEND], 64, 24, 24)
+    free = formats.plan_turn(["notes.txt"], ["forward"], True, end_with_done=True, reads=2)
+    held = formats.plan_turn(["notes.txt"], ["forward"], True, end_with_done=True, reads=2, least=1)
+    empty = formats.plan_turn([], ["forward"], True, end_with_done=True, reads=2, least=1)
+    for turn, done, read in ((free, True, True), (held, False, True), (empty, True, False)):
+        grammar = compiler.compile_grammar(turn.grammar)
+        assert accepts(grammar, "<|DONE|>") is done and accepts(grammar, "<|READ|>notes.txt") is read, turn.grammar
+        schema = compiler.compile_json_schema(json.dumps(turn.schema), strict_mode=True)
+        assert accepts(schema, '{"next": {"done": true}}') is done, turn.schema
+        assert accepts(schema, '{"next": {"reads": [{"op": "READ", "file": "notes.txt"}]}}') is read, turn.schema
+    assert not accepts(compiler.compile_json_schema(json.dumps(held.schema), strict_mode=True), '{"next": {"reads": []}}')
+    one_model = formats.plan_turn(["notes.txt"], ["forward"], True, reads=2, least=1)
+    assert not accepts(compiler.compile_grammar(one_model.grammar), "<|ACTION|>forward<|END|>")

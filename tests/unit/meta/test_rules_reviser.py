@@ -1,10 +1,11 @@
 """The rules meta: one test per rule on constructed evidence, and the revision they make
 (a whole round with the rules meta: tests/contract/test_rules_meta_round.py)."""
 
-
+import builders
 
 from automem_dagster.meta.diagnosis_record import Diagnosis, Finding
 from automem_dagster.meta.evidence import ContextGrowth, EpisodeEvidence, Evidence, FailurePoint, FileUsage
+from automem_dagster.meta.routine_rules import routine_outcomes
 from automem_dagster.meta.rules_reviser import (
     ALL_RULES,
     GROWTH_SLOPE,
@@ -19,8 +20,10 @@ from automem_dagster.meta.rules_reviser import (
     rule_silent_log,
     rule_sparse_memory,
     rule_stuck,
+    rule_unread_consultation,
     rules_revision,
 )
+from automem_dagster.rollout.trajectory import TrajectoryWriter
 from automem_dagster.scaffold import load_scaffold
 from automem_dagster.scaffold.patch import ScaffoldPatch, apply_patch
 
@@ -175,6 +178,46 @@ def test_a_log_that_never_writes_must_write_once():
     assert rule_silent_log(writing, V0) == []
     forced = V0.model_copy(update={"limits": V0.limits.model_copy(update={"log_min_writes": 1})})
     assert rule_silent_log(silent, forced) == []
+
+
+def test_consultations_that_mostly_end_unread_must_read_once():
+    """Consultations were offered at 36 of 40 steps with notes in memory and read at 6 (the embedded model at
+    key and door, made to write): a consultation must read once. Consultations that read at half of them,
+    ones that must read already, a short batch or counts without the consultations are left alone."""
+    unread = evidence(routine={"steps": 40, "log_steps": 36, "reused_consultations": 0,
+                               "consultations_offered": 36, "consultations_read": 6})
+    findings = rule_unread_consultation(unread, V0)
+    assert patch_of(findings) == {"limits": {"plan_min_reads": 1}}
+    assert "36 consultations offered" in findings[0].what_happened and "6 read" in findings[0].what_happened
+    assert_cites_evidence(findings, unread)
+    revision = rules_revision(V0, _diagnosis(unread), "diag", 1)
+    assert revision.accepted and any("plan_min_reads" in change for change in revision.changes)
+    half = evidence(routine={"steps": 40, "log_steps": 36, "reused_consultations": 0,
+                             "consultations_offered": 36, "consultations_read": 18})
+    assert rule_unread_consultation(half, V0) == []
+    forced = V0.model_copy(update={"limits": V0.limits.model_copy(update={"plan_min_reads": 1})})
+    assert rule_unread_consultation(unread, forced) == []
+    short = evidence(routine={"steps": 6, "log_steps": 6, "reused_consultations": 0,
+                              "consultations_offered": 6, "consultations_read": 0})
+    assert rule_unread_consultation(short, V0) == []
+    older = evidence(routine={"steps": 40, "log_steps": 36, "reused_consultations": 0})
+    assert rule_unread_consultation(older, V0) == []
+
+
+def test_the_routine_counts_consultations_offered_with_content_and_those_that_read(tmp_path):
+    """Only a consultation on a step whose memory held a line counts as offered; it read when a plan turn
+    carried out a read."""
+    read = {"op": "<|READ|>notes.txt", "ok": True, "result": "key: west", "redundant": False, "empty": False,
+            "changed": False}
+    path = tmp_path / "episode.jsonl"
+    writer = TrajectoryWriter(path, {"episode": "e", "game": "keydoor", "seed": 1, "max_steps": 3, "agent": "memory"})
+    for t, (index, ops) in enumerate([("notes.txt (0 lines)", []), ("notes.txt (1 lines)", []),
+                                      ("notes.txt (12 lines)", [read])]):
+        writer.step({"step": t, **builders.step("forward", [builders.turn("plan", "", ops, endpoint="memory")],
+                                                memory_index={"plan": index})})
+    writer.finish({"steps": 3, "progression": 0.0, "total_reward": 0.0, "done": False})
+    counts = routine_outcomes([path])
+    assert (counts["steps"], counts["consultations_offered"], counts["consultations_read"]) == (3, 2, 1)
 
 
 def test_every_rule_is_tested_here():

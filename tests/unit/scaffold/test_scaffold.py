@@ -1,5 +1,8 @@
 """Scaffold files: every shipped v0 validates; errors name the field; save, hash and diff behave."""
 
+import hashlib
+import json
+
 import pytest
 import yaml
 
@@ -71,6 +74,7 @@ def _data(game="crafter"):
         (lambda d: d["files"][0].update(policy={"mode": "keyed"}), "needs the UPSERT"),
         (lambda d: d["files"][0].update(policy={"mode": "synced"}), "sync_source"),
         (lambda d: d["limits"].update(log_max_ops=-1), "limits.log_max_ops"),
+        (lambda d: d["limits"].update(plan_max_ops=1, plan_min_reads=2), "plan_min_reads 2 exceeds plan_max_ops 1"),
         (lambda d: d.update(parent=3), "parent"),
         (lambda d: d.update(colour="blue"), "colour"),
         (lambda d: d.update(log_prompt="short"), "log_prompt"),
@@ -157,3 +161,16 @@ def test_diff_lists_structural_changes():
     assert changes[-2:] == [f"plan_prompt rewritten ({len(s0.plan_prompt):,} -> 28 characters)",
                             "purpose of map_notes.txt rewritten"]
     assert "- plan_prompt rewritten" in diff_scaffolds(s0, reworded)
+
+
+def test_a_least_number_of_reads_is_structural_and_absent_from_the_hash_at_zero():
+    """``limits.plan_min_reads`` came after scaffolds had been hashed: at 0 the hash is the one a scaffold
+    had before the setting existed (its batches keep their identity); set, it is a structural change."""
+    s0 = load_scaffold("crafter", 0)
+    data = s0.model_dump(mode="json", exclude={"version", "parent", "description"})
+    del data["limits"]["plan_min_reads"], data["limits"]["log_min_writes"]
+    before = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    assert content_hash(s0) == before
+    s1 = s0.model_copy(update={"version": 1, "parent": 0, "limits": s0.limits.model_copy(update={"plan_min_reads": 1})})
+    assert content_hash(s1) != content_hash(s0)
+    assert any("plan_min_reads" in change for change in structural_changes(s0, s1))
