@@ -93,9 +93,10 @@ class Replay(Part):
 class Curation(Part):
     """Which memory decisions become training examples (``meta/curate.py``)."""
 
-    min_examples: int | None = option(16, "stop before training below this many curated examples; empty (null): the "
-                                      "game's minimum from the paper (300 MiniHack to 800 NetHack)",
-                                      param="curate.min_examples", ge=1)
+    min_examples: int | None = option(16, "stop before training below this many curated examples (at least 2: "
+                                      "training holds one out to validate on); empty (null): the game's minimum "
+                                      "from the paper (300 MiniHack to 800 NetHack)",
+                                      param="curate.min_examples", ge=2)
     score_window: int = option(10, "the cheap score's window: steps from a memory decision on whose advantage orders "
                                "the replay (not the replay's horizon)", param="curate.score_window", ge=1)
     max_review_batches: int = option(2, "meta-LLM calls reviewing borderline unmeasured decisions (with "
@@ -233,13 +234,13 @@ DEMO_GAME = "keydoor:hall4-decoys2"
 DEMO = ProficiencyConfig(
     budget=ProficiencyBudget(rollout_episodes=2, rollout_max_steps=10, eval_episodes=6, eval_max_steps=10,
                              concurrency=1),
-    curation=Curation(min_examples=1, score_window=4, accept_score=0.0, max_review_batches=2,
+    curation=Curation(min_examples=2, score_window=4, accept_score=0.0, max_review_batches=2,
                       replay=Replay(floor_pairs=1, horizon=6)),
     training=Training(max_train_steps=3, eval_every=3),
 ).for_game(DEMO_GAME)
 """What ``automem demo`` cuts from full runs so that both loops run for real within minutes on 2 cores: 6
 evaluation seeds (a full decision: at least 30) of 10 steps (a keydoor episode of hall 4 ends by its 9th step),
-2 training episodes, one episode at a time (faster on 2 cores), a dataset minimum of 1 (the game's: 30: one
-measured decision is enough to show the training), replays of at most 6 steps against 1 A/A pair (full: 32
+2 training episodes, one episode at a time (faster on 2 cores), a dataset minimum of 2 (the game's: 30; training
+holds one example out to validate on), replays of at most 6 steps against 1 A/A pair (full: 32
 steps, 3 pairs) but credit as in a full round (every eligible decision replayed, only a measured effect trains),
 and 3 LoRA steps with validation before the first and after the last."""

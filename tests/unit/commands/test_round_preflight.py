@@ -53,6 +53,13 @@ def test_rounds_refuse_a_bad_proficiency_setting_before_the_structure_rounds(scr
     assert "fix --min-examples" in "".join(capsys.readouterr())
 
 
+def test_a_dataset_minimum_of_one_is_refused_before_a_round_starts(scratch_storage, capsys):
+    """Training holds one example out to validate on: a minimum of 1 let curation pass a dataset the trainer then
+    refused, with a stack trace, after the whole round's replays (the demo did, at issue 53)."""
+    assert cli_main(["train", "--no-tracking", "--game", "keydoor", "--min-examples", "1"]) == 2
+    assert "fix --min-examples" in "".join(capsys.readouterr())
+
+
 @pytest.mark.parametrize("command", ROUND_COMMANDS, ids=lambda c: c[0])
 def test_a_bad_budget_stops_a_round_before_it_starts(command, scratch_storage, capsys):
     assert cli_main([*command, "--game", "crafter", "--rollout-episodes", "0"]) == 2
