@@ -10,12 +10,19 @@ proficiency loop trains), and the action follows from the consultation by a fixe
 - at a decision point (the observation asks ``Which way on for <subject>? <a> or <b>.``,
   ``games/recall.py``), the way named on the latest line of the memory shown that names exactly one
   of the ways, preferring lines about the subject (``key: west wing`` for "the key"); with no such
-  line, the first way offered;
+  line, it does not guess: it answers the game's first listed action, which at a memory game's
+  decision point waits (key and door: a wall blocks the way; courier: you wait at the crossroads);
 - anywhere else, the game's first listed action (``forward`` in the memory games: it walks on).
 
+Rule 1 took the first way offered when memory named none. A guess wins half of key and door's
+junctions, so a missing note cost only half the time: the replay credited a decisive note only when
+the key lay in the other wing, and the window baseline scored 50 % with no memory at all. Rule 2
+makes a missing note lose every time, so what the memory model wrote and read is all that decides.
+
 An endpoints file names it ``actor: rules`` (``llm/config.py``); every record of a batch it played
-says ``{"actor": "rules", "rule_version": 1}``, so no table mistakes its figures for a model's.
-It answers in the token syntax a model would, so the agent records its turn like any other.
+says ``{"actor": "rules", "rule_version": 2}``, so no table mistakes its figures for a model's, nor
+a batch of one rule for another's. It answers in the token syntax a model would, so the agent records
+its turn like any other.
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ from dataclasses import dataclass
 from automem_dagster.games.recall import named_ways, parse_question
 from automem_dagster.llm.client import Completion
 
-RULE_VERSION = 1
-"""Bump when the rule changes: batches played under another rule are other batches."""
+RULE_VERSION = 2
+"""Bump when the rule changes: batches played under another rule are other batches (2: no guess at a
+decision point without a note)."""
 
 CONSULTED = "Memory consulted:\n"
 """How the agent puts a consultation before the step message (``agent/savings.show_consulted``)."""
@@ -78,10 +86,8 @@ def act(messages: list[dict]) -> str:
     holds the consultation (if any) and the observation."""
     memory, observation = split_consulted(messages[-1]["content"])
     asked = parse_question(observation)
-    if asked is None:
-        return first_action(messages[0]["content"])
-    subject, ways = asked
-    return way_in_memory(subject, ways, memory.splitlines()) or ways[0]
+    noted = way_in_memory(*asked, memory.splitlines()) if asked else None
+    return noted or first_action(messages[0]["content"])
 
 
 def split_consulted(content: str) -> tuple[str, str]:

@@ -21,16 +21,18 @@ def test_the_way_memory_names_about_the_subject_is_taken():
     assert act(_request("<|READ|>notes.txt -> key: east wing\na draught blows from the west")) == "east"
 
 
-def test_without_a_note_it_takes_the_first_way_and_elsewhere_walks_on():
-    assert act(_request(None)) == "west"
-    assert act(_request("<|READ|>notes.txt -> the hallway is long")) == "west"
+def test_without_a_note_it_does_not_guess_and_elsewhere_walks_on():
+    """Rule 2: at a question with no line naming one way, the first listed action (waiting), not a way."""
+    assert act(_request(None)) == "forward"
+    assert act(_request("<|READ|>notes.txt -> the hallway is long")) == "forward"
+    assert act(_request("<|READ|>notes.txt -> wings open to the west and east")) == "forward"  # names both
     assert act(_request("key: east wing", "Step 1. Now:\n\n[hall] The hallway goes on.")) == "forward"
 
 
 def test_it_answers_in_the_token_syntax_and_names_itself():
     reply = asyncio.run(RuleActor().complete(_request("key: east wing")))
     assert reply.text == "<|ACTION|>east<|END|>" and reply.input_tokens == 0
-    assert RuleActor.identity() == {"actor": "rules", "rule_version": 1}
+    assert RuleActor.identity() == {"actor": "rules", "rule_version": 2}
 
 
 def test_a_log_turn_can_be_held_to_a_least_number_of_writes():
