@@ -90,10 +90,10 @@ def test_two_model_key_and_door_with_a_wrong_note(seeded, tmp_path):
 
 def test_the_rule_actor_in_the_game_role(seeded, tmp_path):
     """What ``assets/endpoints/embedded-rule-actor.yaml`` plays: the rule actor acts on the consultation (with
-    no key line it takes the first way offered, west), the memory model is scripted."""
+    no key line it does not guess but waits, rule 2), the memory model is scripted."""
     _, memory = two_model_rules()
     batch, out, _ = curated(tmp_path, "keydoor:hall5-decoys0", [1, 5, 6, 7], None, seeded(memory))
-    useful, harmful = known_answer(batch)
+    useful, harmful = known_answer(batch, without="hesitate")
     figures = judged(out, useful, harmful, "key and door, the rule actor in the game role")
     assert useful and figures["precision"] >= 0.9 and figures["harmful_kept"] == 0 and figures["recall"] > 0
 
