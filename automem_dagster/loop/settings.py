@@ -232,17 +232,18 @@ difference to mean something, and episodes long enough to reach a memory game's 
 DEMO_GAME = "keydoor:hall4-decoys2"
 """``keydoor`` by its canonical name (its Dagster partition is ``keydoor-hall4-decoys2``): memory decides."""
 DEMO = ProficiencyConfig(
-    budget=ProficiencyBudget(rollout_episodes=3, rollout_max_steps=6, eval_episodes=6, eval_max_steps=10,
+    budget=ProficiencyBudget(rollout_episodes=3, rollout_max_steps=6, eval_episodes=6, eval_max_steps=9,
                              concurrency=1),
     curation=Curation(min_examples=2, score_window=4, accept_score=0.0, max_review_batches=2,
-                      replay=Replay(decisions=12, floor_pairs=1, horizon=5)),
+                      replay=Replay(decisions=8, floor_pairs=1, horizon=5)),
     training=Training(max_train_steps=3, eval_every=3),
 ).for_game(DEMO_GAME)
 """What ``automem demo`` cuts from full runs so that both loops run for real within minutes on 2 cores: 6
-evaluation seeds (a full decision: at least 30) of 10 steps (a keydoor episode of hall 4 ends by its 9th step),
-3 training episodes of 6 steps (they reach the junction at step 4 and its outcome at step 5: no later decision
-can matter), one episode at a time (faster on 2 cores), a dataset minimum of 2 (the game's: 30; training holds one
-example out to validate on), the 12 eligible decisions with the best cheap scores replayed (full: every one; of 32
-replayed in a trial, each about 16 model calls, 1 had an effect) for at most 5 steps against 1 A/A pair (full: 32
-steps, 3 pairs), only a measured effect training as in a full round, and 3 LoRA steps with validation before the
-first and after the last."""
+evaluation seeds (a full decision: at least 30) of 9 steps (a keydoor episode of hall 4 that finds the key opens
+the door at its 9th step), 3 training episodes of 6 steps (they reach the junction at step 4 and its outcome at
+step 5: no later decision can matter), one episode at a time (faster on 2 cores), a dataset minimum of 2 (the
+game's: 30; training holds one example out to validate on), the 8 eligible decisions with the best cheap scores
+replayed (full: every one; each about 9 model calls) for at most 5 steps against 1 A/A pair (full: 32 steps, 3
+pairs), only a measured effect training as in a full round, and 3 LoRA steps with validation before the first
+and after the last. In a trial of these episodes (2026-12-07) the 3 decisions with an effect were among the 8
+best cheap scores of 33."""
