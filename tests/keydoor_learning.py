@@ -40,10 +40,11 @@ WALK = "forward"
 POSITIVE = ("key: {WING} wing", "The key lies in the {WING} wing.", "sign: key in the {WING} wing")
 JUNK = ("The sign crumbled to dust.", "hallway: long, the door far ahead", "walked on along the hallway")
 """Notes at the sign that the door never needs: none names a wing."""
-SETTINGS = LoraSettings(rank=8, alpha=16, dropout=0.0, learning_rate=1e-3, epochs=1, batch_size=4,
+SETTINGS = LoraSettings(rank=8, alpha=16, dropout=0.0, learning_rate=1e-3, epochs=1, batch_size=2,
                         target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], max_length=512, warmup_ratio=0.0,
                         lr_scheduler="constant")
-"""Small and fast, as the SFT tests train (``sft_examples.TINY``), with room for the ~270-token prompt."""
+"""Small and fast, as the SFT tests train (``sft_examples.TINY``), with room for the ~270-token prompt; batch 2,
+since the check needs 12 updates, not 12 x 4 decisions (``test_learning_known_answer.STEPS``)."""
 
 
 def free_v0() -> Scaffold:

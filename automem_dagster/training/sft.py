@@ -25,9 +25,10 @@ What a run guarantees:
 - No Hub access while training and no reporting integrations: the caller logs the result.
 - Steps sized to the device (``training/device_plan.py``): on a GPU the largest micro-batch its free
   memory holds, padding-free, bf16 weights where bf16 is native, checkpointing only when needed; on
-  the CPU bounded memory: activation checkpointing, one unpadded sequence per micro-batch, narrower
-  LM-head tiles. The embedded base measured 1.4-1.7 GB peak RSS on ~400-token examples and 3.1 GB
-  on 1,900-token ones (max_length 2048), model loading included.
+  the CPU bounded memory: one unpadded sequence per micro-batch, narrower LM-head tiles, activation
+  checkpointing for long examples only. The embedded base measured 1.4-1.7 GB peak RSS on ~400-token
+  examples with checkpointing, 1.65 GB on ~300-token ones without, and 3.1 GB on 1,900-token ones
+  (max_length 2048, checkpointed), model loading included.
 
 Command line (the resume test kills this process)::
 
@@ -92,7 +93,7 @@ def build_trainer(model, tokenizer, train_rows: list[dict], validation_rows: lis
     comes from ``training/device_plan.py``; ``gradient_checkpointing``, ``micro_batch`` and
     ``padding_free`` override it. The embedded base on CPU measured about 10 GB peak at batch 4 x 400
     tokens in one padded micro-batch without checkpointing, hence the CPU plan of one unpadded
-    sequence per micro-batch with checkpointing. The losses do not depend on the split: trl divides
+    sequence per micro-batch, checkpointed when it is long. The losses do not depend on the split: trl divides
     the training loss by the completion tokens of the whole step, and the validation loss is
     token-weighted likewise (``training/trainer.py``).
     """

@@ -6,8 +6,11 @@ prompts) does not raise it as far. Real trainer, real GGUF export, real embedded
 two-model agent with the rule actor; the datasets and the measure are in ``keydoor_learning``.
 
 Measured on the 2-core machine (``docs/results.md``): base 0/18, positive 18/18, junk 0/18 notes of
-the wing (the junk specialist wrote a note every time, never a wing); 27 minutes under a load of 7-10,
-689 s of CPU time. The bar is three standard errors, one-sided, on the paired seeds: a paired permutation p of
+the wing (the junk specialist wrote a note every time, never a wing). At 12 steps of batch 2 without
+activation checkpointing (2026-12-07, alone beside a load of 2, one thread each): the same 0/18, 18/18
+and 0/18, validation losses 2.21 -> 0.25 and 2.37 -> 0.29, 318 s of wall and 315 s of CPU time, of which the
+two trainings about 77 s each and the three played arms 50-60 s each; at batch 4 with checkpointing it
+had taken 472 s of CPU time. The bar is three standard errors, one-sided, on the paired seeds: a paired permutation p of
 at most 0.00135, which 18 seeds reach once the specialist is ahead on 10 more seeds than it is behind.
 """
 
@@ -22,12 +25,13 @@ from automem_dagster.rollout.trajectory import finished_episodes
 TRAINING_SEEDS = 16
 HELD_OUT = 18
 STEPS = 12
-"""Optimizer steps of batch 4 over the 14 training decisions (two episodes validate): about 3 epochs. The
-trainings are about 70 % of the check's CPU time (a 6-step one took 99 s, start and validation
-included), but halving them loses the control (measured 2026-12-06 at 6 steps, both validation losses
-below half their start): positive 15/18, junk 7/18, base 0/18. Half-trained, the junk specialist has learnt to write a note at
-the sign but not yet its own words, so it copies the wing from the sign; its permutation p of 0.019
-would fail the bar. At 12 it writes only its own notes (0/18), so the steps stay."""
+"""Optimizer steps of batch 2 (``keydoor_learning.SETTINGS``) over the 14 training decisions (two episodes
+validate): about 1.7 epochs. Fewer updates lose the control (measured 2026-12-06 at 6 steps of batch 4,
+both validation losses below half their start): positive 15/18, junk 7/18, base 0/18. Half-trained, the
+junk specialist has learnt to write a note at the sign but not yet its own words, so it copies the wing
+from the sign; its permutation p of 0.019 would fail the bar. At 12 updates it writes only its own notes
+(0/18) whether each update sees 4 decisions or 2 (measured 2026-12-07), so the 12 updates stay and each
+takes 2 decisions: half the trainings' CPU time."""
 THREE_SE = 0.00135
 """The one-sided normal tail beyond three standard errors: the bar each comparison's p must clear."""
 

@@ -8,7 +8,7 @@ import pytest
 from sft_examples import TINY, decision_rows, embedded_tokenizer
 
 from automem_dagster.training.device_plan import (
-    CPU_PLAN,
+    CPU_ACTIVATION_BUDGET,
     DevicePlan,
     ModelShape,
     activation_bytes,
@@ -201,13 +201,16 @@ def test_the_micro_batch_is_the_largest_share_the_free_memory_holds():
             need = activation_bytes(SMOLLM2, micro * 2048, micro, checkpointing=checkpointing, element=4,
                                     padding_free=micro > 1)
             assert need <= free_gib * gib * 0.8 - SMOLLM2.parameters * 4
-    # The CPU keeps its measured plan: one unpadded sequence, fp32, checkpointing.
-    assert plan_for_device(16, 2048, SMOLLM2, None, bf16=False) == CPU_PLAN
-    assert CPU_PLAN == DevicePlan(1, True, False, False, None)
+    # The CPU: one unpadded sequence in fp32, checkpointed only beyond the activation budget (2 GiB: 660 tokens
+    # of the embedded base), so the ~300-token decisions train without it and 2,048-token ones keep it.
+    assert activation_bytes(SMOLLM2, 661, 1, checkpointing=False, element=4, padding_free=False) > CPU_ACTIVATION_BUDGET
+    for tokens, checkpointing in ((300, False), (660, False), (661, True), (2048, True)):
+        assert plan_for_device(16, tokens, SMOLLM2, None, bf16=False) == DevicePlan(1, checkpointing, False, False, None)
 
 
-def test_on_the_cpu_the_trainer_keeps_fp32_one_sequence_and_checkpointing(tmp_path):
-    """No bf16 without a GPU that computes it natively (a CPU, a T4 or V100 never get it)."""
+def test_on_the_cpu_the_trainer_keeps_fp32_one_sequence_and_checkpoints_long_examples_only(tmp_path):
+    """No bf16 without a GPU that computes it natively (a CPU, a T4 or V100 never get it); this tiny model's
+    short examples fit the CPU's activation budget, so the trainer runs them without checkpointing."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -220,7 +223,7 @@ def test_on_the_cpu_the_trainer_keeps_fp32_one_sequence_and_checkpointing(tmp_pa
     assert longest_example(tokenizer, rows, 256) == max(lengths) and longest_example(tokenizer, rows, 16) == 16
     trainer = build_trainer(model, embedded_tokenizer(), rows, rows[:1], TINY, tmp_path / "ckpt", max_steps=1)
     if not torch.cuda.is_available():
-        assert trainer.device_plan == CPU_PLAN and not trainer.args.bf16
+        assert trainer.device_plan == DevicePlan(1, False, False, False, None) and not trainer.args.bf16
         assert (trainer.args.per_device_train_batch_size, trainer.args.gradient_accumulation_steps) == (1, 4)
-        assert trainer.args.gradient_checkpointing and not trainer.padding_free
+        assert not trainer.args.gradient_checkpointing and not trainer.padding_free
         assert trainer.model.get_input_embeddings().weight.dtype == torch.float32
