@@ -105,12 +105,10 @@ def rule_silent_log(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
     writes = sum(u["writes"] for u in evidence["files"].values())
     if logs < ROUTINE_HELD_SHARE * counts["steps"] or writes >= SILENT_SHARE * logs:
         return []
-    episode, step = end_of_first(evidence)
-    return [RuleFinding(
-        "other", episode, step,
-        f"evidence routine: LOG ran at {logs} of {counts['steps']} steps and made {writes} writes",
-        "a LOG turn may end with <|DONE|> at once, and the model always ended it so: nothing is ever noted",
-        "limits log_min_writes 1", {"limits": {"log_min_writes": 1}})]
+    return _at_least_once(evidence, "log_min_writes",
+                          f"evidence routine: LOG ran at {logs} of {counts['steps']} steps and made {writes} writes",
+                          "a LOG turn may end with <|DONE|> at once, and the model always ended it so: nothing is "
+                          "ever noted")
 
 
 def rule_unread_consultation(evidence: dict, scaffold: Scaffold) -> list[RuleFinding]:
@@ -126,9 +124,13 @@ def rule_unread_consultation(evidence: dict, scaffold: Scaffold) -> list[RuleFin
     offered, read = counts["consultations_offered"], counts["consultations_read"]
     if offered < ROUTINE_HELD_SHARE * counts["steps"] or read >= UNREAD_SHARE * offered:
         return []
+    return _at_least_once(evidence, "plan_min_reads",
+                          f"evidence routine: {offered} consultations offered with memory holding something, {read} "
+                          "read it", "a consultation may end with nothing read, and mostly did: the actor decided "
+                          "without the notes")
+
+
+def _at_least_once(evidence: dict, limit: str, what_happened: str, cause: str) -> list[RuleFinding]:
+    """The finding that sets one of the routine's least-number limits to 1, at the end of the first episode."""
     episode, step = end_of_first(evidence)
-    return [RuleFinding(
-        "other", episode, step,
-        f"evidence routine: {offered} consultations offered with memory holding something, {read} read it",
-        "a consultation may end with nothing read, and mostly did: the actor decided without the notes",
-        "limits plan_min_reads 1", {"limits": {"plan_min_reads": 1}})]
+    return [RuleFinding("other", episode, step, what_happened, cause, f"limits {limit} 1", {"limits": {limit: 1}})]
