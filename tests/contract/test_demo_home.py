@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from automem_dagster.loop.settings import DEMO
 from automem_dagster.loop.storage import Storage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +49,7 @@ def test_the_demo_leaves_a_clean_clone_clean(tmp_path, scripted):
     # v0's headroom arm is v0's evaluation batch on the demo's seeds, so the structure round reused it as
     # its champion's evaluation and played only the replay that measures the noise floor
     evaluations = home.runs / "evaluations" / "keydoor-hall4-decoys2" / "v0"
-    assert sorted(p.name for p in evaluations.iterdir()) == ["steps10-seeds42-47-n6", "steps10-seeds42-47-n6-replay-v1"]
+    batch = f"steps{DEMO.budget.eval_max_steps}-seeds42-47-n6"
+    assert sorted(p.name for p in evaluations.iterdir()) == [batch, f"{batch}-replay-v1"]
     assert not (home.runs / "headroom" / "keydoor-hall4-decoys2" / "v0").exists()
     assert (home.runs / "headroom" / "keydoor-hall4-decoys2" / "headroom.md").exists()
