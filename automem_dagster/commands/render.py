@@ -47,6 +47,8 @@ def print_round(result: RoundResult, report: RoundReport) -> None:
     if result.revision is not None:
         table.add_row("revision", ", ".join(result.revision.changes) or str(result.revision.rejected_reason))
         table.add_row("meta-LLM attempts", str(len(result.revision.attempts)))
+    for note in result.notes:
+        table.add_row("note", note)
     if result.diagnosis_dir:
         table.add_row("diagnosis", str(result.diagnosis_dir / "diagnosis.md"))
     if result.revision_dir:

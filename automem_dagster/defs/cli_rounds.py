@@ -173,6 +173,8 @@ def _structure_result(game: str, storage: Storage, rollout_batch: str | Resumed,
         result.notes.append(f"resumed pending candidate v{result.candidate} of an earlier round")
     elif scaffold_candidate.revision_dir:
         result.revision = Revision.load(Path(scaffold_candidate.revision_dir))
+    elif scaffold_candidate.reason:  # no revision asked for: the meta-LLM gave no usable diagnosis
+        result.notes.append(f"no candidate: {scaffold_candidate.reason}")
     if isinstance(candidate_evaluation, Evaluation):
         result.candidate_eval = load_summary(Path(candidate_evaluation.challenger_batch))
         result.champion_eval = load_summary(Path(candidate_evaluation.champion_batch))

@@ -30,6 +30,7 @@ from automem_dagster.meta.diagnosis_record import (
     Diagnosis,
     DiagnosisError,
     DiagnosisReply,
+    NoUsableDiagnosis,
     check_citations,
 )
 from automem_dagster.meta.evidence import Evidence, collect_evidence, evidence_digest
@@ -191,9 +192,9 @@ async def diagnose(batch_dir: Path, scaffold: Scaffold, client: LLMClient, out_d
         ask_again(messages, 2, completion.text, f"That reply was rejected: {error}. Reply again with valid JSON.")
     failed = Path(out_dir) / DIAGNOSIS_FAILED_FILE
     write_json_atomic(failed, [asdict(a) for a in attempts])
-    raise DiagnosisError(f"the meta-LLM gave no usable diagnosis in {max_attempts} attempts (last: {attempts[-1].error}); "
+    raise NoUsableDiagnosis(f"the meta-LLM gave no usable diagnosis in {max_attempts} attempts (last: {attempts[-1].error}); "
                          f"its replies are in {failed}. Try a stronger meta endpoint or rerun")
 
 
 # Diagnosis and DiagnosisError are what ``diagnose`` returns and raises (defined in ``diagnosis_record``).
-__all__ = ["Diagnosis", "DiagnosisError", "diagnose", "reply_schema"]
+__all__ = ["Diagnosis", "DiagnosisError", "NoUsableDiagnosis", "diagnose", "reply_schema"]

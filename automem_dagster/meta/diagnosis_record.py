@@ -142,6 +142,11 @@ class DiagnosisError(RuntimeError):
     """No diagnosis could be made; the message says why and where the replies were kept."""
 
 
+class NoUsableDiagnosis(DiagnosisError):
+    """The meta-LLM answered, but no reply within the attempts was a valid diagnosis: the model's output, not
+    the set-up, failed, so a round ends its revision there (no candidate) instead of failing."""
+
+
 def check_citations(reply: DiagnosisReply, evidence: Evidence) -> tuple[list[dict], list[dict]]:
     """Split findings into those citing a real episode and step, and dropped ones with the reason."""
     steps = {e.episode: e.steps for e in evidence.episodes}

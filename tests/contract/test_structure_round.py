@@ -130,6 +130,17 @@ def test_an_invalid_revision_is_rejected_with_its_reason(storage, scripted):
     assert not (storage.scaffolds / "crafter" / "v1.yaml").exists()
 
 
+def test_a_meta_without_a_usable_diagnosis_ends_the_round_without_a_candidate(storage, scripted):
+    """Malformed diagnoses in every attempt (the embedded 135M meta on key and door cited steps it was never
+    shown, 3 times in 3): the round makes no candidate and finishes, where it failed with a stack trace."""
+    server = scripted([{"match": "Diagnose this batch", "reply": "not a diagnosis"}, *GAME_RULES])
+    result, _ = run(storage, server)
+    assert result.outcome == "rejected" and result.candidate is None and result.decision is None
+    assert any("no usable diagnosis in 3 attempts" in note for note in result.notes), result.notes
+    lineage = storage.load_lineage("crafter")
+    assert [r.version for r in lineage.versions] == [0] and lineage.champion().version == 0
+
+
 def test_a_failure_halfway_leaves_the_champion_and_the_next_round_finishes_it(storage, scripted):
     failing = scripted(meta_rules(storage, patch_reply("WIN-MARKER FAIL-MARKER")) + GAME_RULES)
     with pytest.raises((EndpointError, RolloutError)):

@@ -83,6 +83,15 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class NotDiagnosed:
+    """``diagnosis``'s value when the meta-LLM gave no usable diagnosis of scaffold ``scaffold_version`` within its
+    attempts (``reason`` says why and where its replies are kept): the round revises nothing, as designed."""
+
+    scaffold_version: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class EvaluationPlan:
     """What an evaluation asset plays: the ``challenger`` (a candidate version or an adapter id) against the
     champion in service on the fixed ``seeds``, ``eval_max_steps`` steps each, judged by ``gate`` (the round's

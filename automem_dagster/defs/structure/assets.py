@@ -34,6 +34,7 @@ from automem_dagster.defs.plans.assets import Batch, Body, Loop, plan_assets
 from automem_dagster.defs.plans.challenger import CANDIDATE, log_run_links, promote
 from automem_dagster.defs.plans.values import (
     Candidate,
+    NotDiagnosed,
     NotEvaluated,
     PlayPlan,
     Promotion,
@@ -58,7 +59,7 @@ from automem_dagster.loop.structure import (
     rollout_spec,
     start_round,
 )
-from automem_dagster.meta.diagnose import Diagnosis
+from automem_dagster.meta.diagnose import Diagnosis, NoUsableDiagnosis
 from automem_dagster.rollout.trajectory import read_manifest
 from automem_dagster.scaffold import load_scaffold
 
@@ -111,7 +112,9 @@ def diagnosis_body(context: dg.AssetExecutionContext, config: RoundConfig, endpo
     """The meta-LLM's reading of the rollout trajectories: where the scaffold made memory go wrong,
     each finding citing an episode and step (findings citing steps that do not exist are dropped).
     The value is the diagnosis directory; a batch already diagnosed is read back, not asked again.
-    In a round that resumes a pending candidate, the value is what it resumes, passed on."""
+    In a round that resumes a pending candidate, the value is what it resumes, passed on. Where the meta-LLM
+    gives no usable diagnosis within its attempts (a 135M model mostly does), the value is ``NotDiagnosed``:
+    the round makes no candidate and ends as designed, where it failed with a stack trace before."""
     if resumed(rollout_batch) is not None:
         context.log.info("no rollouts this round (a pending candidate is resumed): nothing to diagnose")
         return dg.Output(rollout_batch, metadata={"outcome": "skipped"})
@@ -120,8 +123,14 @@ def diagnosis_body(context: dg.AssetExecutionContext, config: RoundConfig, endpo
     version = read_manifest(batch)["scaffold_version"]
     scaffold = load_scaffold(game_family(game_of(context.partition_key)), version, store.scaffolds)
     context.log.info(f"diagnosing {batch} (scaffold v{version})")
-    result, out = endpoints.run(lambda clients: diagnose_stage(batch, scaffold, clients, store, config.budget.max_attempts),
-                                store.runs / "logs", roles=META_ONLY)
+    try:
+        result, out = endpoints.run(lambda clients: diagnose_stage(batch, scaffold, clients, store,
+                                                                   config.budget.max_attempts),
+                                    store.runs / "logs", roles=META_ONLY)
+    except NoUsableDiagnosis as exc:
+        context.log.warning(f"no candidate this round, as designed: {exc}")
+        return dg.Output(NotDiagnosed(version, str(exc)), metadata={"outcome": "no_usable_diagnosis",
+                                                                     "reason": str(exc)})
     context.log.info(f"{len(result.findings)} findings, {len(result.dropped)} dropped: {out}")
     return dg.Output(str(out), metadata=diagnosis_metadata(result, out))
 
@@ -150,6 +159,9 @@ def scaffold_candidate_body(context: dg.AssetExecutionContext, config: RoundConf
             "scaffold_version": key,
             **long_text("diff", diff.read_text() if diff and diff.exists() else "(no diff stored)", markdown=True),
         })
+    if isinstance(diagnosis, NotDiagnosed):
+        return dg.Output(Candidate(game, "rejected", diagnosis.scaffold_version, reason=diagnosis.reason),
+                         metadata={"outcome": "rejected", "reason": diagnosis.reason})
     diag = Diagnosis.load(Path(diagnosis))
     parent = load_scaffold(family, diag.scaffold_version, store.scaffolds)
     context.log.info(f"asking the meta-LLM for a revision of v{parent.version}")
