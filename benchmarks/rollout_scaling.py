@@ -166,6 +166,10 @@ def play_sharded(game: str, scaffold_ref: str, level: int, max_steps: int, serve
     started = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
         workers = pool.map(_shard_worker, jobs)
+        # The workers end on the pool's own sentinel. Leaving them to the context's terminate() relies on
+        # SIGTERM, which a process started with SIGTERM ignored passes on to them: the pool then waited forever.
+        pool.close()
+        pool.join()
     merge_shards(spec, shards)
     total = time.perf_counter() - started
     first = min(w[0] for w in workers)
