@@ -102,7 +102,8 @@ class TurnGrammar:
         ending = '"<|DONE|>"' if end_with_done else "action"
         read_ops = self._ops(READ_OPS, False) if consult and files and reads > 0 else []
         least = min(least, reads) if read_ops else 0
-        lines = [f"root ::= {' | '.join(['reads'] if least else ['reads', ending] if read_ops else [ending])}"]
+        choices = (["reads"] if read_ops else []) + ([] if least else [ending])
+        lines = [f"root ::= {' | '.join(choices)}"]
         if read_ops:
             lines += self._common(files, [])
             lines.append("read ::= " + " | ".join(f"({r})" for r in read_ops))

@@ -38,9 +38,8 @@ consultations count as mostly unread."""
 _HAS_LINES = re.compile(r"\((?!0 lines)\d+ lines\)")
 """A file with content in a step's ``memory_index`` (``MemoryStore.index``: ``name (N lines)``)."""
 _WRITES = (OpName.APPEND, OpName.WRITE, OpName.UPSERT)
-
-
 ROUTINE_COUNTS = ("steps", "log_steps", "reused_consultations", "consultations_offered", "consultations_read")
+"""The counts ``routine_outcomes`` gives the evidence, every one present (0 where nothing was counted)."""
 
 
 def routine_outcomes(paths: list[Path]) -> dict[str, int]:
