@@ -245,5 +245,7 @@ step 5: no later decision can matter), one episode at a time (faster on 2 cores)
 game's: 30; training holds one example out to validate on), the 8 eligible decisions with the best cheap scores
 replayed (full: every one; each about 9 model calls) for at most 5 steps against 1 A/A pair (full: 32 steps, 3
 pairs), only a measured effect training as in a full round, and 3 LoRA steps with validation before the first
-and after the last. In a trial of these episodes (2026-12-07) the 3 decisions with an effect were among the 8
-best cheap scores of 33."""
+and after the last. Whether the round trains depends on what the three episodes write: at one llama.cpp thread
+(2026-12-07) the 3 decisions with an effect were among the 8 best cheap scores of 33 and a specialist was trained;
+at the server's default two threads the episodes wrote other notes, 1 decision of 28 eligible had an effect, and
+the round ended before training, as designed (``docs/results.md``)."""
