@@ -23,7 +23,7 @@ from automem_dagster.commands.render import console, print_where_to_look
 from automem_dagster.commands.shared import add_options, options_from_args
 from automem_dagster.commands.structure import structure_round
 from automem_dagster.loop.gate import per_seed
-from automem_dagster.loop.settings import DEMO, ProficiencyConfig
+from automem_dagster.loop.settings import DEMO, DEMO_STRUCTURE, ProficiencyConfig, StructureConfig
 from automem_dagster.loop.storage import fresh_project_home, resolve_scaffold
 from automem_dagster.loop.structure import RoundResult
 from automem_dagster.metrics.paired import GatePolicy
@@ -44,9 +44,12 @@ def describe_cuts() -> str:
         f"  game:        {DEMO.game} (memory decides: the key's wing is shown once, decoys follow); actor: rules,\n"
         "               the embedded model plays the memory role, writes one line a step and reads its notes\n"
         "               before each action (v0): which line it writes is its decision\n"
+        f"  episodes:    {steps} steps: hall 4 asks the junction at the 5th, so 50 % = the key found, 0 % = not\n"
+        "               (the door, 100 %, lies 4 steps further, where no memory decision matters)\n"
         f"  headroom:    {seeds} evaluation seeds x {steps} steps per arm\n"
         f"               (full: automem headroom --game {DEMO.game} --eval-episodes 30 --eval-max-steps 16 {endpoints})\n"
-        f"  structure:   one round, rules meta: diagnose {episodes} x {budget.rollout_max_steps} steps, decide on "
+        f"  structure:   one round, rules meta: diagnose {DEMO_STRUCTURE.budget.rollout_episodes} x "
+        f"{budget.rollout_max_steps} steps, decide on "
         f"{seeds} seeds\n"
         f"               (full: automem rounds --game {DEMO.game} --meta rules {endpoints})\n"
         f"  proficiency: curate {episodes} x {budget.rollout_max_steps} steps: replay the {replay.decisions} eligible "
@@ -99,12 +102,18 @@ def run(args: argparse.Namespace) -> int:
     other = "endpoints" if args.meta == "rules" else "rules"
     console.print(f"meta for the rounds ({args.meta}): {shared.META_CHOICES[args.meta]}. "
                   f"Other choice, --meta {other}: {shared.META_CHOICES[other]}.")
-    result = structure_round(demo, args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
+    result = structure_round(demo_structure(demo), args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
     if result.decision is not None and not result.decision.keep:
         console.print(what_a_decision_needs(result, demo))
     proficiency_round(with_demo_lora(demo), args.endpoints, tracker=tracking.Tracker(), meta=args.meta)
     print_where_to_look(shared.STORAGE)
     return 0
+
+
+def demo_structure(demo: ProficiencyConfig) -> StructureConfig:
+    """The structure round's config: ``DEMO_STRUCTURE`` at the concurrency this demo runs at."""
+    budget = DEMO_STRUCTURE.budget.model_copy(update={"concurrency": demo.budget.concurrency})
+    return StructureConfig(budget=budget, gate=demo.gate).for_game(demo.game)
 
 
 def what_a_decision_needs(result: RoundResult, settings: ProficiencyConfig) -> str:

@@ -36,7 +36,8 @@ def test_the_demo_leaves_a_clean_clone_clean(tmp_path, scripted):
     assert "Project home:" in run.stderr  # the console's messages go to stderr, the tables to stdout
     said = " ".join((run.stdout + run.stderr).split())
     assert "memory's headroom in keydoor:hall4-decoys2: actor rules (rule_version 2), 6 paired seeds" in said
-    assert "| oracle | 100.0 ± 0.0 |" in said    # the rule actor walks to the right wing when memory names it
+    # the rule actor walks to the right wing when memory names it: the key, 50 %, in the demo's 5-step episodes
+    assert "| oracle | 50.0 ± 0.0 |" in said
     # 6 tied seeds: nothing is kept (issue 42: the demo tells the truth), and the round without a dataset
     # ends as designed, in one line, without a stack trace (issue 53)
     assert "kept:" not in said and "beats champion" not in said
