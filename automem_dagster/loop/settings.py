@@ -232,24 +232,23 @@ difference to mean something, and episodes long enough to reach a memory game's 
 DEMO_GAME = "keydoor:hall4-decoys2"
 """``keydoor`` by its canonical name (its Dagster partition is ``keydoor-hall4-decoys2``): memory decides."""
 DEMO = ProficiencyConfig(
-    budget=ProficiencyBudget(rollout_episodes=6, rollout_max_steps=5, eval_episodes=6, eval_max_steps=5,
+    budget=ProficiencyBudget(rollout_episodes=6, rollout_max_steps=5, eval_episodes=5, eval_max_steps=5,
                              concurrency=1),
     curation=Curation(min_examples=2, score_window=4, accept_score=0.0, max_review_batches=2,
                       replay=Replay(decisions=16, floor_pairs=1, horizon=5)),
     training=Training(max_train_steps=3, eval_every=3),
 ).for_game(DEMO_GAME)
-"""What ``automem demo``'s proficiency round cuts from a full run so that both loops run for real within minutes
-on 2 cores. Episodes of 5 steps, for training and evaluation alike: a keydoor episode of hall 4 answers the
-junction at its 5th step, so a 5-step episode ends on the one choice memory decides, the key found (50 %) or
-not (0 %), and plays none of the 4 later steps to the door that no memory decision changes (nor a second try
-at the junction, which would let a consultation left out be made up a step later, so the replay could
-credit no read). 6 evaluation seeds (a full decision: at least 30); 6 training episodes (a decision with an
-effect comes from an episode that found the key, about half of them); one episode at a time (faster on 2
-cores); a dataset minimum of 2 (the game's: 30; training holds one example out to validate on); the 16
-eligible decisions with the best cheap scores replayed (full: every one; the cheap score puts the late steps
-of the episodes that found the key first) against 1 A/A pair (full: 3), only a measured effect training as
-in a full round; 3 LoRA steps with validation before the first and after the last (``docs/results.md``
-has what it measured)."""
+"""What ``automem demo``'s proficiency round cuts from a full run so that both loops run for real within minutes on 2
+cores. Episodes of 5 steps, for training and evaluation alike: a keydoor episode of hall 4 answers the junction at
+its 5th step, so a 5-step episode ends on the one choice memory decides, the key found (50 %) or not (0 %), and
+plays none of the 4 later steps to the door that no memory decision changes (nor a second try at the junction, which
+would let a consultation left out be made up a step later, so the replay could credit no read). 5 evaluation seeds
+(the fewest the significant gate decides on, p down to 0.031; a full decision: at least 30); 6 training episodes (a
+decision with an effect comes from an episode that found the key, about half of them); one episode at a time (faster
+on 2 cores); a dataset minimum of 2 (the game's: 30; training holds one example out to validate on); the 16 eligible
+decisions with the best cheap scores replayed (full: every one; the cheap score puts the late steps of the episodes
+that found the key first) against 1 A/A pair (full: 3), only a measured effect training as in a full round; 3 LoRA
+steps with validation before the first and after the last (``docs/results.md`` has what it measured)."""
 
 DEMO_STRUCTURE = StructureConfig(budget=Budget(**DEMO.budget.model_dump() | {"rollout_episodes": 3}),
                                  gate=DEMO.gate).for_game(DEMO_GAME)

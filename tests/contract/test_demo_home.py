@@ -35,10 +35,11 @@ def test_the_demo_leaves_a_clean_clone_clean(tmp_path, scripted):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "Project home:" in run.stderr  # the console's messages go to stderr, the tables to stdout
     said = " ".join((run.stdout + run.stderr).split())
-    assert "memory's headroom in keydoor:hall4-decoys2: actor rules (rule_version 2), 6 paired seeds" in said
+    seeds = DEMO.budget.eval_episodes
+    assert f"memory's headroom in keydoor:hall4-decoys2: actor rules (rule_version 2), {seeds} paired seeds" in said
     # the rule actor walks to the right wing when memory names it: the key, 50 %, in the demo's 5-step episodes
     assert "| oracle | 50.0 ± 0.0 |" in said
-    # 6 tied seeds: nothing is kept (issue 42: the demo tells the truth), and the round without a dataset
+    # tied seeds: nothing is kept (issue 42: the demo tells the truth), and the round without a dataset
     # ends as designed, in one line, without a stack trace (issue 53)
     assert "kept:" not in said and "beats champion" not in said
     assert "proficiency round ended before training, as designed" in said and "Traceback" not in said
@@ -50,7 +51,7 @@ def test_the_demo_leaves_a_clean_clone_clean(tmp_path, scripted):
     # v0's headroom arm is v0's evaluation batch on the demo's seeds, so the structure round reused it as
     # its champion's evaluation and played only the replay that measures the noise floor
     evaluations = home.runs / "evaluations" / "keydoor-hall4-decoys2" / "v0"
-    batch = f"steps{DEMO.budget.eval_max_steps}-seeds42-47-n6"
+    batch = f"steps{DEMO.budget.eval_max_steps}-seeds42-{41 + seeds}-n{seeds}"
     assert sorted(p.name for p in evaluations.iterdir()) == [batch, f"{batch}-replay-v1"]
     assert not (home.runs / "headroom" / "keydoor-hall4-decoys2" / "v0").exists()
     assert (home.runs / "headroom" / "keydoor-hall4-decoys2" / "headroom.md").exists()
