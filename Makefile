@@ -30,7 +30,7 @@ UV_SOURCES := $(UV_VENV)/pip-sources
 # --compile-bytecode: pip compiles every module it installs, uv by default does not. Without it each
 # module is compiled on its first import, and where PYTHONDONTWRITEBYTECODE is set (it is on these
 # machines) on every import of every process: dagster, mlflow and torch take 14 s to import instead of 6.
-UV_PIP = $(UV) pip install -q --compile-bytecode --index-strategy unsafe-best-match $$(cat $(UV_SOURCES))
+UV_PIP = $(UV) pip install -q --compile-bytecode --index-strategy unsafe-best-match $(strip $(file <$(UV_SOURCES)))
 
 $(UV):
 	python3.11 -m venv $(UV_VENV) || python3 -m venv $(UV_VENV)
@@ -123,8 +123,11 @@ mlflow-ui: install
 
 dvc-install: $(DVC_STAMP)
 
+# This environment is made with ensurepip's pip and setuptools, as before uv: zc.lockfile (a dvc
+# dependency) asks for setuptools at any version, so ensurepip's stays (65.5.0 with Python 3.11.7) where
+# an environment without it would get the newest.
 $(DVC_STAMP): | $(UV)
-	python3.11 -m venv --without-pip $(DVC_VENV) || python3 -m venv --without-pip $(DVC_VENV)
+	python3.11 -m venv $(DVC_VENV) || python3 -m venv $(DVC_VENV)
 	$(UV_PIP) --python $(DVC_VENV)/bin/python --upgrade pip
 	$(UV_PIP) --python $(DVC_VENV)/bin/python dvc==3.67.1
 	touch $(DVC_STAMP)
