@@ -25,10 +25,13 @@ UV_VENV ?= .venv-uv
 UV := $(UV_VENV)/bin/uv
 UV_SOURCES := $(UV_VENV)/pip-sources
 # uv reads neither pip.conf nor PIP_* variables. These machines configure pip with a folder of wheels
-# (find-links: torch's CPU build lies there, not on PyPI) and local package indexes, so $(UV_SOURCES)
-# hands uv pip's index-url, extra-index-url and find-links (a PIP_* variable wins over pip.conf, as in
-# pip), and --index-strategy unsafe-best-match keeps pip's rule among them: the best version in any
-# source, where uv's default takes the first index that has the package at all.
+# (find-links: torch's CPU build lies there, not on PyPI), so $(UV_SOURCES) hands uv pip's index-url
+# and find-links (a PIP_* variable wins over pip.conf, as in pip); --index-strategy unsafe-best-match
+# is pip's rule among sources, the best version in any of them. pip's extra-index-url is not handed on:
+# on these machines it names local partial copies of PyPI, and for a version that is in one of them uv
+# takes only that copy's files, where pip takes the best file of every source (multiprocess 0.70.19
+# came as the py310 wheel instead of PyPI's py311 one). Without them every installed file is the same
+# as pip's (docs/install.md).
 # --compile-bytecode: pip compiles every module it installs, uv by default does not. Without it each
 # module is compiled on its first import, and where PYTHONDONTWRITEBYTECODE is set (it is on these
 # machines) on every import of every process: dagster, mlflow and torch take 14 s to import instead of 6.
@@ -36,7 +39,7 @@ UV_PIP = $(UV) pip install -q --compile-bytecode --index-strategy unsafe-best-ma
 
 $(UV):
 	python3.11 -m venv $(UV_VENV) || python3 -m venv $(UV_VENV)
-	for key in index-url extra-index-url find-links; do \
+	for key in index-url find-links; do \
 		values=$$($(UV_VENV)/bin/python -m pip config get ":env:.$$key" 2>/dev/null \
 			|| $(UV_VENV)/bin/python -m pip config get "global.$$key" 2>/dev/null); \
 		for value in $$values; do echo "--$$key=$$value"; done; \
