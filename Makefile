@@ -16,9 +16,9 @@ DVC_REMOTE ?= $(HOME)/automem-dvc-remote
 .PHONY: install run test lint unit contract e2e dvc-install dvc-remote dvc-repro dvc-exp dagster mlflow-ui
 
 # uv installs both environments (docs/install.md, "Installing with uv"): the same packages at the same
-# versions as pip did, faster on a fresh machine. `time make install dvc-install` in fresh clones with
-# empty caches, back to back on the 2-core machine under a load of 3-6 from other work (2026-12-07):
-# 299 s with pip, 228 s with uv (174 and 125 s of CPU). uv is PyPI's `uv` package (a single binary),
+# versions as pip did, in half the time on a fresh machine. `time make install dvc-install` in fresh
+# clones with empty caches on the 2-core machine, while other work loaded it (2026-12-07): 299 s with pip
+# (load 3-5, 174 s of CPU), 147 s with uv (load 5-8, 131 s of CPU). uv is PyPI's `uv` package (one binary),
 # pinned here and installed with pip into a virtual environment of its own, $(UV_VENV); pip itself is
 # still installed in both environments, so `.venv/bin/python -m pip` works as before.
 UV_VENV ?= .venv-uv
