@@ -35,7 +35,9 @@ UV_SOURCES := $(UV_VENV)/pip-sources
 # --compile-bytecode: pip compiles every module it installs, uv by default does not. Without it each
 # module is compiled on its first import, and where PYTHONDONTWRITEBYTECODE is set (it is on these
 # machines) on every import of every process: dagster, mlflow and torch take 14 s to import instead of 6.
-UV_PIP = $(UV) pip install -q --compile-bytecode --index-strategy unsafe-best-match $(strip $(file <$(UV_SOURCES)))
+# uv waits 30 s for a registry's answer where pip here waits PIP_DEFAULT_TIMEOUT (180 s on these machines): it
+# gets pip's wait, so a slow registry is waited for as before (UV_HTTP_TIMEOUT, when set, wins).
+UV_PIP = UV_HTTP_TIMEOUT=$${UV_HTTP_TIMEOUT:-$${PIP_DEFAULT_TIMEOUT:-30}} $(UV) pip install -q --compile-bytecode --index-strategy unsafe-best-match $(strip $(file <$(UV_SOURCES)))
 
 $(UV):
 	python3.11 -m venv $(UV_VENV) || python3 -m venv $(UV_VENV)
