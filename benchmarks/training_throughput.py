@@ -120,25 +120,6 @@ def synthetic_dataset(out_dir: Path, examples: int, episodes: int, seed: int = 0
     }
 
 
-def base_hidden_size(base: str) -> int:
-    """The base's hidden size, read without loading its weights."""
-    from automem_dagster.training.base_model import EMBEDDED_BASE
-
-    if base == EMBEDDED_BASE:
-        from gguf import GGUFReader
-
-        from automem_dagster.llm.embedded_server import embedded_model_path
-
-        reader = GGUFReader(embedded_model_path())
-        a = reader.fields["general.architecture"]
-        arch = bytes(a.parts[a.data[0]]).decode()
-        f = reader.fields[f"{arch}.embedding_length"]
-        return int(f.parts[f.data[0]][0])
-    from transformers import AutoConfig
-
-    return int(AutoConfig.from_pretrained(base).hidden_size)
-
-
 def _tokenized(tokenizer, row: dict[str, Any], max_length: int):
     """(input ids, labels) of one example as the trainer sees it: its chat template, prompt tokens masked."""
     import torch
@@ -227,13 +208,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from automem_dagster.training.base_model import configure_torch_threads
+    from automem_dagster.training.base_model import configure_torch_threads, describe_base
     from automem_dagster.training.examples import load_examples, split_examples
     from automem_dagster.training.settings import default_settings
     from automem_dagster.training.sft import train_adapter
 
     configure_torch_threads()
-    settings = default_settings(base_hidden_size(args.base))
+    settings = default_settings(describe_base(args.base)["hidden_size"])
     if cfg["batch"]:
         settings = settings.model_copy(update={"batch_size": cfg["batch"]})
     result = start_result(NAME, args.quick, {**cfg, "base": args.base, "lora": settings.model_dump(mode="json"),

@@ -112,8 +112,10 @@ def training_seeds(game: str | EnvRef, n: int, offset: int = 0, path: Path = DEF
 def assert_disjoint(a: Iterable[int], b: Iterable[int], a_name: str = "training seeds",
                     b_name: str = "evaluation seeds") -> None:
     """Raise if two seed collections share a seed: a training episode on an evaluation seed
-    would let a scaffold or adapter be shaped on the very episodes that judge it."""
-    shared = sorted(set(a) & set(b))
+    would let a scaffold or adapter be shaped on the very episodes that judge it. A range (the seed file's
+    training range, 99,000 seeds) is asked by membership, not made into a set: that set took 40 ms per seed file read."""
+    within = a if isinstance(a, range) else set(a)
+    shared = sorted({seed for seed in b if seed in within})
     if shared:
         raise ValueError(f"{a_name} and {b_name} share seeds {shared}: keep training and evaluation seeds disjoint")
 

@@ -108,8 +108,7 @@ def export_gguf_lora(adapter_dir: Path, out_path: Path, base_gguf: Path | None =
     base_gguf = Path(base_gguf)
     if not base_gguf.is_file():
         raise AdapterExportError(f"base GGUF {base_gguf} does not exist; pass the model the adapter will be served on")
-    stat = base_gguf.stat()
-    base = _BaseModel.read(base_gguf.resolve(), stat.st_mtime_ns, stat.st_size)
+    base = _BaseModel.read(base_gguf)
     tensors = _read_weights(adapter_dir / ADAPTER_WEIGHTS)
     pairs = _map_tensors(tensors, base, adapter_dir / ADAPTER_WEIGHTS)
     _write(out_path, base.architecture, alpha, pairs)
@@ -145,20 +144,9 @@ class _BaseModel:
         self.shapes = shapes
 
     @classmethod
-    @functools.lru_cache(maxsize=4)
-    def read(cls, path: Path, mtime_ns: int, size: int) -> _BaseModel:
-        """Parsed once per file version (mtime and size are part of the cache key): GGUFReader
-        decodes every metadata array, the 49k-entry vocabulary included, which takes seconds."""
-        import gguf
-
-        try:
-            reader = gguf.GGUFReader(path)
-        except Exception as exc:  # the reader raises ValueError, struct errors, IndexError ...
-            raise AdapterExportError(f"base GGUF {path} cannot be read ({type(exc).__name__}: {exc})") from exc
-
-        def field(key: str):
-            f = reader.fields.get(key)
-            return None if f is None else f.contents()
+    def read(cls, path: Path) -> _BaseModel:
+        fields, shapes = gguf_header(path)
+        field = fields.get
 
         arch = field("general.architecture")
         if arch not in _ARCHITECTURES:
@@ -176,8 +164,31 @@ class _BaseModel:
                 f"base GGUF {path} has {arch}.attention.head_count_kv={n_head_kv!r}, which does not divide "
                 f"{n_head} query heads (per-layer head counts are not supported)"
             )
-        shapes = {t.name: tuple(int(d) for d in t.shape) for t in reader.tensors}
         return cls(path, arch, n_head, n_head_kv, shapes)
+
+
+def gguf_header(path: Path) -> tuple[dict, dict[str, tuple]]:
+    """A GGUF file's metadata values (its arrays, e.g. the vocabulary, left out) and tensor shapes, parsed
+    once per file version in a process (``_parsed_header``): the export and the LoRA recommendation's base
+    facts (``training.base_model.describe_base``) both read the embedded base."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    return _parsed_header(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_header(path: Path, mtime_ns: int, size: int) -> tuple[dict, dict[str, tuple]]:
+    """Keyed by mtime and size too, so a replaced file is read again: GGUFReader decodes every
+    metadata array, the 49k-entry vocabulary included, which takes seconds."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(path)
+    except Exception as exc:  # the reader raises ValueError, struct errors, IndexError ...
+        raise AdapterExportError(f"base GGUF {path} cannot be read ({type(exc).__name__}: {exc})") from exc
+    fields = {key: f.contents() for key, f in reader.fields.items() if f.types[:1] != [gguf.GGUFValueType.ARRAY]}
+    shapes = {t.name: tuple(int(d) for d in t.shape) for t in reader.tensors}
+    return fields, shapes
 
 
 def _read_config(adapter_dir: Path) -> dict:

@@ -8,6 +8,7 @@ import pytest
 from automem_dagster.training.gguf_lora import (
     AdapterExportError,
     export_gguf_lora,
+    gguf_header,
     permute_rows,
     unpermute_rows,
 )
@@ -150,6 +151,20 @@ def test_wrong_base_and_unknown_architecture_are_refused(tmp_path, base):
               adapter / "adapter_model.safetensors")
     with pytest.raises(AdapterExportError, match=r"blk\.0\.attn_q\.weight lora_A \(3, 32\).*another model"):
         export_gguf_lora(adapter, tmp_path / "a.gguf", base)
+
+
+def test_the_header_holds_the_scalar_values_and_a_rewritten_file_is_read_again(tmp_path):
+    """``gguf_header`` (shared by the export and ``describe_base``) is parsed once per file version: the
+    metadata values without the arrays, every tensor's shape; a file written over is read anew."""
+    path = _fake_base(tmp_path / "base.gguf")
+    fields, shapes = gguf_header(path)
+    assert fields["general.architecture"] == "llama" and fields["llama.attention.head_count"] == N_HEAD
+    assert fields["llama.block_count"] == LAYERS and not any(isinstance(v, list) for v in fields.values())
+    assert shapes["blk.0.ffn_down.weight"] == (FFN, HIDDEN)
+    assert gguf_header(path) is gguf_header(path)
+    path.unlink()
+    _fake_base(path, arch="gemma3")
+    assert gguf_header(path)[0]["general.architecture"] == "gemma3"
 
 
 def test_missing_or_corrupt_adapter_is_refused(tmp_path, base):
