@@ -111,9 +111,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def demo_structure(demo: ProficiencyConfig) -> StructureConfig:
-    """The structure round's config: ``DEMO_STRUCTURE`` at the concurrency this demo runs at."""
+    """The structure round's config: ``DEMO_STRUCTURE`` at the concurrency this demo runs at (the one demo
+    option that reaches it)."""
     budget = DEMO_STRUCTURE.budget.model_copy(update={"concurrency": demo.budget.concurrency})
-    return StructureConfig(budget=budget, gate=demo.gate).for_game(demo.game)
+    return DEMO_STRUCTURE.model_copy(update={"budget": budget}).for_game(demo.game)
 
 
 def what_a_decision_needs(result: RoundResult, settings: ProficiencyConfig) -> str:
