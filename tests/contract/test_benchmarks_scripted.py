@@ -94,3 +94,15 @@ def test_context_cost_quick_on_a_scripted_endpoint(tmp_path, capsys, scripted):
         if label != "random":
             assert f["input_tokens_per_step"] > 0 and f["input_growth_per_step"]["steps"] == f["steps"]
     assert len(result["targets"]) == 2 * 6 and result["growth_rule"]
+
+
+@pytest.mark.contract
+def test_suite_cost_quick_charges_the_tests_cpu_to_their_files(tmp_path, capsys):
+    """The suite-layout unit tests run by pytest in one process: every test is clocked, and its CPU is charged
+    to its file; the busy CPU covers what was sampled."""
+    result = run_quick("suite_cost", tmp_path, capsys)
+    figures = result["results"]
+    assert figures["tiers"]["unit"]["returncode"] == 0 and figures["tests_clocked"] > 0
+    files = [name for name in figures["files"] if name.startswith("tests/unit/suite/test_")]
+    assert files and all("pytest worker" in figures["files"][name]["by_kind"] for name in files)
+    assert 0 < figures["sampled_cpu_s"] <= figures["busy_cpu_s"] + 2.0
