@@ -76,24 +76,23 @@ run: install
 # The suite in three tiers (tests/conftest.py TIERS; docs/install.md "Test tiers"): `unit` (no process,
 # no socket), `contract` (stand-in servers, in-process Dagster), `e2e` (the real embedded model, DVC,
 # LoRA training, the browser). `make test` runs all three in that order, prints each one's time and
-# fails if any failed. Two pytest-xdist workers, a test file to each in turn (a file's
-# module fixtures are built once): most tests wait on a server or a subprocess, so two share two cores.
-# The files are handed out slowest first (tests/conftest.py SLOWEST_FIRST; --no-loadscope-reorder keeps
-# that order instead of xdist's most-tests-first), so no long file starts last beside an idle worker.
-# PYTEST_WORKERS=0: one process. pytest's exit code 5 (no test selected) fails a tier: a tier that
-# lost its tests is a missing suite, not a pass.
+# fails if any failed. A tier runs its own folder, tests/<tier>/: a test there of another tier fails,
+# naming both (tests/conftest.py folder_tier), so every test runs in exactly one tier, and a worker
+# imports only its tier's test modules (collecting the whole suite under `-m <tier>` cost 3-6 s of CPU
+# more a worker, measured 2026-12-07). Two pytest-xdist workers, a test file to each in turn (a file's
+# module fixtures are built once). The files are handed out slowest first (tests/conftest.py SLOWEST_FIRST;
+# --no-loadscope-reorder keeps that order instead of xdist's most-tests-first), so no long file starts
+# last beside an idle worker. PYTEST_WORKERS=0: one process. pytest's exit code 5 (no test selected)
+# fails a tier: a tier that lost its tests is a missing suite, not a pass.
 # The contract tier takes three workers: its tests wait on stand-in servers, Dagster runs and CLI
 # subprocesses, so two left the cores idle half the time. Measured back to back on the 2-core machine
 # (2026-12-06, a load of 3-6 from other work): 366 s with two workers, 246 s with three, for 338 and
-# 358 s of CPU time (the third worker collects the suite once more). The second run also handed the
-# contract files out slowest first (SLOWEST_FIRST), worth at most 16 s: the two workers' files had
-# ended 32 s apart. The e2e tier keeps two: with three, `bash .ci/run` in a fresh clone on the idle
-# machine (2026-12-07) took 956 s for it, the learning check alone 659 s beside two other workers' trainings
-# and servers, where two workers' e2e tier took about 650 s in CI's run of that morning (its total less
-# the install, the demo and the other tiers, measured here). A PYTEST_WORKERS given to make wins.
+# 358 s of CPU time. The e2e tier is CPU-bound (benchmarks/suite_cost.py on the idle machine, 2026-12-07:
+# 1,753 s of busy CPU in 974 s with two workers), so a third worker only shares the same two cores:
+# 956 s with three and 973 s with two, in two idle runs that day. A PYTEST_WORKERS given to make wins.
 PYTEST_WORKERS ?= 2
 contract: PYTEST_WORKERS = 3
-PYTEST_TIER = $(PY) -m pytest -q -rs --durations=25 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m $(1) tests; \
+PYTEST_TIER = $(PY) -m pytest -q -rs --durations=25 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder tests/$(1); \
 	rc=$$?; [ $$rc -eq 5 ] && echo "make: the $(1) tier selected no tests" >&2; exit $$rc
 
 test: install dvc-install

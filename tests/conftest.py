@@ -188,33 +188,27 @@ def tier(item) -> str:
 
 SLOWEST_FIRST = (
     # e2e
-    "test_learning_known_answer.py", "test_dvc.py", "test_endpoints_embedded.py", "test_ui_pages.py",
-    "test_memory_agent_embedded.py", "test_benchmarks_quick.py", "test_sft_training.py",
-    "test_dagster_proficiency_training.py", "test_sharded_dagster.py", "test_celery_rounds.py",
-    "test_replay_concurrency.py", "test_server_per_run.py", "test_two_hosts.py", "test_rollout.py",
-    "test_celery_executor.py", "test_played_shard.py", "test_base_cache.py", "test_dagster_dev.py",
-    "test_gguf_lora_served.py",
+    "test_learning_known_answer.py", "test_dvc.py", "test_memory_agent_embedded.py", "test_endpoints_embedded.py",
+    "test_ui_pages.py", "test_benchmarks_quick.py", "test_celery_executor.py", "test_celery_rounds.py",
+    "test_two_hosts.py", "test_sft_training.py", "test_replay_concurrency.py", "test_server_per_run.py",
+    "test_dagster_proficiency_training.py", "test_rollout.py", "test_sharded_dagster.py", "test_dagster_dev.py",
+    "test_played_shard.py", "test_base_cache.py",
     # contract
-    "test_structure_round.py", "test_dvc_stages.py", "test_demo_home.py", "test_game_replay.py", "test_rounds.py",
-    "test_dvc_round.py", "test_known_answer_variants.py", "test_balrog_replay.py", "test_dagster_rounds.py",
+    "test_structure_round.py", "test_dvc_stages.py", "test_demo_home.py", "test_resume.py", "test_rounds.py",
+    "test_known_answer_variants.py", "test_game_replay.py", "test_dvc_round.py", "test_settings_default_everywhere.py",
+    "test_meta_tools.py",
     # unit
-    "test_device_plan.py", "test_sft.py", "test_tracker.py", "test_minihack_suite.py")
+    "test_device_plan.py", "test_sft.py", "test_tracker.py")
 """The test files that take longest, longest first, per tier (a file's name is the suite's only one): they are
 handed to the pytest-xdist workers first (``make`` runs ``--dist loadfile --no-loadscope-reorder``), so the
 slowest file never starts last while the other worker has nothing left; the other files follow, those with
-most tests first (xdist's own order). Measured 2026-12-06 on the 2-core machine (``make test``'s command, 2
-workers, under a load of 5-11 from other work), each file's wall time and CPU time (its worker, its
-subprocesses and servers, not the processes that leave their session, as dagster dev's do) in seconds: e2e
-1725/489 (the learning check, two LoRA trainings and three played arms), 615/114, 344/95, 316/176, 307/67,
-290/120, 180/71, 153/59, 112/36, 107/43, 103/46, 90/47, 77/41, 72/38, 72/30, 39/2, 35/22, 33/14 and 30/17;
-contract 168/36, 95/26, 79/20, 71/17, 66/15, 63/22, 56/16, 52/12 and 49/13; unit 68 (one test of 57 s), 25,
-19 and 18 s of wall time. CPU time is the steadier figure: the tiers took 107, 351 and 1,599 s of it against
-187, 676 and 2,452 s of wall time there, and on CI's last run (quiet, 2026-12-04) 85, 303 and 1,347 s of
-wall time. The e2e order was measured again on 2026-12-07 (``make e2e``, a load of 4-8 from other work:
-1,766 s of wall and 1,554 s of CPU time), after the learning check's trainings were halved, from the
-25 slowest tests' wall times summed by file (+: the file has more tests, each under the 25th's 28 s): the
-learning check 610 s, then 279+, 279+, 252, 218+, 209+, 157+, 156, 131, 126, 123, 109+, 106, 106, 41+
-(the celery executor's file, 153 s in the earlier measurement), 45, 41, 34 and 30 s."""
+most tests first (xdist's own order). Measured on the idle 2-core machine on 2026-12-07 with
+``benchmarks/suite_cost.py`` (``make test``'s tiers, each file's summed test time and the CPU of every process
+its tests ran, in seconds): e2e 387/364 (the learning check: two LoRA trainings and three played arms), 191/181,
+186/183, 126/124, 116/125, 110/100, 108/72, 98/48, 87/53, 59/57, 57/54, 53/51, 52/50, 52/47, 44/34, 33/11, 27/25
+and 20/19; contract 77/44, 32/22, 30/18, 27/19, 27/16, 26/17, 22/16, 21/14, 20/15 and 20/13; unit 24/24, 9/8 and
+6/3. The tiers took 67, 219 and 974 s of wall time for 125, 413 and 1,753 s of the machine's busy CPU time: the
+suite is CPU-bound, so the order only keeps a worker from idling at a tier's end."""
 
 
 def by_cost(items: list) -> list:
