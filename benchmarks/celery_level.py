@@ -31,7 +31,7 @@ from automem_dagster.defs.execution.shards import Arm, merge_arms, shard_op, sha
 from automem_dagster.defs.plans.values import Shard
 from automem_dagster.defs.resources import LLMEndpointsResource, StorageResource
 from automem_dagster.rollout.shards import spec_from_record, spec_record
-from benchmarks.common import BOUNDED, MISS, batch_episodes, ratio, target
+from benchmarks.common import BOUNDED, MISS, batch_episodes, process_stat, ratio, target
 
 READY_S = 120
 SPEEDUP_LIMIT = 1.6
@@ -113,10 +113,9 @@ def local_cluster(work: Path, home: Path, workers: int = 2, visibility_s: int = 
 def cpu_s(pid: int) -> float:
     """User plus system CPU seconds of process ``pid`` so far, from /proc (Linux); 0 for a process gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return process_stat(pid)[1]
     except FileNotFoundError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def family_cpu_s(pid: int) -> float:

@@ -144,6 +144,13 @@ def summary_ms(seconds: Sequence[float]) -> dict[str, float | int]:
     }
 
 
+def process_stat(pid: int) -> tuple[int, float]:
+    """(parent PID, user plus system CPU seconds so far) of process ``pid``, from ``/proc/<pid>/stat`` (Linux; the
+    command name in it may hold spaces and parentheses). Raises ``OSError`` for a process that is gone."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else math.nan
 

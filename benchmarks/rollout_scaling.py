@@ -52,6 +52,7 @@ from benchmarks.common import (
     emit,
     load_scaffold_ref,
     parser,
+    process_stat,
     ratio,
     run_batches,
     start_result,
@@ -78,8 +79,7 @@ def _endpoints(base_url: str) -> EndpointsConfig:
 
 def server_cpu_s(pid: int) -> float:
     """User plus system CPU seconds of a process so far, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return process_stat(pid)[1]
 
 
 def game_cpu_per_step(game: str, action: str, steps: int) -> float:
